@@ -1,0 +1,43 @@
+package triggers
+
+import (
+	"strings"
+	"testing"
+)
+
+// BenchmarkMap maps a representative set of corpus deliveries.
+func BenchmarkMap(b *testing.B) {
+	dir := corpusDir(b)
+	for _, file := range []string{
+		"github/issues.opened.json",
+		"github/pull_request.opened.json",
+		"github/push.multiple-commits.json",
+		"github/issue_comment.created.mention.json",
+		"github/workflow_run.completed.json",
+		"vercel/deployment.created.sentry-fixture.json",
+	} {
+		sub, name, _ := strings.Cut(file, "/")
+		d := fileDelivery(b, dir, sub, name)
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(d.Payload)))
+			for b.Loop() {
+				if _, err := Map(d); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkMapBigPush maps a push of 2,048 commits.
+func BenchmarkMapBigPush(b *testing.B) {
+	d := Delivery{Connector: CodeHost, ID: testDeliveryID, Event: "push", Payload: bigPush(2048)}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(d.Payload)))
+	for b.Loop() {
+		if _, err := Map(d); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,128 @@
+package triggers
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/google/uuid"
+)
+
+// roundTrip encodes e, checks that the encoding is valid JSON, decodes it
+// back and returns the decoded event and the top-level fields.
+func roundTrip(t *testing.T, e Event) (Event, map[string]json.RawMessage) {
+	t.Helper()
+	b, err := e.MarshalJSON()
+	if err != nil {
+		t.Fatalf("MarshalJSON: %v", err)
+	}
+	if !json.Valid(b) {
+		t.Fatalf("invalid JSON: %s", b)
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b, &fields); err != nil {
+		t.Fatal(err)
+	}
+	var got Event
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatalf("Unmarshal: %v", err)
+	}
+	if n := e.EncodedSizeWithoutPayload(); len(trimJSONSpace(e.Payload)) > 0 && n >= len(b) || n <= 0 {
+		t.Errorf("EncodedSizeWithoutPayload %d, full encoding %d", n, len(b))
+	}
+	return got, fields
+}
+
+func TestEventJSONRoundTrip(t *testing.T) {
+	for name, d := range allFileDeliveries(t) {
+		t.Run(name, func(t *testing.T) {
+			res, err := Map(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The files end in a newline (the vercel fixtures also start
+			// with white space): the encoding carries the JSON value, byte
+			// for byte, without the white space around it.
+			want := bytes.Trim(d.Payload, " \t\r\n")
+			for _, e := range res.Events {
+				got, fields := roundTrip(t, e)
+				if !bytes.Equal(got.Payload, want) {
+					t.Errorf("%s: payload bytes changed", e.Kind)
+				}
+				if !bytes.Equal(fields["payload"], want) {
+					t.Errorf("%s: encoded payload is not the raw delivery", e.Kind)
+				}
+				got.Payload = e.Payload
+				if !got.ReceivedAt.Equal(e.ReceivedAt) {
+					t.Errorf("%s: received_at %v, want %v", e.Kind, got.ReceivedAt, e.ReceivedAt)
+				}
+				got.ReceivedAt = e.ReceivedAt
+				if !reflect.DeepEqual(got, e) {
+					t.Errorf("%s: round trip\n got %+v\nwant %+v", e.Kind, got, e)
+				}
+			}
+		})
+	}
+}
+
+func TestEventJSONNulls(t *testing.T) {
+	e := Event{ID: "id", Kind: NewMention, Connector: CodeHost, DeliveryID: "d", SourceEvent: "issues", Action: "opened",
+		ReceivedAt: testReceivedAt, Account: "octo", Resource: Resource{Type: "mention", Mentioned: "a<b>&c"}}
+	got, fields := roundTrip(t, e)
+	if string(fields["repository"]) != "null" {
+		t.Errorf(`"repository": %s, want null`, fields["repository"])
+	}
+	if string(fields["payload"]) != "null" {
+		t.Errorf(`"payload": %s, want null`, fields["payload"])
+	}
+	if _, ok := fields["payload_ref"]; ok {
+		t.Errorf("payload_ref present though empty")
+	}
+	if got.Repository != nil || !reflect.DeepEqual(got.Resource, e.Resource) {
+		t.Errorf("round trip %+v", got)
+	}
+	if string(fields["received_at"]) != `"2024-05-06T07:08:09.123456789Z"` {
+		t.Errorf("received_at %s", fields["received_at"])
+	}
+
+	e.Payload = json.RawMessage(`{"zen":"Keep it logically awesome."}`)
+	e.PayloadRef = "archive/d"
+	got, fields = roundTrip(t, e)
+	if string(fields["payload"]) != string(e.Payload) || string(fields["payload_ref"]) != `"archive/d"` {
+		t.Errorf("payload %s payload_ref %s", fields["payload"], fields["payload_ref"])
+	}
+	if !bytes.Equal(got.Payload, e.Payload) {
+		t.Errorf("payload %s, want %s", got.Payload, e.Payload)
+	}
+
+	// White space only is no payload.
+	e.Payload = json.RawMessage(" \n")
+	if _, fields = roundTrip(t, e); string(fields["payload"]) != "null" {
+		t.Errorf(`"payload": %s, want null`, fields["payload"])
+	}
+}
+
+// TestEventID checks that EventID is the name-based (SHA-1) UUID of the
+// connector, delivery id, kind and index, and that each part matters.
+func TestEventID(t *testing.T) {
+	ns := uuid.MustParse("6f0c3c2e-6a59-4f5b-9a8e-0d5b7c7f1a21")
+	want := uuid.NewSHA1(ns, []byte("codehost\x00d1\x00new_issue\x000")).String()
+	if got := EventID(CodeHost, "d1", NewIssue, 0); got != want {
+		t.Errorf("EventID = %s, want %s", got, want)
+	}
+	if u, err := uuid.Parse(want); err != nil || u.Version() != 5 {
+		t.Errorf("not a version 5 UUID: %s", want)
+	}
+	ids := map[string]bool{}
+	for _, id := range []string{
+		EventID(CodeHost, "d1", NewIssue, 0), EventID(CodeHost, "d1", NewIssue, 1),
+		EventID(CodeHost, "d2", NewIssue, 0), EventID(CodeHost, "d1", NewMention, 0),
+		EventID(Deploy, "d1", NewIssue, 0), EventID(CodeHost, "d1\x00new_issue", "", 0),
+	} {
+		if ids[id] {
+			t.Errorf("duplicate id %s", id)
+		}
+		ids[id] = true
+	}
+}

@@ -1,0 +1,335 @@
+package triggers
+
+import (
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// maxLoginLen is the longest login the code host allows.
+const maxLoginLen = 39
+
+// mentions returns the distinct logins @-mentioned in the newly written
+// parts of a Markdown text, in order of first appearance, leaving out
+// sender. Logins are compared case-insensitively; the first spelling seen is
+// kept. It returns nil when there is none.
+//
+// Newly written text excludes:
+//   - fenced code blocks (``` or ~~~, at any indentation; an unclosed fence
+//     runs to the end of the text) and indented code blocks (a line indented
+//     by four or more columns that does not continue a paragraph);
+//   - quoted lines: a line whose first non-blank character is '>' (the
+//     line-based rule: a following unquoted line counts as new text even
+//     where Markdown would continue the quote lazily);
+//   - inline code spans: a run of N backticks up to the next run of exactly
+//     N backticks in the same paragraph (an unmatched run is literal, as is
+//     a backslash-escaped backtick).
+//
+// A mention is '@' followed by a login: 1 to 39 characters of [A-Za-z0-9-],
+// no leading, trailing or doubled hyphen. The '@' must start the text or
+// follow a character that is not a letter, digit or underscore (so e-mail
+// addresses do not count), nor '/' (URLs such as medium.com/@x) nor '`'. The
+// login must not run on into '/' (a team, @org/team), '_', a letter or a
+// digit, nor into dots followed by one of those (@example.com); trailing
+// dots are punctuation ("thanks @octocat.").
+//
+// Known simplifications of Markdown: indentation inside list items is read
+// as an indented code block, and HTML (comments, <code>) is not parsed.
+func mentions(text, sender string) []string {
+	var s mentionScanner
+	s.text = text
+	s.sender = sender
+
+	var (
+		inFence   bool
+		fenceChar byte
+		fenceLen  int
+		paraStart = -1
+		paraEnd   int
+		lineStart int
+	)
+	for lineStart <= len(text) {
+		lineEnd := len(text)
+		next := len(text) + 1
+		if i := strings.IndexByte(text[lineStart:], '\n'); i >= 0 {
+			lineEnd = lineStart + i
+			next = lineEnd + 1
+		}
+		line := strings.TrimSuffix(text[lineStart:lineEnd], "\r")
+		indent, first := lineIndent(line)
+
+		switch {
+		case inFence:
+			if isFenceClose(line[first:], fenceChar, fenceLen) {
+				inFence = false
+			}
+		case first == len(line): // blank
+			s.paragraph(paraStart, paraEnd)
+			paraStart = -1
+		case isFenceOpen(line[first:]):
+			s.paragraph(paraStart, paraEnd)
+			paraStart = -1
+			inFence = true
+			fenceChar = line[first]
+			fenceLen = runLen(line, first, fenceChar)
+		case indent >= 4 && paraStart < 0:
+			// An indented code block: indentation that does not continue
+			// a paragraph.
+		case line[first] == '>':
+			s.paragraph(paraStart, paraEnd)
+			paraStart = -1
+		default:
+			if paraStart < 0 {
+				paraStart = lineStart
+			}
+			paraEnd = lineStart + len(line)
+		}
+		lineStart = next
+	}
+	s.paragraph(paraStart, paraEnd)
+	return s.found
+}
+
+// mentionScanner collects the mentions of one text.
+type mentionScanner struct {
+	text   string
+	sender string
+	found  []string
+	// seen holds the lower-cased logins found, once there are too many to
+	// compare one by one.
+	seen map[string]struct{}
+}
+
+// linearDedupe is how many logins add compares one by one before it
+// switches to a set.
+const linearDedupe = 16
+
+// paragraph scans text[start:end], a run of ordinary lines, for mentions
+// outside code spans. A negative start means no paragraph.
+func (s *mentionScanner) paragraph(start, end int) {
+	if start < 0 {
+		return
+	}
+	t := s.text[:end]
+	var runs backtickRuns
+	if strings.IndexByte(t[start:], '`') >= 0 {
+		runs.index(t, start)
+	}
+	for i := start; i < end; {
+		switch t[i] {
+		case '\\':
+			if i+1 < end && t[i+1] == '`' {
+				i += 2 // an escaped backtick opens no code span
+				continue
+			}
+			i++
+		case '`':
+			n := runLen(t, i, '`')
+			if runs.last(n) >= i+n {
+				// A closing run exists: skip the code span.
+				i = closingRun(t, i+n, n) + n
+				continue
+			}
+			i += n // no closing run: the backticks are literal
+		case '@':
+			if login, next, ok := mentionAt(t, i); ok {
+				s.add(login)
+				i = next
+				continue
+			}
+			i++
+		default:
+			i++
+		}
+	}
+}
+
+// backtickRuns records, for each length n, where the last run of exactly n
+// backticks of a paragraph starts, so that an opening run without a closing
+// one is found in constant time and the scan stays linear.
+type backtickRuns struct {
+	small [64]int // by length, index+1 (0: none)
+	big   map[int]int
+}
+
+// index records the backtick runs of t[start:].
+func (r *backtickRuns) index(t string, start int) {
+	for i := start; i < len(t); {
+		j := strings.IndexByte(t[i:], '`')
+		if j < 0 {
+			return
+		}
+		i += j
+		n := runLen(t, i, '`')
+		if n < len(r.small) {
+			r.small[n] = i + 1
+		} else {
+			if r.big == nil {
+				r.big = make(map[int]int)
+			}
+			r.big[n] = i + 1
+		}
+		i += n
+	}
+}
+
+// last returns where the last run of exactly n backticks starts, or -1.
+func (r *backtickRuns) last(n int) int {
+	if n < len(r.small) {
+		return r.small[n] - 1
+	}
+	if v, ok := r.big[n]; ok {
+		return v - 1
+	}
+	return -1
+}
+
+// add records login unless it is the sender or already recorded.
+func (s *mentionScanner) add(login string) {
+	if strings.EqualFold(login, s.sender) {
+		return
+	}
+	if len(s.found) < linearDedupe {
+		for _, f := range s.found {
+			if strings.EqualFold(f, login) {
+				return
+			}
+		}
+		s.found = append(s.found, login)
+		return
+	}
+	if s.seen == nil {
+		s.seen = make(map[string]struct{}, 2*linearDedupe)
+		for _, f := range s.found {
+			s.seen[strings.ToLower(f)] = struct{}{}
+		}
+	}
+	key := strings.ToLower(login)
+	if _, ok := s.seen[key]; ok {
+		return
+	}
+	s.seen[key] = struct{}{}
+	s.found = append(s.found, login)
+}
+
+// mentionAt reports whether the '@' at t[i] starts a mention, and returns
+// the login and the index just past it.
+func mentionAt(t string, i int) (login string, next int, ok bool) {
+	if i > 0 {
+		r, _ := utf8.DecodeLastRuneInString(t[:i])
+		if isWordRune(r) || r == '/' || r == '`' {
+			return "", 0, false
+		}
+	}
+	j := i + 1
+	for j < len(t) && (isAlnum(t[j]) || t[j] == '-') {
+		j++
+	}
+	login = t[i+1 : j]
+	if !validLogin(login) {
+		return "", 0, false
+	}
+	if j < len(t) {
+		k := j
+		for k < len(t) && t[k] == '.' {
+			k++
+		}
+		if k < len(t) {
+			r, _ := utf8.DecodeRuneInString(t[k:])
+			if isWordRune(r) || (k == j && r == '/') {
+				return "", 0, false
+			}
+		}
+	}
+	return login, j, true
+}
+
+// validLogin reports whether s has the syntax of a login.
+func validLogin(s string) bool {
+	if s == "" || len(s) > maxLoginLen || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	return !strings.Contains(s, "--")
+}
+
+// isWordRune reports whether r is a letter, a digit or an underscore.
+func isWordRune(r rune) bool {
+	if r < utf8.RuneSelf {
+		return isAlnum(byte(r)) || r == '_'
+	}
+	return unicode.IsLetter(r) || unicode.IsDigit(r)
+}
+
+// isAlnum reports whether c is an ASCII letter or digit.
+func isAlnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
+// lineIndent returns a line's indentation in columns (a tab advances to the
+// next multiple of four) and the index of its first non-blank byte
+// (len(line) for a blank line).
+func lineIndent(line string) (cols, first int) {
+	for first < len(line) {
+		switch line[first] {
+		case ' ':
+			cols++
+		case '\t':
+			cols += 4 - cols%4
+		default:
+			return cols, first
+		}
+		first++
+	}
+	return cols, first
+}
+
+// runLen returns the length of the run of c starting at s[i].
+func runLen(s string, i int, c byte) int {
+	n := 0
+	for i+n < len(s) && s[i+n] == c {
+		n++
+	}
+	return n
+}
+
+// closingRun returns the index of the first run of exactly n backticks in
+// s[from:], or -1.
+func closingRun(s string, from, n int) int {
+	for i := from; i < len(s); {
+		j := strings.IndexByte(s[i:], '`')
+		if j < 0 {
+			return -1
+		}
+		i += j
+		m := runLen(s, i, '`')
+		if m == n {
+			return i
+		}
+		i += m
+	}
+	return -1
+}
+
+// isFenceOpen reports whether s (a line without its indentation) opens a
+// fenced code block: three or more backticks or tildes; a backtick fence's
+// info string may not contain a backtick.
+func isFenceOpen(s string) bool {
+	if s == "" || (s[0] != '`' && s[0] != '~') {
+		return false
+	}
+	n := runLen(s, 0, s[0])
+	if n < 3 {
+		return false
+	}
+	return s[0] == '~' || strings.IndexByte(s[n:], '`') < 0
+}
+
+// isFenceClose reports whether s (a line without its indentation) closes a
+// fence of n characters c: at least n of them and nothing else but blanks.
+func isFenceClose(s string, c byte, n int) bool {
+	m := runLen(s, 0, c)
+	if m < n {
+		return false
+	}
+	return strings.TrimRight(s[m:], " \t") == ""
+}

@@ -1,0 +1,160 @@
+package triggers
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestMentions(t *testing.T) {
+	tests := []struct {
+		name   string
+		text   string
+		sender string
+		want   []string
+	}{
+		{name: "empty", text: "", want: nil},
+		{name: "plain", text: "hey @octocat!", want: []string{"octocat"}},
+		{name: "start of text", text: "@octocat please look", want: []string{"octocat"}},
+		{name: "end of text", text: "ping @octocat", want: []string{"octocat"}},
+		{name: "order of first appearance", text: "@b then @a then @b", want: []string{"b", "a"}},
+		{name: "distinct case-insensitive, first spelling kept", text: "@MonaLisa and @monalisa and @MONALISA", want: []string{"MonaLisa"}},
+		{name: "punctuation around", text: "(@a), @b: @c; @d? \"@e\" @f's [@g] @h!", want: []string{"a", "b", "c", "d", "e", "f", "g", "h"}},
+		{name: "trailing dots are punctuation", text: "thanks @octocat. And @hubot...", want: []string{"octocat", "hubot"}},
+		{name: "preceded by @", text: "@@octocat", want: []string{"octocat"}},
+		{name: "hyphenated login", text: "@mona-lisa-2", want: []string{"mona-lisa-2"}},
+		{name: "39 characters", text: "@" + strings.Repeat("a", 39), want: []string{strings.Repeat("a", 39)}},
+		{name: "multi-line paragraph", text: "first line\n@a second line\r\n@b third", want: []string{"a", "b"}},
+		{name: "CRLF line endings", text: "hi\r\n\r\n@a\r\n", want: []string{"a"}},
+
+		// The sender.
+		{name: "sender excluded", text: "hey @abeyuya!", sender: "abeyuya", want: nil},
+		{name: "sender excluded case-insensitively", text: "@AbeYuya and @other", sender: "abeyuya", want: []string{"other"}},
+
+		// Inline code spans.
+		{name: "inline code", text: "run `@octocat` now", want: nil},
+		{name: "inline code with text around", text: "`x @a y` but @b", want: []string{"b"}},
+		{name: "double-backtick span", text: "``code with ` and @a`` then @b", want: []string{"b"}},
+		{name: "triple-backtick span on one line", text: "```@a``` @b", want: []string{"b"}},
+		{name: "span across lines of a paragraph", text: "`start\n@a end` @b", want: []string{"b"}},
+		{name: "span does not cross a blank line", text: "`start\n\n@a end`", want: []string{"a"}},
+		{name: "unmatched backtick is literal", text: "a ` b @a", want: []string{"a"}},
+		{name: "unmatched longer run is literal", text: "`` @a ` @b", want: []string{"a", "b"}},
+		{name: "escaped backtick opens no span", text: "\\` @a `", want: []string{"a"}},
+		{name: "backslash is literal inside a span", text: "`x \\` @a `y`", want: []string{"a"}},
+		{name: "escaped backtick then mention", text: "\\` @a \\`", want: []string{"a"}},
+
+		// Code blocks.
+		{name: "fenced block", text: "before @a\n```\n@b\n```\nafter @c", want: []string{"a", "c"}},
+		{name: "fenced block with info string", text: "```go\n// @b\n```", want: nil},
+		{name: "tilde fence", text: "~~~\n@b\n~~~\n@c", want: []string{"c"}},
+		{name: "longer fence needs longer close", text: "````\n```\n@b\n````\n@c", want: []string{"c"}},
+		{name: "indented fence", text: "- item\n    ```\n    @b\n    ```\n@c", want: []string{"c"}},
+		{name: "unclosed fence runs to the end", text: "```\n@b\n@c", want: nil},
+		{name: "indented code block", text: "text\n\n    @b in code\n\n@c", want: []string{"c"}},
+		{name: "tab-indented code block", text: "\t@b", want: nil},
+		{name: "indented line continuing a paragraph", text: "text\n    @a continues", want: []string{"a"}},
+
+		// Quotes.
+		{name: "quoted line", text: "> @a wrote this\n\n@b replies", want: []string{"b"}},
+		{name: "quoted line right before new text", text: "> @a wrote this\n@b replies", want: []string{"b"}},
+		{name: "indented quote", text: "  > @a", want: nil},
+		{name: "nested quote", text: ">> @a", want: nil},
+		{name: "greater-than inside a line", text: "x > @a", want: []string{"a"}},
+
+		// E-mail addresses and other word-attached '@'.
+		{name: "e-mail address", text: "mail a@b.com", want: nil},
+		{name: "e-mail without dot", text: "foo@bar", want: nil},
+		{name: "e-mail with underscore", text: "first_last@example.org", want: nil},
+		{name: "e-mail with unicode local part", text: "josé@example.org", want: nil},
+		{name: "after a slash", text: "https://medium.com/@writer", want: nil},
+		{name: "after a backtick", text: "`@a", want: nil},
+		{name: "login running into a domain", text: "@example.com", want: nil},
+		{name: "login running into an underscore", text: "@foo_bar", want: nil},
+		{name: "login running into unicode", text: "@fooé", want: nil},
+
+		// Teams.
+		{name: "team", text: "@octo-org/reviewers please", want: nil},
+		{name: "team and person", text: "@octo-org/core and @octo-org", want: []string{"octo-org"}},
+
+		// Login syntax.
+		{name: "40 characters", text: "@" + strings.Repeat("a", 40), want: nil},
+		{name: "leading hyphen", text: "@-octocat", want: nil},
+		{name: "trailing hyphen", text: "@octocat- hi", want: nil},
+		{name: "double hyphen", text: "@octo--cat", want: nil},
+		{name: "bare at", text: "@ alone and @", want: nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := mentions(tc.text, tc.sender)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("mentions(%q, %q) = %q, want %q", tc.text, tc.sender, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestMentionsCorpus checks the corpus comment in which the commenter
+// mentions themself: the body mentions abeyuya, who is the sender.
+func TestMentionsCorpus(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(corpusDir(t), "github", "issue_comment.created.mention.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p struct {
+		Comment struct{ Body string }  `json:"comment"`
+		Sender  struct{ Login string } `json:"sender"`
+	}
+	if err := json.Unmarshal(data, &p); err != nil {
+		t.Fatal(err)
+	}
+	if got := mentions(p.Comment.Body, ""); !slices.Equal(got, []string{"abeyuya"}) {
+		t.Errorf("without a sender: %q, want [abeyuya]", got)
+	}
+	if got := mentions(p.Comment.Body, p.Sender.Login); got != nil {
+		t.Errorf("with sender %q: %q, want none", p.Sender.Login, got)
+	}
+	d := Delivery{Connector: CodeHost, ID: testDeliveryID, Event: "issue_comment", Payload: data}
+	res, err := Map(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := kindsOf(res); !slices.Equal(got, ks(NewComment)) {
+		t.Errorf("kinds %v, want [new_comment]", got)
+	}
+}
+
+// TestMentionsPathological runs inputs that would make a naive code-span
+// matcher quadratic: many backtick runs of distinct lengths, none closed.
+func TestMentionsPathological(t *testing.T) {
+	var b strings.Builder
+	for n := 1; n <= 2000; n++ {
+		b.WriteString(strings.Repeat("`", n))
+		b.WriteString(" @a ")
+	}
+	if got := mentions(b.String(), ""); !slices.Equal(got, []string{"a"}) {
+		t.Errorf("distinct unclosed runs: %q, want [a]", got)
+	}
+	if got := mentions(strings.Repeat("` ", 50000)+"@x", ""); !slices.Equal(got, []string{"x"}) {
+		t.Errorf("many closed spans: %q, want [x]", got)
+	}
+}
+
+// TestMentionsMany checks distinctness beyond the one-by-one comparison.
+func TestMentionsMany(t *testing.T) {
+	var b strings.Builder
+	var want []string
+	for i := range 40 {
+		login := fmt.Sprintf("User%d", i)
+		want = append(want, login)
+		fmt.Fprintf(&b, "@%s @%s @sender ", login, strings.ToLower(login))
+	}
+	b.WriteString("@user0 @USER39")
+	if got := mentions(b.String(), "Sender"); !slices.Equal(got, want) {
+		t.Errorf("mentions = %q, want %q", got, want)
+	}
+}
