@@ -1,0 +1,83 @@
+package bus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/triggerd/triggerd/triggers"
+)
+
+// ErrNotArchived is returned for a delivery the archive does not hold
+// (never accepted, or older than the archive's retention).
+var ErrNotArchived = errors.New("delivery not in the archive")
+
+// Delivery reads an archived delivery back: its HTTP headers and raw body as
+// received. A delivery that is not archived is ErrNotArchived.
+func (b *Bus) Delivery(ctx context.Context, c triggers.Connector, deliveryID string) (triggers.Capture, error) {
+	subject := ArchiveSubject(c, deliveryID)
+	msg, err := b.deliveries.GetLastMsgForSubject(ctx, subject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return triggers.Capture{}, fmt.Errorf("%s delivery %s: %w", c, deliveryID, ErrNotArchived)
+	}
+	if err != nil {
+		return triggers.Capture{}, fmt.Errorf("read %s delivery %s: %w", c, deliveryID, err)
+	}
+	capture := triggers.Capture{
+		Connector:  c,
+		DeliveryID: msg.Header.Get(HeaderDeliveryID),
+		Header:     map[string][]string{},
+		Body:       msg.Data,
+	}
+	capture.ReceivedAt, _ = time.Parse(time.RFC3339Nano, msg.Header.Get(HeaderReceivedAt))
+	for k, vs := range msg.Header {
+		switch k {
+		case HeaderConnector, HeaderDeliveryID, HeaderReceivedAt, HeaderEvents, HeaderBodyObject, HeaderBodyEvent:
+			continue
+		}
+		capture.Header[k] = vs
+	}
+	if seq := msg.Header.Get(HeaderBodyEvent); seq != "" {
+		body, err := b.bodyFromEvent(ctx, seq)
+		if err != nil {
+			return triggers.Capture{}, fmt.Errorf("read body of %s delivery %s: %w", c, deliveryID, err)
+		}
+		capture.Body = body
+	}
+	if name := msg.Header.Get(HeaderBodyObject); name != "" {
+		if b.bodies == nil {
+			return triggers.Capture{}, fmt.Errorf("read body of %s delivery %s: object store %s is missing", c, deliveryID, BodiesBucket)
+		}
+		body, err := b.bodies.GetBytes(ctx, name)
+		if err != nil {
+			return triggers.Capture{}, fmt.Errorf("read body of %s delivery %s: %w", c, deliveryID, err)
+		}
+		capture.Body = body
+	}
+	return capture, nil
+}
+
+// bodyFromEvent reads the payload of the event at sequence seq, which is the
+// delivery's body byte for byte.
+func (b *Bus) bodyFromEvent(ctx context.Context, seq string) ([]byte, error) {
+	n, err := strconv.ParseUint(seq, 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("bad %s header %q", HeaderBodyEvent, seq)
+	}
+	msg, err := b.events.GetMsg(ctx, n)
+	if err != nil {
+		return nil, fmt.Errorf("event %d holding the body: %w", n, err)
+	}
+	var ev struct {
+		Payload json.RawMessage `json:"payload"`
+	}
+	if err := json.Unmarshal(msg.Data, &ev); err != nil || len(ev.Payload) == 0 {
+		return nil, fmt.Errorf("event %d holding the body has no payload", n)
+	}
+	return ev.Payload, nil
+}

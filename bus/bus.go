@@ -1,0 +1,257 @@
+// Package bus is triggerd's only door to NATS JetStream. It provisions the
+// streams, makes a delivery and its trigger events durable (Commit), reads
+// archived deliveries back, and tails event subjects.
+//
+// Two streams hold everything:
+//
+//   - EventsStream ("triggers.>") holds one message per trigger event, with
+//     the event id as Nats-Msg-Id.
+//   - DeliveriesStream ("deliveries.>") holds one message per accepted raw
+//     delivery (its HTTP headers as message headers, its raw body as data),
+//     on the subject "deliveries.<connector>.<delivery-id>". The archive
+//     record is written last and at most once per subject, so its presence
+//     means "this delivery was accepted": it is the duplicate check, for as
+//     long as the archive keeps it, across restarts and across processes.
+//
+// Bodies too large for one message live in the object store bucket
+// BodiesBucket and the archive record points at them.
+//
+// The package never logs; it returns errors and calls the hooks in Options.
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Stream, bucket and subject names.
+const (
+	EventsStream     = "TRIGGERD_EVENTS"
+	DeliveriesStream = "TRIGGERD_DELIVERIES"
+	BodiesBucket     = "triggerd_bodies"
+	// DeliveriesPrefix is the first token of archive subjects.
+	DeliveriesPrefix = "deliveries"
+)
+
+// Defaults for Options.
+const (
+	DefaultEventRetention   = 7 * 24 * time.Hour
+	DefaultArchiveRetention = 7 * 24 * time.Hour
+	DefaultDedupWindow      = 24 * time.Hour
+	// MinArchiveRetention is the shortest archive the product promises:
+	// duplicates are recognised and deliveries replayable for 72 hours.
+	MinArchiveRetention = 72 * time.Hour
+	// DefaultMaxInlineBytes bounds the payload bytes one delivery's events
+	// carry inline in total (a push of 2,048 commits would otherwise copy
+	// its payload 2,049 times).
+	DefaultMaxInlineBytes = 8 << 20
+)
+
+// Options configures a Bus.
+type Options struct {
+	// Name identifies this client to the server ("triggerd", "triggerctl").
+	Name string
+	// EventRetention is how long events stay in EventsStream.
+	EventRetention time.Duration
+	// ArchiveRetention is how long raw deliveries stay archived, and so how
+	// long a redelivery is recognised as a duplicate. At least
+	// MinArchiveRetention.
+	ArchiveRetention time.Duration
+	// DedupWindow is EventsStream's Nats-Msg-Id duplicate window: an
+	// attempt interrupted after publishing some events and retried within
+	// the window publishes no event twice. It costs server memory in
+	// proportion to the events published within the window.
+	DedupWindow time.Duration
+	// MaxInlineBytes bounds the payload bytes one delivery's events carry
+	// inline, in total; past it, events carry a payload_ref instead.
+	MaxInlineBytes int
+	// OnConnectionChange, when set, is called with a short description on
+	// every disconnect and reconnect.
+	OnConnectionChange func(connected bool, detail string)
+	// Embedded, when set, is the in-process server url belongs to: the
+	// connection then bypasses the network stack.
+	Embedded *Embedded
+	// SkipProvision connects without creating or updating the streams
+	// (for tools that only read).
+	SkipProvision bool
+}
+
+func (o *Options) setDefaults() error {
+	if o.Name == "" {
+		o.Name = "triggerd"
+	}
+	if o.EventRetention == 0 {
+		o.EventRetention = DefaultEventRetention
+	}
+	if o.ArchiveRetention == 0 {
+		o.ArchiveRetention = DefaultArchiveRetention
+	}
+	if o.DedupWindow == 0 {
+		o.DedupWindow = DefaultDedupWindow
+	}
+	if o.MaxInlineBytes == 0 {
+		o.MaxInlineBytes = DefaultMaxInlineBytes
+	}
+	if o.ArchiveRetention < MinArchiveRetention {
+		return fmt.Errorf("archive retention %s is shorter than the promised %s: duplicates and replays must stay available that long", o.ArchiveRetention, MinArchiveRetention)
+	}
+	if o.DedupWindow > o.EventRetention {
+		return fmt.Errorf("dedup window %s exceeds event retention %s; JetStream requires the window to fit in the retention", o.DedupWindow, o.EventRetention)
+	}
+	return nil
+}
+
+// Bus is a connection to NATS with the triggerd streams provisioned.
+type Bus struct {
+	opts       Options
+	nc         *nats.Conn
+	js         jetstream.JetStream
+	events     jetstream.Stream
+	deliveries jetstream.Stream
+	bodies     jetstream.ObjectStore
+	closed     chan struct{}
+}
+
+// Connect connects to the NATS server at url, provisions the streams (unless
+// SkipProvision) and returns the Bus. The connection reconnects forever; a
+// NATS outage makes Commit fail, never hang past its context.
+func Connect(ctx context.Context, url string, o Options) (*Bus, error) {
+	if err := o.setDefaults(); err != nil {
+		return nil, err
+	}
+	b := &Bus{opts: o, closed: make(chan struct{})}
+	nopts := []nats.Option{
+		nats.ClosedHandler(func(*nats.Conn) { close(b.closed) }),
+		nats.DrainTimeout(5 * time.Second),
+		nats.Name(o.Name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.ReconnectJitter(100*time.Millisecond, time.Second),
+		nats.RetryOnFailedConnect(false),
+	}
+	if o.Embedded != nil {
+		nopts = append(nopts, nats.InProcessServer(o.Embedded))
+	}
+	if cb := o.OnConnectionChange; cb != nil {
+		nopts = append(nopts,
+			nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+				detail := "disconnected"
+				if err != nil {
+					detail = "disconnected: " + err.Error()
+				}
+				cb(false, detail)
+			}),
+			nats.ReconnectHandler(func(nc *nats.Conn) { cb(true, "reconnected to "+nc.ConnectedUrlRedacted()) }),
+		)
+	}
+	nc, err := nats.Connect(url, nopts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to nats %s: %w", redactURL(url), err)
+	}
+	b.nc = nc
+	b.js, err = jetstream.New(nc,
+		jetstream.WithPublishAsyncMaxPending(16384),
+		jetstream.WithPublishAsyncTimeout(30*time.Second))
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	if err := b.provision(ctx); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *Bus) provision(ctx context.Context) error {
+	var err error
+	if b.opts.SkipProvision {
+		if b.events, err = b.js.Stream(ctx, EventsStream); err != nil {
+			return fmt.Errorf("stream %s: %w (has triggerd run against this NATS?)", EventsStream, err)
+		}
+		if b.deliveries, err = b.js.Stream(ctx, DeliveriesStream); err != nil {
+			return fmt.Errorf("stream %s: %w (has triggerd run against this NATS?)", DeliveriesStream, err)
+		}
+		if b.bodies, err = b.js.ObjectStore(ctx, BodiesBucket); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
+			return fmt.Errorf("object store %s: %w", BodiesBucket, err)
+		}
+		return nil
+	}
+	b.events, err = b.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        EventsStream,
+		Description: "triggerd trigger events, one message per event, Nats-Msg-Id = event id",
+		Subjects:    []string{"triggers.>"},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     jetstream.FileStorage,
+		MaxAge:      b.opts.EventRetention,
+		Duplicates:  b.opts.DedupWindow,
+		Discard:     jetstream.DiscardOld,
+		AllowDirect: true,
+	})
+	if err != nil {
+		return fmt.Errorf("provision stream %s: %w", EventsStream, err)
+	}
+	b.deliveries, err = b.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        DeliveriesStream,
+		Description: "triggerd raw webhook deliveries (headers and body), one per delivery id",
+		Subjects:    []string{DeliveriesPrefix + ".>"},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     jetstream.FileStorage,
+		MaxAge:      b.opts.ArchiveRetention,
+		Discard:     jetstream.DiscardOld,
+		AllowDirect: true,
+	})
+	if err != nil {
+		return fmt.Errorf("provision stream %s: %w", DeliveriesStream, err)
+	}
+	b.bodies, err = b.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+		Bucket:      BodiesBucket,
+		Description: "triggerd raw webhook bodies too large for one message",
+		TTL:         b.opts.ArchiveRetention,
+		Storage:     jetstream.FileStorage,
+	})
+	if err != nil {
+		return fmt.Errorf("provision object store %s: %w", BodiesBucket, err)
+	}
+	return nil
+}
+
+// Ready reports whether the connection to NATS is up.
+func (b *Bus) Ready() bool { return b.nc.Status() == nats.CONNECTED }
+
+// MaxPayload returns the server's max message size, in bytes.
+func (b *Bus) MaxPayload() int { return int(b.nc.MaxPayload()) }
+
+// Close drains pending publishes and closes the connection, waiting at
+// most the drain timeout (5s).
+func (b *Bus) Close() {
+	if err := b.nc.Drain(); err != nil {
+		b.nc.Close()
+	}
+	<-b.closed
+}
+
+// redactURL hides credentials in a NATS URL before it is shown.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	u.User = url.User("REDACTED")
+	return u.String()
+}
+
+// EventCount returns how many messages EventsStream holds.
+func (b *Bus) EventCount(ctx context.Context) (uint64, error) {
+	info, err := b.events.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("stream %s: %w", EventsStream, err)
+	}
+	return info.State.Msgs, nil
+}

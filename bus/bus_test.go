@@ -1,0 +1,403 @@
+package bus
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/triggerd/triggerd/triggers"
+)
+
+type testServer struct {
+	t       *testing.T
+	dir     string
+	listen  string
+	maxPay  int32
+	emb     *Embedded
+	clients []*Bus
+}
+
+// startServer runs an embedded NATS with JetStream on a random port and a
+// temporary store, as nats-server's own tests do.
+func startServer(t *testing.T, maxPayload int32) *testServer {
+	t.Helper()
+	ts := &testServer{t: t, dir: t.TempDir(), maxPay: maxPayload}
+	ts.listen = freeAddr(t)
+	ts.start()
+	t.Cleanup(func() {
+		for _, c := range ts.clients {
+			c.Close()
+		}
+		if ts.emb != nil {
+			ts.emb.Shutdown()
+		}
+	})
+	return ts
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func (ts *testServer) start() {
+	ts.t.Helper()
+	emb, err := StartEmbedded(EmbeddedOptions{Listen: ts.listen, DataDir: ts.dir, MaxPayload: ts.maxPay})
+	if err != nil {
+		ts.t.Fatal(err)
+	}
+	ts.emb = emb
+}
+
+func (ts *testServer) restart() {
+	ts.emb.Shutdown()
+	ts.start()
+}
+
+func (ts *testServer) connect(o Options) *Bus {
+	ts.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	b, err := Connect(ctx, ts.emb.ClientURL(), o)
+	if err != nil {
+		ts.t.Fatal(err)
+	}
+	ts.clients = append(ts.clients, b)
+	return b
+}
+
+func streamMsgs(t *testing.T, b *Bus, name string) uint64 {
+	t.Helper()
+	s, err := b.js.Stream(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Msgs
+}
+
+func testDelivery(id string, n int, payload []byte) (triggers.Capture, []triggers.Event) {
+	c := triggers.Capture{
+		Connector:  triggers.CodeHost,
+		DeliveryID: id,
+		ReceivedAt: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC),
+		Header: map[string][]string{
+			"X-Github-Event":    {"push"},
+			"X-Github-Delivery": {id},
+			"Authorization":     {"Bearer must-not-be-archived"},
+		},
+		Body: payload,
+	}
+	events := make([]triggers.Event, n)
+	for i := range events {
+		events[i] = triggers.Event{
+			ID:         triggers.EventID(triggers.CodeHost, id, triggers.NewCommit, i),
+			Kind:       triggers.NewCommit,
+			Connector:  triggers.CodeHost,
+			DeliveryID: id,
+			ReceivedAt: c.ReceivedAt,
+			Repository: &triggers.Repository{Owner: "Octo-Org", Name: "socket.io", FullName: "Octo-Org/socket.io"},
+			Resource:   triggers.Resource{Type: "commit", SHA: fmt.Sprint(i)},
+			Payload:    payload,
+		}
+	}
+	return c, events
+}
+
+func commit(t *testing.T, b *Bus, c triggers.Capture, events []triggers.Event) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	dup, err := b.Commit(ctx, c, events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dup
+}
+
+func TestCommitPublishesEventsOnceAndArchives(t *testing.T) {
+	ts := startServer(t, 0)
+	b := ts.connect(Options{})
+	payload := []byte(`{"ref":"refs/heads/main"}`)
+	c, events := testDelivery("d-1", 3, payload)
+
+	if dup := commit(t, b, c, events); dup {
+		t.Fatal("first commit reported a duplicate")
+	}
+	if got := streamMsgs(t, b, EventsStream); got != 3 {
+		t.Fatalf("events stream holds %d messages, want 3", got)
+	}
+	// The same delivery again, also with freshly mapped events.
+	c2, events2 := testDelivery("d-1", 3, payload)
+	if dup := commit(t, b, c2, events2); !dup {
+		t.Fatal("second commit of d-1 was not recognised as a duplicate")
+	}
+	if got := streamMsgs(t, b, EventsStream); got != 3 {
+		t.Fatalf("events stream holds %d messages after a duplicate, want 3", got)
+	}
+
+	// The event is on its subject, with the payload unchanged.
+	s, _ := b.js.Stream(context.Background(), EventsStream)
+	msg, err := s.GetLastMsgForSubject(context.Background(), "triggers.codehost.new_commit.octo-org.socket%2Eio")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		ID      string          `json:"id"`
+		Payload json.RawMessage `json:"payload"`
+	}
+	if err := json.Unmarshal(msg.Data, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != events[2].ID || !bytes.Equal(got.Payload, payload) {
+		t.Fatalf("last event = %s %s, want %s with the payload unchanged", got.ID, got.Payload, events[2].ID)
+	}
+	if msg.Header.Get("Nats-Msg-Id") != events[2].ID {
+		t.Fatalf("Nats-Msg-Id = %q, want the event id", msg.Header.Get("Nats-Msg-Id"))
+	}
+
+	// The archive holds headers and body, minus credentials.
+	arch, err := b.Delivery(context.Background(), triggers.CodeHost, "d-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(arch.Body, payload) || arch.DeliveryID != "d-1" || !arch.ReceivedAt.Equal(c.ReceivedAt) {
+		t.Fatalf("archived = %+v", arch)
+	}
+	if arch.Header["X-Github-Event"][0] != "push" {
+		t.Fatalf("archived headers = %v, want X-Github-Event", arch.Header)
+	}
+	if _, ok := arch.Header["Authorization"]; ok {
+		t.Fatal("the archive kept the Authorization header")
+	}
+	if _, err := b.Delivery(context.Background(), triggers.CodeHost, "never"); !errors.Is(err, ErrNotArchived) {
+		t.Fatalf("Delivery(never) = %v, want ErrNotArchived", err)
+	}
+}
+
+func TestCommitAfterInterruptedAttemptPublishesNothingTwice(t *testing.T) {
+	ts := startServer(t, 0)
+	b := ts.connect(Options{})
+	c, events := testDelivery("d-crash", 5, []byte(`{}`))
+	// The interrupted attempt got the first three events out, then died
+	// before writing the archive record.
+	if _, err := b.PublishEvents(context.Background(), events[:3], ArchiveSubject(c.Connector, c.DeliveryID)); err != nil {
+		t.Fatal(err)
+	}
+	// The server restarts too; the sender retries.
+	ts.restart()
+	b2 := ts.connect(Options{})
+	c, events = testDelivery("d-crash", 5, []byte(`{}`))
+	if dup := commit(t, b2, c, events); dup {
+		t.Fatal("the retry of an unfinished delivery was called a duplicate")
+	}
+	if got := streamMsgs(t, b2, EventsStream); got != 5 {
+		t.Fatalf("events stream holds %d messages, want exactly 5", got)
+	}
+}
+
+func TestDuplicateRecognisedAfterRestart(t *testing.T) {
+	ts := startServer(t, 0)
+	b := ts.connect(Options{})
+	c, events := testDelivery("d-restart", 1, []byte(`{}`))
+	commit(t, b, c, events)
+	ts.restart()
+	b2 := ts.connect(Options{})
+	c, events = testDelivery("d-restart", 1, []byte(`{}`))
+	if dup := commit(t, b2, c, events); !dup {
+		t.Fatal("a delivery accepted before the restart was not a duplicate after it")
+	}
+	if got := streamMsgs(t, b2, EventsStream); got != 1 {
+		t.Fatalf("events stream holds %d messages, want 1", got)
+	}
+}
+
+func TestConcurrentCommitsOfOneDelivery(t *testing.T) {
+	ts := startServer(t, 0)
+	// Several processes share one NATS.
+	buses := []*Bus{ts.connect(Options{}), ts.connect(Options{}), ts.connect(Options{})}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	accepted := 0
+	for i := 0; i < 12; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, events := testDelivery("d-race", 4, []byte(`{}`))
+			dup, err := buses[i%len(buses)].Commit(context.Background(), c, events)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if !dup {
+				mu.Lock()
+				accepted++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if accepted != 1 {
+		t.Fatalf("%d concurrent commits were accepted as new, want 1", accepted)
+	}
+	if got := streamMsgs(t, buses[0], EventsStream); got != 4 {
+		t.Fatalf("events stream holds %d messages, want 4", got)
+	}
+	if got := streamMsgs(t, buses[0], DeliveriesStream); got != 1 {
+		t.Fatalf("archive holds %d records, want 1", got)
+	}
+}
+
+func TestLargePayloadsGoByReference(t *testing.T) {
+	ts := startServer(t, 64<<10) // a server with a 64 KiB max payload
+	b := ts.connect(Options{MaxInlineBytes: 40 << 10})
+
+	big := []byte(`{"blob":"` + strings.Repeat("x", 200<<10) + `"}`)
+	c, events := testDelivery("d-big", 2, big)
+	commit(t, b, c, events)
+	ref := ArchiveSubject(triggers.CodeHost, "d-big")
+	for _, e := range events {
+		if e.Payload != nil || e.PayloadRef != ref {
+			t.Fatalf("event %s: payload %d bytes, ref %q; want null payload and ref %q", e.ID, len(e.Payload), e.PayloadRef, ref)
+		}
+	}
+	arch, err := b.Delivery(context.Background(), triggers.CodeHost, "d-big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(arch.Body, big) {
+		t.Fatalf("archived body is %d bytes, want the %d sent", len(arch.Body), len(big))
+	}
+
+	// Small payloads go inline until the delivery's inline budget is spent.
+	mid := []byte(`{"blob":"` + strings.Repeat("y", 15<<10) + `"}`)
+	c, events = testDelivery("d-fanout", 4, mid)
+	commit(t, b, c, events)
+	inline := 0
+	for _, e := range events {
+		if e.Payload != nil {
+			inline++
+		} else if e.PayloadRef == "" {
+			t.Fatalf("event %s has neither payload nor payload_ref", e.ID)
+		}
+	}
+	if inline != 2 {
+		t.Fatalf("%d events carry the payload inline, want 2 (40 KiB budget, 15 KiB payload)", inline)
+	}
+}
+
+func TestCommitFailsFastWhenNATSIsDown(t *testing.T) {
+	ts := startServer(t, 0)
+	b := ts.connect(Options{})
+	ts.emb.Shutdown()
+	ts.emb = nil
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	c, events := testDelivery("d-down", 1, []byte(`{}`))
+	if _, err := b.Commit(ctx, c, events); err == nil {
+		t.Fatal("Commit succeeded with NATS down")
+	}
+	if time.Since(start) > 3*time.Second {
+		t.Fatalf("Commit took %s with NATS down, want it bounded by its context", time.Since(start))
+	}
+	if b.Ready() {
+		t.Fatal("Ready() is true with NATS down")
+	}
+}
+
+func TestOptionsValidation(t *testing.T) {
+	o := Options{ArchiveRetention: 24 * time.Hour}
+	if err := o.setDefaults(); err == nil || !strings.Contains(err.Error(), "72h") {
+		t.Fatalf("setDefaults with 24h archive = %v, want an error naming the 72h promise", err)
+	}
+	o = Options{DedupWindow: 30 * 24 * time.Hour}
+	if err := o.setDefaults(); err == nil {
+		t.Fatal("a dedup window longer than the event retention was accepted")
+	}
+}
+
+func TestEmbeddedBusyPort(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, err = StartEmbedded(EmbeddedOptions{Listen: ln.Addr().String(), DataDir: t.TempDir(), ListenFlag: "--nats-listen"})
+	if !errors.Is(err, ErrListenBusy) || !strings.Contains(err.Error(), "--nats-listen") {
+		t.Fatalf("StartEmbedded on a busy port = %v, want ErrListenBusy naming --nats-listen", err)
+	}
+}
+
+func TestTail(t *testing.T) {
+	ts := startServer(t, 0)
+	b := ts.connect(Options{})
+	c, events := testDelivery("d-tail", 2, []byte(`{}`))
+	commit(t, b, c, events)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var got []string
+	errStop := errors.New("enough")
+	err := b.Tail(ctx, "triggers.codehost.>", FromAll, func(subject string, data []byte) error {
+		got = append(got, subject)
+		if len(got) == 2 {
+			return errStop
+		}
+		return nil
+	})
+	if !errors.Is(err, errStop) {
+		t.Fatalf("Tail = %v", err)
+	}
+	if got[0] != "triggers.codehost.new_commit.octo-org.socket%2Eio" {
+		t.Fatalf("tailed subjects %v", got)
+	}
+}
+
+func TestArchiveStoresTheBodyOnce(t *testing.T) {
+	ts := startServer(t, 0)
+	for _, tc := range []struct {
+		name     string
+		opts     Options
+		inRecord bool
+	}{
+		{"events outlive the archive: body referenced", Options{}, false},
+		{"events expire first: body stored", Options{EventRetention: 73 * time.Hour, ArchiveRetention: 96 * time.Hour, DedupWindow: time.Hour}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := ts.connect(tc.opts)
+			id := "d-once-" + fmt.Sprint(tc.inRecord)
+			body := []byte(`{"action":"opened"}`)
+			c, events := testDelivery(id, 1, body)
+			commit(t, b, c, events)
+			raw, err := b.deliveries.GetLastMsgForSubject(context.Background(), ArchiveSubject(triggers.CodeHost, id))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := len(raw.Data) > 0; got != tc.inRecord {
+				t.Fatalf("record holds %d body bytes (header %s=%q)", len(raw.Data), HeaderBodyEvent, raw.Header.Get(HeaderBodyEvent))
+			}
+			arch, err := b.Delivery(context.Background(), triggers.CodeHost, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(arch.Body, body) {
+				t.Fatalf("archived body %q, want %q", arch.Body, body)
+			}
+		})
+	}
+}

@@ -1,0 +1,218 @@
+package bus
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/textproto"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/triggerd/triggerd/triggers"
+)
+
+// Archive record headers, besides the delivery's own HTTP headers.
+const (
+	HeaderConnector  = "Triggerd-Connector"
+	HeaderDeliveryID = "Triggerd-Delivery-Id"
+	HeaderReceivedAt = "Triggerd-Received-At"
+	HeaderEvents     = "Triggerd-Event-Count"
+	// HeaderBodyObject names the object in BodiesBucket holding the body
+	// when it was too large for the record itself.
+	HeaderBodyObject = "Triggerd-Body-Object"
+	// HeaderBodyEvent is the EventsStream sequence of an event whose
+	// payload is the delivery's body byte for byte; the record then does
+	// not store the body a second time.
+	HeaderBodyEvent = "Triggerd-Body-Event-Seq"
+)
+
+// headroom is what a message needs besides its data (subject, reply,
+// headers), kept free below the server's max payload.
+const headroom = 4 << 10
+
+// ArchiveSubject returns the subject of a delivery's archive record. It is
+// also what events carry as payload_ref when their payload was left out.
+func ArchiveSubject(c triggers.Connector, deliveryID string) string {
+	return DeliveriesPrefix + "." + triggers.EncodeToken(string(c)) + "." + triggers.EncodeToken(deliveryID)
+}
+
+// Commit makes one delivery and its events durable, exactly once per
+// delivery id, and reports whether the delivery had already been accepted.
+//
+// It proceeds in three steps:
+//
+//  1. If the archive already holds the delivery, it was accepted before:
+//     Commit publishes nothing and returns duplicate true.
+//  2. It publishes the events (pipelined) with their ids as Nats-Msg-Id and
+//     waits for every acknowledgement.
+//  3. It writes the archive record, conditional on the subject having no
+//     record yet. The record is the commit point: once it exists, the
+//     delivery counts as accepted.
+//
+// An attempt interrupted between steps 2 and 3 (a crash, a NATS outage)
+// leaves no record, so the sender's retry runs again; its events carry the
+// same ids and JetStream drops those it already holds, provided the retry
+// comes within the dedup window. Two concurrent attempts at one delivery
+// publish each event once, and the loser of step 3 returns duplicate true.
+//
+// Commit decides, per event, whether the payload travels inline: an event
+// whose encoding would exceed the server's max payload, or that would take
+// the delivery's inline bytes past MaxInlineBytes, gets Payload nil and
+// PayloadRef set to the archive subject. It updates events in place.
+//
+// Commit returns an error when durability cannot be confirmed before ctx
+// ends; the caller must then not acknowledge the delivery.
+func (b *Bus) Commit(ctx context.Context, c triggers.Capture, events []triggers.Event) (duplicate bool, err error) {
+	subject := ArchiveSubject(c.Connector, c.DeliveryID)
+	if _, err := b.deliveries.GetLastMsgForSubject(ctx, subject); err == nil {
+		return true, nil
+	} else if !errors.Is(err, jetstream.ErrMsgNotFound) {
+		return false, fmt.Errorf("check archive for delivery %s: %w", c.DeliveryID, err)
+	}
+	published, err := b.PublishEvents(ctx, events, subject)
+	if err != nil {
+		return false, err
+	}
+	// The body need not be written twice when an event carries it inline
+	// and events are kept at least as long as the archive.
+	var bodySeq uint64
+	if b.opts.EventRetention >= b.opts.ArchiveRetention {
+		for i := range events {
+			if events[i].Payload != nil && bytes.Equal(events[i].Payload, c.Body) {
+				bodySeq = published[i].Sequence
+				break
+			}
+		}
+	}
+	if err := b.archive(ctx, subject, c, len(events), bodySeq); err != nil {
+		if isWrongLastSequence(err) {
+			return true, nil
+		}
+		return false, err
+	}
+	return false, nil
+}
+
+// Published is JetStream's acknowledgement of one event.
+type Published struct {
+	// Sequence is the event's position in EventsStream.
+	Sequence uint64
+	// Duplicate is true when the stream already held the event (same id,
+	// within the dedup window), so nothing new reached subscribers.
+	Duplicate bool
+}
+
+// PublishEvents publishes events with their ids as Nats-Msg-Id and waits
+// until JetStream has stored (or recognised as duplicate) every one.
+// payloadRef is what events whose payload is left out point at.
+func (b *Bus) PublishEvents(ctx context.Context, events []triggers.Event, payloadRef string) ([]Published, error) {
+	if len(events) == 0 {
+		return nil, nil
+	}
+	limit := b.MaxPayload() - headroom
+	budget := b.opts.MaxInlineBytes
+	futures := make([]jetstream.PubAckFuture, 0, len(events))
+	for i := range events {
+		e := &events[i]
+		if len(e.Payload) > budget || len(e.Payload) > limit {
+			e.Payload, e.PayloadRef = nil, payloadRef
+		}
+		data, err := e.AppendJSON(nil)
+		if err != nil {
+			return nil, fmt.Errorf("encode event %s: %w", e.ID, err)
+		}
+		if len(data) > limit && e.Payload != nil {
+			e.Payload, e.PayloadRef = nil, payloadRef
+			if data, err = e.AppendJSON(data[:0]); err != nil {
+				return nil, fmt.Errorf("encode event %s: %w", e.ID, err)
+			}
+		}
+		budget -= len(e.Payload)
+		msg := &nats.Msg{Subject: e.Subject(), Data: data}
+		f, err := b.js.PublishMsgAsync(msg, jetstream.WithMsgID(e.ID))
+		if err != nil {
+			return nil, fmt.Errorf("publish event %s: %w", e.ID, err)
+		}
+		futures = append(futures, f)
+	}
+	acks := make([]Published, len(futures))
+	for i, f := range futures {
+		select {
+		case ack := <-f.Ok():
+			acks[i] = Published{Sequence: ack.Sequence, Duplicate: ack.Duplicate}
+		case err := <-f.Err():
+			return nil, fmt.Errorf("publish event %s: %w", events[i].ID, err)
+		case <-ctx.Done():
+			return nil, fmt.Errorf("publish event %s: %w", events[i].ID, ctx.Err())
+		}
+	}
+	return acks, nil
+}
+
+// archive writes the delivery's record, only if the subject has none yet.
+func (b *Bus) archive(ctx context.Context, subject string, c triggers.Capture, nEvents int, bodySeq uint64) error {
+	h := nats.Header{}
+	for k, vs := range c.Header {
+		if keepHeader(k) {
+			h[textproto.CanonicalMIMEHeaderKey(k)] = vs
+		}
+	}
+	h.Set(HeaderConnector, string(c.Connector))
+	h.Set(HeaderDeliveryID, c.DeliveryID)
+	h.Set(HeaderReceivedAt, c.ReceivedAt.UTC().Format(time.RFC3339Nano))
+	h.Set(HeaderEvents, strconv.Itoa(nEvents))
+	data := c.Body
+	if bodySeq != 0 {
+		h.Set(HeaderBodyEvent, strconv.FormatUint(bodySeq, 10))
+		data = nil
+	} else if len(c.Body) > b.MaxPayload()-headroom-headerSize(h) {
+		name := strings.TrimPrefix(subject, DeliveriesPrefix+".")
+		chunk := uint32(min(128<<10, b.MaxPayload()-headroom))
+		meta := jetstream.ObjectMeta{Name: name, Opts: &jetstream.ObjectMetaOptions{ChunkSize: chunk}}
+		if _, err := b.bodies.Put(ctx, meta, bytes.NewReader(c.Body)); err != nil {
+			return fmt.Errorf("archive body of delivery %s: %w", c.DeliveryID, err)
+		}
+		h.Set(HeaderBodyObject, name)
+		data = nil
+	}
+	msg := &nats.Msg{Subject: subject, Header: h, Data: data}
+	if _, err := b.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(0)); err != nil {
+		return fmt.Errorf("archive delivery %s: %w", c.DeliveryID, err)
+	}
+	return nil
+}
+
+func headerSize(h nats.Header) int {
+	n := 0
+	for k, vs := range h {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	return n
+}
+
+// keepHeader reports whether an HTTP header of a delivery is archived:
+// everything but credentials, hop-by-hop headers and NATS's own.
+func keepHeader(name string) bool {
+	switch strings.ToLower(name) {
+	case "authorization", "cookie", "proxy-authorization", "connection", "keep-alive",
+		"transfer-encoding", "te", "trailer", "upgrade", "content-length", "proxy-connection":
+		return false
+	}
+	return !strings.HasPrefix(strings.ToLower(name), "nats-")
+}
+
+func isWrongLastSequence(err error) bool {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+}

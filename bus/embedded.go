@@ -1,0 +1,118 @@
+package bus
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// EmbeddedOptions configures the in-process NATS server that triggerd runs
+// when no external NATS is given.
+type EmbeddedOptions struct {
+	// Listen is host:port for agents and tools to connect to; port 0 picks
+	// a free one.
+	Listen string
+	// DataDir is triggerd's data directory; JetStream stores under
+	// DataDir/jetstream.
+	DataDir string
+	// MaxPayload is the largest message the server accepts, in bytes.
+	// Zero means DefaultEmbeddedMaxPayload.
+	MaxPayload int32
+	// Logger receives the server's own log lines; nil discards them.
+	Logger server.Logger
+	// ListenFlag names the setting Listen came from, for error messages
+	// ("--nats-listen").
+	ListenFlag string
+}
+
+// DefaultEmbeddedMaxPayload is the embedded server's max payload: 8 MiB,
+// the largest size NATS recommends. Bodies over it are archived in chunks.
+const DefaultEmbeddedMaxPayload = 8 << 20
+
+// ErrListenBusy reports that the embedded server's address is taken.
+var ErrListenBusy = errors.New("address already in use")
+
+// Embedded is a running in-process NATS server with JetStream.
+type Embedded struct {
+	srv *server.Server
+}
+
+// StartEmbedded starts a NATS server with JetStream in this process and
+// waits until it accepts connections. A busy address is an error wrapping
+// ErrListenBusy that names the setting to change.
+func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
+	flagName := o.ListenFlag
+	if flagName == "" {
+		flagName = "listen address"
+	}
+	host, portStr, err := net.SplitHostPort(o.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("%s %q: want host:port: %w", flagName, o.Listen, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil || port < 0 || port > 65535 {
+		return nil, fmt.Errorf("%s %q: bad port", flagName, o.Listen)
+	}
+	if port != 0 {
+		// nats-server reports a busy port only through its logger and then
+		// never becomes ready; check first so the error is clear.
+		ln, lerr := net.Listen("tcp", o.Listen)
+		if lerr != nil {
+			if errors.Is(lerr, syscall.EADDRINUSE) {
+				return nil, fmt.Errorf("%s %s: %w (is another NATS server running? choose another address with %s, or connect to that server with --nats-url)", flagName, o.Listen, ErrListenBusy, flagName)
+			}
+			return nil, fmt.Errorf("%s %s: %w", flagName, o.Listen, lerr)
+		}
+		ln.Close()
+	}
+	maxPayload := o.MaxPayload
+	if maxPayload == 0 {
+		maxPayload = DefaultEmbeddedMaxPayload
+	}
+	opts := &server.Options{
+		ServerName:             "triggerd",
+		Host:                   host,
+		Port:                   port,
+		JetStream:              true,
+		StoreDir:               filepath.Join(o.DataDir, "jetstream"),
+		MaxPayload:             maxPayload,
+		NoSigs:                 true,
+		DisableJetStreamBanner: true,
+		NoLog:                  o.Logger == nil,
+	}
+	if port == 0 {
+		opts.Port = server.RANDOM_PORT
+	}
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("embedded nats: %w", err)
+	}
+	if o.Logger != nil {
+		srv.SetLoggerV2(o.Logger, false, false, false)
+	}
+	srv.Start()
+	if !srv.ReadyForConnections(15 * time.Second) {
+		srv.Shutdown()
+		return nil, fmt.Errorf("embedded nats on %s did not become ready in 15s (is %s busy?)", o.Listen, flagName)
+	}
+	return &Embedded{srv: srv}, nil
+}
+
+// ClientURL returns the URL clients connect to.
+func (e *Embedded) ClientURL() string { return e.srv.ClientURL() }
+
+// InProcessConn returns a connection to the server that bypasses the
+// network stack; Connect uses it when Options.Embedded is set.
+func (e *Embedded) InProcessConn() (net.Conn, error) { return e.srv.InProcessConn() }
+
+// Shutdown stops the server and waits for it to finish.
+func (e *Embedded) Shutdown() {
+	e.srv.Shutdown()
+	e.srv.WaitForShutdown()
+}
