@@ -1,0 +1,391 @@
+// Package ingest is the webhook edge of triggerd: an echo HTTP server that
+// takes signed code-hosting (GitHub format) and deployment-platform (Vercel
+// format) deliveries, verifies them on the raw bytes before anything parses
+// them, maps them onto trigger events and hands delivery and events to a
+// Committer. It answers 2xx only once the Committer says both are durable.
+package ingest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/triggerd/triggerd/triggers"
+)
+
+// Committer makes a delivery and its events durable, once per delivery id.
+// It reports duplicate true for a delivery it had already accepted, and
+// may set each event's Payload to nil and PayloadRef when the payload is
+// too large to travel inline.
+type Committer interface {
+	Commit(ctx context.Context, c triggers.Capture, events []triggers.Event) (duplicate bool, err error)
+}
+
+// Defaults for Options.
+const (
+	// DefaultMaxBodyBytes is GitHub's payload cap, 25 MiB.
+	DefaultMaxBodyBytes = 25 << 20
+	// DefaultCommitTimeout bounds the wait for durability, well inside
+	// GitHub's 10 s delivery timeout.
+	DefaultCommitTimeout = 5 * time.Second
+	// maxDeliveryIDLen bounds delivery ids, which become subject tokens.
+	maxDeliveryIDLen = 200
+	// retryAfterSeconds is what a 503 asks the sender to wait.
+	retryAfterSeconds = 5
+)
+
+// Options configures a Server.
+type Options struct {
+	Committer Committer
+	// CodeHost and Deploy verify the two endpoints' signatures; both are
+	// required, so no endpoint ever accepts an unsigned delivery.
+	CodeHost *Verifier
+	Deploy   *Verifier
+	// Ready reports whether the Committer can currently make deliveries
+	// durable; /readyz answers from it.
+	Ready func() bool
+	// MaxBodyBytes caps a delivery's body (default DefaultMaxBodyBytes).
+	MaxBodyBytes int64
+	// CommitTimeout bounds the wait for durability (default
+	// DefaultCommitTimeout).
+	CommitTimeout time.Duration
+	Logger        zerolog.Logger
+	// Registerer receives the ingest metrics; nil registers nowhere.
+	Registerer prometheus.Registerer
+	// Now and Map default to time.Now and triggers.Map; tests replace them.
+	Now func() time.Time
+	Map func(triggers.Delivery) (triggers.Result, error)
+}
+
+func (o *Options) validate() error {
+	switch {
+	case o.Committer == nil:
+		return errors.New("ingest: nil Committer")
+	case o.CodeHost == nil || o.Deploy == nil:
+		return errors.New("ingest: both webhook verifiers are required")
+	}
+	if o.Ready == nil {
+		o.Ready = func() bool { return true }
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if o.CommitTimeout <= 0 {
+		o.CommitTimeout = DefaultCommitTimeout
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Map == nil {
+		o.Map = triggers.Map
+	}
+	return nil
+}
+
+// Server serves the webhook endpoints and the health and readiness probes.
+type Server struct {
+	o       Options
+	log     zerolog.Logger
+	metrics *metrics
+	bufs    sync.Pool
+}
+
+// New returns a Server.
+func New(o Options) (*Server, error) {
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(o.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	return &Server{
+		o:       o,
+		log:     o.Logger.With().Str("component", "ingest").Logger(),
+		metrics: m,
+		bufs:    sync.Pool{New: func() any { return new(bytes.Buffer) }},
+	}, nil
+}
+
+// Register adds the server's routes to e.
+func (s *Server) Register(e *echo.Echo) {
+	e.POST("/webhooks/codehost", s.codeHost)
+	e.POST("/webhooks/deploy", s.deploy)
+	e.GET("/healthz", func(c echo.Context) error {
+		return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+	})
+	e.GET("/readyz", func(c echo.Context) error {
+		if !s.o.Ready() {
+			return c.JSON(http.StatusServiceUnavailable, map[string]any{"ready": false, "reason": "NATS is unreachable"})
+		}
+		return c.JSON(http.StatusOK, map[string]any{"ready": true})
+	})
+}
+
+// eventRef is one event as the webhook answer lists it.
+type eventRef struct {
+	ID      string        `json:"id"`
+	Kind    triggers.Kind `json:"kind"`
+	Subject string        `json:"subject"`
+}
+
+type acceptedAnswer struct {
+	DeliveryID string     `json:"delivery_id"`
+	Events     []eventRef `json:"events"`
+	Ignored    string     `json:"ignored,omitempty"`
+}
+
+type duplicateAnswer struct {
+	DeliveryID string `json:"delivery_id"`
+	Duplicate  bool   `json:"duplicate"`
+}
+
+// apiError is the body of every error answer.
+type apiError struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// reject writes an error answer and counts it.
+func (s *Server) reject(c echo.Context, src triggers.Connector, status int, code, msg string) error {
+	s.metrics.delivery(src, "unverified", code)
+	var body apiError
+	body.Error.Code, body.Error.Message = code, msg
+	return c.JSON(status, body)
+}
+
+func (s *Server) codeHost(c echo.Context) error {
+	start := s.o.Now()
+	r := c.Request()
+	event := r.Header.Get("X-GitHub-Event")
+	id := r.Header.Get("X-GitHub-Delivery")
+	switch {
+	case event == "" && id == "":
+		return s.reject(c, triggers.CodeHost, http.StatusBadRequest, "missing_header", "headers X-GitHub-Event and X-GitHub-Delivery are required")
+	case event == "":
+		return s.reject(c, triggers.CodeHost, http.StatusBadRequest, "missing_header", "header X-GitHub-Event is required: it names the event (issues, push, ...)")
+	case id == "":
+		return s.reject(c, triggers.CodeHost, http.StatusBadRequest, "missing_header", "header X-GitHub-Delivery is required: it is the delivery's unique id")
+	case !validDeliveryID(id):
+		return s.reject(c, triggers.CodeHost, http.StatusBadRequest, "invalid_header", fmt.Sprintf("header X-GitHub-Delivery must be 1 to %d printable characters", maxDeliveryIDLen))
+	case len(event) > 100:
+		return s.reject(c, triggers.CodeHost, http.StatusBadRequest, "invalid_header", "header X-GitHub-Event is too long")
+	}
+	form := false
+	switch mediaType(r) {
+	case "application/json":
+	case "application/x-www-form-urlencoded":
+		form = true
+	default:
+		return s.reject(c, triggers.CodeHost, http.StatusUnsupportedMediaType, "unsupported_media_type",
+			"Content-Type must be application/json or application/x-www-form-urlencoded (the webhook's content type setting)")
+	}
+	sig := r.Header.Get(CodeHostScheme.Header)
+	if sig == "" {
+		return s.reject(c, triggers.CodeHost, http.StatusUnauthorized, "missing_signature",
+			"header X-Hub-Signature-256 is missing: set the webhook's secret to triggerd's code-hosting webhook secret")
+	}
+	buf, status, err := s.readBody(r)
+	if err != nil {
+		return s.reject(c, triggers.CodeHost, status, codeFor(status), err.Error())
+	}
+	defer s.putBuf(buf)
+	body := buf.Bytes()
+	if !s.o.CodeHost.Verify(sig, body) {
+		s.log.Warn().Str("delivery_id", id).Str("remote", c.RealIP()).Msg("code-hosting delivery with an invalid signature")
+		return s.reject(c, triggers.CodeHost, http.StatusUnauthorized, "invalid_signature",
+			"X-Hub-Signature-256 does not match the body: the webhook's secret differs from triggerd's, or the body was changed on the way")
+	}
+	payload := body
+	if form {
+		if payload, err = FormPayload(body); err != nil {
+			return s.reject(c, triggers.CodeHost, http.StatusBadRequest, "malformed_payload", err.Error())
+		}
+	}
+	return s.accept(c, start, triggers.Delivery{
+		Connector: triggers.CodeHost, ID: id, Event: event, ReceivedAt: start, Payload: payload,
+	}, body)
+}
+
+func (s *Server) deploy(c echo.Context) error {
+	start := s.o.Now()
+	r := c.Request()
+	if mediaType(r) != "application/json" {
+		return s.reject(c, triggers.Deploy, http.StatusUnsupportedMediaType, "unsupported_media_type", "Content-Type must be application/json")
+	}
+	sig := r.Header.Get(DeployScheme.Header)
+	if sig == "" {
+		return s.reject(c, triggers.Deploy, http.StatusUnauthorized, "missing_signature",
+			"header x-vercel-signature is missing: set the webhook's secret to triggerd's deployment webhook secret")
+	}
+	buf, status, err := s.readBody(r)
+	if err != nil {
+		return s.reject(c, triggers.Deploy, status, codeFor(status), err.Error())
+	}
+	defer s.putBuf(buf)
+	body := buf.Bytes()
+	if !s.o.Deploy.Verify(sig, body) {
+		s.log.Warn().Str("remote", c.RealIP()).Msg("deployment delivery with an invalid signature")
+		return s.reject(c, triggers.Deploy, http.StatusUnauthorized, "invalid_signature",
+			"x-vercel-signature does not match the body: the webhook's secret differs from triggerd's, or the body was changed on the way")
+	}
+	return s.accept(c, start, triggers.Delivery{Connector: triggers.Deploy, ReceivedAt: start, Payload: body}, body)
+}
+
+// accept maps a verified delivery, commits it and answers.
+func (s *Server) accept(c echo.Context, start time.Time, d triggers.Delivery, raw []byte) error {
+	res, err := s.o.Map(d)
+	if err != nil {
+		var pe *triggers.PayloadError
+		if errors.As(err, &pe) {
+			return s.reject(c, d.Connector, http.StatusBadRequest, "malformed_payload", pe.Error())
+		}
+		return s.reject(c, d.Connector, http.StatusBadRequest, "malformed_payload", "the payload could not be mapped: "+err.Error())
+	}
+	if !validDeliveryID(res.DeliveryID) {
+		return s.reject(c, d.Connector, http.StatusBadRequest, "malformed_payload",
+			fmt.Sprintf("the delivery id must be 1 to %d printable characters", maxDeliveryIDLen))
+	}
+	event := s.metrics.eventLabel(d.Connector, res.SourceEvent)
+	r := c.Request()
+	capture := triggers.Capture{
+		Connector:  d.Connector,
+		DeliveryID: res.DeliveryID,
+		ReceivedAt: start,
+		Header:     r.Header,
+		Body:       raw,
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.o.CommitTimeout)
+	duplicate, err := s.o.Committer.Commit(ctx, capture, res.Events)
+	cancel()
+	if err != nil {
+		s.metrics.delivery(d.Connector, event, "unavailable")
+		s.log.Error().Err(err).Str("delivery_id", res.DeliveryID).Str("connector", string(d.Connector)).
+			Msg("delivery could not be made durable; answered 503")
+		c.Response().Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds))
+		var body apiError
+		body.Error.Code = "unavailable"
+		body.Error.Message = "the delivery could not be stored durably right now; nothing was accepted, retry later"
+		return c.JSON(http.StatusServiceUnavailable, body)
+	}
+	s.metrics.latency(d.Connector, s.o.Now().Sub(start))
+	if duplicate {
+		s.metrics.delivery(d.Connector, event, "duplicate")
+		return c.JSON(http.StatusOK, duplicateAnswer{DeliveryID: res.DeliveryID, Duplicate: true})
+	}
+	ans := acceptedAnswer{DeliveryID: res.DeliveryID, Events: make([]eventRef, len(res.Events)), Ignored: res.Ignored}
+	for i := range res.Events {
+		e := &res.Events[i]
+		ans.Events[i] = eventRef{ID: e.ID, Kind: e.Kind, Subject: e.Subject()}
+		s.metrics.published(e.Kind)
+	}
+	if d.Connector == triggers.CodeHost && d.Event == "ping" {
+		s.metrics.delivery(d.Connector, event, "ping")
+		return c.JSON(http.StatusOK, ans)
+	}
+	outcome := "accepted"
+	if len(res.Events) == 0 {
+		outcome = "ignored"
+	}
+	s.metrics.delivery(d.Connector, event, outcome)
+	return c.JSON(http.StatusAccepted, ans)
+}
+
+// readBody reads the request body into a pooled buffer, refusing (without
+// reading it all) a body larger than MaxBodyBytes. On error it returns the
+// status to answer.
+func (s *Server) readBody(r *http.Request) (*bytes.Buffer, int, error) {
+	max := s.o.MaxBodyBytes
+	if r.ContentLength > max {
+		return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("the body is %d bytes; the limit is %d (--max-body-bytes)", r.ContentLength, max)
+	}
+	buf := s.bufs.Get().(*bytes.Buffer)
+	buf.Reset()
+	if r.ContentLength > 0 {
+		buf.Grow(int(r.ContentLength))
+	}
+	n, err := buf.ReadFrom(io.LimitReader(r.Body, max+1))
+	if err != nil {
+		s.putBuf(buf)
+		return nil, http.StatusBadRequest, fmt.Errorf("reading the body: %v", err)
+	}
+	if n > max {
+		s.putBuf(buf)
+		return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("the body is over the %d-byte limit (--max-body-bytes)", max)
+	}
+	return buf, 0, nil
+}
+
+// FormPayload extracts the JSON of a form-encoded code-hosting delivery
+// from its "payload" field.
+func FormPayload(body []byte) ([]byte, error) {
+	vals, err := url.ParseQuery(string(body))
+	if err != nil || vals.Get("payload") == "" {
+		return nil, errors.New("a form-encoded delivery must carry the JSON in the form field \"payload\"")
+	}
+	return []byte(vals.Get("payload")), nil
+}
+
+// CapturedPayload returns the webhook JSON of an archived delivery: the
+// body itself, or for a form-encoded code-hosting delivery its "payload"
+// field.
+func CapturedPayload(c triggers.Capture) ([]byte, error) {
+	for k, vs := range c.Header {
+		if strings.EqualFold(k, "Content-Type") && len(vs) > 0 {
+			if mt, _, _ := mime.ParseMediaType(vs[0]); mt == "application/x-www-form-urlencoded" {
+				return FormPayload(c.Body)
+			}
+		}
+	}
+	return c.Body, nil
+}
+
+// putBuf returns a body buffer to the pool, unless it grew past 1 MiB: a
+// rare huge delivery must not pin its memory for good.
+func (s *Server) putBuf(b *bytes.Buffer) {
+	if b.Cap() <= 1<<20 {
+		s.bufs.Put(b)
+	}
+}
+
+func codeFor(status int) string {
+	if status == http.StatusRequestEntityTooLarge {
+		return "payload_too_large"
+	}
+	return "bad_request"
+}
+
+func mediaType(r *http.Request) string {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil {
+		return ""
+	}
+	return mt
+}
+
+func validDeliveryID(id string) bool {
+	if id == "" || len(id) > maxDeliveryIDLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] <= ' ' || id[i] == 0x7f {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,460 @@
+package ingest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/triggerd/triggerd/triggers"
+)
+
+const (
+	testCodeHostSecret = "codehost-test-secret"
+	testDeploySecret   = "deploy-test-secret"
+)
+
+// fakeCommitter records commits; it remembers delivery ids to answer
+// duplicates, and fails while err is set.
+type fakeCommitter struct {
+	mu      sync.Mutex
+	seen    map[string]bool
+	commits []triggers.Capture
+	events  [][]triggers.Event
+	err     error
+}
+
+func (f *fakeCommitter) Commit(_ context.Context, c triggers.Capture, events []triggers.Event) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return false, f.err
+	}
+	key := string(c.Connector) + "/" + c.DeliveryID
+	if f.seen[key] {
+		return true, nil
+	}
+	if f.seen == nil {
+		f.seen = map[string]bool{}
+	}
+	f.seen[key] = true
+	f.commits = append(f.commits, c)
+	f.events = append(f.events, events)
+	return false, nil
+}
+
+func (f *fakeCommitter) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.commits)
+}
+
+type harness struct {
+	t   *testing.T
+	e   *echo.Echo
+	fc  *fakeCommitter
+	reg *prometheus.Registry
+}
+
+func newHarness(t *testing.T, mutate func(*Options)) *harness {
+	t.Helper()
+	ch, _ := NewVerifier(CodeHostScheme, testCodeHostSecret)
+	dp, _ := NewVerifier(DeployScheme, testDeploySecret)
+	h := &harness{t: t, fc: &fakeCommitter{}, reg: prometheus.NewRegistry()}
+	o := Options{Committer: h.fc, CodeHost: ch, Deploy: dp, Logger: zerolog.Nop(), Registerer: h.reg}
+	if mutate != nil {
+		mutate(&o)
+	}
+	s, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.e = echo.New()
+	s.Register(h.e)
+	return h
+}
+
+type answer struct {
+	status int
+	header http.Header
+	body   map[string]any
+}
+
+func (h *harness) do(req *http.Request) answer {
+	h.t.Helper()
+	rec := httptest.NewRecorder()
+	h.e.ServeHTTP(rec, req)
+	a := answer{status: rec.Code, header: rec.Header()}
+	if err := json.Unmarshal(rec.Body.Bytes(), &a.body); err != nil {
+		h.t.Fatalf("answer %d is not JSON: %q", rec.Code, rec.Body.String())
+	}
+	return a
+}
+
+func codeHostRequest(event, delivery string, body []byte) *http.Request {
+	req := httptest.NewRequest(http.MethodPost, "/webhooks/codehost", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-GitHub-Event", event)
+	req.Header.Set("X-GitHub-Delivery", delivery)
+	req.Header.Set("X-Hub-Signature-256", CodeHostScheme.Sign([]byte(testCodeHostSecret), body))
+	return req
+}
+
+func deployRequest(body []byte) *http.Request {
+	req := httptest.NewRequest(http.MethodPost, "/webhooks/deploy", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("x-vercel-signature", DeployScheme.Sign([]byte(testDeploySecret), body))
+	return req
+}
+
+func errorCode(a answer) string {
+	e, _ := a.body["error"].(map[string]any)
+	code, _ := e["code"].(string)
+	return code
+}
+
+const issueOpened = `{"action":"opened","issue":{"id":1,"number":7,"title":"t","body":"hi","html_url":"https://example.test/i/7","state":"open","user":{"login":"alice"},"labels":[]},"repository":{"id":9,"name":"api","full_name":"octo-org/api","owner":{"login":"octo-org"}},"sender":{"login":"alice"}}`
+
+func TestAcceptedDelivery(t *testing.T) {
+	h := newHarness(t, nil)
+	a := h.do(codeHostRequest("issues", "d-1", []byte(issueOpened)))
+	if a.status != http.StatusAccepted {
+		t.Fatalf("status %d %v, want 202", a.status, a.body)
+	}
+	events := a.body["events"].([]any)
+	if a.body["delivery_id"] != "d-1" || len(events) != 1 {
+		t.Fatalf("answer %v", a.body)
+	}
+	ev := events[0].(map[string]any)
+	if ev["kind"] != "new_issue" || ev["subject"] != "triggers.codehost.new_issue.octo-org.api" || ev["id"] == "" {
+		t.Fatalf("event %v", ev)
+	}
+	c := h.fc.commits[0]
+	if string(c.Body) != issueOpened || c.DeliveryID != "d-1" || c.Header["X-Github-Event"][0] != "issues" {
+		t.Fatalf("committed capture %+v", c)
+	}
+
+	// The same delivery again is a duplicate.
+	a = h.do(codeHostRequest("issues", "d-1", []byte(issueOpened)))
+	if a.status != http.StatusOK || a.body["duplicate"] != true {
+		t.Fatalf("redelivery: %d %v, want 200 duplicate", a.status, a.body)
+	}
+	if got := (h.deliveries("codehost", "issues", "duplicate")); got != 1 {
+		t.Fatalf("duplicate counter = %v", got)
+	}
+	if got := (h.deliveries("codehost", "issues", "accepted")); got != 1 {
+		t.Fatalf("accepted counter = %v", got)
+	}
+}
+
+// deliveries returns the value of triggerd_ingest_deliveries_total for one
+// source, event and outcome.
+func (h *harness) deliveries(source, event, outcome string) float64 {
+	h.t.Helper()
+	mfs, err := h.reg.Gather()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	want := map[string]string{"source": source, "event": event, "outcome": outcome}
+	for _, mf := range mfs {
+		if mf.GetName() != "triggerd_ingest_deliveries_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			match := true
+			for _, lp := range m.GetLabel() {
+				if want[lp.GetName()] != lp.GetValue() {
+					match = false
+				}
+			}
+			if match {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+func TestRejectionsNeverReachTheMapper(t *testing.T) {
+	panicky := func(triggers.Delivery) (triggers.Result, error) {
+		panic("the mapper ran on a delivery that should have been refused first")
+	}
+	body := []byte(issueOpened)
+	for _, tc := range []struct {
+		name   string
+		req    func() *http.Request
+		status int
+		code   string
+	}{
+		{"missing event header", func() *http.Request {
+			r := codeHostRequest("issues", "d", body)
+			r.Header.Del("X-GitHub-Event")
+			return r
+		}, 400, "missing_header"},
+		{"missing delivery header", func() *http.Request {
+			r := codeHostRequest("issues", "d", body)
+			r.Header.Del("X-GitHub-Delivery")
+			return r
+		}, 400, "missing_header"},
+		{"delivery id with a space", func() *http.Request { return codeHostRequest("issues", "a b", body) }, 400, "invalid_header"},
+		{"text/plain", func() *http.Request {
+			r := codeHostRequest("issues", "d", body)
+			r.Header.Set("Content-Type", "text/plain")
+			return r
+		}, 415, "unsupported_media_type"},
+		{"no content type", func() *http.Request {
+			r := codeHostRequest("issues", "d", body)
+			r.Header.Del("Content-Type")
+			return r
+		}, 415, "unsupported_media_type"},
+		{"missing signature", func() *http.Request {
+			r := codeHostRequest("issues", "d", body)
+			r.Header.Del("X-Hub-Signature-256")
+			return r
+		}, 401, "missing_signature"},
+		{"tampered body", func() *http.Request {
+			r := codeHostRequest("issues", "d", body)
+			r.Body = io.NopCloser(strings.NewReader(strings.Replace(issueOpened, `"number":7`, `"number":8`, 1)))
+			return r
+		}, 401, "invalid_signature"},
+		{"sha1 signature", func() *http.Request {
+			r := codeHostRequest("issues", "d", body)
+			r.Header.Set("X-Hub-Signature-256", "sha1=0123456789abcdef0123456789abcdef01234567")
+			return r
+		}, 401, "invalid_signature"},
+		{"deploy missing signature", func() *http.Request {
+			r := deployRequest([]byte(`{"id":"x","type":"deployment.created","payload":{}}`))
+			r.Header.Del("x-vercel-signature")
+			return r
+		}, 401, "missing_signature"},
+		{"deploy signed with the code-hosting secret", func() *http.Request {
+			b := []byte(`{"id":"x","type":"deployment.created","payload":{}}`)
+			r := deployRequest(b)
+			r.Header.Set("x-vercel-signature", DeployScheme.Sign([]byte(testCodeHostSecret), b))
+			return r
+		}, 401, "invalid_signature"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, func(o *Options) { o.Map = panicky })
+			a := h.do(tc.req())
+			if a.status != tc.status || errorCode(a) != tc.code {
+				t.Fatalf("got %d %v, want %d %s", a.status, a.body, tc.status, tc.code)
+			}
+			if msg := a.body["error"].(map[string]any)["message"].(string); msg == "" {
+				t.Fatal("the error has no message")
+			}
+			if h.fc.count() != 0 {
+				t.Fatal("a refused delivery was committed")
+			}
+		})
+	}
+}
+
+func TestMalformedPayload(t *testing.T) {
+	h := newHarness(t, nil)
+	for _, body := range []string{`{"action":`, `[1,2]`, `"text"`} {
+		a := h.do(codeHostRequest("issues", "d", []byte(body)))
+		if a.status != 400 || errorCode(a) != "malformed_payload" {
+			t.Fatalf("body %q: %d %v, want 400 malformed_payload", body, a.status, a.body)
+		}
+	}
+	a := h.do(deployRequest([]byte(`{"type":"deployment.created","payload":{}}`)))
+	if a.status != 400 || errorCode(a) != "malformed_payload" {
+		t.Fatalf("deploy without id: %d %v, want 400 malformed_payload", a.status, a.body)
+	}
+	if h.fc.count() != 0 {
+		t.Fatal("a malformed delivery was committed")
+	}
+}
+
+func TestBodyLimit(t *testing.T) {
+	h := newHarness(t, func(o *Options) { o.MaxBodyBytes = 1 << 10 })
+	big := []byte(`{"x":"` + strings.Repeat("a", 2<<10) + `"}`)
+	a := h.do(codeHostRequest("issues", "d", big))
+	if a.status != 413 || errorCode(a) != "payload_too_large" {
+		t.Fatalf("declared oversize: %d %v, want 413", a.status, a.body)
+	}
+	// Without a Content-Length the limit still holds, after reading at most
+	// one byte past it.
+	src := &countingReader{r: bytes.NewReader(append(big, bytes.Repeat([]byte(" "), 1<<20)...))}
+	req := codeHostRequest("issues", "d", big)
+	req.Body = io.NopCloser(src)
+	req.ContentLength = -1
+	a = h.do(req)
+	if a.status != 413 {
+		t.Fatalf("chunked oversize: %d %v, want 413", a.status, a.body)
+	}
+	if src.n > 1<<10+1+32<<10 {
+		t.Fatalf("read %d bytes of an oversize body; it should stop near the 1 KiB limit", src.n)
+	}
+}
+
+type countingReader struct {
+	r io.Reader
+	n int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += n
+	return n, err
+}
+
+func TestFormEncoded(t *testing.T) {
+	h := newHarness(t, nil)
+	form := []byte("payload=" + url.QueryEscape(issueOpened))
+	req := codeHostRequest("issues", "d-form", form)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	a := h.do(req)
+	if a.status != 202 || len(a.body["events"].([]any)) != 1 {
+		t.Fatalf("form delivery: %d %v", a.status, a.body)
+	}
+	if !bytes.Equal(h.fc.commits[0].Body, form) {
+		t.Fatal("the archive should keep the raw form body the signature covers")
+	}
+	if string(h.fc.events[0][0].Payload) != issueOpened {
+		t.Fatalf("event payload = %s, want the JSON from the form field", h.fc.events[0][0].Payload)
+	}
+
+	// A signature over the extracted JSON instead of the form body fails.
+	req = codeHostRequest("issues", "d-form2", form)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("X-Hub-Signature-256", CodeHostScheme.Sign([]byte(testCodeHostSecret), []byte(issueOpened)))
+	if a := h.do(req); a.status != 401 {
+		t.Fatalf("signature over the JSON, not the form: %d, want 401", a.status)
+	}
+	req = codeHostRequest("issues", "d-form3", []byte("other=1"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if a := h.do(req); a.status != 400 {
+		t.Fatalf("form without payload: %d, want 400", a.status)
+	}
+}
+
+func TestPingAndIgnored(t *testing.T) {
+	h := newHarness(t, nil)
+	a := h.do(codeHostRequest("ping", "d-ping", []byte(`{"zen":"Keep it logically awesome.","hook_id":1}`)))
+	if a.status != 200 || len(a.body["events"].([]any)) != 0 {
+		t.Fatalf("ping: %d %v, want 200 with no events", a.status, a.body)
+	}
+	a = h.do(codeHostRequest("future_thing", "d-future", []byte(`{"action":"happened"}`)))
+	if a.status != 202 || len(a.body["events"].([]any)) != 0 || a.body["ignored"] == "" || a.body["ignored"] == nil {
+		t.Fatalf("unknown event: %d %v, want 202 ignored", a.status, a.body)
+	}
+	a = h.do(codeHostRequest("star", "d-unstar", []byte(`{"action":"deleted","repository":{"name":"a","full_name":"o/a","owner":{"login":"o"}},"sender":{"login":"s"}}`)))
+	if a.status != 202 || a.body["ignored"] == nil {
+		t.Fatalf("unstar: %d %v, want 202 ignored", a.status, a.body)
+	}
+	// Ignored deliveries are still archived, so they can be replayed later.
+	if h.fc.count() != 3 {
+		t.Fatalf("%d deliveries committed, want all 3 archived", h.fc.count())
+	}
+	if got := (h.deliveries("codehost", "other", "ignored")); got != 1 {
+		t.Fatalf("an unknown event should count as event=other, outcome=ignored; got %v", got)
+	}
+}
+
+func TestDeployDelivery(t *testing.T) {
+	h := newHarness(t, nil)
+	body := []byte(`{"id":"uev_1","type":"deployment.created","createdAt":1,"payload":{"team":{"id":"team_1"},"user":{"id":"u1"},"project":{"id":"prj_1"},"deployment":{"id":"dpl_1","url":"x.vercel.app","name":"x","meta":{}},"target":"production","links":{"deployment":"https://v/dpl_1"}}}`)
+	a := h.do(deployRequest(body))
+	if a.status != 202 || a.body["delivery_id"] != "uev_1" {
+		t.Fatalf("deploy: %d %v", a.status, a.body)
+	}
+	ev := a.body["events"].([]any)[0].(map[string]any)
+	if ev["kind"] != "deployment_started" || ev["subject"] != "triggers.deploy.deployment_started.team_1.prj_1" {
+		t.Fatalf("event %v", ev)
+	}
+	if a := h.do(deployRequest(body)); a.body["duplicate"] != true {
+		t.Fatalf("deploy redelivery: %v, want duplicate", a.body)
+	}
+}
+
+func TestUnavailableIs503WithRetryAfter(t *testing.T) {
+	h := newHarness(t, nil)
+	h.fc.err = errors.New("nats: no responders")
+	a := h.do(codeHostRequest("issues", "d-503", []byte(issueOpened)))
+	if a.status != 503 || errorCode(a) != "unavailable" || a.header.Get("Retry-After") == "" {
+		t.Fatalf("got %d %v Retry-After=%q, want 503 unavailable with Retry-After", a.status, a.body, a.header.Get("Retry-After"))
+	}
+	if strings.Contains(a.body["error"].(map[string]any)["message"].(string), "nats") {
+		t.Fatal("the answer leaks internal error text")
+	}
+	// Once the store is back the same delivery is accepted, not a duplicate.
+	h.fc.err = nil
+	if a := h.do(codeHostRequest("issues", "d-503", []byte(issueOpened))); a.status != 202 {
+		t.Fatalf("after recovery: %d %v, want 202", a.status, a.body)
+	}
+}
+
+func TestCommitTimeoutBoundsTheAnswer(t *testing.T) {
+	h := newHarness(t, func(o *Options) {
+		o.CommitTimeout = 50 * time.Millisecond
+		o.Committer = blockingCommitter{}
+	})
+	start := time.Now()
+	a := h.do(codeHostRequest("issues", "d-slow", []byte(issueOpened)))
+	if a.status != 503 {
+		t.Fatalf("status %d, want 503", a.status)
+	}
+	if time.Since(start) > 2*time.Second {
+		t.Fatalf("answer took %s; the commit timeout is 50ms", time.Since(start))
+	}
+}
+
+type blockingCommitter struct{}
+
+func (blockingCommitter) Commit(ctx context.Context, _ triggers.Capture, _ []triggers.Event) (bool, error) {
+	<-ctx.Done()
+	return false, ctx.Err()
+}
+
+func TestReadyz(t *testing.T) {
+	ready := false
+	h := newHarness(t, func(o *Options) { o.Ready = func() bool { return ready } })
+	get := func() answer { return h.do(httptest.NewRequest(http.MethodGet, "/readyz", nil)) }
+	if a := get(); a.status != 503 || a.body["ready"] != false {
+		t.Fatalf("readyz while NATS is down: %d %v", a.status, a.body)
+	}
+	ready = true
+	if a := get(); a.status != 200 || a.body["ready"] != true {
+		t.Fatalf("readyz while NATS is up: %d %v", a.status, a.body)
+	}
+	if a := h.do(httptest.NewRequest(http.MethodGet, "/healthz", nil)); a.status != 200 {
+		t.Fatalf("healthz: %d", a.status)
+	}
+}
+
+func TestCorpusThroughTheServer(t *testing.T) {
+	requireCorpus(t)
+	h := newHarness(t, nil)
+	files, _ := filepath.Glob(filepath.Join(corpusDir, "github", "*.json"))
+	if len(files) == 0 {
+		t.Fatal("no corpus files")
+	}
+	for i, f := range files {
+		body, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		event, _, _ := strings.Cut(filepath.Base(f), ".")
+		a := h.do(codeHostRequest(event, "corpus-"+strconv.Itoa(i), body))
+		if a.status != 202 && a.status != 200 {
+			t.Errorf("%s: %d %v", filepath.Base(f), a.status, a.body)
+		}
+	}
+}

@@ -1,0 +1,119 @@
+package ingest
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// corpusDir is the shared webhook corpus, read in place (never copied).
+var corpusDir = filepath.Join("..", "..", "shared", "webhook-corpus")
+
+// requireCorpus skips loudly when the shared corpus is absent, and fails
+// under CI, where it must be present.
+func requireCorpus(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat(corpusDir); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("webhook corpus %s is missing: %v", corpusDir, err)
+		}
+		t.Skipf("SKIPPING: webhook corpus %s is missing (%v); these checks did not run", corpusDir, err)
+	}
+}
+
+func TestSignatureVectors(t *testing.T) {
+	t.Run("github docs vector", func(t *testing.T) {
+		// From GitHub's "Validating webhook deliveries".
+		v, err := NewVerifier(CodeHostScheme, "It's a Secret to Everybody")
+		if err != nil {
+			t.Fatal(err)
+		}
+		const want = "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
+		if got := CodeHostScheme.Sign([]byte("It's a Secret to Everybody"), []byte("Hello, World!")); got != want {
+			t.Fatalf("Sign = %s, want %s", got, want)
+		}
+		if !v.Verify(want, []byte("Hello, World!")) {
+			t.Fatal("the documented vector does not verify")
+		}
+	})
+	requireCorpus(t)
+	for _, tc := range []struct{ file, sig string }{
+		{"deployment.created.sentry-fixture.json", "cecad6333f8652af7d4e9c7b6ad87f1c922a76d3"},
+		{"deployment.legacy-v1.sentry-fixture.json", "74b587857986545361e8a4253b74cd6224d34869"},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			body, err := os.ReadFile(filepath.Join(corpusDir, "vercel", tc.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, err := NewVerifier(DeployScheme, "AiK52QASLJXmCXX3X9gO2Zyh")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !v.Verify(tc.sig, body) {
+				t.Fatal("the corpus vector does not verify")
+			}
+		})
+	}
+}
+
+func TestVerifyRejects(t *testing.T) {
+	body := []byte(`{"action":"opened","number":1}`)
+	secret := "s3cret"
+	good := CodeHostScheme.Sign([]byte(secret), body)
+	v, err := NewVerifier(CodeHostScheme, secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		sig  string
+		body []byte
+	}{
+		{"flipped body byte", good, []byte(`{"action":"opened","number":2}`)},
+		{"re-serialised json", good, []byte(`{"action": "opened", "number": 1}`)},
+		{"sha1 prefix", "sha1=" + strings.TrimPrefix(good, "sha256="), body},
+		{"no prefix", strings.TrimPrefix(good, "sha256="), body},
+		{"empty", "", body},
+		{"prefix only", "sha256=", body},
+		{"non-hex", "sha256=" + strings.Repeat("zz", 32), body},
+		{"truncated", good[:len(good)-2], body},
+		{"other secret", CodeHostScheme.Sign([]byte("other"), body), body},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if v.Verify(tc.sig, tc.body) {
+				t.Fatalf("Verify(%q) accepted a bad signature", tc.sig)
+			}
+		})
+	}
+	if !v.Verify("sha256="+strings.ToUpper(strings.TrimPrefix(good, "sha256=")), body) {
+		t.Fatal("upper-case hex of the right digest was refused")
+	}
+}
+
+func TestVerifierRotation(t *testing.T) {
+	body := []byte(`{}`)
+	v, err := NewVerifier(DeployScheme, SplitSecrets(" new-secret , old-secret ,")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"new-secret", "old-secret"} {
+		if !v.Verify(DeployScheme.Sign([]byte(s), body), body) {
+			t.Fatalf("a delivery signed with %s was refused during rotation", s)
+		}
+	}
+	v, _ = NewVerifier(DeployScheme, "new-secret")
+	if v.Verify(DeployScheme.Sign([]byte("old-secret"), body), body) {
+		t.Fatal("the removed secret still verifies")
+	}
+}
+
+func TestEmptySecretsRefused(t *testing.T) {
+	for _, secrets := range [][]string{nil, {""}, {"ok", ""}, SplitSecrets(" , ")} {
+		if _, err := NewVerifier(CodeHostScheme, secrets...); !errors.Is(err, ErrEmptySecret) {
+			t.Fatalf("NewVerifier(%q) = %v, want ErrEmptySecret", secrets, err)
+		}
+	}
+}
