@@ -1,0 +1,164 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/triggerd/triggerd/bus"
+	"github.com/triggerd/triggerd/ingest"
+	"github.com/triggerd/triggerd/internal/envflag"
+)
+
+// envPrefix is prepended to a flag's upper snake case name to give the
+// environment variable that also sets it.
+const envPrefix = "TRIGGERD_"
+
+// config is everything triggerd is started with.
+type config struct {
+	HTTPAddr         string
+	DataDir          string
+	NATSListen       string
+	NATSURL          string
+	MaxBodyBytes     int64
+	CommitTimeout    time.Duration
+	EventRetention   time.Duration
+	ArchiveRetention time.Duration
+	DedupWindow      time.Duration
+	MaxInlineBytes   int
+	ShutdownTimeout  time.Duration
+	LogLevel         string
+	LogFormat        string
+	DebugAddr        string
+	CodeHostSecrets  []string
+	DeploySecrets    []string
+}
+
+// webhookSecret describes where one endpoint's secrets come from.
+type webhookSecret struct {
+	env      string // comma-separated secrets
+	fileFlag string // flag naming a file holding them
+	genFile  string // file name in the data dir, generated when neither is set
+}
+
+var (
+	codeHostSecret = webhookSecret{"TRIGGERD_CODEHOST_WEBHOOK_SECRET", "codehost-webhook-secret-file", "codehost_webhook_secret"}
+	deploySecret   = webhookSecret{"TRIGGERD_DEPLOY_WEBHOOK_SECRET", "deploy-webhook-secret-file", "deploy_webhook_secret"}
+)
+
+// parseConfig reads flags, then the environment for flags not given.
+func parseConfig(args []string, lookup func(string) (string, bool), stderr io.Writer) (config, map[string]string, error) {
+	var c config
+	files := map[string]*string{}
+	fs := flag.NewFlagSet("triggerd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.HTTPAddr, "http-addr", ":8080", "address the HTTP server (webhooks, probes, metrics) listens on")
+	fs.StringVar(&c.DataDir, "data-dir", "./data", "directory for the embedded NATS store and generated secrets")
+	fs.StringVar(&c.NATSListen, "nats-listen", "127.0.0.1:4222", "address the embedded NATS server listens on for agents (ignored with --nats-url)")
+	fs.StringVar(&c.NATSURL, "nats-url", "", "URL of an external NATS server with JetStream; empty runs an embedded one")
+	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", ingest.DefaultMaxBodyBytes, "largest webhook body accepted, in bytes (413 above)")
+	fs.DurationVar(&c.CommitTimeout, "commit-timeout", ingest.DefaultCommitTimeout, "how long a delivery may wait to become durable before the answer is 503")
+	fs.DurationVar(&c.EventRetention, "event-retention", bus.DefaultEventRetention, "how long trigger events stay in JetStream")
+	fs.DurationVar(&c.ArchiveRetention, "archive-retention", bus.DefaultArchiveRetention, "how long raw deliveries are kept for replay and duplicate detection (at least 72h)")
+	fs.DurationVar(&c.DedupWindow, "dedup-window", bus.DefaultDedupWindow, "JetStream duplicate window for event ids (covers retries of interrupted deliveries)")
+	fs.IntVar(&c.MaxInlineBytes, "max-inline-bytes", bus.DefaultMaxInlineBytes, "payload bytes one delivery's events may carry inline in total; beyond, events carry payload_ref")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 25*time.Second, "bound on graceful shutdown")
+	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&c.LogFormat, "log-format", "json", "json or console")
+	fs.StringVar(&c.DebugAddr, "debug-addr", "", "when set, serve Go's pprof profiles on this address (keep it private, e.g. 127.0.0.1:6060)")
+	files[codeHostSecret.fileFlag] = fs.String(codeHostSecret.fileFlag, "", "file holding the code-hosting webhook secret(s), comma-separated; overrides "+codeHostSecret.env)
+	files[deploySecret.fileFlag] = fs.String(deploySecret.fileFlag, "", "file holding the deployment webhook secret(s), comma-separated; overrides "+deploySecret.env)
+	fs.Usage = envflag.Usage(fs, envPrefix, "usage: triggerd [flags]\n\nEvery flag can also be set as TRIGGERD_<FLAG_NAME>. Webhook secrets come from "+
+		codeHostSecret.env+" and "+deploySecret.env+" (comma-separated for rotation); when unset, one is generated into the data dir.\n")
+	if err := envflag.Parse(fs, args, envPrefix, lookup); err != nil {
+		return c, nil, err
+	}
+	if fs.NArg() > 0 {
+		return c, nil, fmt.Errorf("unexpected argument %q (triggerd takes only flags; see --help)", fs.Arg(0))
+	}
+	if c.MaxBodyBytes <= 0 {
+		return c, nil, errors.New("--max-body-bytes must be positive")
+	}
+	if c.CommitTimeout <= 0 || c.ShutdownTimeout <= 0 {
+		return c, nil, errors.New("--commit-timeout and --shutdown-timeout must be positive")
+	}
+	switch c.LogFormat {
+	case "json", "console":
+	default:
+		return c, nil, fmt.Errorf("--log-format %q: want json or console", c.LogFormat)
+	}
+	fileVals := map[string]string{}
+	for k, v := range files {
+		fileVals[k] = *v
+	}
+	return c, fileVals, nil
+}
+
+// loadSecrets resolves one endpoint's secrets: the file flag, else the
+// environment variable, else a secret generated once into the data dir
+// (mode 0600) and reused on later starts. It returns the secrets and where
+// they came from (never the values).
+func loadSecrets(ws webhookSecret, file string, dataDir string, lookup func(string) (string, bool)) ([]string, string, error) {
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, "", fmt.Errorf("--%s: %w", ws.fileFlag, err)
+		}
+		s := ingest.SplitSecrets(string(b))
+		if len(s) == 0 {
+			return nil, "", fmt.Errorf("--%s %s holds no secret; write one (32+ random characters) into it", ws.fileFlag, file)
+		}
+		return s, "file " + file, nil
+	}
+	// An empty variable counts as unset (compose files pass "" through).
+	if v, ok := lookup(ws.env); ok && v != "" {
+		s := ingest.SplitSecrets(v)
+		if len(s) == 0 {
+			return nil, "", fmt.Errorf("%s is set but holds no secret; unset it to have one generated, or set it to a random string", ws.env)
+		}
+		return s, "environment " + ws.env, nil
+	}
+	path := filepath.Join(dataDir, ws.genFile)
+	b, err := os.ReadFile(path)
+	if err == nil {
+		s := ingest.SplitSecrets(string(b))
+		if len(s) == 0 {
+			return nil, "", fmt.Errorf("%s is empty; delete it to have a new secret generated", path)
+		}
+		return s, "file " + path, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return nil, "", fmt.Errorf("read %s: %w", path, err)
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, "", fmt.Errorf("create data dir: %w", err)
+	}
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return nil, "", err
+	}
+	secret := hex.EncodeToString(raw)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		// Another process generated it first; use theirs.
+		return loadSecrets(ws, "", dataDir, func(string) (string, bool) { return "", false })
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("write %s: %w", path, err)
+	}
+	_, werr := f.WriteString(secret + "\n")
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return nil, "", fmt.Errorf("write %s: %w", path, werr)
+	}
+	return []string{secret}, "generated into " + path + " (set " + ws.env + " to choose your own)", nil
+}

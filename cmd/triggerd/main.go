@@ -1,0 +1,271 @@
+// Command triggerd is the integrations service's trigger engine: it takes
+// signed webhooks from the code-hosting service and the deployment platform,
+// maps them onto trigger events and publishes them to NATS JetStream.
+//
+// With no flags it runs on embedded defaults: an in-process NATS server with
+// JetStream under ./data, listening for agents on 127.0.0.1:4222, and the
+// HTTP server on :8080.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+
+	"github.com/triggerd/triggerd/bus"
+	"github.com/triggerd/triggerd/ingest"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.LookupEnv, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run starts triggerd and blocks until ctx ends or a component fails. It
+// returns the process exit code: 0 after a clean shutdown, 1 on a failure,
+// 2 on bad configuration.
+func run(ctx context.Context, args []string, lookup func(string) (string, bool), stderr io.Writer) int {
+	cfg, files, err := parseConfig(args, lookup, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "triggerd:", err)
+		return 2
+	}
+	log, err := newLogger(cfg, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "triggerd:", err)
+		return 2
+	}
+	if err := serve(ctx, cfg, files, lookup, log); err != nil {
+		log.Error().Err(err).Msg("triggerd stopped")
+		return 1
+	}
+	return 0
+}
+
+func newLogger(cfg config, stderr io.Writer) (zerolog.Logger, error) {
+	level, err := zerolog.ParseLevel(cfg.LogLevel)
+	if err != nil || cfg.LogLevel == "" {
+		return zerolog.Logger{}, fmt.Errorf("--log-level %q: want debug, info, warn or error", cfg.LogLevel)
+	}
+	var w io.Writer = stderr
+	if cfg.LogFormat == "console" {
+		w = zerolog.ConsoleWriter{Out: stderr, TimeFormat: time.RFC3339}
+	}
+	return zerolog.New(w).Level(level).With().Timestamp().Logger(), nil
+}
+
+// serve wires the components, runs them until ctx ends, and shuts them down
+// in reverse order within cfg.ShutdownTimeout.
+func serve(ctx context.Context, cfg config, files map[string]string, lookup func(string) (string, bool), log zerolog.Logger) error {
+	codeHostSecrets, codeHostFrom, err := loadSecrets(codeHostSecret, files[codeHostSecret.fileFlag], cfg.DataDir, lookup)
+	if err != nil {
+		return err
+	}
+	deploySecrets, deployFrom, err := loadSecrets(deploySecret, files[deploySecret.fileFlag], cfg.DataDir, lookup)
+	if err != nil {
+		return err
+	}
+	log.Info().Str("codehost", codeHostFrom).Str("deploy", deployFrom).Msg("webhook secrets loaded")
+	codeHost, err := ingest.NewVerifier(ingest.CodeHostScheme, codeHostSecrets...)
+	if err != nil {
+		return err
+	}
+	deploy, err := ingest.NewVerifier(ingest.DeployScheme, deploySecrets...)
+	if err != nil {
+		return err
+	}
+
+	// Listen before starting anything slow, so a busy port fails fast.
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("--http-addr %s: %w", cfg.HTTPAddr, err)
+	}
+	defer ln.Close()
+
+	natsURL := cfg.NATSURL
+	var embedded *bus.Embedded
+	if natsURL == "" {
+		embedded, err = bus.StartEmbedded(bus.EmbeddedOptions{
+			Listen:     cfg.NATSListen,
+			DataDir:    cfg.DataDir,
+			Logger:     natsLogger{log.With().Str("component", "nats").Logger()},
+			ListenFlag: "--nats-listen",
+		})
+		if err != nil {
+			return err
+		}
+		defer embedded.Shutdown()
+		natsURL = embedded.ClientURL()
+		log.Info().Str("nats_url", natsURL).Str("store", cfg.DataDir).Msg("embedded NATS with JetStream started")
+	}
+	connectCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	b, err := bus.Connect(connectCtx, natsURL, bus.Options{
+		Name:             "triggerd",
+		Embedded:         embedded,
+		EventRetention:   cfg.EventRetention,
+		ArchiveRetention: cfg.ArchiveRetention,
+		DedupWindow:      cfg.DedupWindow,
+		MaxInlineBytes:   cfg.MaxInlineBytes,
+		OnConnectionChange: func(up bool, detail string) {
+			if up {
+				log.Info().Str("component", "bus").Msg(detail)
+			} else {
+				log.Warn().Str("component", "bus").Msg(detail)
+			}
+		},
+	})
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	ing, err := ingest.New(ingest.Options{
+		Committer:     b,
+		CodeHost:      codeHost,
+		Deploy:        deploy,
+		Ready:         b.Ready,
+		MaxBodyBytes:  cfg.MaxBodyBytes,
+		CommitTimeout: cfg.CommitTimeout,
+		Logger:        log,
+		Registerer:    reg,
+	})
+	if err != nil {
+		return err
+	}
+	e := newEcho(log)
+	ing.Register(e)
+	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
+
+	srv := &http.Server{
+		Handler:           e,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+	}
+	if cfg.DebugAddr != "" {
+		stopDebug, err := serveDebug(cfg.DebugAddr, log)
+		if err != nil {
+			return err
+		}
+		defer stopDebug()
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	log.Info().Str("http_addr", ln.Addr().String()).Str("nats_url", natsURL).Msg("triggerd ready: POST webhooks to /webhooks/codehost and /webhooks/deploy")
+
+	select {
+	case <-ctx.Done():
+		log.Info().Msg("shutting down")
+	case err := <-serveErr:
+		return fmt.Errorf("http server: %w", err)
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	// In-flight deliveries finish (and become durable) before NATS closes;
+	// the deferred closes then run in reverse order: bus, embedded NATS.
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		log.Warn().Err(err).Msg("http shutdown was cut short")
+	}
+	<-serveErr
+	return nil
+}
+
+// newEcho returns an echo instance whose errors (unknown routes, wrong
+// methods, panics) are JSON like every other answer.
+func newEcho(log zerolog.Logger) *echo.Echo {
+	e := echo.New()
+	e.HideBanner = true
+	e.HidePort = true
+	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{
+		DisableStackAll: true,
+		LogErrorFunc: func(c echo.Context, err error, stack []byte) error {
+			log.Error().Err(err).Str("path", c.Path()).Bytes("stack", stack).Msg("handler panicked")
+			return err
+		},
+	}))
+	e.HTTPErrorHandler = func(err error, c echo.Context) {
+		if c.Response().Committed {
+			return
+		}
+		status, code, msg := http.StatusInternalServerError, "internal", "internal error"
+		var he *echo.HTTPError
+		if errors.As(err, &he) {
+			status = he.Code
+			msg = fmt.Sprint(he.Message)
+			switch status {
+			case http.StatusNotFound:
+				code, msg = "not_found", "no such endpoint: webhooks go to POST /webhooks/codehost or POST /webhooks/deploy"
+			case http.StatusMethodNotAllowed:
+				code = "method_not_allowed"
+			default:
+				code = "error"
+			}
+		}
+		body := map[string]map[string]string{"error": {"code": code, "message": msg}}
+		if err := c.JSON(status, body); err != nil {
+			log.Debug().Err(err).Msg("writing error answer")
+		}
+	}
+	return e
+}
+
+// serveDebug serves net/http/pprof on addr until the returned stop is
+// called.
+func serveDebug(addr string, log zerolog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--debug-addr %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Warn().Err(err).Msg("debug server stopped")
+		}
+	}()
+	log.Info().Str("debug_addr", ln.Addr().String()).Msg("pprof profiles served")
+	return func() { srv.Close(); <-done }, nil
+}
+
+// natsLogger sends the embedded NATS server's log lines to zerolog.
+type natsLogger struct{ l zerolog.Logger }
+
+func (n natsLogger) Noticef(format string, v ...any) { n.l.Debug().Msgf(format, v...) }
+func (n natsLogger) Warnf(format string, v ...any)   { n.l.Warn().Msgf(format, v...) }
+func (n natsLogger) Fatalf(format string, v ...any)  { n.l.Error().Msgf(format, v...) }
+func (n natsLogger) Errorf(format string, v ...any)  { n.l.Error().Msgf(format, v...) }
+func (n natsLogger) Debugf(format string, v ...any)  { n.l.Debug().Msgf(format, v...) }
+func (n natsLogger) Tracef(format string, v ...any)  { n.l.Trace().Msgf(format, v...) }

@@ -1,0 +1,498 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/triggerd/triggerd/bus"
+	"github.com/triggerd/triggerd/ingest"
+)
+
+// binary is the triggerd built once for the process tests.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "triggerd-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "triggerd")
+	build := exec.Command("go", "build", "-race", "-o", binary, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building triggerd:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// proc is a running triggerd.
+type proc struct {
+	t        *testing.T
+	cmd      *exec.Cmd
+	httpURL  string
+	natsURL  string
+	mu       sync.Mutex
+	log      bytes.Buffer
+	exited   chan struct{}
+	exitCode int
+}
+
+// startTriggerd runs the binary and waits until it says it is ready.
+func startTriggerd(t *testing.T, env []string, args ...string) *proc {
+	t.Helper()
+	p := &proc{t: t, exited: make(chan struct{})}
+	p.cmd = exec.Command(binary, append([]string{"--http-addr", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0"}, args...)...)
+	p.cmd.Env = append(cleanEnv(), env...)
+	stderr, err := p.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		once := sync.Once{}
+		for sc.Scan() {
+			line := sc.Bytes()
+			p.mu.Lock()
+			p.log.Write(line)
+			p.log.WriteByte('\n')
+			p.mu.Unlock()
+			var rec map[string]any
+			if json.Unmarshal(line, &rec) == nil && strings.HasPrefix(fmt.Sprint(rec["message"]), "triggerd ready") {
+				p.httpURL = "http://" + rec["http_addr"].(string)
+				p.natsURL = rec["nats_url"].(string)
+				once.Do(func() { close(ready) })
+			}
+		}
+		io.Copy(io.Discard, stderr)
+		p.cmd.Wait()
+		p.exitCode = p.cmd.ProcessState.ExitCode()
+		close(p.exited)
+	}()
+	select {
+	case <-ready:
+	case <-p.exited:
+		t.Fatalf("triggerd exited with %d before it was ready:\n%s", p.exitCode, p.logs())
+	case <-time.After(60 * time.Second):
+		p.cmd.Process.Kill()
+		t.Fatalf("triggerd not ready after 60s:\n%s", p.logs())
+	}
+	t.Cleanup(func() { p.kill() })
+	return p
+}
+
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "TRIGGERD_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+func (p *proc) logs() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.log.String()
+}
+
+// kill sends SIGKILL: the process gets no chance to clean up.
+func (p *proc) kill() {
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
+	p.cmd.Process.Kill()
+	<-p.exited
+}
+
+// stop sends SIGTERM and waits for a graceful exit.
+func (p *proc) stop() int {
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(30 * time.Second):
+		p.t.Fatalf("triggerd did not stop within 30s of SIGTERM:\n%s", p.logs())
+	}
+	return p.exitCode
+}
+
+type delivery struct {
+	event, id string
+	body      []byte
+}
+
+type reply struct {
+	status int
+	body   struct {
+		DeliveryID string `json:"delivery_id"`
+		Duplicate  bool   `json:"duplicate"`
+		Events     []struct {
+			ID, Kind, Subject string
+		} `json:"events"`
+	}
+}
+
+var client = &http.Client{Timeout: 20 * time.Second}
+
+func post(url, secret string, d delivery) (reply, error) {
+	req, _ := http.NewRequest(http.MethodPost, url+"/webhooks/codehost", bytes.NewReader(d.body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-GitHub-Event", d.event)
+	req.Header.Set("X-GitHub-Delivery", d.id)
+	req.Header.Set("X-Hub-Signature-256", ingest.CodeHostScheme.Sign([]byte(secret), d.body))
+	resp, err := client.Do(req)
+	if err != nil {
+		return reply{}, err
+	}
+	defer resp.Body.Close()
+	var r reply
+	r.status = resp.StatusCode
+	err = json.NewDecoder(resp.Body).Decode(&r.body)
+	return r, err
+}
+
+// streamEvents reads every message of the events stream and returns how
+// often each Nats-Msg-Id occurs, and each id's subject.
+func streamEvents(t *testing.T, natsURL string) (map[string]int, map[string]string) {
+	t.Helper()
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, bus.EventsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts, subjects := map[string]int{}, map[string]string{}
+	if info.State.Msgs == 0 {
+		return counts, subjects
+	}
+	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for got := uint64(0); got < info.State.Msgs; {
+		batch, err := cons.Fetch(500, jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for m := range batch.Messages() {
+			id := m.Headers().Get("Nats-Msg-Id")
+			counts[id]++
+			subjects[id] = m.Subject()
+			got++
+		}
+		if batch.Error() != nil {
+			t.Fatal(batch.Error())
+		}
+	}
+	return counts, subjects
+}
+
+func issueBody(n int) []byte {
+	return []byte(fmt.Sprintf(`{"action":"opened","issue":{"id":%d,"number":%d,"title":"issue %d","body":"cc @bob","html_url":"https://example.test/i/%d","state":"open","user":{"login":"alice"},"labels":[]},"repository":{"id":9,"name":"api","full_name":"octo-org/api","owner":{"login":"octo-org"}},"sender":{"login":"alice"}}`, n, n, n, n))
+}
+
+// TestKillMidStreamExactlyOnce posts deliveries while triggerd is killed
+// with SIGKILL, restarts it on the same data dir, and has the sender retry
+// every delivery that got no 2xx, as GitHub's redelivery would. Every
+// delivery's events must end up in the stream exactly once.
+func TestKillMidStreamExactlyOnce(t *testing.T) {
+	dir := t.TempDir()
+	const secret = "kill-test-secret"
+	env := []string{"TRIGGERD_CODEHOST_WEBHOOK_SECRET=" + secret, "TRIGGERD_DATA_DIR=" + dir}
+	p := startTriggerd(t, env)
+
+	const total = 240
+	ds := make([]delivery, total)
+	for i := range ds {
+		ds[i] = delivery{event: "issues", id: fmt.Sprintf("kill-%03d", i), body: issueBody(i)}
+	}
+	var (
+		mu       sync.Mutex
+		accepted = map[string][]string{} // delivery id -> event ids answered
+		answered int
+	)
+	record := func(id string, r reply) {
+		mu.Lock()
+		defer mu.Unlock()
+		if r.status == http.StatusAccepted {
+			if _, dup := accepted[id]; dup {
+				t.Errorf("delivery %s was accepted twice", id)
+			}
+			evs := []string{}
+			for _, e := range r.body.Events {
+				evs = append(evs, e.ID)
+			}
+			accepted[id] = evs
+		}
+		answered++
+	}
+	// Eight concurrent senders; the process is killed once a third of the
+	// deliveries have been answered, while requests are in flight.
+	work := make(chan delivery)
+	var wg sync.WaitGroup
+	url := p.httpURL
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for d := range work {
+				if r, err := post(url, secret, d); err == nil {
+					record(d.id, r)
+				}
+			}
+		}()
+	}
+	killed := false
+	for _, d := range ds {
+		mu.Lock()
+		n := answered
+		mu.Unlock()
+		if !killed && n >= total/3 {
+			p.kill()
+			killed = true
+		}
+		work <- d
+	}
+	close(work)
+	wg.Wait()
+	if !killed {
+		t.Fatal("the process was never killed; the test proved nothing")
+	}
+	t.Logf("before the kill: %d deliveries accepted of %d sent", len(accepted), total)
+
+	// Restart on the same data dir; the sender retries every delivery that
+	// got no 2xx, and a few that did (a user pressing "redeliver").
+	p = startTriggerd(t, env)
+	for i, d := range ds {
+		mu.Lock()
+		_, ok := accepted[d.id]
+		mu.Unlock()
+		if ok && i%10 != 0 {
+			continue
+		}
+		r, err := post(p.httpURL, secret, d)
+		if err != nil {
+			t.Fatalf("retry of %s: %v", d.id, err)
+		}
+		switch {
+		case r.status == http.StatusAccepted:
+			record(d.id, r)
+		case r.status == http.StatusOK && r.body.Duplicate:
+			if !ok {
+				// Accepted before the kill, but the answer was lost with
+				// the process: its events must be in the stream.
+				mu.Lock()
+				accepted[d.id] = nil
+				mu.Unlock()
+			}
+		default:
+			t.Fatalf("retry of %s: status %d", d.id, r.status)
+		}
+	}
+	if len(accepted) != total {
+		t.Fatalf("%d deliveries accepted in the end, want %d", len(accepted), total)
+	}
+
+	counts, _ := streamEvents(t, p.natsURL)
+	for id, c := range counts {
+		if c != 1 {
+			t.Errorf("event %s is in the stream %d times", id, c)
+		}
+	}
+	// Each issue delivery maps to new_issue and a new_mention of @bob.
+	if len(counts) != 2*total {
+		t.Fatalf("the stream holds %d distinct events, want %d", len(counts), 2*total)
+	}
+	for id, evs := range accepted {
+		for _, e := range evs {
+			if counts[e] != 1 {
+				t.Fatalf("event %s of accepted delivery %s is missing from the stream", e, id)
+			}
+		}
+	}
+	if code := p.stop(); code != 0 {
+		t.Fatalf("graceful stop exited %d:\n%s", code, p.logs())
+	}
+}
+
+// TestDuplicatesAcrossProcesses runs two triggerd processes on one external
+// NATS: a delivery accepted by one is a duplicate at the other.
+func TestDuplicatesAcrossProcesses(t *testing.T) {
+	natsDir := t.TempDir()
+	emb, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: "127.0.0.1:0", DataDir: natsDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Shutdown()
+	const secret = "shared-secret"
+	env := []string{"TRIGGERD_CODEHOST_WEBHOOK_SECRET=" + secret, "TRIGGERD_NATS_URL=" + emb.ClientURL()}
+	a := startTriggerd(t, append(env, "TRIGGERD_DATA_DIR="+t.TempDir()))
+	b := startTriggerd(t, append(env, "TRIGGERD_DATA_DIR="+t.TempDir()))
+	d := delivery{event: "issues", id: "shared-1", body: issueBody(1)}
+	r1, err := post(a.httpURL, secret, d)
+	if err != nil || r1.status != http.StatusAccepted {
+		t.Fatalf("first process: %v %d", err, r1.status)
+	}
+	r2, err := post(b.httpURL, secret, d)
+	if err != nil || r2.status != http.StatusOK || !r2.body.Duplicate {
+		t.Fatalf("second process: %v %d %+v, want 200 duplicate", err, r2.status, r2.body)
+	}
+	counts, _ := streamEvents(t, emb.ClientURL())
+	if len(counts) != 2 {
+		t.Fatalf("stream holds %d events, want 2", len(counts))
+	}
+}
+
+// TestReadinessFollowsNATS stops the external NATS under a running triggerd:
+// /readyz turns false, deliveries get 503 with Retry-After, and both
+// recover when NATS is back.
+func TestReadinessFollowsNATS(t *testing.T) {
+	natsDir := t.TempDir()
+	emb, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: "127.0.0.1:0", DataDir: natsDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	listen := strings.TrimPrefix(emb.ClientURL(), "nats://")
+	const secret = "ready-secret"
+	p := startTriggerd(t, []string{"TRIGGERD_CODEHOST_WEBHOOK_SECRET=" + secret, "TRIGGERD_NATS_URL=" + emb.ClientURL(),
+		"TRIGGERD_DATA_DIR=" + t.TempDir(), "TRIGGERD_COMMIT_TIMEOUT=1s"})
+	ready := func() int {
+		resp, err := client.Get(p.httpURL + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	waitFor(t, 10*time.Second, func() bool { return ready() == 200 })
+
+	emb.Shutdown()
+	waitFor(t, 10*time.Second, func() bool { return ready() == 503 })
+	req, _ := http.NewRequest(http.MethodPost, p.httpURL+"/webhooks/codehost", bytes.NewReader(issueBody(5)))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-GitHub-Event", "issues")
+	req.Header.Set("X-GitHub-Delivery", "during-outage")
+	req.Header.Set("X-Hub-Signature-256", ingest.CodeHostScheme.Sign([]byte(secret), issueBody(5)))
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("delivery during the outage: %d Retry-After=%q, want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+
+	emb, err = bus.StartEmbedded(bus.EmbeddedOptions{Listen: listen, DataDir: natsDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Shutdown()
+	waitFor(t, 20*time.Second, func() bool { return ready() == 200 })
+	r, err := post(p.httpURL, secret, delivery{event: "issues", id: "during-outage", body: issueBody(5)})
+	if err != nil || r.status != http.StatusAccepted {
+		t.Fatalf("the delivery refused during the outage, retried after: %v %d, want 202", err, r.status)
+	}
+}
+
+func TestBusyNATSPortIsAClearError(t *testing.T) {
+	emb, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: "127.0.0.1:0", DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Shutdown()
+	busy := strings.TrimPrefix(emb.ClientURL(), "nats://")
+	cmd := exec.Command(binary, "--http-addr", "127.0.0.1:0", "--nats-listen", busy, "--data-dir", t.TempDir())
+	cmd.Env = cleanEnv()
+	out, err := cmd.CombinedOutput()
+	if cmd.ProcessState.ExitCode() != 1 {
+		t.Fatalf("exit %d (%v), want 1:\n%s", cmd.ProcessState.ExitCode(), err, out)
+	}
+	if !bytes.Contains(out, []byte("--nats-listen")) || !bytes.Contains(out, []byte("already in use")) {
+		t.Fatalf("the error does not name --nats-listen and the cause:\n%s", out)
+	}
+}
+
+func TestGeneratedSecretsArePrivateAndNeverLogged(t *testing.T) {
+	dir := t.TempDir()
+	p := startTriggerd(t, []string{"TRIGGERD_DATA_DIR=" + dir})
+	var secrets []string
+	for _, name := range []string{"codehost_webhook_secret", "deploy_webhook_secret"} {
+		path := filepath.Join(dir, name)
+		st, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Mode().Perm() != 0o600 {
+			t.Fatalf("%s has mode %v, want 0600", name, st.Mode().Perm())
+		}
+		b, _ := os.ReadFile(path)
+		secrets = append(secrets, strings.TrimSpace(string(b)))
+		if !strings.Contains(p.logs(), path) {
+			t.Fatalf("the log does not say where %s is", name)
+		}
+	}
+	// A signed delivery works with the generated secret; a second start
+	// reuses it.
+	if r, err := post(p.httpURL, secrets[0], delivery{"issues", "gen-1", issueBody(1)}); err != nil || r.status != 202 {
+		t.Fatalf("delivery signed with the generated secret: %v %d", err, r.status)
+	}
+	p.stop()
+	p = startTriggerd(t, []string{"TRIGGERD_DATA_DIR=" + dir})
+	if r, err := post(p.httpURL, secrets[0], delivery{"issues", "gen-2", issueBody(2)}); err != nil || r.status != 202 {
+		t.Fatalf("after a restart the secret changed: %v %d", err, r.status)
+	}
+	p.stop()
+	for _, s := range secrets {
+		if strings.Contains(p.logs(), s) {
+			t.Fatal("a webhook secret appears in the log")
+		}
+	}
+}
+
+func waitFor(t *testing.T, d time.Duration, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %s", d)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
