@@ -1,0 +1,167 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestBenchJSON(t *testing.T) {
+	dataDir := setTestEnv(t)
+	f := newFakeTriggerd(t)
+	f.keep = false
+	dir := t.TempDir()
+	files := writeFile(t, dir, "issues.opened.json", codeHostPayload) + "," + writeFile(t, dir, "push.json", `{"ref":"refs/heads/main"}`)
+
+	code, stdout, stderr := runCtl("bench", "--url", f.srv.URL, "--data-dir", dataDir, "--file", files,
+		"--concurrency", "4", "--duration", "1s", "--warmup", "200ms", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr: %s\nstdout: %s", code, stderr, stdout)
+	}
+	var r benchReport
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+		t.Fatalf("--json output is not one JSON object: %v\n%s", err, stdout)
+	}
+	if r.Requests == 0 || r.OK != r.Requests || len(r.Errors) != 0 {
+		t.Errorf("requests %d ok %d errors %v; want all ok", r.Requests, r.OK, r.Errors)
+	}
+	if r.Events != 2*r.OK {
+		t.Errorf("events %d, want 2 per answer = %d", r.Events, 2*r.OK)
+	}
+	if r.Concurrency != 4 || r.DurationS != 1 || r.ThroughputRPS <= 0 || r.BytesPerRequest <= 0 {
+		t.Errorf("report %+v has wrong settings or no throughput", r)
+	}
+	if l := r.LatencyMS; l.P50 <= 0 || l.P50 > l.P90 || l.P90 > l.P99 || l.P99 > l.Max {
+		t.Errorf("latencies %+v are not ordered", l)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.rejected != 0 {
+		t.Errorf("the fake rejected %d signatures", f.rejected)
+	}
+	if len(f.seen) != f.delivered || f.delivered < r.Requests {
+		t.Errorf("the fake saw %d distinct delivery ids in %d deliveries (report: %d); want all distinct", len(f.seen), f.delivered, r.Requests)
+	}
+}
+
+func TestBenchDeployText(t *testing.T) {
+	dataDir := setTestEnv(t)
+	f := newFakeTriggerd(t)
+	f.keep = false
+	file := writeFile(t, t.TempDir(), "deployment.created.json", deployEnvelope)
+
+	code, stdout, stderr := runCtl("bench", "--url", f.srv.URL, "--data-dir", dataDir, "--connector", "deploy",
+		"--file", file, "--concurrency", "4", "--duration", "300ms", "--warmup", "0s")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr: %s\nstdout: %s", code, stderr, stdout)
+	}
+	for _, want := range []string{"throughput:", "p99", "non-2xx: 0", "transport errors: 0"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("report lacks %q:\n%s", want, stdout)
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.rejected != 0 || f.delivered == 0 || len(f.seen) != f.delivered {
+		t.Errorf("rejected %d, delivered %d, distinct ids %d; want every deploy delivery signed with a fresh envelope id", f.rejected, f.delivered, len(f.seen))
+	}
+}
+
+func TestBenchReportsFailures(t *testing.T) {
+	dataDir := setTestEnv(t)
+	f := newFakeTriggerd(t)
+	f.keep = false
+	f.status = 503
+	file := writeFile(t, t.TempDir(), "issues.opened.json", codeHostPayload)
+
+	code, stdout, _ := runCtl("bench", "--url", f.srv.URL, "--data-dir", dataDir, "--file", file,
+		"--concurrency", "2", "--duration", "200ms", "--warmup", "0s")
+	if code != 1 {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	if !strings.Contains(stdout, "non-2xx: ") || strings.Contains(stdout, "non-2xx: 0") || !strings.Contains(stdout, "event bus is down") {
+		t.Errorf("report does not show the failures and the first error body:\n%s", stdout)
+	}
+}
+
+func TestBenchUsageErrors(t *testing.T) {
+	setTestEnv(t)
+	for _, args := range [][]string{
+		{"bench"},
+		{"bench", "--file", "x.json", "--connector", "nope"},
+		{"bench", "--file", "x.json", "--concurrency", "0"},
+		{"bench", "--file", "x.json", "extra"},
+	} {
+		if code, _, stderr := runCtl(args...); code != 2 || stderr == "" {
+			t.Errorf("%q: exit %d, stderr %q; want 2 with a message", args, code, stderr)
+		}
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	var d []time.Duration
+	for i := 1; i <= 100; i++ {
+		d = append(d, time.Duration(i))
+	}
+	for p, want := range map[float64]time.Duration{0.5: 50, 0.9: 90, 0.99: 99, 1: 100} {
+		if got := percentile(d, p); got != want {
+			t.Errorf("percentile(%v) = %v, want %v", p, got, want)
+		}
+	}
+	if got := percentile(d[:1], 0.5); got != 1 {
+		t.Errorf("percentile of one = %v", got)
+	}
+}
+
+func TestBenchBaseline(t *testing.T) {
+	setTestEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pr, pw := io.Pipe()
+	done := make(chan int, 1)
+	go func() {
+		code := benchBaseline(ctx, []string{"--listen", "127.0.0.1:0"}, io.Discard, pw)
+		pw.Close()
+		done <- code
+	}()
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			if _, a, ok := strings.Cut(sc.Text(), "listening on "); ok {
+				addr <- a
+			}
+		}
+		io.Copy(io.Discard, pr)
+	}()
+	var base string
+	select {
+	case base = <-addr:
+	case code := <-done:
+		t.Fatalf("bench-baseline exited %d before listening", code)
+	case <-time.After(10 * time.Second):
+		t.Fatal("bench-baseline printed no listening address within 10s")
+	}
+	resp, err := http.Post(base+"/webhooks/codehost", "application/json", strings.NewReader(codeHostPayload))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Errorf("status %d, want 204", resp.StatusCode)
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Errorf("exit %d after shutdown, want 0", code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("bench-baseline did not stop within 10s of cancellation")
+	}
+}

@@ -1,0 +1,255 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/triggerd/triggerd/ingest"
+	"github.com/triggerd/triggerd/internal/envflag"
+)
+
+// envPrefix is the prefix of the environment variables that set flags.
+const envPrefix = "TRIGGERD_"
+
+// defaultURL is where a locally started triggerd listens.
+const defaultURL = "http://127.0.0.1:8080"
+
+// The connectors triggerd accepts webhooks for; each is also the last path
+// segment of its endpoint, /webhooks/<connector>.
+const (
+	connectorCodeHost = "codehost"
+	connectorDeploy   = "deploy"
+)
+
+// parseFlags parses args into fs, then fills unset flags from the
+// environment. It installs fs's usage (synopsis followed by the flags and
+// their variables) and writes errors to fs's output. ok is false when the
+// command should stop and return code: 0 after -h, 2 on a usage error.
+func parseFlags(fs *flag.FlagSet, args []string, synopsis string) (code int, ok bool) {
+	usage := envflag.Usage(fs, envPrefix, synopsis)
+	shown := false
+	fs.Usage = func() { shown = true; usage() }
+	err := envflag.Parse(fs, args, envPrefix, os.LookupEnv)
+	switch {
+	case err == nil:
+		return 0, true
+	case errors.Is(err, flag.ErrHelp):
+		return 0, false
+	default:
+		// The flag package has already reported command-line errors and
+		// shown the usage; errors from the environment are ours to report.
+		if !shown {
+			fmt.Fprintf(fs.Output(), "triggerctl %s: %v\n", fs.Name(), err)
+		}
+		return 2, false
+	}
+}
+
+// usageError reports a usage problem of fs's command and returns exit code 2.
+func usageError(fs *flag.FlagSet, format string, a ...any) int {
+	fmt.Fprintf(fs.Output(), "triggerctl %s: %s\n", fs.Name(), fmt.Sprintf(format, a...))
+	fmt.Fprintf(fs.Output(), "run \"triggerctl help %s\" for its flags\n", fs.Name())
+	return 2
+}
+
+// endpointURL returns the webhook endpoint of connector under base, the
+// server's root URL.
+func endpointURL(base, connector string) string {
+	return strings.TrimRight(base, "/") + "/webhooks/" + connector
+}
+
+// scheme returns the signature scheme of connector.
+func scheme(connector string) ingest.Scheme {
+	if connector == connectorDeploy {
+		return ingest.DeployScheme
+	}
+	return ingest.CodeHostScheme
+}
+
+// loadSecret returns the secret to sign connector's webhooks with: the first
+// entry of TRIGGERD_<CONNECTOR>_WEBHOOK_SECRET, or else the trimmed contents
+// of <dataDir>/<connector>_webhook_secret, which triggerd writes when it
+// generates a secret. The secret never appears in an error.
+func loadSecret(connector, dataDir string) ([]byte, error) {
+	base := connector + "_webhook_secret"
+	env := envflag.Name(envPrefix, base)
+	if v, ok := os.LookupEnv(env); ok {
+		if list := ingest.SplitSecrets(v); len(list) > 0 {
+			return []byte(list[0]), nil
+		}
+	}
+	path := filepath.Join(dataDir, base)
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	b, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("no %s webhook secret: set %s (the first of a comma-separated list signs), "+
+			"or point --data-dir at the directory where triggerd wrote %s (looked for %s)", connector, env, base, path)
+	case err != nil:
+		return nil, fmt.Errorf("read the %s webhook secret: %w; fix the file or set %s", connector, err, env)
+	}
+	secret := strings.TrimSpace(string(b))
+	if secret == "" {
+		return nil, fmt.Errorf("the %s webhook secret file %s is empty: write the secret triggerd uses into it, or set %s", connector, path, env)
+	}
+	return []byte(secret), nil
+}
+
+// secretCache loads each connector's secret once.
+type secretCache struct {
+	dataDir string
+	loaded  map[string][]byte
+	failed  map[string]error
+}
+
+// get returns connector's signing secret, loading it on first use.
+func (c *secretCache) get(connector string) ([]byte, error) {
+	if s, ok := c.loaded[connector]; ok {
+		return s, nil
+	}
+	if err, ok := c.failed[connector]; ok {
+		return nil, err
+	}
+	s, err := loadSecret(connector, c.dataDir)
+	if err != nil {
+		if c.failed == nil {
+			c.failed = map[string]error{}
+		}
+		c.failed[connector] = err
+		return nil, err
+	}
+	if c.loaded == nil {
+		c.loaded = map[string][]byte{}
+	}
+	c.loaded[connector] = s
+	return s, nil
+}
+
+// eventFromFile returns the code-hosting event a payload file holds, by the
+// corpus naming rule: the file name's first dot-separated segment
+// (issues.opened.json → issues).
+func eventFromFile(path string) (string, error) {
+	name := filepath.Base(path)
+	event, _, _ := strings.Cut(name, ".")
+	if event == "" {
+		return "", fmt.Errorf("cannot tell the event from the file name %q: pass --event", name)
+	}
+	return event, nil
+}
+
+// detectConnector guesses which connector a payload belongs to: deploy when
+// it is a JSON object with a string "id", a string "type" and an object
+// "payload" (the deployment platform's envelope), else codehost.
+func detectConnector(body []byte) string {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(body, &top) != nil {
+		return connectorCodeHost
+	}
+	// The values are valid JSON without surrounding space, so the first
+	// byte tells the type.
+	first := func(key string) byte {
+		if v := top[key]; len(v) > 0 {
+			return v[0]
+		}
+		return 0
+	}
+	if first("id") == '"' && first("type") == '"' && first("payload") == '{' {
+		return connectorDeploy
+	}
+	return connectorCodeHost
+}
+
+// envelope is a deployment webhook body cut around the value of its
+// top-level "id", so that a body with a new id costs one concatenation.
+type envelope struct {
+	head, tail []byte
+}
+
+// splitEnvelope decodes the top level of a deployment webhook body and
+// re-encodes it with a hole where the "id" value goes (adding "id" if it was
+// missing). Keys come out sorted and the top level loses its white space;
+// every other value, the nested "payload" above all, keeps its bytes exactly
+// as in body.
+func splitEnvelope(body []byte) (envelope, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(body, &top); err != nil {
+		return envelope{}, fmt.Errorf("a deploy payload must be a JSON object (the {\"id\",\"type\",\"createdAt\",\"payload\"} envelope): %w", err)
+	}
+	if top == nil {
+		return envelope{}, errors.New("a deploy payload must be a JSON object (the {\"id\",\"type\",\"createdAt\",\"payload\"} envelope), not null")
+	}
+	top["id"] = nil
+	keys := make([]string, 0, len(top))
+	for k := range top {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	// json.Marshal would compact (and HTML-escape) raw values, so the
+	// object is written by hand.
+	var b bytes.Buffer
+	var e envelope
+	b.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		key, err := json.Marshal(k)
+		if err != nil {
+			return envelope{}, err
+		}
+		b.Write(key)
+		b.WriteByte(':')
+		if k == "id" {
+			e.head = bytes.Clone(b.Bytes())
+			b.Reset()
+			continue
+		}
+		b.Write(top[k])
+	}
+	b.WriteByte('}')
+	e.tail = bytes.Clone(b.Bytes())
+	return e, nil
+}
+
+// withID returns the envelope's body with id as its top-level "id".
+func (e envelope) withID(id string) []byte {
+	q, _ := json.Marshal(id) // a string always marshals
+	b := make([]byte, 0, len(e.head)+len(q)+len(e.tail))
+	b = append(b, e.head...)
+	b = append(b, q...)
+	return append(b, e.tail...)
+}
+
+// fileList is a repeatable flag of file names that also takes
+// comma-separated lists.
+type fileList []string
+
+// String returns the files as a comma-separated list.
+func (f *fileList) String() string { return strings.Join(*f, ",") }
+
+// Set adds the comma-separated files in v.
+func (f *fileList) Set(v string) error {
+	for _, name := range strings.Split(v, ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			*f = append(*f, name)
+		}
+	}
+	return nil
+}
+
+// readAll reads the whole body and closes it.
+func readAll(rc io.ReadCloser) ([]byte, error) {
+	defer rc.Close()
+	return io.ReadAll(rc)
+}

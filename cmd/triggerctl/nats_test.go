@@ -1,0 +1,121 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/triggerd/triggerd/bus"
+	"github.com/triggerd/triggerd/triggers"
+)
+
+const natsIssue = `{"action":"opened","issue":{"id":1,"number":7,"title":"t","body":"hi","html_url":"https://example.test/i/7","state":"open","user":{"login":"alice"},"labels":[]},"repository":{"id":9,"name":"api","full_name":"octo-org/api","owner":{"login":"octo-org"}},"sender":{"login":"alice"}}`
+
+// startNATS runs an embedded NATS with the triggerd streams and one
+// archived, committed delivery "d-1".
+func startNATS(t *testing.T) (*bus.Embedded, *bus.Bus) {
+	t.Helper()
+	emb, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: "127.0.0.1:0", DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(emb.Shutdown)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	b, err := bus.Connect(ctx, emb.ClientURL(), bus.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	d := triggers.Delivery{Connector: triggers.CodeHost, ID: "d-1", Event: "issues", ReceivedAt: time.Now(), Payload: []byte(natsIssue)}
+	res, err := triggers.Map(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := triggers.Capture{Connector: triggers.CodeHost, DeliveryID: "d-1", ReceivedAt: d.ReceivedAt,
+		Header: map[string][]string{"X-Github-Event": {"issues"}, "Content-Type": {"application/json"}}, Body: []byte(natsIssue)}
+	if _, err := b.Commit(ctx, c, res.Events); err != nil {
+		t.Fatal(err)
+	}
+	return emb, b
+}
+
+func TestRedeliver(t *testing.T) {
+	emb, _ := startNATS(t)
+	var out, errOut bytes.Buffer
+	if code := run([]string{"redeliver", "--nats-url", emb.ClientURL(), "d-1"}, &out, &errOut); code != 0 {
+		t.Fatalf("redeliver exit %d: %s", code, errOut.String())
+	}
+	var line redeliverLine
+	if err := json.Unmarshal(out.Bytes(), &line); err != nil {
+		t.Fatalf("output %q: %v", out.String(), err)
+	}
+	if line.Kind != triggers.NewIssue || line.Published {
+		t.Fatalf("redelivery of an event the stream holds: %+v, want new_issue, published false", line)
+	}
+	out.Reset()
+	if code := run([]string{"redeliver", "--nats-url", emb.ClientURL(), "--as-new", "d-1"}, &out, &errOut); code != 0 {
+		t.Fatalf("redeliver --as-new exit %d: %s", code, errOut.String())
+	}
+	var fresh redeliverLine
+	json.Unmarshal(out.Bytes(), &fresh)
+	if !fresh.Published || fresh.EventID == line.EventID {
+		t.Fatalf("--as-new: %+v, want a fresh id, published", fresh)
+	}
+	errOut.Reset()
+	if code := run([]string{"redeliver", "--nats-url", emb.ClientURL(), "no-such-delivery"}, &out, &errOut); code != 1 ||
+		!strings.Contains(errOut.String(), "not in the archive") {
+		t.Fatalf("unknown delivery: exit %d, %q", code, errOut.String())
+	}
+}
+
+// lineWriter signals when a full line has been written.
+type lineWriter struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	lines chan struct{}
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if bytes.Contains(p, []byte("\n")) {
+		select {
+		case w.lines <- struct{}{}:
+		default:
+		}
+	}
+	return len(p), nil
+}
+
+func TestTail(t *testing.T) {
+	emb, _ := startNATS(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &lineWriter{lines: make(chan struct{}, 1)}
+	done := make(chan int)
+	var errOut bytes.Buffer
+	go func() {
+		done <- tail(ctx, []string{"--nats-url", emb.ClientURL(), "--all", "triggers.codehost.new_issue.>"}, w, &errOut)
+	}()
+	select {
+	case <-w.lines:
+	case <-time.After(10 * time.Second):
+		t.Fatal("tail printed nothing within 10s")
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("tail exit %d: %s", code, errOut.String())
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var ev map[string]any
+	first, _, _ := bytes.Cut(w.buf.Bytes(), []byte("\n"))
+	if err := json.Unmarshal(first, &ev); err != nil || ev["kind"] != "new_issue" {
+		t.Fatalf("tailed %q (%v), want the new_issue event as JSON", first, err)
+	}
+}

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/triggerd/triggerd/bus"
+	"github.com/triggerd/triggerd/ingest"
+	"github.com/triggerd/triggerd/triggers"
+)
+
+// redeliverLine is the JSON line printed per event of a redelivery.
+type redeliverLine struct {
+	DeliveryID string        `json:"delivery_id"`
+	EventID    string        `json:"event_id"`
+	Kind       triggers.Kind `json:"kind"`
+	Subject    string        `json:"subject"`
+	// Published is false when the stream already held the event (same id,
+	// within the dedup window), so nothing new reached subscribers.
+	Published bool `json:"published"`
+}
+
+// redeliver implements "triggerctl redeliver DELIVERY_ID...": it reads each
+// archived delivery, runs it through the current mapper again and publishes
+// the events. Event ids are the same as the first time, so events the
+// stream still holds are not published twice, while kinds the mapper now
+// yields for the first time are; --as-new gives the events fresh ids, to
+// start their triggers again on purpose.
+func redeliver(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("redeliver", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	natsURL := fs.String("nats-url", defaultNATSURL, "NATS server triggerd publishes to")
+	connector := fs.String("connector", "codehost", "codehost or deploy: whose delivery ids these are")
+	asNew := fs.Bool("as-new", false, "give the events fresh ids, so subscribers see them as new events")
+	timeout := fs.Duration("timeout", 30*time.Second, "bound on each delivery's redelivery")
+	synopsis := "usage: triggerctl redeliver [flags] DELIVERY_ID...\n\n" +
+		"Maps archived deliveries again and publishes their events, printing one JSON line per event.\n\nflags:"
+	if code, ok := parseFlags(fs, args, synopsis); !ok {
+		return code
+	}
+	c := triggers.Connector(*connector)
+	if !c.Valid() {
+		return usageError(fs, "--connector is %q: use codehost or deploy", *connector)
+	}
+	if fs.NArg() == 0 {
+		return usageError(fs, "name one or more delivery ids (the X-GitHub-Delivery header, or the deployment envelope's id)")
+	}
+	b, err := connectBus(ctx, *natsURL)
+	if err != nil {
+		fmt.Fprintf(stderr, "triggerctl redeliver: %v\n", err)
+		return 1
+	}
+	defer b.Close()
+	enc := json.NewEncoder(stdout)
+	code := 0
+	for _, id := range fs.Args() {
+		if err := redeliverOne(ctx, b, c, id, *asNew, *timeout, enc); err != nil {
+			fmt.Fprintf(stderr, "triggerctl redeliver %s: %v\n", id, err)
+			code = 1
+		}
+	}
+	return code
+}
+
+func redeliverOne(ctx context.Context, b *bus.Bus, c triggers.Connector, id string, asNew bool, timeout time.Duration, enc *json.Encoder) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	capture, err := b.Delivery(ctx, c, id)
+	if err != nil {
+		return err
+	}
+	payload, err := ingest.CapturedPayload(capture)
+	if err != nil {
+		return err
+	}
+	d := triggers.Delivery{Connector: c, ReceivedAt: capture.ReceivedAt, Payload: payload}
+	if c == triggers.CodeHost {
+		d.ID = id
+		if ev := capture.Header["X-Github-Event"]; len(ev) > 0 {
+			d.Event = ev[0]
+		}
+	}
+	res, err := triggers.Map(d)
+	if err != nil {
+		return err
+	}
+	if len(res.Events) == 0 {
+		return fmt.Errorf("maps to no event: %s", res.Ignored)
+	}
+	if asNew {
+		nonce := uuid.NewString()
+		seen := map[triggers.Kind]int{}
+		for i := range res.Events {
+			e := &res.Events[i]
+			e.ID = triggers.EventID(c, id+"#redelivery-"+nonce, e.Kind, seen[e.Kind])
+			seen[e.Kind]++
+		}
+	}
+	acks, err := b.PublishEvents(ctx, res.Events, bus.ArchiveSubject(c, id))
+	if err != nil {
+		return err
+	}
+	for i, e := range res.Events {
+		if err := enc.Encode(redeliverLine{DeliveryID: id, EventID: e.ID, Kind: e.Kind, Subject: e.Subject(), Published: !acks[i].Duplicate}); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,198 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// replayOptions are the replay flags that shape each request.
+type replayOptions struct {
+	baseURL   string
+	connector string // auto, codehost or deploy
+	event     string // X-GitHub-Event; empty: from the file name
+	delivery  string // fixed delivery id; empty: a fresh UUID per file
+	form      bool   // send codehost payloads form-encoded
+}
+
+// signedDelivery is one webhook delivery, signed and ready to post.
+type signedDelivery struct {
+	connector string
+	id        string
+	header    http.Header
+	body      []byte
+}
+
+// replayLine is the JSON line printed for each file the server answered.
+type replayLine struct {
+	File       string          `json:"file"`
+	Status     int             `json:"status"`
+	DeliveryID string          `json:"delivery_id"`
+	Response   json.RawMessage `json:"response"`
+}
+
+// replay implements "triggerctl replay": it signs each payload file as its
+// sender would, posts it to triggerd and prints the answer as a JSON line.
+// It fails (1) when any file cannot be sent or is answered with a non-2xx
+// status, and names those files on stderr.
+func replay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o replayOptions
+	fs.StringVar(&o.baseURL, "url", defaultURL, "root URL of triggerd")
+	fs.StringVar(&o.connector, "connector", "auto", "auto, codehost or deploy; auto picks deploy for a JSON object with string \"id\", string \"type\" and object \"payload\", else codehost")
+	fs.StringVar(&o.event, "event", "", "X-GitHub-Event of codehost deliveries (default: the file name up to its first dot, issues.opened.json → issues)")
+	fs.StringVar(&o.delivery, "delivery", "", "fixed delivery id: X-GitHub-Delivery, or the deploy envelope's \"id\" (default: a fresh random UUID per file)")
+	fs.BoolVar(&o.form, "form", false, "send codehost payloads as application/x-www-form-urlencoded payload=<json>")
+	dataDir := fs.String("data-dir", "./data", "directory where triggerd keeps generated webhook secrets, read when TRIGGERD_<CONNECTOR>_WEBHOOK_SECRET is unset")
+	timeout := fs.Duration("timeout", 10*time.Second, "timeout of each request")
+	synopsis := "usage: triggerctl replay [flags] FILE...\n\n" +
+		"Signs each captured webhook payload file and posts it to triggerd, printing one JSON line per file.\n" +
+		"Secrets: TRIGGERD_CODEHOST_WEBHOOK_SECRET / TRIGGERD_DEPLOY_WEBHOOK_SECRET (first of a comma list),\n" +
+		"else <data-dir>/codehost_webhook_secret / <data-dir>/deploy_webhook_secret.\n\nflags:"
+	if code, ok := parseFlags(fs, args, synopsis); !ok {
+		return code
+	}
+	switch o.connector {
+	case "auto", connectorCodeHost, connectorDeploy:
+	default:
+		return usageError(fs, "--connector is %q: use auto, codehost or deploy", o.connector)
+	}
+	if fs.NArg() == 0 {
+		return usageError(fs, "no payload files given: name one or more files to replay")
+	}
+	if *timeout <= 0 {
+		return usageError(fs, "--timeout must be positive, not %v", *timeout)
+	}
+
+	client := &http.Client{Timeout: *timeout}
+	secrets := &secretCache{dataDir: *dataDir}
+	enc := json.NewEncoder(stdout)
+	enc.SetEscapeHTML(false)
+	var failed []string
+	for _, file := range fs.Args() {
+		if ctx.Err() != nil {
+			fmt.Fprintln(stderr, "triggerctl replay: interrupted")
+			return 1
+		}
+		line, err := replayFile(ctx, client, o, secrets, file)
+		if err != nil {
+			fmt.Fprintf(stderr, "triggerctl replay: %s: %v\n", file, err)
+			failed = append(failed, file)
+			continue
+		}
+		if err := enc.Encode(line); err != nil {
+			fmt.Fprintf(stderr, "triggerctl replay: write the result: %v\n", err)
+			return 1
+		}
+		if line.Status < 200 || line.Status > 299 {
+			fmt.Fprintf(stderr, "triggerctl replay: %s: triggerd answered %d %s\n", file, line.Status, http.StatusText(line.Status))
+			failed = append(failed, file)
+		}
+	}
+	if len(failed) > 0 {
+		fmt.Fprintf(stderr, "triggerctl replay: %d of %d files failed: %q\n", len(failed), fs.NArg(), failed)
+		return 1
+	}
+	return 0
+}
+
+// replayFile reads, signs and posts one file and returns the server's answer.
+func replayFile(ctx context.Context, client *http.Client, o replayOptions, secrets *secretCache, file string) (replayLine, error) {
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		return replayLine{}, err
+	}
+	d, err := buildDelivery(file, raw, o, secrets)
+	if err != nil {
+		return replayLine{}, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpointURL(o.baseURL, d.connector), bytes.NewReader(d.body))
+	if err != nil {
+		return replayLine{}, fmt.Errorf("build the request (check --url): %w", err)
+	}
+	req.Header = d.header
+	resp, err := client.Do(req)
+	if err != nil {
+		return replayLine{}, fmt.Errorf("post to triggerd (is it running at --url %s?): %w", o.baseURL, err)
+	}
+	answer, err := readAll(resp.Body)
+	if err != nil {
+		return replayLine{}, fmt.Errorf("read triggerd's answer (status %d): %w", resp.StatusCode, err)
+	}
+	return replayLine{File: file, Status: resp.StatusCode, DeliveryID: d.id, Response: asJSON(answer)}, nil
+}
+
+// buildDelivery turns a payload file's bytes into a signed delivery for the
+// connector o names (or the one detectConnector picks).
+func buildDelivery(file string, raw []byte, o replayOptions, secrets *secretCache) (*signedDelivery, error) {
+	connector := o.connector
+	if connector == "auto" {
+		connector = detectConnector(raw)
+	}
+	id := o.delivery
+	if id == "" {
+		id = uuid.NewString()
+	}
+	d := &signedDelivery{connector: connector, id: id, header: http.Header{}}
+	d.header.Set("User-Agent", "triggerctl")
+	switch connector {
+	case connectorDeploy:
+		if o.form {
+			return nil, fmt.Errorf("--form applies to codehost payloads only; drop it or pass --connector codehost")
+		}
+		env, err := splitEnvelope(raw)
+		if err != nil {
+			return nil, err
+		}
+		d.body = env.withID(id)
+		d.header.Set("Content-Type", "application/json")
+	default:
+		event := o.event
+		if event == "" {
+			var err error
+			if event, err = eventFromFile(file); err != nil {
+				return nil, err
+			}
+		}
+		d.header.Set("X-GitHub-Event", event)
+		d.header.Set("X-GitHub-Delivery", id)
+		if o.form {
+			d.body = []byte(url.Values{"payload": {string(raw)}}.Encode())
+			d.header.Set("Content-Type", "application/x-www-form-urlencoded")
+		} else {
+			d.body = raw
+			d.header.Set("Content-Type", "application/json")
+		}
+	}
+	secret, err := secrets.get(connector)
+	if err != nil {
+		return nil, err
+	}
+	s := scheme(connector)
+	d.header.Set(s.Header, s.Sign(secret, d.body))
+	return d, nil
+}
+
+// asJSON returns body as a JSON value: itself when it is JSON, as a JSON
+// string when it is not (a proxy's HTML error page, say), null when empty.
+func asJSON(body []byte) json.RawMessage {
+	body = bytes.TrimSpace(body)
+	if len(body) == 0 {
+		return json.RawMessage("null")
+	}
+	if json.Valid(body) {
+		return body
+	}
+	s, _ := json.Marshal(string(body))
+	return s
+}
