@@ -63,6 +63,11 @@ func FuzzMap(f *testing.F) {
 			}
 			return
 		}
+		// The payload is spliced into events as raw bytes, so whatever the
+		// (fast) decoder accepts must be valid JSON to the standard library.
+		if !json.Valid(payload) {
+			t.Fatalf("Map accepted a payload encoding/json calls invalid: %q", payload)
+		}
 		if (len(res.Events) == 0) == (res.Ignored == "") {
 			t.Fatalf("%d events, Ignored %q", len(res.Events), res.Ignored)
 		}
