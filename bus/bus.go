@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -116,6 +117,8 @@ type Bus struct {
 	deliveries jetstream.Stream
 	bodies     jetstream.ObjectStore
 	closed     chan struct{}
+	// encodeBufs recycles event encoding buffers (*[]byte).
+	encodeBufs sync.Pool
 }
 
 // Connect connects to the NATS server at url, provisions the streams (unless
@@ -126,6 +129,7 @@ func Connect(ctx context.Context, url string, o Options) (*Bus, error) {
 		return nil, err
 	}
 	b := &Bus{opts: o, closed: make(chan struct{})}
+	b.encodeBufs.New = func() any { buf := make([]byte, 0, 16<<10); return &buf }
 	nopts := []nats.Option{
 		nats.ClosedHandler(func(*nats.Conn) { close(b.closed) }),
 		nats.DrainTimeout(5 * time.Second),

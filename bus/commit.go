@@ -117,12 +117,18 @@ func (b *Bus) PublishEvents(ctx context.Context, events []triggers.Event, payloa
 	limit := b.MaxPayload() - headroom
 	budget := b.opts.MaxInlineBytes
 	futures := make([]jetstream.PubAckFuture, 0, len(events))
+	// Encoding buffers go back to the pool only once every event is
+	// acknowledged: until then the client may resend a message's data.
+	bufs := make([]*[]byte, 0, len(events))
 	for i := range events {
 		e := &events[i]
 		if len(e.Payload) > budget || len(e.Payload) > limit {
 			e.Payload, e.PayloadRef = nil, payloadRef
 		}
-		data, err := e.AppendJSON(nil)
+		buf := b.encodeBufs.Get().(*[]byte)
+		bufs = append(bufs, buf)
+		data, err := e.AppendJSON((*buf)[:0])
+		*buf = data
 		if err != nil {
 			return nil, fmt.Errorf("encode event %s: %w", e.ID, err)
 		}
@@ -131,6 +137,7 @@ func (b *Bus) PublishEvents(ctx context.Context, events []triggers.Event, payloa
 			if data, err = e.AppendJSON(data[:0]); err != nil {
 				return nil, fmt.Errorf("encode event %s: %w", e.ID, err)
 			}
+			*buf = data
 		}
 		budget -= len(e.Payload)
 		msg := &nats.Msg{Subject: e.Subject(), Data: data}
@@ -149,6 +156,11 @@ func (b *Bus) PublishEvents(ctx context.Context, events []triggers.Event, payloa
 			return nil, fmt.Errorf("publish event %s: %w", events[i].ID, err)
 		case <-ctx.Done():
 			return nil, fmt.Errorf("publish event %s: %w", events[i].ID, ctx.Err())
+		}
+	}
+	for _, buf := range bufs {
+		if cap(*buf) <= 1<<20 {
+			b.encodeBufs.Put(buf)
 		}
 	}
 	return acks, nil
