@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Measures triggerd's ingest throughput against a bare echo handler in the
+# same run, on this machine, and prints a Markdown table for BENCHMARKS.md.
+#
+#   scripts/bench.sh [DURATION] [CONCURRENCY...]
+#
+# Each round benches the baseline (triggerctl bench-baseline: read the body,
+# answer 204) and then triggerd (embedded NATS on a fresh data dir), both
+# with signed 13.5 KB issues.opened deliveries, and checks that the events
+# stream gained exactly the events triggerd's answers listed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+duration=${1:-10s}
+shift || true
+concurrencies=("${@:-64}")
+payload=${PAYLOAD:-../shared/webhook-corpus/github/issues.opened.json}
+rounds=${ROUNDS:-3}
+[ -f "$payload" ] || { echo "payload $payload not found (set PAYLOAD)" >&2; exit 1; }
+
+work=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
+go build -o "$work/triggerd" ./cmd/triggerd
+go build -o "$work/triggerctl" ./cmd/triggerctl
+export TRIGGERD_CODEHOST_WEBHOOK_SECRET=bench-secret TRIGGERD_DEPLOY_WEBHOOK_SECRET=bench-secret
+
+wait_http() { for _ in $(seq 100); do curl -s -o /dev/null "$1" && return 0; sleep 0.1; done; echo "no answer from $1" >&2; return 1; }
+
+field() { python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$1" "$2"; }
+
+echo "| concurrency | round | baseline req/s | triggerd req/s | ratio | triggerd p50 ms | triggerd p99 ms | baseline p99 ms | events durable |"
+echo "|---|---|---|---|---|---|---|---|---|"
+for c in "${concurrencies[@]}"; do
+  for r in $(seq "$rounds"); do
+    "$work/triggerctl" bench-baseline --listen 127.0.0.1:18099 2>/dev/null &
+    base_pid=$!
+    wait_http http://127.0.0.1:18099/
+    "$work/triggerctl" bench --url http://127.0.0.1:18099 --file "$payload" --concurrency "$c" \
+      --duration "$duration" --warmup 2s --json > "$work/base.json"
+    kill $base_pid; wait $base_pid 2>/dev/null || true
+
+    rm -rf "$work/data"
+    "$work/triggerd" --http-addr 127.0.0.1:18098 --nats-listen 127.0.0.1:14333 --data-dir "$work/data" \
+      --log-level warn 2>"$work/triggerd.log" &
+    td_pid=$!
+    wait_http http://127.0.0.1:18098/healthz
+    "$work/triggerctl" bench --url http://127.0.0.1:18098 --nats-url nats://127.0.0.1:14333 --file "$payload" \
+      --concurrency "$c" --duration "$duration" --warmup 2s --json > "$work/td.json"
+    kill $td_pid; wait $td_pid 2>/dev/null || true
+
+    b=$(field "$work/base.json" "r['throughput_rps']")
+    t=$(field "$work/td.json" "r['throughput_rps']")
+    printf '| %s | %s | %.0f | %.0f | %.1f%% | %.1f | %.1f | %.1f | %s (%s of %s) |\n' "$c" "$r" "$b" "$t" \
+      "$(python3 -c "print(100*$t/$b)")" \
+      "$(field "$work/td.json" "r['latency_ms']['p50']")" "$(field "$work/td.json" "r['latency_ms']['p99']")" \
+      "$(field "$work/base.json" "r['latency_ms']['p99']")" \
+      "$(field "$work/td.json" "r.get('durable')")" "$(field "$work/td.json" "r.get('events_in_stream')")" \
+      "$(field "$work/td.json" "r['events_answered']")"
+  done
+done
