@@ -13,8 +13,12 @@
 //     means "this delivery was accepted": it is the duplicate check, for as
 //     long as the archive keeps it, across restarts and across processes.
 //
-// Bodies too large for one message live in the object store bucket
-// BodiesBucket and the archive record points at them.
+// A record does not repeat a body that an event of the delivery already
+// carries byte for byte: it names that event's sequence instead, so each
+// delivery's body is written once. This holds while EventRetention is at
+// least ArchiveRetention (Commit checks); an operator who purges the events
+// stream purges those bodies too. Bodies too large for one message live in
+// the object store bucket BodiesBucket and the record points at them.
 //
 // The package never logs; it returns errors and calls the hooks in Options.
 package bus
@@ -44,7 +48,11 @@ const (
 const (
 	DefaultEventRetention   = 7 * 24 * time.Hour
 	DefaultArchiveRetention = 7 * 24 * time.Hour
-	DefaultDedupWindow      = 24 * time.Hour
+	// DefaultDedupWindow covers a sender's retry of an attempt interrupted
+	// mid-way. The server keeps every event id of the window in memory
+	// (about 130 bytes each), so it is hours, not days; event ids are
+	// deterministic, so consumers can deduplicate beyond it.
+	DefaultDedupWindow = 2 * time.Hour
 	// MinArchiveRetention is the shortest archive the product promises:
 	// duplicates are recognised and deliveries replayable for 72 hours.
 	MinArchiveRetention = 72 * time.Hour

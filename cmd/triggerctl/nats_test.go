@@ -13,7 +13,14 @@ import (
 	"github.com/triggerd/triggerd/triggers"
 )
 
-const natsIssue = `{"action":"opened","issue":{"id":1,"number":7,"title":"t","body":"hi","html_url":"https://example.test/i/7","state":"open","user":{"login":"alice"},"labels":[]},"repository":{"id":9,"name":"api","full_name":"octo-org/api","owner":{"login":"octo-org"}},"sender":{"login":"alice"}}`
+// natsIssue is pretty-printed, as most providers' payloads are.
+const natsIssue = `{
+  "action": "opened",
+  "issue": {"id": 1, "number": 7, "title": "t", "body": "hi", "html_url": "https://example.test/i/7", "state": "open",
+    "user": {"login": "alice"}, "labels": []},
+  "repository": {"id": 9, "name": "api", "full_name": "octo-org/api", "owner": {"login": "octo-org"}},
+  "sender": {"login": "alice"}
+}`
 
 // startNATS runs an embedded NATS with the triggerd streams and one
 // archived, committed delivery "d-1".
@@ -113,9 +120,13 @@ func TestTail(t *testing.T) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	// Each event is one line, even though its payload spans several.
 	var ev map[string]any
 	first, _, _ := bytes.Cut(w.buf.Bytes(), []byte("\n"))
 	if err := json.Unmarshal(first, &ev); err != nil || ev["kind"] != "new_issue" {
-		t.Fatalf("tailed %q (%v), want the new_issue event as JSON", first, err)
+		t.Fatalf("tailed %q (%v), want the new_issue event as one JSON line", first, err)
+	}
+	if p, _ := ev["payload"].(map[string]any); p["action"] != "opened" {
+		t.Fatalf("tailed event payload %v", ev["payload"])
 	}
 }

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -40,13 +42,20 @@ func tail(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		from = bus.FromAll
 	}
 	w := bufio.NewWriter(stdout)
+	var line bytes.Buffer
 	err = b.Tail(ctx, fs.Arg(0), from, func(subject string, data []byte) error {
 		if *withSubject {
 			w.WriteString(subject)
 			w.WriteByte('\t')
 		}
-		w.Write(data)
-		w.WriteByte('\n')
+		// The event keeps the provider's payload byte for byte, often
+		// pretty-printed; compact it so each event is one line.
+		line.Reset()
+		if err := json.Compact(&line, data); err != nil {
+			return fmt.Errorf("event on %s is not valid JSON: %w", subject, err)
+		}
+		line.WriteByte('\n')
+		w.Write(line.Bytes())
 		return w.Flush()
 	})
 	if err != nil && ctx.Err() == nil {
