@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -494,5 +495,49 @@ func waitFor(t *testing.T, d time.Duration, ok func() bool) {
 			t.Fatalf("condition not met within %s", d)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestSlowClientsDoNotStallDeliveries holds 100 connections that send their
+// headers a byte at a time (slowloris) and checks that a real delivery
+// still gets its answer promptly.
+func TestSlowClientsDoNotStallDeliveries(t *testing.T) {
+	const secret = "slow-secret"
+	p := startTriggerd(t, []string{"TRIGGERD_CODEHOST_WEBHOOK_SECRET=" + secret, "TRIGGERD_DATA_DIR=" + t.TempDir()})
+	addr := strings.TrimPrefix(p.httpURL, "http://")
+	var wg sync.WaitGroup
+	defer wg.Wait() // runs after cancel: deferred calls run last-in, first-out
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var dialer net.Dialer
+	for i := 0; i < 100; i++ {
+		conn, err := dialer.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer conn.Close()
+			head := "POST /webhooks/codehost HTTP/1.1\r\nHost: x\r\nX-GitHub-Event: issues\r\n"
+			for j := 0; j < len(head); j++ {
+				if _, err := conn.Write([]byte{head[j]}); err != nil {
+					return
+				}
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
+		}()
+	}
+	start := time.Now()
+	r, err := post(p.httpURL, secret, delivery{"issues", "among-slow-ones", issueBody(1)})
+	if err != nil || r.status != http.StatusAccepted {
+		t.Fatalf("delivery among slow clients: %v %d", err, r.status)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("a delivery took %s while slow clients were connected", d)
 	}
 }
