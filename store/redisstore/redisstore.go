@@ -1,0 +1,608 @@
+// Package redisstore is the store.Store backend that several triggerd
+// processes share: everything, leases included, lives in one Redis server
+// (or a primary with replicas; Redis Cluster is not supported, since the
+// scripts touch keys of several hash slots).
+//
+// Keys, all under Options.Prefix (default "triggerd:"):
+//
+//	tenant:{id}                                   store.Tenant (JSON)
+//	tenants                                       sorted set of tenant ids, score CreatedAt (unix nanos)
+//	apikey:{hex hash}                             store.APIKey (JSON)
+//	apikey-id:{id}                                hex hash
+//	account:{tenant}:{id}                         store.Account (JSON)
+//	accounts:{tenant}                             sorted set of account ids, score CreatedAt (unix nanos)
+//	account-ext:{tenant}:{connector}:{external}   account id
+//	flow:{state}                                  store.FlowState (JSON), PX TTL until ExpiresAt
+//	lock:{key}                                    random owner token, PX TTL
+//
+// Creations and account updates are Lua scripts, so each is atomic across
+// processes: a create writes nothing unless none of its keys exist, and
+// UpdateAccount compares the version field of the stored JSON with the
+// caller's Version before it writes (it reads the account first, to name
+// the old account-ext key when the external id changes; the script's
+// version check makes that read safe). TakeFlowState is a GETDEL; a flow
+// state's expiry is the server's key TTL. A lease is SET NX PX with a
+// random token, released by a compare-and-delete script.
+//
+// Keys that lose data must never be evicted, so Open refuses a server whose
+// maxmemory-policy is not noeviction (see ErrEvictingPolicy).
+//
+// Reads check the tenant and ids inside the record, so ids that contain
+// ':' cannot reach another tenant's data; at worst such an id makes a create
+// report a false store.ErrConflict.
+//
+// Records with a zero CreatedAt are stored with the time of the write; an
+// account with a zero UpdatedAt gets its CreatedAt.
+package redisstore
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/triggerd/triggerd/store"
+)
+
+// ErrEvictingPolicy is wrapped by the error Open returns when the server's
+// maxmemory-policy lets it evict keys.
+var ErrEvictingPolicy = errors.New("redisstore: redis may evict keys")
+
+// DefaultPrefix is the key prefix when Options.Prefix is empty.
+const DefaultPrefix = "triggerd:"
+
+// releaseTimeout bounds the call that gives a lease back.
+const releaseTimeout = 5 * time.Second
+
+// Scripts. KEYS and ARGV are documented at each call.
+var (
+	createTenantScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
+return 1`)
+
+	createAPIKeyScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('SET', KEYS[2], ARGV[2])
+return 1`)
+
+	createAccountScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('SET', KEYS[2], ARGV[2])
+redis.call('ZADD', KEYS[3], ARGV[3], ARGV[2])
+return 1`)
+
+	// Returns 1 when written, 0 on a version mismatch, -1 when the account
+	// does not exist, -2 when the new external id is another account's.
+	updateAccountScript = redis.NewScript(`
+local cur = redis.call('GET', KEYS[1])
+if not cur then return -1 end
+local a = cjson.decode(cur)
+if a.version ~= tonumber(ARGV[1]) or a.connector ~= ARGV[5] or a.external_id ~= ARGV[6] then return 0 end
+if KEYS[2] ~= KEYS[3] then
+	if redis.call('EXISTS', KEYS[3]) == 1 then return -2 end
+	redis.call('DEL', KEYS[2])
+	redis.call('SET', KEYS[3], ARGV[3])
+end
+redis.call('SET', KEYS[1], ARGV[2])
+redis.call('ZADD', KEYS[4], ARGV[4], ARGV[3])
+return 1`)
+
+	unlockScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0`)
+)
+
+// Options configures Open.
+type Options struct {
+	// Prefix is put before every key; empty means DefaultPrefix.
+	Prefix string
+	// Now returns the current time; nil means time.Now. It turns a flow
+	// state's ExpiresAt into a TTL and fills zero CreatedAt fields.
+	Now func() time.Time
+}
+
+// Store is a store.Store over Redis. It is safe for concurrent use, and
+// several Stores (in one or many processes) may share a server and prefix.
+type Store struct {
+	rdb        *redis.Client
+	prefix     string
+	now        func() time.Time
+	unverified string
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open connects to the Redis server at url (redis:// or rediss://, as
+// accepted by redis.ParseURL), checks that it answers PING and that its
+// maxmemory-policy is noeviction. A server that may evict keys is refused
+// with an error wrapping ErrEvictingPolicy. A server that refuses CONFIG
+// GET (as managed services often do) is accepted, and PolicyUnverified
+// says so.
+func Open(ctx context.Context, url string, o Options) (*Store, error) {
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: parse url: %w", redactURLError(err))
+	}
+	rdb := redis.NewClient(opts)
+	s := &Store{rdb: rdb, prefix: o.Prefix, now: o.Now}
+	if err := s.check(ctx, opts); err != nil {
+		_ = rdb.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// redactURLError drops the URL, which may hold a password, from a parse
+// error.
+func redactURLError(err error) error {
+	if uerr, ok := errors.AsType[*url.Error](err); ok {
+		return uerr.Err
+	}
+	return err
+}
+
+// check pings the server and verifies its eviction policy.
+func (s *Store) check(ctx context.Context, opts *redis.Options) error {
+	where := fmt.Sprintf("%s db %d", opts.Addr, opts.DB)
+	if err := s.rdb.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("redisstore: ping %s: %w", where, err)
+	}
+	res, err := s.rdb.ConfigGet(ctx, "maxmemory-policy").Result()
+	if err != nil {
+		if _, ok := errors.AsType[redis.Error](err); !ok {
+			return fmt.Errorf("redisstore: config get maxmemory-policy on %s: %w", where, err)
+		}
+		s.unverified = fmt.Sprintf("the server refused CONFIG GET maxmemory-policy (%v); "+
+			"make sure its maxmemory-policy is noeviction, or evicted keys will lose tokens and flow states", err)
+		return nil
+	}
+	policy, ok := res["maxmemory-policy"]
+	if !ok {
+		s.unverified = "the server did not report its maxmemory-policy; " +
+			"make sure it is noeviction, or evicted keys will lose tokens and flow states"
+		return nil
+	}
+	if policy != "noeviction" {
+		return fmt.Errorf("redisstore: %s: %w: its maxmemory-policy is %q, so under memory pressure it would evict keys "+
+			"and silently lose tokens and flow states; run CONFIG SET maxmemory-policy noeviction "+
+			"(and put maxmemory-policy noeviction in redis.conf so it survives a restart)",
+			where, ErrEvictingPolicy, policy)
+	}
+	return nil
+}
+
+// PolicyUnverified returns why the server's maxmemory-policy could not be
+// checked (for the caller to log as a warning), or "" if it was verified to
+// be noeviction.
+func (s *Store) PolicyUnverified() string { return s.unverified }
+
+// Prefix returns the prefix of every key of the store.
+func (s *Store) Prefix() string { return s.prefix }
+
+// Close closes the client. Calling it again returns the first result.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		if err := s.rdb.Close(); err != nil {
+			s.closeErr = fmt.Errorf("redisstore: close: %w", err)
+		}
+	})
+	return s.closeErr
+}
+
+// Key names.
+
+func (s *Store) tenantKey(id string) string { return s.prefix + "tenant:" + id }
+func (s *Store) tenantsKey() string         { return s.prefix + "tenants" }
+func (s *Store) apiKeyKey(hash [32]byte) string {
+	return s.prefix + "apikey:" + hex.EncodeToString(hash[:])
+}
+func (s *Store) apiKeyIDKey(id string) string { return s.prefix + "apikey-id:" + id }
+func (s *Store) accountKey(tenant, id string) string {
+	return s.prefix + "account:" + tenant + ":" + id
+}
+func (s *Store) accountsKey(tenant string) string { return s.prefix + "accounts:" + tenant }
+func (s *Store) extKey(tenant, connector, externalID string) string {
+	return s.prefix + "account-ext:" + tenant + ":" + connector + ":" + externalID
+}
+func (s *Store) flowKey(state string) string { return s.prefix + "flow:" + state }
+func (s *Store) lockKey(key string) string   { return s.prefix + "lock:" + key }
+
+// score is the sorted-set score of a creation time.
+func score(t time.Time) string { return strconv.FormatInt(t.UnixNano(), 10) }
+
+// CreateTenant stores a new tenant; store.ErrConflict if the id exists.
+func (s *Store) CreateTenant(ctx context.Context, t store.Tenant) error {
+	if t.ID == "" {
+		return errors.New("redisstore: create tenant: empty id")
+	}
+	if t.CreatedAt.IsZero() {
+		t.CreatedAt = s.now()
+	}
+	v, err := json.Marshal(t)
+	if err != nil {
+		return fmt.Errorf("redisstore: create tenant: %w", err)
+	}
+	// KEYS: tenant, tenants. ARGV: JSON, score, id.
+	n, err := createTenantScript.Run(ctx, s.rdb, []string{s.tenantKey(t.ID), s.tenantsKey()}, v, score(t.CreatedAt), t.ID).Int()
+	if err != nil {
+		return fmt.Errorf("redisstore: create tenant %s: %w", t.ID, err)
+	}
+	if n != 1 {
+		return fmt.Errorf("redisstore: create tenant %s: %w", t.ID, store.ErrConflict)
+	}
+	return nil
+}
+
+// GetTenant returns the tenant, or store.ErrNotFound.
+func (s *Store) GetTenant(ctx context.Context, id string) (store.Tenant, error) {
+	var t store.Tenant
+	if err := s.getJSON(ctx, s.tenantKey(id), &t); err != nil {
+		return store.Tenant{}, fmt.Errorf("redisstore: get tenant %s: %w", id, err)
+	}
+	return t, nil
+}
+
+// ListTenants returns every tenant, oldest first.
+func (s *Store) ListTenants(ctx context.Context) ([]store.Tenant, error) {
+	ids, err := s.rdb.ZRange(ctx, s.tenantsKey(), 0, -1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: list tenants: %w", err)
+	}
+	keys := make([]string, len(ids))
+	for i, id := range ids {
+		keys[i] = s.tenantKey(id)
+	}
+	ts, err := mgetJSON[store.Tenant](ctx, s.rdb, keys)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: list tenants: %w", err)
+	}
+	slices.SortStableFunc(ts, func(a, b store.Tenant) int {
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
+	})
+	return ts, nil
+}
+
+// CreateAPIKey stores a key's hash; store.ErrConflict if the id or the hash
+// exists.
+func (s *Store) CreateAPIKey(ctx context.Context, k store.APIKey) error {
+	if k.ID == "" {
+		return errors.New("redisstore: create api key: empty id")
+	}
+	if k.CreatedAt.IsZero() {
+		k.CreatedAt = s.now()
+	}
+	v, err := json.Marshal(k)
+	if err != nil {
+		return fmt.Errorf("redisstore: create api key: %w", err)
+	}
+	// KEYS: apikey, apikey-id. ARGV: JSON, hex hash.
+	n, err := createAPIKeyScript.Run(ctx, s.rdb, []string{s.apiKeyKey(k.Hash), s.apiKeyIDKey(k.ID)}, v, hex.EncodeToString(k.Hash[:])).Int()
+	if err != nil {
+		return fmt.Errorf("redisstore: create api key %s: %w", k.ID, err)
+	}
+	if n != 1 {
+		return fmt.Errorf("redisstore: create api key %s: %w", k.ID, store.ErrConflict)
+	}
+	return nil
+}
+
+// APIKeyByHash finds the key with this hash, or store.ErrNotFound.
+func (s *Store) APIKeyByHash(ctx context.Context, hash [32]byte) (store.APIKey, error) {
+	var k store.APIKey
+	if err := s.getJSON(ctx, s.apiKeyKey(hash), &k); err != nil {
+		return store.APIKey{}, fmt.Errorf("redisstore: api key by hash: %w", err)
+	}
+	if k.Hash != hash {
+		return store.APIKey{}, fmt.Errorf("redisstore: api key by hash: %w", store.ErrNotFound)
+	}
+	return k, nil
+}
+
+// checkAccount rejects an account that cannot be indexed.
+func checkAccount(a store.Account) error {
+	switch {
+	case a.ID == "":
+		return errors.New("empty id")
+	case a.TenantID == "":
+		return errors.New("empty tenant id")
+	case a.Connector == "":
+		return errors.New("empty connector")
+	case a.ExternalID == "":
+		return errors.New("empty external id")
+	}
+	return nil
+}
+
+// CreateAccount stores a new account with Version 1; store.ErrConflict if
+// its id, or its (tenant, connector, external id), is taken.
+func (s *Store) CreateAccount(ctx context.Context, a store.Account) (store.Account, error) {
+	if err := checkAccount(a); err != nil {
+		return store.Account{}, fmt.Errorf("redisstore: create account: %w", err)
+	}
+	if a.CreatedAt.IsZero() {
+		a.CreatedAt = s.now()
+	}
+	if a.UpdatedAt.IsZero() {
+		a.UpdatedAt = a.CreatedAt
+	}
+	a.Version = 1
+	v, err := json.Marshal(a)
+	if err != nil {
+		return store.Account{}, fmt.Errorf("redisstore: create account: %w", err)
+	}
+	// KEYS: account, account-ext, accounts. ARGV: JSON, id, score.
+	keys := []string{s.accountKey(a.TenantID, a.ID), s.extKey(a.TenantID, a.Connector, a.ExternalID), s.accountsKey(a.TenantID)}
+	n, err := createAccountScript.Run(ctx, s.rdb, keys, v, a.ID, score(a.CreatedAt)).Int()
+	if err != nil {
+		return store.Account{}, fmt.Errorf("redisstore: create account %s: %w", a.ID, err)
+	}
+	if n != 1 {
+		return store.Account{}, fmt.Errorf("redisstore: create account %s: %w", a.ID, store.ErrConflict)
+	}
+	return a, nil
+}
+
+// getAccount reads the tenant's account; store.ErrNotFound if absent or if
+// the key belongs to another tenant (ids may contain ':').
+func (s *Store) getAccount(ctx context.Context, tenantID, id string) (store.Account, error) {
+	var a store.Account
+	if err := s.getJSON(ctx, s.accountKey(tenantID, id), &a); err != nil {
+		return store.Account{}, err
+	}
+	if a.TenantID != tenantID || a.ID != id {
+		return store.Account{}, store.ErrNotFound
+	}
+	return a, nil
+}
+
+// GetAccount returns the tenant's account, or store.ErrNotFound (also for
+// another tenant's account).
+func (s *Store) GetAccount(ctx context.Context, tenantID, id string) (store.Account, error) {
+	a, err := s.getAccount(ctx, tenantID, id)
+	if err != nil {
+		return store.Account{}, fmt.Errorf("redisstore: get account %s: %w", id, err)
+	}
+	return a, nil
+}
+
+// FindAccount returns the tenant's account for an external account of a
+// connector, or store.ErrNotFound.
+func (s *Store) FindAccount(ctx context.Context, tenantID, connector, externalID string) (store.Account, error) {
+	id, err := s.rdb.Get(ctx, s.extKey(tenantID, connector, externalID)).Result()
+	if errors.Is(err, redis.Nil) {
+		err = store.ErrNotFound
+	}
+	var a store.Account
+	if err == nil {
+		a, err = s.getAccount(ctx, tenantID, id)
+	}
+	if err == nil && (a.Connector != connector || a.ExternalID != externalID) {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return store.Account{}, fmt.Errorf("redisstore: find account %s %s: %w", connector, externalID, err)
+	}
+	return a, nil
+}
+
+// ListAccounts returns the tenant's accounts, oldest first (by CreatedAt,
+// then id).
+func (s *Store) ListAccounts(ctx context.Context, tenantID string) ([]store.Account, error) {
+	ids, err := s.rdb.ZRange(ctx, s.accountsKey(tenantID), 0, -1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: list accounts: %w", err)
+	}
+	keys := make([]string, len(ids))
+	for i, id := range ids {
+		keys[i] = s.accountKey(tenantID, id)
+	}
+	all, err := mgetJSON[store.Account](ctx, s.rdb, keys)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: list accounts: %w", err)
+	}
+	as := all[:0]
+	for _, a := range all {
+		if a.TenantID == tenantID {
+			as = append(as, a)
+		}
+	}
+	// Scores are float64, too coarse for nanoseconds: sort exactly here.
+	slices.SortStableFunc(as, func(a, b store.Account) int {
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
+	})
+	return as, nil
+}
+
+// UpdateAccount replaces the account if its stored Version equals
+// a.Version, and returns it with Version increased; store.ErrConflict if
+// another write came first (or if a new connector and external id belong
+// to another account), store.ErrNotFound if it does not exist.
+func (s *Store) UpdateAccount(ctx context.Context, a store.Account) (store.Account, error) {
+	if err := checkAccount(a); err != nil {
+		return store.Account{}, fmt.Errorf("redisstore: update account: %w", err)
+	}
+	// The script must name every key it touches, so read the current
+	// external id first. The script checks that the version (and so the
+	// external id) is still the one read.
+	cur, err := s.getAccount(ctx, a.TenantID, a.ID)
+	if err != nil {
+		return store.Account{}, fmt.Errorf("redisstore: update account %s: %w", a.ID, err)
+	}
+	if cur.Version != a.Version {
+		return store.Account{}, fmt.Errorf("redisstore: update account %s: %w", a.ID, store.ErrConflict)
+	}
+	want := a.Version
+	a.Version++
+	v, err := json.Marshal(a)
+	if err != nil {
+		return store.Account{}, fmt.Errorf("redisstore: update account: %w", err)
+	}
+	// KEYS: account, old account-ext, new account-ext, accounts.
+	// ARGV: expected version, JSON, id, score, old connector, old external id.
+	keys := []string{
+		s.accountKey(a.TenantID, a.ID),
+		s.extKey(cur.TenantID, cur.Connector, cur.ExternalID),
+		s.extKey(a.TenantID, a.Connector, a.ExternalID),
+		s.accountsKey(a.TenantID),
+	}
+	n, err := updateAccountScript.Run(ctx, s.rdb, keys, want, v, a.ID, score(a.CreatedAt), cur.Connector, cur.ExternalID).Int()
+	if err != nil {
+		return store.Account{}, fmt.Errorf("redisstore: update account %s: %w", a.ID, err)
+	}
+	switch n {
+	case 1:
+		return a, nil
+	case -1:
+		return store.Account{}, fmt.Errorf("redisstore: update account %s: %w", a.ID, store.ErrNotFound)
+	case -2:
+		return store.Account{}, fmt.Errorf("redisstore: update account %s: external id %s is another account's: %w", a.ID, a.ExternalID, store.ErrConflict)
+	default:
+		return store.Account{}, fmt.Errorf("redisstore: update account %s: %w", a.ID, store.ErrConflict)
+	}
+}
+
+// PutFlowState stores a state until its ExpiresAt (as the key's TTL),
+// replacing one with the same State.
+func (s *Store) PutFlowState(ctx context.Context, f store.FlowState) error {
+	if f.State == "" {
+		return errors.New("redisstore: put flow state: empty state")
+	}
+	if f.ExpiresAt.IsZero() {
+		return errors.New("redisstore: put flow state: zero ExpiresAt")
+	}
+	now := s.now()
+	if f.CreatedAt.IsZero() {
+		f.CreatedAt = now
+	}
+	ttl := f.ExpiresAt.Sub(now)
+	if ttl <= 0 {
+		// Already expired: nothing to keep, and no older value either.
+		if err := s.rdb.Del(ctx, s.flowKey(f.State)).Err(); err != nil {
+			return fmt.Errorf("redisstore: put flow state: %w", err)
+		}
+		return nil
+	}
+	ttl = (ttl + time.Millisecond - 1).Truncate(time.Millisecond) // PX counts whole milliseconds
+	v, err := json.Marshal(f)
+	if err != nil {
+		return fmt.Errorf("redisstore: put flow state: %w", err)
+	}
+	if err := s.rdb.Set(ctx, s.flowKey(f.State), v, ttl).Err(); err != nil {
+		return fmt.Errorf("redisstore: put flow state: %w", err)
+	}
+	return nil
+}
+
+// TakeFlowState returns and deletes the state atomically (GETDEL): a second
+// take of the same state, or a take after it expired, is
+// store.ErrNotFound.
+func (s *Store) TakeFlowState(ctx context.Context, state string) (store.FlowState, error) {
+	v, err := s.rdb.GetDel(ctx, s.flowKey(state)).Bytes()
+	if errors.Is(err, redis.Nil) {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return store.FlowState{}, fmt.Errorf("redisstore: take flow state: %w", err)
+	}
+	var f store.FlowState
+	if err := json.Unmarshal(v, &f); err != nil {
+		return store.FlowState{}, fmt.Errorf("redisstore: take flow state: decode: %w", err)
+	}
+	return f, nil
+}
+
+// TryLock takes the lease named key for ttl (SET NX PX with a random
+// token), shared by every process on the same server and prefix. It
+// returns held false, without error, when another holder has it. release
+// gives it back early; it deletes the key only while it still holds this
+// holder's token, so a lease that expired and was taken by another holder
+// is left alone. release is never nil (a no-op when not held) and may be
+// called more than once. It has no context: it uses TryLock's context
+// values, without its cancellation, and a timeout of a few seconds; if it
+// fails, the lease expires after ttl.
+func (s *Store) TryLock(ctx context.Context, key string, ttl time.Duration) (release func(), held bool, err error) {
+	if ttl <= 0 {
+		return nil, false, fmt.Errorf("redisstore: try lock %s: ttl %s is not positive", key, ttl)
+	}
+	ttl = (ttl + time.Millisecond - 1).Truncate(time.Millisecond)
+	token := rand.Text()
+	k := s.lockKey(key)
+	ok, err := s.rdb.SetNX(ctx, k, token, ttl).Result()
+	if err != nil {
+		return nil, false, fmt.Errorf("redisstore: try lock %s: %w", key, err)
+	}
+	if !ok {
+		return func() {}, false, nil
+	}
+	bg := context.WithoutCancel(ctx)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			ctx, cancel := context.WithTimeout(bg, releaseTimeout)
+			defer cancel()
+			_ = unlockScript.Run(ctx, s.rdb, []string{k}, token).Err()
+		})
+	}, true, nil
+}
+
+// getJSON decodes the value at key into v; store.ErrNotFound if absent.
+func (s *Store) getJSON(ctx context.Context, key string, v any) error {
+	b, err := s.rdb.Get(ctx, key).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return store.ErrNotFound
+	}
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("decode %s: %w", key, err)
+	}
+	return nil
+}
+
+// mgetJSON reads and decodes the values at keys, skipping absent ones.
+func mgetJSON[T any](ctx context.Context, rdb *redis.Client, keys []string) ([]T, error) {
+	out := make([]T, 0, len(keys))
+	if len(keys) == 0 {
+		return out, nil
+	}
+	vals, err := rdb.MGet(ctx, keys...).Result()
+	if err != nil {
+		return nil, err
+	}
+	for i, val := range vals {
+		str, ok := val.(string)
+		if !ok {
+			continue // absent
+		}
+		var v T
+		if err := json.Unmarshal([]byte(str), &v); err != nil {
+			return nil, fmt.Errorf("decode %s: %w", keys[i], err)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}

@@ -1,0 +1,409 @@
+package redisstore_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/triggerd/triggerd/store"
+	"github.com/triggerd/triggerd/store/redisstore"
+	"github.com/triggerd/triggerd/store/storetest"
+)
+
+func open(t *testing.T, url, prefix string) *redisstore.Store {
+	t.Helper()
+	s, err := redisstore.Open(t.Context(), url, redisstore.Options{Prefix: prefix})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	url := storetest.RedisURL(t)
+	storetest.Run(t, storetest.Backend{
+		Open: func(t *testing.T) store.Store {
+			return open(t, url, storetest.Prefix(t))
+		},
+		Reopen: func(t *testing.T, old store.Store) store.Store {
+			prefix := old.(*redisstore.Store).Prefix()
+			if err := old.Close(); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+			return open(t, url, prefix)
+		},
+	})
+}
+
+func TestOpenChecksPolicy(t *testing.T) {
+	s := open(t, storetest.RedisURL(t), storetest.Prefix(t))
+	defer s.Close()
+	// The shared test server must not evict (that is why Open succeeded),
+	// and it answers CONFIG GET.
+	if msg := s.PolicyUnverified(); msg != "" {
+		t.Logf("note: the test server's policy is unverified: %s", msg)
+	}
+}
+
+func TestOpenDefaultPrefix(t *testing.T) {
+	s, err := redisstore.Open(t.Context(), storetest.RedisURL(t), redisstore.Options{})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer s.Close()
+	if got := s.Prefix(); got != redisstore.DefaultPrefix {
+		t.Fatalf("Prefix() = %q, want %q", got, redisstore.DefaultPrefix)
+	}
+}
+
+func TestOpenBadURL(t *testing.T) {
+	_, err := redisstore.Open(t.Context(), "redis://user:s3cret@[::1", redisstore.Options{})
+	if err == nil {
+		t.Fatal("Open of a bad URL succeeded")
+	}
+	if strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("error leaks the password: %v", err)
+	}
+}
+
+func TestOpenNoServer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := redisstore.Open(ctx, "redis://127.0.0.1:"+freePort(t)+"/0", redisstore.Options{})
+	if err == nil {
+		t.Fatal("Open without a server succeeded")
+	}
+	if !strings.Contains(err.Error(), "ping 127.0.0.1:") {
+		t.Errorf("error %q does not say which server did not answer", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("Open took %s with a 300ms context", d)
+	}
+}
+
+// freePort returns a TCP port that was free a moment ago.
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	_, port, err := net.SplitHostPort(l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return port
+}
+
+// startRedis runs a throwaway redis-server with extra arguments and returns
+// its URL; it is killed when the test ends. The test is skipped if
+// redis-server is not installed.
+func startRedis(t *testing.T, args ...string) string {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Skip("redis-server is not on PATH")
+	}
+	port := freePort(t)
+	args = append([]string{"--port", port, "--bind", "127.0.0.1", "--dir", t.TempDir(),
+		"--save", "", "--appendonly", "no"}, args...)
+	cmd := exec.Command(bin, args...)
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start redis-server: %v", err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+
+	url := "redis://127.0.0.1:" + port + "/0"
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+		err := rdb.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			return url
+		}
+		select {
+		case <-exited:
+			t.Fatalf("redis-server exited:\n%s", out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redis-server on port %s did not answer PING: %v\n%s", port, err, out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the writes of a child process and
+// reads of the test.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func TestOpenRefusesEvictingPolicy(t *testing.T) {
+	url := startRedis(t, "--maxmemory-policy", "allkeys-lru")
+	s, err := redisstore.Open(t.Context(), url, redisstore.Options{})
+	if err == nil {
+		s.Close()
+		t.Fatal("Open of a server with maxmemory-policy allkeys-lru succeeded")
+	}
+	if !errors.Is(err, redisstore.ErrEvictingPolicy) {
+		t.Errorf("err = %v, want ErrEvictingPolicy", err)
+	}
+	for _, want := range []string{"allkeys-lru", "CONFIG SET maxmemory-policy noeviction", "redis.conf", "tokens and flow states"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+}
+
+func TestOpenToleratesRefusedConfig(t *testing.T) {
+	// As on managed Redis, CONFIG is not available.
+	url := startRedis(t, "--rename-command", "CONFIG", "")
+	s, err := redisstore.Open(t.Context(), url, redisstore.Options{})
+	if err != nil {
+		t.Fatalf("Open of a server that refuses CONFIG: %v", err)
+	}
+	defer s.Close()
+	msg := s.PolicyUnverified()
+	if !strings.Contains(msg, "noeviction") {
+		t.Fatalf("PolicyUnverified() = %q, want a warning that mentions noeviction", msg)
+	}
+	// The store works.
+	if err := s.CreateTenant(t.Context(), store.Tenant{ID: "t1"}); err != nil {
+		t.Fatalf("CreateTenant: %v", err)
+	}
+}
+
+// TestKeyLayout pins the documented key names: other tools (and older
+// processes during a rolling deploy) rely on them.
+func TestKeyLayout(t *testing.T) {
+	ctx := t.Context()
+	url, prefix := storetest.RedisURL(t), storetest.Prefix(t)
+	s := open(t, url, prefix)
+	defer s.Close()
+	hash := [32]byte{0xab, 31: 0xcd}
+	created := time.Unix(1700000000, 5)
+	steps := []error{
+		s.CreateTenant(ctx, store.Tenant{ID: "t1", CreatedAt: created}),
+		s.CreateAPIKey(ctx, store.APIKey{ID: "k1", TenantID: "t1", Hash: hash}),
+		s.PutFlowState(ctx, store.FlowState{State: "st", TenantID: "t1", ExpiresAt: time.Now().Add(time.Minute)}),
+	}
+	_, err := s.CreateAccount(ctx, store.Account{ID: "a1", TenantID: "t1", Connector: "codehost", ExternalID: "42", CreatedAt: created})
+	steps = append(steps, err)
+	release, held, err := s.TryLock(ctx, "refresh:a1", time.Minute)
+	steps = append(steps, err)
+	if err := errors.Join(steps...); err != nil || !held {
+		t.Fatalf("setup: held %v, %v", held, err)
+	}
+	defer release()
+
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	hexHash := fmt.Sprintf("%x", hash)
+	want := map[string]string{ // key -> type
+		"tenant:t1":                  "string",
+		"tenants":                    "zset",
+		"apikey:" + hexHash:          "string",
+		"apikey-id:k1":               "string",
+		"account:t1:a1":              "string",
+		"accounts:t1":                "zset",
+		"account-ext:t1:codehost:42": "string",
+		"flow:st":                    "string",
+		"lock:refresh:a1":            "string",
+	}
+	var keys []string
+	iter := rdb.Scan(ctx, 0, prefix+"*", 100).Iterator()
+	for iter.Next(ctx) {
+		keys = append(keys, strings.TrimPrefix(iter.Val(), prefix))
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != len(want) {
+		t.Errorf("keys under the prefix: %q, want the %d of the layout", keys, len(want))
+	}
+	for key, typ := range want {
+		if got := rdb.Type(ctx, prefix+key).Val(); got != typ {
+			t.Errorf("%s: type %q, want %q", key, got, typ)
+		}
+	}
+	if got := rdb.Get(ctx, prefix+"apikey-id:k1").Val(); got != hexHash {
+		t.Errorf("apikey-id:k1 = %q, want %q", got, hexHash)
+	}
+	if got := rdb.Get(ctx, prefix+"account-ext:t1:codehost:42").Val(); got != "a1" {
+		t.Errorf("account-ext = %q, want a1", got)
+	}
+	if got := rdb.ZScore(ctx, prefix+"accounts:t1", "a1").Val(); got != float64(created.UnixNano()) {
+		t.Errorf("accounts:t1 score of a1 = %v, want %v", got, float64(created.UnixNano()))
+	}
+	for _, key := range []string{"flow:st", "lock:refresh:a1"} {
+		if ttl := rdb.PTTL(ctx, prefix+key).Val(); ttl <= 0 || ttl > time.Minute {
+			t.Errorf("%s: PTTL %s, want (0, 1m]", key, ttl)
+		}
+	}
+	for _, key := range []string{"tenant:t1", "account:t1:a1", "apikey:" + hexHash} {
+		if ttl := rdb.PTTL(ctx, prefix+key).Val(); ttl != -1 {
+			t.Errorf("%s: PTTL %s, want none (-1)", key, ttl)
+		}
+	}
+}
+
+// TestTwoStores runs two Stores on the same prefix, as two processes
+// would: compare-and-set, flow states and leases must hold across them.
+func TestTwoStores(t *testing.T) {
+	ctx := t.Context()
+	url, prefix := storetest.RedisURL(t), storetest.Prefix(t)
+	s1, s2 := open(t, url, prefix), open(t, url, prefix)
+	defer s1.Close()
+	defer s2.Close()
+
+	a, err := s1.CreateAccount(ctx, store.Account{ID: "a1", TenantID: "t1", Connector: "codehost", ExternalID: "42"})
+	if err != nil {
+		t.Fatalf("CreateAccount: %v", err)
+	}
+	if _, err := s2.CreateAccount(ctx, store.Account{ID: "a2", TenantID: "t1", Connector: "codehost", ExternalID: "42"}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("CreateAccount of the same external id from the other store: err = %v, want ErrConflict", err)
+	}
+	b, err := s2.GetAccount(ctx, "t1", "a1")
+	if err != nil {
+		t.Fatalf("GetAccount from the other store: %v", err)
+	}
+	a.Login = "one"
+	if _, err := s1.UpdateAccount(ctx, a); err != nil {
+		t.Fatalf("UpdateAccount: %v", err)
+	}
+	b.Login = "two"
+	if _, err := s2.UpdateAccount(ctx, b); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("stale UpdateAccount from the other store: err = %v, want ErrConflict", err)
+	}
+
+	// Concurrent updates from both stores, all from version 2.
+	cur, err := s2.GetAccount(ctx, "t1", "a1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		wins  int
+		start = make(chan struct{})
+	)
+	for i := range 20 {
+		s := s1
+		if i%2 == 1 {
+			s = s2
+		}
+		wg.Go(func() {
+			<-start
+			c := cur
+			c.Login = fmt.Sprint("writer-", i)
+			_, err := s.UpdateAccount(ctx, c)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				wins++
+			case !errors.Is(err, store.ErrConflict):
+				t.Errorf("UpdateAccount: %v", err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if wins != 1 {
+		t.Fatalf("%d of 20 concurrent updates across two stores succeeded, want 1", wins)
+	}
+	if got, err := s1.GetAccount(ctx, "t1", "a1"); err != nil || got.Version != 3 {
+		t.Fatalf("GetAccount after concurrent updates: version %d, %v; want 3", got.Version, err)
+	}
+
+	// Leases.
+	release, held, err := s1.TryLock(ctx, "refresh:a1", time.Minute)
+	if err != nil || !held {
+		t.Fatalf("TryLock on s1: held %v, %v", held, err)
+	}
+	if _, held, err := s2.TryLock(ctx, "refresh:a1", time.Minute); err != nil || held {
+		t.Fatalf("TryLock on s2 of a lease s1 holds: held %v, %v", held, err)
+	}
+	release()
+	release2, held, err := s2.TryLock(ctx, "refresh:a1", time.Minute)
+	if err != nil || !held {
+		t.Fatalf("TryLock on s2 after s1 released: held %v, %v", held, err)
+	}
+	release() // s1 again: must not touch s2's lease
+	if _, held, err := s1.TryLock(ctx, "refresh:a1", time.Minute); err != nil || held {
+		t.Fatalf("TryLock on s1 of a lease s2 holds: held %v, %v", held, err)
+	}
+	release2()
+
+	// Flow states are taken once, whoever takes.
+	if err := s1.PutFlowState(ctx, store.FlowState{State: "st", TenantID: "t1", ExpiresAt: time.Now().Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s2.TakeFlowState(ctx, "st"); err != nil {
+		t.Fatalf("TakeFlowState on s2: %v", err)
+	}
+	if _, err := s1.TakeFlowState(ctx, "st"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("second TakeFlowState on s1: err = %v, want ErrNotFound", err)
+	}
+}
+
+func TestReleaseAfterClose(t *testing.T) {
+	s := open(t, storetest.RedisURL(t), storetest.Prefix(t))
+	release, held, err := s.TryLock(t.Context(), "k", time.Minute)
+	if err != nil || !held {
+		t.Fatalf("TryLock: held %v, %v", held, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	release() // must not panic or block
+}
