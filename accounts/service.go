@@ -112,9 +112,8 @@ func New(o Options) (*Service, error) {
 	if o.Vault == nil {
 		return nil, errors.New("accounts: new service: no vault")
 	}
-	if len(o.Providers) == 0 {
-		return nil, errors.New("accounts: new service: no providers")
-	}
+	// No providers is allowed: a fresh installation runs without OAuth
+	// client settings, and connecting then says how to configure them.
 	providers := make(map[string]connectors.Provider, len(o.Providers))
 	names := make([]string, 0, len(o.Providers))
 	for name, p := range o.Providers {
@@ -165,7 +164,10 @@ func New(o Options) (*Service, error) {
 func (s *Service) provider(connector string) (connectors.Provider, error) {
 	p, ok := s.providers[connector]
 	if !ok {
-		return nil, fmt.Errorf("%w %q (known: %s)", ErrUnknownConnector, connector, s.known)
+		if s.known == "" {
+			return nil, fmt.Errorf("%w %q: no connector has OAuth client settings; set --%s-client-id and TRIGGERD_%s_CLIENT_SECRET", ErrUnknownConnector, connector, connector, strings.ToUpper(connector))
+		}
+		return nil, fmt.Errorf("%w %q (configured: %s; others need --<connector>-client-id and TRIGGERD_<CONNECTOR>_CLIENT_SECRET)", ErrUnknownConnector, connector, s.known)
 	}
 	return p, nil
 }

@@ -123,7 +123,6 @@ func TestNewValidates(t *testing.T) {
 	for name, mutate := range map[string]func(o *Options){
 		"no store":      func(o *Options) { o.Store = nil },
 		"no vault":      func(o *Options) { o.Vault = nil },
-		"no providers":  func(o *Options) { o.Providers = nil },
 		"nil provider":  func(o *Options) { o.Providers = map[string]connectors.Provider{"codehost": nil} },
 		"name mismatch": func(o *Options) { o.Providers = map[string]connectors.Provider{"deploy": f.code} },
 		"negative ttl":  func(o *Options) { o.FlowTTL = -time.Second },
@@ -136,6 +135,18 @@ func TestNewValidates(t *testing.T) {
 	}
 	if _, err := New(good); err != nil {
 		t.Fatal(err)
+	}
+	// A fresh installation has no OAuth client settings: the service runs,
+	// and starting a flow says what to configure.
+	bare := good
+	bare.Providers = nil
+	s, err := New(bare)
+	if err != nil {
+		t.Fatalf("New without providers: %v", err)
+	}
+	_, err = s.Start(context.Background(), "t1", "codehost", "")
+	if !errors.Is(err, ErrUnknownConnector) || !strings.Contains(err.Error(), "TRIGGERD_CODEHOST_CLIENT_SECRET") {
+		t.Fatalf("Start without providers = %v, want ErrUnknownConnector naming the settings", err)
 	}
 }
 

@@ -37,6 +37,11 @@ type config struct {
 	LogLevel         string
 	LogFormat        string
 	DebugAddr        string
+	RedisURL         string
+	RedisPrefix      string
+	PublicURL        string
+	EncryptionKey    string // file flag; the key itself comes from TRIGGERD_ENCRYPTION_KEY
+	Providers        providerConfig
 	CodeHostSecrets  []string
 	DeploySecrets    []string
 }
@@ -51,6 +56,8 @@ type webhookSecret struct {
 var (
 	codeHostSecret = webhookSecret{"TRIGGERD_CODEHOST_WEBHOOK_SECRET", "codehost-webhook-secret-file", "codehost_webhook_secret"}
 	deploySecret   = webhookSecret{"TRIGGERD_DEPLOY_WEBHOOK_SECRET", "deploy-webhook-secret-file", "deploy_webhook_secret"}
+	// adminKey authenticates tenant creation (POST /v1/tenants).
+	adminKey = webhookSecret{"TRIGGERD_ADMIN_KEY", "", "admin_key"}
 )
 
 // parseConfig reads flags, then the environment for flags not given.
@@ -72,6 +79,11 @@ func parseConfig(args []string, lookup func(string) (string, bool), stderr io.Wr
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 25*time.Second, "bound on graceful shutdown")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", "json", "json or console")
+	fs.StringVar(&c.RedisURL, "redis-url", "", "Redis for the store (redis://host:6379/0), shared by several triggerd processes; empty keeps the store in <data-dir>/triggerd.db")
+	fs.StringVar(&c.RedisPrefix, "redis-prefix", "triggerd:", "prefix of every Redis key triggerd writes")
+	fs.StringVar(&c.PublicURL, "public-url", "http://localhost:8080", "URL at which users' browsers and providers reach this server; OAuth callbacks are <public-url>/v1/connect/<connector>/callback")
+	fs.StringVar(&c.EncryptionKey, "encryption-key-file", "", "file holding the token encryption key(s) (base64 or hex of 32 bytes, comma-separated: the first encrypts, both decrypt); overrides a generated one, TRIGGERD_ENCRYPTION_KEY overrides both")
+	c.Providers.flags(fs)
 	fs.StringVar(&c.DebugAddr, "debug-addr", "", "when set, serve Go's pprof profiles on this address (keep it private, e.g. 127.0.0.1:6060)")
 	files[codeHostSecret.fileFlag] = fs.String(codeHostSecret.fileFlag, "", "file holding the code-hosting webhook secret(s), comma-separated; overrides "+codeHostSecret.env)
 	files[deploySecret.fileFlag] = fs.String(deploySecret.fileFlag, "", "file holding the deployment webhook secret(s), comma-separated; overrides "+deploySecret.env)

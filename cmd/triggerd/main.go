@@ -28,8 +28,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 
+	"github.com/triggerd/triggerd/accounts"
+	"github.com/triggerd/triggerd/api"
 	"github.com/triggerd/triggerd/bus"
 	"github.com/triggerd/triggerd/ingest"
+	"github.com/triggerd/triggerd/tenants"
 )
 
 func main() {
@@ -96,6 +99,28 @@ func serve(ctx context.Context, cfg config, files map[string]string, lookup func
 		return err
 	}
 
+	adminKeys, adminFrom, err := loadSecrets(adminKey, "", cfg.DataDir, lookup)
+	if err != nil {
+		return err
+	}
+	encKey, _ := lookup("TRIGGERD_ENCRYPTION_KEY")
+	keys, keyFrom, err := accounts.LoadKeys(encKey, cfg.EncryptionKey, cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	vault, err := accounts.NewVault(keys...)
+	if err != nil {
+		return err
+	}
+	log.Info().Str("admin_key", adminFrom).Str("encryption_key", keyFrom).Msg("keys loaded")
+	providers, unconfigured, err := buildProviders(cfg.Providers, cfg.PublicURL, lookup)
+	if err != nil {
+		return err
+	}
+	if len(unconfigured) > 0 {
+		log.Info().Strs("connectors", unconfigured).Msg("connectors without OAuth client settings cannot connect accounts (see --<connector>-client-id)")
+	}
+
 	// Listen before starting anything slow, so a busy port fails fast.
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
@@ -141,6 +166,26 @@ func serve(ctx context.Context, cfg config, files map[string]string, lookup func
 	}
 	defer b.Close()
 
+	st, err := openStore(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	acct, err := accounts.New(accounts.Options{Store: st, Vault: vault, Providers: providers, Logger: log})
+	if err != nil {
+		return err
+	}
+	tenantSvc := tenants.New(st, nil)
+	if path, created, err := tenantSvc.EnsureDefault(ctx, cfg.DataDir); err != nil {
+		return err
+	} else if created {
+		log.Info().Str("key_file", path).Msg("created the default tenant; its API key is in key_file")
+	}
+	mgmt, err := api.New(api.Options{Accounts: acct, Auth: tenantSvc, Tenants: tenantSvc, AdminKey: adminKeys[0], Logger: log})
+	if err != nil {
+		return err
+	}
+
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	ing, err := ingest.New(ingest.Options{
@@ -158,6 +203,7 @@ func serve(ctx context.Context, cfg config, files map[string]string, lookup func
 	}
 	e := newEcho(log)
 	ing.Register(e)
+	mgmt.Register(e)
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
 
 	srv := &http.Server{
@@ -220,7 +266,7 @@ func newEcho(log zerolog.Logger) *echo.Echo {
 			msg = fmt.Sprint(he.Message)
 			switch status {
 			case http.StatusNotFound:
-				code, msg = "not_found", "no such endpoint: webhooks go to POST /webhooks/codehost or POST /webhooks/deploy"
+				code, msg = "not_found", "no such endpoint (webhooks: POST /webhooks/codehost, /webhooks/deploy; management API: /v1/...)"
 			case http.StatusMethodNotAllowed:
 				code = "method_not_allowed"
 			default:

@@ -1,0 +1,261 @@
+// Package api serves triggerd's management API under /v1: connected
+// accounts and their connect flows now, and what later features add. Every
+// endpoint takes "Authorization: Bearer <api key>" and acts within the
+// key's tenant; another tenant's resource is a 404. The OAuth callback is
+// the exception: the provider redirects the user's browser there, and the
+// single-use state, bound to the tenant, authenticates it.
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/rs/zerolog"
+
+	"github.com/triggerd/triggerd/accounts"
+	"github.com/triggerd/triggerd/store"
+	"github.com/triggerd/triggerd/tenants"
+)
+
+// accountService is what the API needs of connected accounts.
+type accountService interface {
+	Start(ctx context.Context, tenantID, connector, returnTo string) (string, error)
+	Callback(ctx context.Context, connector string, query url.Values) (store.Account, string, error)
+	List(ctx context.Context, tenantID string) ([]store.Account, error)
+	Get(ctx context.Context, tenantID, id string) (store.Account, error)
+	Remove(ctx context.Context, tenantID, id string) (store.Account, accounts.RemoveReport, error)
+}
+
+// authenticator maps an API key to its tenant.
+type authenticator interface {
+	Authenticate(ctx context.Context, key string) (string, error)
+}
+
+// tenantCreator makes tenants; only the admin key may call it.
+type tenantCreator interface {
+	Create(ctx context.Context, name string) (store.Tenant, string, error)
+}
+
+// Options configures the API.
+type Options struct {
+	Accounts accountService
+	Auth     authenticator
+	Tenants  tenantCreator
+	// AdminKey authenticates tenant creation; empty disables it.
+	AdminKey string
+	Logger   zerolog.Logger
+}
+
+// API is the /v1 management API.
+type API struct {
+	o   Options
+	log zerolog.Logger
+}
+
+// New returns the API.
+func New(o Options) (*API, error) {
+	if o.Accounts == nil || o.Auth == nil || o.Tenants == nil {
+		return nil, errors.New("api: Accounts, Auth and Tenants are required")
+	}
+	return &API{o: o, log: o.Logger.With().Str("component", "api").Logger()}, nil
+}
+
+// Register adds the /v1 routes to e.
+func (a *API) Register(e *echo.Echo) {
+	v1 := e.Group("/v1")
+	v1.GET("/connect/:connector/callback", a.callback)
+	v1.POST("/tenants", a.createTenant)
+	authed := v1.Group("", a.authenticate)
+	authed.GET("/connect/:connector/start", a.start)
+	authed.GET("/accounts", a.listAccounts)
+	authed.GET("/accounts/:id", a.getAccount)
+	authed.DELETE("/accounts/:id", a.removeAccount)
+}
+
+const tenantKey = "tenant_id"
+
+// fail writes an error answer.
+func fail(c echo.Context, status int, code, msg string) error {
+	return c.JSON(status, map[string]map[string]string{"error": {"code": code, "message": msg}})
+}
+
+func bearer(c echo.Context) (string, bool) {
+	h := c.Request().Header.Get("Authorization")
+	scheme, key, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || key == "" {
+		return "", false
+	}
+	return strings.TrimSpace(key), true
+}
+
+func (a *API) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		key, ok := bearer(c)
+		if !ok {
+			return fail(c, http.StatusUnauthorized, "unauthorized",
+				"send the tenant's API key as \"Authorization: Bearer <key>\" (a new installation writes one to <data-dir>/default_tenant_key)")
+		}
+		tenant, err := a.o.Auth.Authenticate(c.Request().Context(), key)
+		if err != nil {
+			if !errors.Is(err, tenants.ErrInvalidKey) {
+				a.log.Error().Err(err).Msg("authenticating an API key")
+				return fail(c, http.StatusServiceUnavailable, "unavailable", "the key could not be checked right now; retry")
+			}
+			return fail(c, http.StatusUnauthorized, "unauthorized", "the API key is not valid")
+		}
+		c.Set(tenantKey, tenant)
+		return next(c)
+	}
+}
+
+func tenantOf(c echo.Context) string { s, _ := c.Get(tenantKey).(string); return s }
+
+// accountView is an account as the API shows it: never a token.
+type accountView struct {
+	ID           string            `json:"id"`
+	Connector    string            `json:"connector"`
+	Login        string            `json:"login"`
+	ExternalID   string            `json:"external_id"`
+	Scopes       []string          `json:"scopes"`
+	Status       string            `json:"status"`
+	StatusReason string            `json:"status_reason,omitempty"`
+	Metadata     map[string]string `json:"metadata,omitempty"`
+	CreatedAt    time.Time         `json:"created_at"`
+	UpdatedAt    time.Time         `json:"updated_at"`
+	RemovedAt    *time.Time        `json:"removed_at,omitempty"`
+}
+
+func view(acc store.Account) accountView {
+	v := accountView{
+		ID: acc.ID, Connector: acc.Connector, Login: acc.Login, ExternalID: acc.ExternalID,
+		Scopes: acc.Scopes, Status: string(acc.Status), StatusReason: acc.StatusReason,
+		Metadata: acc.Metadata, CreatedAt: acc.CreatedAt, UpdatedAt: acc.UpdatedAt,
+	}
+	if v.Scopes == nil {
+		v.Scopes = []string{}
+	}
+	if !acc.RemovedAt.IsZero() {
+		t := acc.RemovedAt
+		v.RemovedAt = &t
+	}
+	return v
+}
+
+func (a *API) start(c echo.Context) error {
+	connector := c.Param("connector")
+	returnTo := c.QueryParam("return_to")
+	if returnTo != "" {
+		if u, err := url.Parse(returnTo); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return fail(c, http.StatusBadRequest, "validation", "return_to must be an absolute http(s) URL")
+		}
+	}
+	authURL, err := a.o.Accounts.Start(c.Request().Context(), tenantOf(c), connector, returnTo)
+	if errors.Is(err, accounts.ErrUnknownConnector) {
+		return fail(c, http.StatusNotFound, "not_found", err.Error())
+	}
+	if err != nil {
+		a.log.Error().Err(err).Str("connector", connector).Msg("starting a connect flow")
+		return fail(c, http.StatusServiceUnavailable, "unavailable", "the connect flow could not be started; retry")
+	}
+	if c.QueryParam("redirect") == "true" {
+		return c.Redirect(http.StatusFound, authURL)
+	}
+	return c.JSON(http.StatusOK, map[string]string{"authorize_url": authURL})
+}
+
+func (a *API) callback(c echo.Context) error {
+	connector := c.Param("connector")
+	acc, returnTo, err := a.o.Accounts.Callback(c.Request().Context(), connector, c.QueryParams())
+	var ce *accounts.CallbackError
+	switch {
+	case errors.As(err, &ce):
+		return fail(c, http.StatusBadRequest, "invalid_callback", ce.Reason)
+	case errors.Is(err, accounts.ErrUnknownConnector):
+		return fail(c, http.StatusNotFound, "not_found", err.Error())
+	case err != nil:
+		a.log.Error().Err(err).Str("connector", connector).Msg("completing a connect flow")
+		return fail(c, http.StatusBadGateway, "upstream", "the provider could not complete the connection; start it again")
+	}
+	if returnTo != "" {
+		u, _ := url.Parse(returnTo)
+		q := u.Query()
+		q.Set("account", acc.ID)
+		u.RawQuery = q.Encode()
+		return c.Redirect(http.StatusFound, u.String())
+	}
+	return c.JSON(http.StatusOK, map[string]any{"connected": true, "account": view(acc)})
+}
+
+func (a *API) listAccounts(c echo.Context) error {
+	accs, err := a.o.Accounts.List(c.Request().Context(), tenantOf(c))
+	if err != nil {
+		a.log.Error().Err(err).Msg("listing accounts")
+		return fail(c, http.StatusServiceUnavailable, "unavailable", "accounts could not be read; retry")
+	}
+	out := make([]accountView, len(accs))
+	for i, acc := range accs {
+		out[i] = view(acc)
+	}
+	return c.JSON(http.StatusOK, map[string]any{"accounts": out})
+}
+
+func (a *API) getAccount(c echo.Context) error {
+	acc, err := a.o.Accounts.Get(c.Request().Context(), tenantOf(c), c.Param("id"))
+	if errors.Is(err, accounts.ErrAccountNotFound) {
+		return fail(c, http.StatusNotFound, "not_found", "no such account")
+	}
+	if err != nil {
+		a.log.Error().Err(err).Msg("reading an account")
+		return fail(c, http.StatusServiceUnavailable, "unavailable", "the account could not be read; retry")
+	}
+	return c.JSON(http.StatusOK, view(acc))
+}
+
+func (a *API) removeAccount(c echo.Context) error {
+	acc, report, err := a.o.Accounts.Remove(c.Request().Context(), tenantOf(c), c.Param("id"))
+	if errors.Is(err, accounts.ErrAccountNotFound) {
+		return fail(c, http.StatusNotFound, "not_found", "no such account")
+	}
+	if err != nil {
+		a.log.Error().Err(err).Msg("removing an account")
+		return fail(c, http.StatusServiceUnavailable, "unavailable", "the account could not be removed; retry")
+	}
+	return c.JSON(http.StatusOK, map[string]any{
+		"account":      view(acc),
+		"revoked":      report.Revoked,
+		"revoke_error": report.RevokeError,
+	})
+}
+
+func (a *API) createTenant(c echo.Context) error {
+	key, ok := bearer(c)
+	if a.o.AdminKey == "" || !ok || !constantTimeEqual(key, a.o.AdminKey) {
+		return fail(c, http.StatusUnauthorized, "unauthorized",
+			"creating tenants needs the admin key (<data-dir>/admin_key or TRIGGERD_ADMIN_KEY) as a Bearer token")
+	}
+	var req struct {
+		Name string `json:"name"`
+	}
+	if err := c.Bind(&req); err != nil || strings.TrimSpace(req.Name) == "" {
+		return fail(c, http.StatusBadRequest, "validation", `send {"name": "<tenant name>"}`)
+	}
+	t, apiKey, err := a.o.Tenants.Create(c.Request().Context(), req.Name)
+	if err != nil {
+		return fail(c, http.StatusBadRequest, "validation", err.Error())
+	}
+	return c.JSON(http.StatusCreated, map[string]any{"tenant": t, "api_key": apiKey})
+}
+
+// constantTimeEqual compares two secrets without leaking, through timing,
+// how much of them matched (hashing first also hides their lengths).
+func constantTimeEqual(a, b string) bool {
+	ha, hb := sha256.Sum256([]byte(a)), sha256.Sum256([]byte(b))
+	return subtle.ConstantTimeCompare(ha[:], hb[:]) == 1
+}

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/rs/zerolog"
+
+	"github.com/triggerd/triggerd/connectors"
+	"github.com/triggerd/triggerd/connectors/analytics"
+	"github.com/triggerd/triggerd/connectors/codehost"
+	"github.com/triggerd/triggerd/connectors/deploy"
+	"github.com/triggerd/triggerd/store"
+	"github.com/triggerd/triggerd/store/boltstore"
+	"github.com/triggerd/triggerd/store/redisstore"
+)
+
+// providerConfig is the connect-flow configuration of the three
+// connectors. Client secrets are read from the environment only
+// (TRIGGERD_<CONNECTOR>_CLIENT_SECRET), never from flags.
+type providerConfig struct {
+	CodeHostClientID, CodeHostAuthBaseURL, CodeHostAPIBaseURL                                                              string
+	DeployClientID, DeployIntegrationSlug, DeployAuthBaseURL, DeployAPIBaseURL                                             string
+	AnalyticsClientID, AnalyticsAuthURL, AnalyticsTokenURL, AnalyticsUserInfoURL, AnalyticsAdminAPIURL, AnalyticsRevokeURL string
+}
+
+func (p *providerConfig) flags(fs *flag.FlagSet) {
+	fs.StringVar(&p.CodeHostClientID, "codehost-client-id", "", "code-hosting OAuth app client id (secret: TRIGGERD_CODEHOST_CLIENT_SECRET); empty disables connecting code-hosting accounts")
+	fs.StringVar(&p.CodeHostAuthBaseURL, "codehost-auth-base-url", codehost.DefaultAuthBaseURL, "code-hosting sign-in and token base URL")
+	fs.StringVar(&p.CodeHostAPIBaseURL, "codehost-api-base-url", codehost.DefaultAPIBaseURL, "code-hosting REST API base URL")
+	fs.StringVar(&p.DeployClientID, "deploy-client-id", "", "deployment-platform integration client id (secret: TRIGGERD_DEPLOY_CLIENT_SECRET)")
+	fs.StringVar(&p.DeployIntegrationSlug, "deploy-integration-slug", "", "deployment-platform integration slug (its install URL is <auth base>/integrations/<slug>/new)")
+	fs.StringVar(&p.DeployAuthBaseURL, "deploy-auth-base-url", deploy.DefaultAuthBaseURL, "deployment-platform install base URL")
+	fs.StringVar(&p.DeployAPIBaseURL, "deploy-api-base-url", deploy.DefaultAPIBaseURL, "deployment-platform REST API base URL")
+	fs.StringVar(&p.AnalyticsClientID, "analytics-client-id", "", "analytics (Google) OAuth client id (secret: TRIGGERD_ANALYTICS_CLIENT_SECRET)")
+	fs.StringVar(&p.AnalyticsAuthURL, "analytics-auth-url", analytics.DefaultAuthBaseURL, "Google authorization endpoint")
+	fs.StringVar(&p.AnalyticsTokenURL, "analytics-token-url", analytics.DefaultTokenURL, "Google token endpoint")
+	fs.StringVar(&p.AnalyticsUserInfoURL, "analytics-userinfo-url", analytics.DefaultUserInfoURL, "Google userinfo endpoint")
+	fs.StringVar(&p.AnalyticsAdminAPIURL, "analytics-admin-api-base-url", analytics.DefaultAdminAPIBaseURL, "Analytics Admin API base URL")
+	fs.StringVar(&p.AnalyticsRevokeURL, "analytics-revoke-url", analytics.DefaultRevokeURL, "Google token revocation endpoint")
+}
+
+// buildProviders returns a provider for each connector whose client id is
+// configured, and the names of those left unconfigured.
+func buildProviders(p providerConfig, publicURL string, lookup func(string) (string, bool)) (map[string]connectors.Provider, []string, error) {
+	redirect := func(c string) string { return strings.TrimRight(publicURL, "/") + "/v1/connect/" + c + "/callback" }
+	secret := func(c, id string) (string, error) {
+		env := "TRIGGERD_" + strings.ToUpper(c) + "_CLIENT_SECRET"
+		v, _ := lookup(env)
+		if v == "" {
+			return "", fmt.Errorf("--%s-client-id is set but %s is empty: set the client secret from the provider's app settings", c, env)
+		}
+		return v, nil
+	}
+	out := map[string]connectors.Provider{}
+	var off []string
+	if p.CodeHostClientID == "" {
+		off = append(off, "codehost")
+	} else {
+		s, err := secret("codehost", p.CodeHostClientID)
+		if err != nil {
+			return nil, nil, err
+		}
+		prov, err := codehost.New(codehost.Config{ClientID: p.CodeHostClientID, ClientSecret: s, RedirectURL: redirect("codehost"),
+			AuthBaseURL: p.CodeHostAuthBaseURL, APIBaseURL: p.CodeHostAPIBaseURL})
+		if err != nil {
+			return nil, nil, err
+		}
+		out["codehost"] = prov
+	}
+	if p.DeployClientID == "" {
+		off = append(off, "deploy")
+	} else {
+		s, err := secret("deploy", p.DeployClientID)
+		if err != nil {
+			return nil, nil, err
+		}
+		prov, err := deploy.New(deploy.Config{ClientID: p.DeployClientID, ClientSecret: s, RedirectURL: redirect("deploy"),
+			IntegrationSlug: p.DeployIntegrationSlug, AuthBaseURL: p.DeployAuthBaseURL, APIBaseURL: p.DeployAPIBaseURL})
+		if err != nil {
+			return nil, nil, err
+		}
+		out["deploy"] = prov
+	}
+	if p.AnalyticsClientID == "" {
+		off = append(off, "analytics")
+	} else {
+		s, err := secret("analytics", p.AnalyticsClientID)
+		if err != nil {
+			return nil, nil, err
+		}
+		prov, err := analytics.New(analytics.Config{ClientID: p.AnalyticsClientID, ClientSecret: s, RedirectURL: redirect("analytics"),
+			AuthBaseURL: p.AnalyticsAuthURL, TokenURL: p.AnalyticsTokenURL, UserInfoURL: p.AnalyticsUserInfoURL,
+			AdminAPIBaseURL: p.AnalyticsAdminAPIURL, RevokeURL: p.AnalyticsRevokeURL})
+		if err != nil {
+			return nil, nil, err
+		}
+		out["analytics"] = prov
+	}
+	return out, off, nil
+}
+
+// openStore opens Redis when --redis-url is set, else the embedded file
+// store under the data dir.
+func openStore(ctx context.Context, cfg config, log zerolog.Logger) (store.Store, error) {
+	if cfg.RedisURL == "" {
+		path := filepath.Join(cfg.DataDir, "triggerd.db")
+		s, err := boltstore.Open(path, boltstore.Options{})
+		if err != nil {
+			return nil, err
+		}
+		log.Info().Str("store", path).Msg("embedded store opened")
+		return s, nil
+	}
+	s, err := redisstore.Open(ctx, cfg.RedisURL, redisstore.Options{Prefix: cfg.RedisPrefix})
+	if err != nil {
+		return nil, err
+	}
+	if why := s.PolicyUnverified(); why != "" {
+		log.Warn().Str("reason", why).Msg("could not verify Redis's maxmemory-policy; it must be noeviction, or tokens and flow states can be evicted")
+	}
+	log.Info().Str("prefix", s.Prefix()).Msg("Redis store opened")
+	return s, nil
+}
