@@ -10,6 +10,8 @@
 //	triggerctl bench-baseline [--listen 127.0.0.1:8099]
 //	triggerctl tail [flags] [SUBJECT]
 //	triggerctl redeliver [flags] DELIVERY_ID...
+//	triggerctl tenants create NAME
+//	triggerctl accounts list | get ID | connect CONNECTOR | remove ID
 //
 // Every flag can also be set from the environment as TRIGGERD_ + the flag
 // name in upper snake case (--data-dir → TRIGGERD_DATA_DIR); the command line
@@ -47,6 +49,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"bench-baseline": {summary: "serve a bare echo endpoint that discards bodies, to benchmark against", run: benchBaseline},
 		"tail":           {summary: "print trigger events from NATS as JSON lines", run: tail},
 		"redeliver":      {summary: "map archived deliveries again and publish their events", run: redeliver},
+		"tenants":        {summary: "create a tenant and print its API key (needs the admin key)", run: tenantsCmd},
+		"accounts":       {summary: "list, inspect, connect and remove connected accounts", run: accountsCmd},
 	}
 	if len(args) == 0 {
 		printUsage(stderr, commands)

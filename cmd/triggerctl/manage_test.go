@@ -1,0 +1,65 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestTenantsAndAccountsCommands(t *testing.T) {
+	dir := setTestEnv(t)
+	os.WriteFile(filepath.Join(dir, "admin_key"), []byte("the-admin-key\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, "default_tenant_key"), []byte("tdk_default\n"), 0o600)
+	var seen []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen = append(seen, r.Method+" "+r.URL.Path+" "+r.Header.Get("Authorization"))
+		switch {
+		case r.URL.Path == "/v1/tenants" && r.Header.Get("Authorization") == "Bearer the-admin-key":
+			var body struct{ Name string }
+			json.NewDecoder(r.Body).Decode(&body)
+			w.WriteHeader(http.StatusCreated)
+			json.NewEncoder(w).Encode(map[string]any{"tenant": map[string]string{"name": body.Name}, "api_key": "tdk_new"})
+		case strings.HasPrefix(r.URL.Path, "/v1/") && r.Header.Get("Authorization") == "Bearer tdk_default":
+			json.NewEncoder(w).Encode(map[string]any{"ok": true})
+		default:
+			w.WriteHeader(http.StatusUnauthorized)
+			json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": "unauthorized", "message": "the API key is not valid"}})
+		}
+	}))
+	defer srv.Close()
+
+	var out, errOut bytes.Buffer
+	if code := run([]string{"tenants", "--url", srv.URL, "--data-dir", dir, "create", "acme"}, &out, &errOut); code != 0 {
+		t.Fatalf("tenants create: %d %s", code, errOut.String())
+	}
+	if !strings.Contains(out.String(), `"api_key":"tdk_new"`) || !strings.Contains(out.String(), "acme") {
+		t.Fatalf("tenants create printed %q", out.String())
+	}
+	for _, args := range [][]string{{"list"}, {"get", "acc_1"}, {"connect", "codehost"}, {"remove", "acc_1"}} {
+		out.Reset()
+		if code := run(append([]string{"accounts", "--url", srv.URL, "--data-dir", dir}, args...), &out, &errOut); code != 0 {
+			t.Fatalf("accounts %v: %d %s", args, code, errOut.String())
+		}
+	}
+	want := []string{
+		"POST /v1/tenants Bearer the-admin-key",
+		"GET /v1/accounts Bearer tdk_default",
+		"GET /v1/accounts/acc_1 Bearer tdk_default",
+		"GET /v1/connect/codehost/start Bearer tdk_default",
+		"DELETE /v1/accounts/acc_1 Bearer tdk_default",
+	}
+	if strings.Join(seen, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("requests:\n%s\nwant:\n%s", strings.Join(seen, "\n"), strings.Join(want, "\n"))
+	}
+	// A wrong key surfaces the server's message.
+	t.Setenv("TRIGGERD_API_KEY", "tdk_wrong")
+	errOut.Reset()
+	if code := run([]string{"accounts", "--url", srv.URL, "list"}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "not valid") {
+		t.Fatalf("wrong key: %d %q", code, errOut.String())
+	}
+}
