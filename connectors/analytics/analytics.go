@@ -20,6 +20,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/triggerd/triggerd/connectors"
+	"github.com/triggerd/triggerd/connectors/internal/provhttp"
 )
 
 // Default endpoints of Google.
@@ -135,13 +136,13 @@ func New(c Config) (*Provider, error) {
 		if *f.value == "" {
 			*f.value = f.def
 		}
-		if err := checkURL(*f.value); err != nil {
+		if err := provhttp.CheckURL(*f.value); err != nil {
 			return nil, fmt.Errorf("%s: config: %s: %w", name, f.field, err)
 		}
 	}
 	client := c.HTTPClient
 	if client == nil {
-		client = defaultClient()
+		client = provhttp.DefaultClient()
 	}
 	return &Provider{
 		oauth: oauth2.Config{
@@ -185,7 +186,7 @@ func (p *Provider) AuthCodeURL(state, verifier string) string {
 func (p *Provider) Exchange(ctx context.Context, callback url.Values, verifier string) (*oauth2.Token, error) {
 	const op = "exchange code"
 	if e := callback.Get("error"); e != "" {
-		return nil, fmt.Errorf("%s: %s: authorization failed: %s", name, op, errorCode(e))
+		return nil, fmt.Errorf("%s: %s: authorization failed: %s", name, op, provhttp.ErrorCode(e))
 	}
 	code := callback.Get("code")
 	if code == "" {
@@ -232,7 +233,7 @@ func (p *Provider) Identify(ctx context.Context, tok *oauth2.Token) (connectors.
 	return connectors.Identity{
 		ExternalID: info.Sub,
 		Login:      login,
-		Scopes:     strings.Fields(extraString(tok, "scope")),
+		Scopes:     strings.Fields(provhttp.ExtraString(tok, "scope")),
 		Metadata:   map[string]string{MetaAccounts: accounts},
 	}, nil
 }
@@ -333,7 +334,7 @@ func (p *Provider) Revoke(ctx context.Context, tok *oauth2.Token, _ map[string]s
 		return fmt.Errorf("%s: %s: %w", name, op, err)
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	status, _, body, err := do(p.client, req)
+	status, _, body, err := provhttp.Do(p.client, req)
 	if err != nil {
 		return fmt.Errorf("%s: %s: %w", name, op, err)
 	}
@@ -351,23 +352,7 @@ func (p *Provider) Revoke(ctx context.Context, tok *oauth2.Token, _ map[string]s
 
 // getJSON GETs u with tok and decodes the 200 response into v.
 func (p *Provider) getJSON(ctx context.Context, tok *oauth2.Token, u string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+tok.AccessToken)
-	req.Header.Set("Accept", "application/json")
-	status, _, body, err := do(p.client, req)
-	if err != nil {
-		return err
-	}
-	if status != http.StatusOK {
-		return apiError(status, body)
-	}
-	if err := json.Unmarshal(body, v); err != nil {
-		return fmt.Errorf("decode response: %w", err)
-	}
-	return nil
+	return provhttp.GetJSON(ctx, p.client, u, tok.AccessToken, v, apiError)
 }
 
 // tokenContext carries the configured client for x/oauth2.
@@ -386,15 +371,15 @@ func apiError(status int, body []byte) error {
 	}
 	if json.Unmarshal(body, &api) == nil && (api.Error.Status != "" || api.Error.Message != "") {
 		if api.Error.Status != "" {
-			return fmt.Errorf("google answered HTTP %d %s: %s", status, errorCode(api.Error.Status), clip(api.Error.Message))
+			return fmt.Errorf("google answered HTTP %d %s: %s", status, provhttp.ErrorCode(api.Error.Status), provhttp.Clip(api.Error.Message))
 		}
-		return fmt.Errorf("google answered HTTP %d: %s", status, clip(api.Error.Message))
+		return fmt.Errorf("google answered HTTP %d: %s", status, provhttp.Clip(api.Error.Message))
 	}
 	var oauth struct {
 		Error string `json:"error"`
 	}
 	if json.Unmarshal(body, &oauth) == nil && oauth.Error != "" {
-		return fmt.Errorf("google answered HTTP %d: %s", status, errorCode(oauth.Error))
+		return fmt.Errorf("google answered HTTP %d: %s", status, provhttp.ErrorCode(oauth.Error))
 	}
 	return fmt.Errorf("google answered HTTP %d", status)
 }
@@ -411,7 +396,7 @@ func tokenError(op string, err error) error {
 	if re.Response != nil {
 		status = re.Response.StatusCode
 	}
-	code := errorCode(re.ErrorCode)
+	code := provhttp.ErrorCode(re.ErrorCode)
 	switch {
 	case re.ErrorCode == "invalid_grant":
 		return fmt.Errorf("%s: %s: google answered %s: %w", name, op, code, connectors.ErrInvalidGrant)

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/triggerd/triggerd/connectors"
+	"github.com/triggerd/triggerd/connectors/internal/provhttp"
 )
 
 // Default endpoints of github.com.
@@ -118,13 +119,13 @@ func New(c Config) (*Provider, error) {
 		{"TokenURL", c.TokenURL},
 		{"APIBaseURL", c.APIBaseURL},
 	} {
-		if err := checkURL(u.value); err != nil {
+		if err := provhttp.CheckURL(u.value); err != nil {
 			return nil, fmt.Errorf("%s: config: %s: %w", name, u.field, err)
 		}
 	}
 	client := c.HTTPClient
 	if client == nil {
-		client = defaultClient()
+		client = provhttp.DefaultClient()
 	}
 	tokenClient := *client
 	base := client.Transport
@@ -174,7 +175,7 @@ func (p *Provider) AuthCodeURL(state, verifier string) string {
 func (p *Provider) Exchange(ctx context.Context, callback url.Values, verifier string) (*oauth2.Token, error) {
 	const op = "exchange code"
 	if e := callback.Get("error"); e != "" {
-		return nil, fmt.Errorf("%s: %s: authorization failed: %s", name, op, errorCode(e))
+		return nil, fmt.Errorf("%s: %s: authorization failed: %s", name, op, provhttp.ErrorCode(e))
 	}
 	code := callback.Get("code")
 	if code == "" {
@@ -205,7 +206,7 @@ func (p *Provider) Identify(ctx context.Context, tok *oauth2.Token) (connectors.
 	}
 	setAPIHeaders(req)
 	req.Header.Set("Authorization", "Bearer "+tok.AccessToken)
-	status, header, body, err := do(p.client, req)
+	status, header, body, err := provhttp.Do(p.client, req)
 	if err != nil {
 		return connectors.Identity{}, fmt.Errorf("%s: %s: %w", name, op, err)
 	}
@@ -223,9 +224,9 @@ func (p *Provider) Identify(ctx context.Context, tok *oauth2.Token) (connectors.
 	if err != nil || u.Login == "" {
 		return connectors.Identity{}, fmt.Errorf("%s: %s: user response has no numeric id or login", name, op)
 	}
-	granted := splitScopes(extraString(tok, "scope"))
+	granted := provhttp.SplitScopes(provhttp.ExtraString(tok, "scope"))
 	if len(granted) == 0 {
-		granted = splitScopes(header.Get("X-OAuth-Scopes"))
+		granted = provhttp.SplitScopes(header.Get("X-OAuth-Scopes"))
 	}
 	return connectors.Identity{
 		ExternalID: strconv.FormatInt(id, 10),
@@ -278,7 +279,7 @@ func (p *Provider) Revoke(ctx context.Context, tok *oauth2.Token, _ map[string]s
 	setAPIHeaders(req)
 	req.Header.Set("Content-Type", "application/json")
 	req.SetBasicAuth(p.oauth.ClientID, p.clientSecret)
-	status, _, body, err := do(p.client, req)
+	status, _, body, err := provhttp.Do(p.client, req)
 	if err != nil {
 		return fmt.Errorf("%s: %s: %w", name, op, err)
 	}
@@ -319,7 +320,7 @@ func apiError(status int, body []byte) error {
 	}
 	_ = json.Unmarshal(body, &e)
 	if e.Message != "" {
-		return fmt.Errorf("github answered HTTP %d: %s", status, clip(e.Message))
+		return fmt.Errorf("github answered HTTP %d: %s", status, provhttp.Clip(e.Message))
 	}
 	return fmt.Errorf("github answered HTTP %d", status)
 }
@@ -344,7 +345,7 @@ func tokenError(op string, err error) error {
 	if re.Response != nil {
 		status = re.Response.StatusCode
 	}
-	code := errorCode(re.ErrorCode)
+	code := provhttp.ErrorCode(re.ErrorCode)
 	switch {
 	case refusedGrant[re.ErrorCode]:
 		return fmt.Errorf("%s: %s: github answered %s: %w", name, op, code, connectors.ErrInvalidGrant)

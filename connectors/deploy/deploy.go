@@ -21,6 +21,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/triggerd/triggerd/connectors"
+	"github.com/triggerd/triggerd/connectors/internal/provhttp"
 )
 
 // Default endpoints of vercel.com.
@@ -121,13 +122,13 @@ func New(c Config) (*Provider, error) {
 		{"TokenURL", c.TokenURL},
 		{"APIBaseURL", c.APIBaseURL},
 	} {
-		if err := checkURL(u.value); err != nil {
+		if err := provhttp.CheckURL(u.value); err != nil {
 			return nil, fmt.Errorf("%s: config: %s: %w", name, u.field, err)
 		}
 	}
 	client := c.HTTPClient
 	if client == nil {
-		client = defaultClient()
+		client = provhttp.DefaultClient()
 	}
 	installURL := c.AuthBaseURL + "/integrations/" + url.PathEscape(c.IntegrationSlug) + "/new"
 	return &Provider{
@@ -168,7 +169,7 @@ func (p *Provider) AuthCodeURL(state, _ string) string {
 func (p *Provider) Exchange(ctx context.Context, callback url.Values, _ string) (*oauth2.Token, error) {
 	const op = "exchange code"
 	if e := callback.Get("error"); e != "" {
-		return nil, fmt.Errorf("%s: %s: installation failed: %s", name, op, errorCode(e))
+		return nil, fmt.Errorf("%s: %s: installation failed: %s", name, op, provhttp.ErrorCode(e))
 	}
 	code := callback.Get("code")
 	if code == "" {
@@ -180,7 +181,7 @@ func (p *Provider) Exchange(ctx context.Context, callback url.Values, _ string) 
 	}
 	extra := map[string]any{}
 	for _, k := range []string{"token_type", "installation_id", "user_id", "team_id"} {
-		if v := extraString(tok, k); v != "" {
+		if v := provhttp.ExtraString(tok, k); v != "" {
 			extra[k] = v
 		}
 	}
@@ -193,7 +194,7 @@ func (p *Provider) Exchange(ctx context.Context, callback url.Values, _ string) 
 	}
 	cfg := callback.Get("configurationId")
 	if cfg == "" {
-		cfg = extraString(tok, "installation_id")
+		cfg = provhttp.ExtraString(tok, "installation_id")
 	}
 	if cfg != "" {
 		extra["configuration_id"] = cfg
@@ -216,12 +217,12 @@ func (p *Provider) Identify(ctx context.Context, tok *oauth2.Token) (connectors.
 		MetaConfigurationID: "configuration_id",
 		MetaUserID:          "user_id",
 	} {
-		if v := extraString(tok, extraKey); v != "" {
+		if v := provhttp.ExtraString(tok, extraKey); v != "" {
 			meta[key] = v
 		}
 	}
 	if meta[MetaConfigurationID] == "" {
-		if v := extraString(tok, "installation_id"); v != "" {
+		if v := provhttp.ExtraString(tok, "installation_id"); v != "" {
 			meta[MetaConfigurationID] = v
 		}
 	}
@@ -282,13 +283,13 @@ func (p *Provider) Revoke(ctx context.Context, tok *oauth2.Token, metadata map[s
 	}
 	cfg, team := metadata[MetaConfigurationID], metadata[MetaTeamID]
 	if cfg == "" {
-		cfg = extraString(tok, "configuration_id")
+		cfg = provhttp.ExtraString(tok, "configuration_id")
 	}
 	if cfg == "" {
-		cfg = extraString(tok, "installation_id")
+		cfg = provhttp.ExtraString(tok, "installation_id")
 	}
 	if team == "" {
-		team = extraString(tok, "team_id")
+		team = provhttp.ExtraString(tok, "team_id")
 	}
 	if cfg == "" {
 		return fmt.Errorf("%s: %s: no configuration id in the account metadata", name, op)
@@ -302,7 +303,7 @@ func (p *Provider) Revoke(ctx context.Context, tok *oauth2.Token, metadata map[s
 		return fmt.Errorf("%s: %s: %w", name, op, err)
 	}
 	req.Header.Set("Authorization", "Bearer "+tok.AccessToken)
-	status, _, body, err := do(p.client, req)
+	status, _, body, err := provhttp.Do(p.client, req)
 	if err != nil {
 		return fmt.Errorf("%s: %s: %w", name, op, err)
 	}
@@ -314,23 +315,7 @@ func (p *Provider) Revoke(ctx context.Context, tok *oauth2.Token, metadata map[s
 
 // getJSON GETs an API path with tok and decodes the 200 response into v.
 func (p *Provider) getJSON(ctx context.Context, tok *oauth2.Token, path string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.apiBase+path, nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+tok.AccessToken)
-	req.Header.Set("Accept", "application/json")
-	status, _, body, err := do(p.client, req)
-	if err != nil {
-		return err
-	}
-	if status != http.StatusOK {
-		return apiError(status, body)
-	}
-	if err := json.Unmarshal(body, v); err != nil {
-		return fmt.Errorf("decode response: %w", err)
-	}
-	return nil
+	return provhttp.GetJSON(ctx, p.client, p.apiBase+path, tok.AccessToken, v, apiError)
 }
 
 // tokenContext carries the configured client for x/oauth2.
@@ -350,9 +335,9 @@ func apiError(status int, body []byte) error {
 	_ = json.Unmarshal(body, &e)
 	switch {
 	case e.Error.Code != "" && e.Error.Message != "":
-		return fmt.Errorf("vercel answered HTTP %d: %s: %s", status, errorCode(e.Error.Code), clip(e.Error.Message))
+		return fmt.Errorf("vercel answered HTTP %d: %s: %s", status, provhttp.ErrorCode(e.Error.Code), provhttp.Clip(e.Error.Message))
 	case e.Error.Code != "":
-		return fmt.Errorf("vercel answered HTTP %d: %s", status, errorCode(e.Error.Code))
+		return fmt.Errorf("vercel answered HTTP %d: %s", status, provhttp.ErrorCode(e.Error.Code))
 	default:
 		return fmt.Errorf("vercel answered HTTP %d", status)
 	}
@@ -382,7 +367,7 @@ func tokenError(op string, err error) error {
 			raw = env.Error.Code
 		}
 	}
-	code := errorCode(raw)
+	code := provhttp.ErrorCode(raw)
 	switch {
 	case raw == "invalid_grant":
 		return fmt.Errorf("%s: %s: vercel answered %s: %w", name, op, code, connectors.ErrInvalidGrant)
