@@ -86,6 +86,34 @@ type Account struct {
 	Version int64 `json:"version"`
 }
 
+// Validate reports the first identifier an account to be stored lacks.
+func (a Account) Validate() error {
+	switch {
+	case a.ID == "":
+		return errors.New("empty id")
+	case a.TenantID == "":
+		return errors.New("empty tenant id")
+	case a.Connector == "":
+		return errors.New("empty connector")
+	case a.ExternalID == "":
+		return errors.New("empty external id")
+	}
+	return nil
+}
+
+// ForCreate returns a as CreateAccount stores it: Version 1, a zero
+// CreatedAt set to now, a zero UpdatedAt set to CreatedAt.
+func (a Account) ForCreate(now time.Time) Account {
+	if a.CreatedAt.IsZero() {
+		a.CreatedAt = now
+	}
+	if a.UpdatedAt.IsZero() {
+		a.UpdatedAt = a.CreatedAt
+	}
+	a.Version = 1
+	return a
+}
+
 // FlowState is the server side of one OAuth connect flow, bound to the
 // tenant that started it. It is single-use and short-lived.
 type FlowState struct {

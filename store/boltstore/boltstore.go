@@ -287,21 +287,6 @@ func extKey(tenantID, connector, externalID string) []byte {
 	return []byte(tenantID + "\x00" + connector + "\x00" + externalID)
 }
 
-// checkAccount rejects an account that cannot be indexed.
-func checkAccount(a store.Account) error {
-	switch {
-	case a.ID == "":
-		return errors.New("empty id")
-	case a.TenantID == "":
-		return errors.New("empty tenant id")
-	case a.Connector == "":
-		return errors.New("empty connector")
-	case a.ExternalID == "":
-		return errors.New("empty external id")
-	}
-	return nil
-}
-
 // getAccount reads the tenant's account in tx; store.ErrNotFound if absent
 // or if the key belongs to another tenant.
 func getAccount(tx *bolt.Tx, tenantID, id string) (store.Account, error) {
@@ -326,16 +311,10 @@ func (s *Store) CreateAccount(ctx context.Context, a store.Account) (store.Accou
 	if err := ctx.Err(); err != nil {
 		return store.Account{}, fmt.Errorf("boltstore: create account: %w", err)
 	}
-	if err := checkAccount(a); err != nil {
+	if err := a.Validate(); err != nil {
 		return store.Account{}, fmt.Errorf("boltstore: create account: %w", err)
 	}
-	if a.CreatedAt.IsZero() {
-		a.CreatedAt = s.now()
-	}
-	if a.UpdatedAt.IsZero() {
-		a.UpdatedAt = a.CreatedAt
-	}
-	a.Version = 1
+	a = a.ForCreate(s.now())
 	v, err := json.Marshal(a)
 	if err != nil {
 		return store.Account{}, fmt.Errorf("boltstore: create account: %w", err)
@@ -438,7 +417,7 @@ func (s *Store) UpdateAccount(ctx context.Context, a store.Account) (store.Accou
 	if err := ctx.Err(); err != nil {
 		return store.Account{}, fmt.Errorf("boltstore: update account: %w", err)
 	}
-	if err := checkAccount(a); err != nil {
+	if err := a.Validate(); err != nil {
 		return store.Account{}, fmt.Errorf("boltstore: update account: %w", err)
 	}
 	want := a.Version

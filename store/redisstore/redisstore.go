@@ -321,34 +321,13 @@ func (s *Store) APIKeyByHash(ctx context.Context, hash [32]byte) (store.APIKey, 
 	return k, nil
 }
 
-// checkAccount rejects an account that cannot be indexed.
-func checkAccount(a store.Account) error {
-	switch {
-	case a.ID == "":
-		return errors.New("empty id")
-	case a.TenantID == "":
-		return errors.New("empty tenant id")
-	case a.Connector == "":
-		return errors.New("empty connector")
-	case a.ExternalID == "":
-		return errors.New("empty external id")
-	}
-	return nil
-}
-
 // CreateAccount stores a new account with Version 1; store.ErrConflict if
 // its id, or its (tenant, connector, external id), is taken.
 func (s *Store) CreateAccount(ctx context.Context, a store.Account) (store.Account, error) {
-	if err := checkAccount(a); err != nil {
+	if err := a.Validate(); err != nil {
 		return store.Account{}, fmt.Errorf("redisstore: create account: %w", err)
 	}
-	if a.CreatedAt.IsZero() {
-		a.CreatedAt = s.now()
-	}
-	if a.UpdatedAt.IsZero() {
-		a.UpdatedAt = a.CreatedAt
-	}
-	a.Version = 1
+	a = a.ForCreate(s.now())
 	v, err := json.Marshal(a)
 	if err != nil {
 		return store.Account{}, fmt.Errorf("redisstore: create account: %w", err)
@@ -441,7 +420,7 @@ func (s *Store) ListAccounts(ctx context.Context, tenantID string) ([]store.Acco
 // another write came first (or if a new connector and external id belong
 // to another account), store.ErrNotFound if it does not exist.
 func (s *Store) UpdateAccount(ctx context.Context, a store.Account) (store.Account, error) {
-	if err := checkAccount(a); err != nil {
+	if err := a.Validate(); err != nil {
 		return store.Account{}, fmt.Errorf("redisstore: update account: %w", err)
 	}
 	// The script must name every key it touches, so read the current
