@@ -1,0 +1,115 @@
+package connectors
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// Step is one tool step: a named action run as a connected account.
+type Step struct {
+	// ID is stable: "<connector>.<snake_case_action>", e.g.
+	// "codehost.create_issue".
+	ID string `json:"id"`
+	// Name is the human name the product shows ("Create Issue").
+	Name      string `json:"name"`
+	Connector string `json:"connector"`
+	// Description says what the step does, in one sentence.
+	Description string `json:"description"`
+	// Input and Output are JSON Schemas (draft 2020-12) of the step's input
+	// and its structured output.
+	Input  json.RawMessage `json:"input_schema"`
+	Output json.RawMessage `json:"output_schema"`
+	// Run performs the step. The input has already been validated against
+	// Input. The output is marshalled to JSON; it is structured, never the
+	// raw upstream body (except for API Call steps, whose output is the
+	// upstream answer). Errors are *Error.
+	Run func(ctx context.Context, env Env, input json.RawMessage) (any, error) `json:"-"`
+}
+
+// Env is what a step runs with.
+type Env struct {
+	// HTTP is authorised as the connected account (the platform adds the
+	// token) and does not follow redirects.
+	HTTP *http.Client
+	// Account describes the connected account.
+	Account AccountInfo
+}
+
+// AccountInfo is the non-secret part of a connected account.
+type AccountInfo struct {
+	ID         string
+	Login      string
+	ExternalID string
+	// Metadata is the account's provider details (the deployment
+	// platform's team_id, the analytics accounts).
+	Metadata map[string]string
+}
+
+// ErrorCode classifies a step failure so callers can decide on it.
+type ErrorCode string
+
+// Step error codes.
+const (
+	// CodeValidation: the input is wrong; nothing was sent upstream.
+	CodeValidation ErrorCode = "validation"
+	// CodeNotFound: the provider says the resource does not exist (or is
+	// not visible to the account).
+	CodeNotFound ErrorCode = "not_found"
+	// CodePermissionDenied: the account lacks the right.
+	CodePermissionDenied ErrorCode = "permission_denied"
+	// CodeRateLimited: a rate limit or quota is spent; RetryAfter says
+	// when to try again.
+	CodeRateLimited ErrorCode = "rate_limited"
+	// CodeAccountRemoved: the connected account was removed.
+	CodeAccountRemoved ErrorCode = "account_removed"
+	// CodeNeedsReauth: the provider refused the account's grant.
+	CodeNeedsReauth ErrorCode = "needs_reauth"
+	// CodeUpstream: the provider failed otherwise; Status and Message say
+	// how.
+	CodeUpstream ErrorCode = "upstream"
+)
+
+// Error is a step failure. Its message never contains a token.
+type Error struct {
+	Code    ErrorCode `json:"code"`
+	Message string    `json:"message"`
+	// Status is the upstream HTTP status, when there was one.
+	Status int `json:"status,omitempty"`
+	// RetryAfter is set for CodeRateLimited.
+	RetryAfter time.Duration `json:"-"`
+	// Retryable reports whether the same request may succeed later.
+	Retryable bool `json:"retryable"`
+}
+
+func (e *Error) Error() string {
+	if e.Status != 0 {
+		return fmt.Sprintf("%s (upstream %d): %s", e.Code, e.Status, e.Message)
+	}
+	return fmt.Sprintf("%s: %s", e.Code, e.Message)
+}
+
+// Is matches another *Error by code, so errors.Is(err,
+// &connectors.Error{Code: connectors.CodeRateLimited}) works.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+// Errorf returns an *Error with a formatted message.
+func Errorf(code ErrorCode, format string, a ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, a...)}
+}
+
+// Toolkit is one connector's named steps and the HTTP policy every step of
+// that connector (API Call steps included) runs under.
+type Toolkit struct {
+	Connector string
+	Steps     []Step
+	// Wrap returns the transport for one connected account: the
+	// connector's rate-limit tracking, response caching and retry policy
+	// around base, which adds the account's token. Nil means base as is.
+	Wrap func(accountID string, base http.RoundTripper) http.RoundTripper
+}
