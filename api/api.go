@@ -1,5 +1,6 @@
 // Package api serves triggerd's management API under /v1: connected
-// accounts and their connect flows now, and what later features add. Every
+// accounts and their connect flows, the tool step catalogue and runs, and
+// what later features add. Every
 // endpoint takes "Authorization: Bearer <api key>" and acts within the
 // key's tenant; another tenant's resource is a 404. The OAuth callback is
 // the exception: the provider redirects the user's browser there, and the
@@ -48,6 +49,8 @@ type Options struct {
 	Accounts accountService
 	Auth     authenticator
 	Tenants  tenantCreator
+	// Steps is the tool step catalogue; nil leaves /v1/steps out.
+	Steps stepRunner
 	// AdminKey authenticates tenant creation; empty disables it.
 	AdminKey string
 	Logger   zerolog.Logger
@@ -77,6 +80,7 @@ func (a *API) Register(e *echo.Echo) {
 	authed.GET("/accounts", a.listAccounts)
 	authed.GET("/accounts/:id", a.getAccount)
 	authed.DELETE("/accounts/:id", a.removeAccount)
+	a.registerSteps(authed)
 }
 
 const tenantKey = "tenant_id"

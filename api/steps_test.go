@@ -1,0 +1,122 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/rs/zerolog"
+
+	"github.com/triggerd/triggerd/accounts"
+	"github.com/triggerd/triggerd/connectors"
+	"github.com/triggerd/triggerd/store"
+)
+
+type fakeSteps struct{ err error }
+
+func (f fakeSteps) List(q string) []connectors.Step {
+	return []connectors.Step{{ID: "codehost.create_issue", Name: "Create Issue", Connector: "codehost"}}
+}
+func (f fakeSteps) Get(id string) (connectors.Step, bool) {
+	return connectors.Step{ID: id, Input: json.RawMessage(`{"type":"object"}`)}, id == "codehost.create_issue"
+}
+func (f fakeSteps) Run(_ context.Context, tenant, id, account string, input json.RawMessage) (json.RawMessage, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	return json.RawMessage(`{"number":7,"tenant":"` + tenant + `","account":"` + account + `"}`), nil
+}
+
+type keyAuth struct{}
+
+func (keyAuth) Authenticate(_ context.Context, key string) (string, error) { return "t-" + key, nil }
+
+type noAccounts struct{}
+
+func (noAccounts) Start(context.Context, string, string, string) (string, error) { return "", nil }
+func (noAccounts) Callback(context.Context, string, url.Values) (store.Account, string, error) {
+	return store.Account{}, "", nil
+}
+func (noAccounts) List(context.Context, string) ([]store.Account, error) { return nil, nil }
+func (noAccounts) Get(context.Context, string, string) (store.Account, error) {
+	return store.Account{}, nil
+}
+func (noAccounts) Remove(context.Context, string, string) (store.Account, accounts.RemoveReport, error) {
+	return store.Account{}, accounts.RemoveReport{}, nil
+}
+
+func stepsServer(t *testing.T, runner stepRunner) *echo.Echo {
+	t.Helper()
+	a, err := New(Options{Accounts: noAccounts{}, Auth: keyAuth{}, Tenants: noTenants{}, Steps: runner, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := echo.New()
+	a.Register(e)
+	return e
+}
+
+type noTenants struct{}
+
+func (noTenants) Create(context.Context, string) (store.Tenant, string, error) {
+	return store.Tenant{}, "", nil
+}
+
+func call(e *echo.Echo, method, path, body string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer k1")
+	req.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	e.ServeHTTP(rec, req)
+	return rec
+}
+
+func TestStepsEndpoints(t *testing.T) {
+	e := stepsServer(t, fakeSteps{})
+	if rec := call(e, http.MethodGet, "/v1/steps?q=issue", ""); rec.Code != 200 || !strings.Contains(rec.Body.String(), `"codehost.create_issue"`) {
+		t.Fatalf("list: %d %s", rec.Code, rec.Body)
+	}
+	if rec := call(e, http.MethodGet, "/v1/steps/codehost.nope", ""); rec.Code != 404 {
+		t.Fatalf("unknown step: %d", rec.Code)
+	}
+	rec := call(e, http.MethodPost, "/v1/steps/codehost.create_issue/run", `{"account":"acc_1","input":{"title":"x"}}`)
+	if rec.Code != 200 || !strings.Contains(rec.Body.String(), `"tenant":"t-k1"`) || !strings.Contains(rec.Body.String(), `"account":"acc_1"`) {
+		t.Fatalf("run: %d %s", rec.Code, rec.Body)
+	}
+	if rec := call(e, http.MethodPost, "/v1/steps/codehost.create_issue/run", `not json`); rec.Code != 400 {
+		t.Fatalf("bad body: %d", rec.Code)
+	}
+}
+
+func TestStepErrorStatuses(t *testing.T) {
+	for _, tc := range []struct {
+		err    *connectors.Error
+		status int
+	}{
+		{&connectors.Error{Code: connectors.CodeValidation, Message: "m"}, 400},
+		{&connectors.Error{Code: connectors.CodeNotFound, Message: "m", Status: 404}, 404},
+		{&connectors.Error{Code: connectors.CodePermissionDenied, Message: "m"}, 403},
+		{&connectors.Error{Code: connectors.CodeRateLimited, Message: "m", RetryAfter: 1500 * time.Millisecond, Retryable: true}, 429},
+		{&connectors.Error{Code: connectors.CodeAccountRemoved, Message: "m"}, 409},
+		{&connectors.Error{Code: connectors.CodeNeedsReauth, Message: "m"}, 409},
+		{&connectors.Error{Code: connectors.CodeUpstream, Message: "m", Status: 500}, 502},
+	} {
+		rec := call(stepsServer(t, fakeSteps{err: tc.err}), http.MethodPost, "/v1/steps/codehost.create_issue/run", `{"account":"a","input":{}}`)
+		var body struct {
+			Error map[string]any `json:"error"`
+		}
+		json.Unmarshal(rec.Body.Bytes(), &body)
+		if rec.Code != tc.status || body.Error["code"] != string(tc.err.Code) {
+			t.Fatalf("%s: %d %s, want %d", tc.err.Code, rec.Code, rec.Body, tc.status)
+		}
+		if tc.err.Code == connectors.CodeRateLimited && (rec.Header().Get("Retry-After") != "2" || body.Error["retry_after_seconds"] != float64(2)) {
+			t.Fatalf("rate limited: Retry-After %q body %v, want 2 (rounded up)", rec.Header().Get("Retry-After"), body.Error)
+		}
+	}
+}
