@@ -12,6 +12,7 @@
 //	triggerctl redeliver [flags] DELIVERY_ID...
 //	triggerctl tenants create NAME
 //	triggerctl accounts list | get ID | connect CONNECTOR | remove ID
+//	triggerctl steps list [QUERY] | show ID | run ID --account ACCOUNT --input JSON
 //
 // Every flag can also be set from the environment as TRIGGERD_ + the flag
 // name in upper snake case (--data-dir → TRIGGERD_DATA_DIR); the command line
@@ -51,6 +52,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"redeliver":      {summary: "map archived deliveries again and publish their events", run: redeliver},
 		"tenants":        {summary: "create a tenant and print its API key (needs the admin key)", run: tenantsCmd},
 		"accounts":       {summary: "list, inspect, connect and remove connected accounts", run: accountsCmd},
+		"steps":          {summary: "list, show and run tool steps as a connected account", run: stepsCmd},
 	}
 	if len(args) == 0 {
 		printUsage(stderr, commands)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -61,5 +62,41 @@ func TestTenantsAndAccountsCommands(t *testing.T) {
 	errOut.Reset()
 	if code := run([]string{"accounts", "--url", srv.URL, "list"}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "not valid") {
 		t.Fatalf("wrong key: %d %q", code, errOut.String())
+	}
+}
+
+func TestStepsCommand(t *testing.T) {
+	dir := setTestEnv(t)
+	os.WriteFile(filepath.Join(dir, "default_tenant_key"), []byte("tdk_default\n"), 0o600)
+	var seen []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body []byte
+		if r.Body != nil {
+			body, _ = io.ReadAll(r.Body)
+		}
+		seen = append(seen, r.Method+" "+r.URL.RequestURI()+" "+string(body))
+		json.NewEncoder(w).Encode(map[string]any{"ok": true})
+	}))
+	defer srv.Close()
+	var out, errOut bytes.Buffer
+	for _, args := range [][]string{
+		{"list"}, {"list", "create issue"}, {"show", "codehost.create_issue"},
+		{"--account", "acc_1", "--input", `{"title":"x"}`, "run", "codehost.create_issue"},
+	} {
+		if code := run(append([]string{"steps", "--url", srv.URL, "--data-dir", dir}, args...), &out, &errOut); code != 0 {
+			t.Fatalf("steps %v: %d %s", args, code, errOut.String())
+		}
+	}
+	want := []string{
+		"GET /v1/steps ",
+		"GET /v1/steps?q=create+issue ",
+		"GET /v1/steps/codehost.create_issue ",
+		`POST /v1/steps/codehost.create_issue/run {"account":"acc_1","input":{"title":"x"}}`,
+	}
+	if strings.Join(seen, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("requests:\n%s\nwant:\n%s", strings.Join(seen, "\n"), strings.Join(want, "\n"))
+	}
+	if code := run([]string{"steps", "--url", srv.URL, "--data-dir", dir, "--input", "{", "run", "x"}, &out, &errOut); code != 2 {
+		t.Fatalf("bad --input: exit %d, want 2", code)
 	}
 }
