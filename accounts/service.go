@@ -404,6 +404,25 @@ func (s *Service) upsert(ctx context.Context, f store.FlowState, who connectors.
 	return store.Account{}, false, fmt.Errorf("accounts: %s callback: store account: %d conflicting writes in a row: %w", f.Connector, writeAttempts, store.ErrConflict)
 }
 
+// Adopt stores an account whose token was obtained outside a connect flow
+// (the sandbox's accounts, or a token an operator brings), exactly as a
+// completed connect flow would: the tenant's record for the same external
+// account is updated, or a new one is made. The connector must be
+// configured, since refreshing and revoking go through its provider.
+func (s *Service) Adopt(ctx context.Context, tenantID, connector string, who connectors.Identity, tok *oauth2.Token) (store.Account, error) {
+	if _, err := s.provider(connector); err != nil {
+		return store.Account{}, err
+	}
+	if tenantID == "" || who.ExternalID == "" || tok == nil || tok.AccessToken == "" {
+		return store.Account{}, errors.New("accounts: adopt: tenant, external id and an access token are required")
+	}
+	acc, _, err := s.upsert(ctx, store.FlowState{TenantID: tenantID, Connector: connector}, who, tok)
+	if err != nil {
+		return store.Account{}, fmt.Errorf("accounts: adopt: %w", err)
+	}
+	return public(acc), nil
+}
+
 // List returns the tenant's accounts, oldest first, without their sealed
 // tokens.
 func (s *Service) List(ctx context.Context, tenantID string) ([]store.Account, error) {

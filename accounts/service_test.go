@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"golang.org/x/oauth2"
+
 	"github.com/triggerd/triggerd/connectors"
 	"github.com/triggerd/triggerd/store"
 )
@@ -1011,5 +1013,29 @@ func TestAccountErrorIs(t *testing.T) {
 				t.Errorf("%v: errors.Is(%v) = %v", c.err, s, !(s == c.want))
 			}
 		}
+	}
+}
+
+func TestAdopt(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	tok := &oauth2.Token{AccessToken: "adopted-access", TokenType: "Bearer"}
+	acc, err := f.svc.Adopt(ctx, "t1", "codehost", connectors.Identity{ExternalID: "42", Login: "sandbox"}, tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if acc.Status != store.StatusActive || acc.Login != "sandbox" || acc.SealedToken != nil {
+		t.Fatalf("adopted account %+v (the sealed token must not be returned)", acc)
+	}
+	got, _, err := f.svc.Token(ctx, "t1", acc.ID)
+	if err != nil || got.AccessToken != "adopted-access" {
+		t.Fatalf("Token of the adopted account = %v, %v", got, err)
+	}
+	again, err := f.svc.Adopt(ctx, "t1", "codehost", connectors.Identity{ExternalID: "42", Login: "sandbox"}, tok)
+	if err != nil || again.ID != acc.ID {
+		t.Fatalf("adopting the same external account again made %v (%v), want %s", again.ID, err, acc.ID)
+	}
+	if _, err := f.svc.Adopt(ctx, "t1", "nope", connectors.Identity{ExternalID: "1"}, tok); !errors.Is(err, ErrUnknownConnector) {
+		t.Fatalf("unknown connector: %v", err)
 	}
 }
