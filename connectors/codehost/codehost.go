@@ -1,7 +1,12 @@
-// Package codehost implements the OAuth side of the code-host connector:
-// GitHub OAuth apps and GitHub App user-to-server tokens.
+// Package codehost is the code-hosting connector (GitHub's API): its OAuth
+// side for connected accounts (this file) and its tool steps with the HTTP
+// policy they run under (steps*.go, client.go, policy.go: per-account
+// rate-limit tracking, an ETag cache that makes repeated reads free, and
+// retries of idempotent requests). fakegithub is a faithful in-process
+// fake of the REST API for tests and the sandbox.
 //
-// It sends users to GitHub's authorize page (with PKCE S256), exchanges the
+// The OAuth side covers GitHub OAuth apps and GitHub App user-to-server
+// tokens. It sends users to GitHub's authorize page (with PKCE S256), exchanges the
 // callback code for a token, reads whom the token belongs to, refreshes
 // expiring GitHub App user tokens (which rotate their refresh token) and
 // revokes the grant when an account is removed.

@@ -1,0 +1,372 @@
+package fakegithub
+
+import (
+	"encoding/base64"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+	"time"
+)
+
+const webURL = "https://github.com"
+
+// ts formats a timestamp the way GitHub does, or null when zero.
+func ts(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func nodeID(kind string, id int64) string {
+	return base64.RawStdEncoding.EncodeToString(fmt.Appendf(nil, "%s:%d", kind, id))
+}
+
+func (c *call) user(login string) any {
+	u := c.s.st.users[strings.ToLower(login)]
+	if u == nil {
+		return nil
+	}
+	typ := "User"
+	if u.org {
+		typ = "Organization"
+	}
+	return M{
+		"login": u.login, "id": u.id, "node_id": nodeID("User", u.id), "type": typ, "site_admin": false,
+		"avatar_url": fmt.Sprintf("https://avatars.githubusercontent.com/u/%d?v=4", u.id),
+		"url":        c.base + "/users/" + u.login, "html_url": webURL + "/" + u.login,
+	}
+}
+
+func (c *call) users(logins []string) []any {
+	out := []any{}
+	for _, l := range logins {
+		if u := c.user(l); u != nil {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+func (c *call) repoURL(r *repo) string { return c.base + "/repos/" + r.owner + "/" + r.name }
+func repoHTML(r *repo) string          { return webURL + "/" + r.owner + "/" + r.name }
+
+func (c *call) repoJSON(r *repo) M {
+	open := 0
+	for _, is := range r.issues {
+		if is.state == "open" {
+			open++
+		}
+	}
+	role := c.s.st.role(r, c.login)
+	return M{
+		"id": r.id, "node_id": nodeID("Repository", r.id), "name": r.name, "full_name": r.owner + "/" + r.name,
+		"owner": c.user(r.owner), "private": r.private, "visibility": r.visibility,
+		"html_url": repoHTML(r), "description": nullable(r.description), "fork": false, "url": c.repoURL(r),
+		"homepage": nullable(r.homepage), "language": nil, "size": len(r.commits),
+		"stargazers_count": len(r.stargazers), "watchers_count": len(r.stargazers), "watchers": len(r.stargazers),
+		"forks_count": 0, "forks": 0, "open_issues_count": open, "open_issues": open,
+		"has_issues": r.hasIssues, "has_projects": r.hasProjects, "has_wiki": r.hasWiki,
+		"archived": false, "disabled": false, "is_template": r.isTemplate, "topics": []string{},
+		"license": nil, "default_branch": r.defaultBranch,
+		"created_at": ts(r.created), "updated_at": ts(r.updated), "pushed_at": ts(r.pushed),
+		"clone_url": repoHTML(r) + ".git", "git_url": "git://github.com/" + r.owner + "/" + r.name + ".git",
+		"ssh_url": "git@github.com:" + r.owner + "/" + r.name + ".git",
+		"permissions": M{
+			"admin": roleRank[role] >= roleRank["admin"], "maintain": roleRank[role] >= roleRank["maintain"],
+			"push": roleRank[role] >= roleRank["push"], "triage": roleRank[role] >= roleRank["triage"],
+			"pull": roleRank[role] >= roleRank["pull"] || !r.private,
+		},
+	}
+}
+
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+var labelColors = map[string]string{"bug": "d73a4a", "enhancement": "a2eeef", "documentation": "0075ca"}
+
+func (c *call) labelsJSON(r *repo, names []string) []any {
+	out := []any{}
+	for _, n := range names {
+		color := labelColors[n]
+		if color == "" {
+			color = "ededed"
+		}
+		out = append(out, M{
+			"id": int64(len(n))*1000 + int64(n[0]), "node_id": nodeID("Label", int64(len(n))), "name": n, "color": color,
+			"default": labelColors[n] != "", "description": nil,
+			"url": c.repoURL(r) + "/labels/" + n,
+		})
+	}
+	return out
+}
+
+func (c *call) milestoneJSON(r *repo, n int) any {
+	for _, m := range r.milestones {
+		if m.number == n {
+			return M{"number": m.number, "title": m.title, "state": m.state, "id": int64(2000 + m.number),
+				"url": c.repoURL(r) + fmt.Sprintf("/milestones/%d", m.number), "html_url": repoHTML(r) + fmt.Sprintf("/milestone/%d", m.number)}
+		}
+	}
+	return nil
+}
+
+func (c *call) issueJSON(r *repo, is *issue) M {
+	var assignee any
+	if len(is.assignees) > 0 {
+		assignee = c.user(is.assignees[0])
+	}
+	kind := "issues"
+	if is.pr != nil {
+		kind = "pull"
+	}
+	m := M{
+		"id": is.id, "node_id": nodeID("Issue", is.id), "number": is.number,
+		"url":            c.repoURL(r) + fmt.Sprintf("/issues/%d", is.number),
+		"repository_url": c.repoURL(r),
+		"html_url":       repoHTML(r) + fmt.Sprintf("/%s/%d", kind, is.number),
+		"title":          is.title, "body": nullable(is.body), "user": c.user(is.user),
+		"state": is.state, "state_reason": nullable(is.stateReason), "locked": false,
+		"labels": c.labelsJSON(r, is.labels), "assignee": assignee, "assignees": c.users(is.assignees),
+		"milestone": c.milestoneJSON(r, is.milestone), "comments": len(is.comments),
+		"created_at": ts(is.created), "updated_at": ts(is.updated), "closed_at": ts(is.closed),
+		"author_association": c.association(r, is.user),
+	}
+	if is.pr != nil {
+		m["pull_request"] = M{
+			"url":      c.repoURL(r) + fmt.Sprintf("/pulls/%d", is.number),
+			"html_url": repoHTML(r) + fmt.Sprintf("/pull/%d", is.number),
+			"diff_url": repoHTML(r) + fmt.Sprintf("/pull/%d.diff", is.number), "patch_url": repoHTML(r) + fmt.Sprintf("/pull/%d.patch", is.number),
+			"merged_at": ts(is.pr.mergedAt),
+		}
+	}
+	return m
+}
+
+func (c *call) association(r *repo, login string) string {
+	switch role := c.s.st.role(r, login); {
+	case strings.EqualFold(login, r.owner):
+		return "OWNER"
+	case role != "":
+		return "COLLABORATOR"
+	}
+	return "NONE"
+}
+
+func (c *call) pullJSON(r *repo, is *issue) M {
+	p := is.pr
+	state := is.state
+	mergeableState := "clean"
+	if !p.mergeable {
+		mergeableState = "dirty"
+	}
+	var mergeable any = p.mergeable
+	if p.merged {
+		mergeable, mergeableState = nil, "unknown"
+	}
+	branch := func(name, sha string) M {
+		return M{"label": r.owner + ":" + name, "ref": name, "sha": sha, "user": c.user(r.owner), "repo": c.repoJSON(r)}
+	}
+	changed := 0
+	if hc := r.commits[p.headSHA]; hc != nil {
+		changed = len(hc.changes)
+	}
+	return M{
+		"id": is.id + 100000, "node_id": nodeID("PullRequest", is.id), "number": is.number,
+		"url":       c.repoURL(r) + fmt.Sprintf("/pulls/%d", is.number),
+		"html_url":  repoHTML(r) + fmt.Sprintf("/pull/%d", is.number),
+		"issue_url": c.repoURL(r) + fmt.Sprintf("/issues/%d", is.number),
+		"state":     state, "locked": false, "title": is.title, "body": nullable(is.body), "user": c.user(is.user),
+		"labels": c.labelsJSON(r, is.labels), "milestone": c.milestoneJSON(r, is.milestone),
+		"assignees": c.users(is.assignees), "requested_reviewers": c.users(p.requested), "requested_teams": []any{},
+		"head": branch(p.head, p.headSHA), "base": branch(p.base, p.baseSHA),
+		"draft": p.draft, "merged": p.merged, "mergeable": mergeable, "mergeable_state": mergeableState,
+		"merged_at": ts(p.mergedAt), "merged_by": c.user(p.mergedBy), "merge_commit_sha": nullable(p.mergeSHA),
+		"maintainer_can_modify": p.maintainerCanModify,
+		"comments":              len(is.comments), "review_comments": 0, "commits": 1,
+		"additions": 1, "deletions": 1, "changed_files": changed,
+		"created_at": ts(is.created), "updated_at": ts(is.updated), "closed_at": ts(is.closed),
+		"author_association": c.association(r, is.user),
+	}
+}
+
+func (c *call) gitUser(login string, at time.Time) M {
+	u := c.s.st.users[strings.ToLower(login)]
+	name, email := login, login+"@users.noreply.github.com"
+	if u != nil {
+		name, email = u.name, u.email
+	}
+	return M{"name": name, "email": email, "date": ts(at)}
+}
+
+func (c *call) commitJSON(r *repo, cm *commit, full bool) M {
+	parents := []any{}
+	for _, p := range cm.parents {
+		parents = append(parents, M{"sha": p, "url": c.repoURL(r) + "/commits/" + p, "html_url": repoHTML(r) + "/commit/" + p})
+	}
+	m := M{
+		"sha": cm.sha, "node_id": nodeID("Commit", int64(len(cm.sha))), "url": c.repoURL(r) + "/commits/" + cm.sha,
+		"html_url": repoHTML(r) + "/commit/" + cm.sha, "comments_url": c.repoURL(r) + "/commits/" + cm.sha + "/comments",
+		"commit": M{
+			"author": c.gitUser(cm.author, cm.date), "committer": c.gitUser(cm.author, cm.date), "message": cm.message,
+			"tree": M{"sha": treeSHA(cm.tree), "url": c.repoURL(r) + "/git/trees/" + treeSHA(cm.tree)},
+			"url":  c.repoURL(r) + "/git/commits/" + cm.sha, "comment_count": 0,
+		},
+		"author": c.user(cm.author), "committer": c.user(cm.author), "parents": parents,
+	}
+	if full {
+		files := []any{}
+		add, del := 0, 0
+		for _, ch := range cm.changes {
+			add += ch.additions
+			del += ch.deletions
+			files = append(files, M{
+				"sha": blobSHA(cm.tree[ch.filename]), "filename": ch.filename, "status": ch.status,
+				"additions": ch.additions, "deletions": ch.deletions, "changes": ch.additions + ch.deletions,
+				"blob_url": repoHTML(r) + "/blob/" + cm.sha + "/" + ch.filename,
+				"raw_url":  repoHTML(r) + "/raw/" + cm.sha + "/" + ch.filename,
+			})
+		}
+		m["stats"] = M{"additions": add, "deletions": del, "total": add + del}
+		m["files"] = files
+	}
+	return m
+}
+
+func treeSHA(tree map[string][]byte) string {
+	keys := make([]string, 0, len(tree))
+	for k, v := range tree {
+		keys = append(keys, k+" "+blobSHA(v))
+	}
+	slices.Sort(keys)
+	return blobSHA([]byte(strings.Join(keys, "\n")))
+}
+
+// wrap64 base64-encodes data in lines of 60 characters, as GitHub's
+// contents API does.
+func wrap64(data []byte) string {
+	enc := base64.StdEncoding.EncodeToString(data)
+	var b strings.Builder
+	for len(enc) > 60 {
+		b.WriteString(enc[:60])
+		b.WriteByte('\n')
+		enc = enc[60:]
+	}
+	b.WriteString(enc)
+	b.WriteByte('\n')
+	return b.String()
+}
+
+func (c *call) contentLinks(r *repo, p, typ, sha, ref string) M {
+	self := c.repoURL(r) + "/contents/" + p + "?ref=" + ref
+	kind := "blob"
+	gitKind := "blobs"
+	if typ == "dir" {
+		kind, gitKind = "tree", "trees"
+	}
+	html := repoHTML(r) + "/" + kind + "/" + ref + "/" + p
+	git := c.repoURL(r) + "/git/" + gitKind + "/" + sha
+	return M{"url": self, "html_url": html, "git_url": git, "_links": M{"self": self, "git": git, "html": html}}
+}
+
+func (c *call) fileJSON(r *repo, p string, data []byte, ref string, withContent bool) M {
+	sha := blobSHA(data)
+	m := M{"type": "file", "size": len(data), "name": path.Base(p), "path": p, "sha": sha,
+		"download_url": "https://raw.githubusercontent.com/" + r.owner + "/" + r.name + "/" + ref + "/" + p}
+	for k, v := range c.contentLinks(r, p, "file", sha, ref) {
+		m[k] = v
+	}
+	if withContent {
+		m["encoding"] = "base64"
+		m["content"] = wrap64(data)
+	}
+	return m
+}
+
+func (c *call) runJSON(r *repo, rn *run) M {
+	status, conclusion := rn.status(c.now)
+	name, wfPath := "", ""
+	for _, w := range r.workflows {
+		if w.id == rn.workflowID {
+			name, wfPath = w.name, w.path
+		}
+	}
+	updated := rn.created
+	if status != "queued" {
+		updated = rn.created.Add(runQueuedFor)
+	}
+	if status == "completed" && !rn.done {
+		updated = rn.created.Add(runQueuedFor + runInProgressFor)
+	}
+	msg := ""
+	if cm := r.commits[rn.sha]; cm != nil {
+		msg = cm.message
+	}
+	u := c.repoURL(r) + fmt.Sprintf("/actions/runs/%d", rn.id)
+	return M{
+		"id": rn.id, "name": name, "node_id": nodeID("WorkflowRun", rn.id), "head_branch": rn.branch, "head_sha": rn.sha,
+		"path": wfPath, "display_title": msg, "run_number": rn.number, "run_attempt": 1, "event": rn.event,
+		"status": status, "conclusion": nullable(conclusion), "workflow_id": rn.workflowID,
+		"url": u, "html_url": repoHTML(r) + fmt.Sprintf("/actions/runs/%d", rn.id),
+		"jobs_url": u + "/jobs", "logs_url": u + "/logs", "workflow_url": c.repoURL(r) + fmt.Sprintf("/actions/workflows/%d", rn.workflowID),
+		"created_at": ts(rn.created), "updated_at": ts(updated), "run_started_at": ts(rn.created),
+		"actor": c.user(rn.actor), "triggering_actor": c.user(rn.actor),
+	}
+}
+
+func (c *call) workflowJSON(r *repo, w *workflow) M {
+	return M{
+		"id": w.id, "node_id": nodeID("Workflow", w.id), "name": w.name, "path": w.path, "state": w.state,
+		"created_at": ts(w.created), "updated_at": ts(w.updated),
+		"url":       c.repoURL(r) + fmt.Sprintf("/actions/workflows/%d", w.id),
+		"html_url":  repoHTML(r) + "/blob/" + r.defaultBranch + "/" + w.path,
+		"badge_url": repoHTML(r) + "/workflows/" + w.name + "/badge.svg",
+	}
+}
+
+func (c *call) releaseJSON(r *repo, rl *release) M {
+	u := c.repoURL(r) + fmt.Sprintf("/releases/%d", rl.id)
+	return M{
+		"id": rl.id, "node_id": nodeID("Release", rl.id), "tag_name": rl.tag, "target_commitish": rl.target,
+		"name": nullable(rl.name), "body": nullable(rl.body), "draft": rl.draft, "prerelease": rl.prerelease,
+		"created_at": ts(rl.created), "published_at": ts(rl.published), "author": c.user(rl.author), "assets": []any{},
+		"url": u, "assets_url": u + "/assets", "html_url": repoHTML(r) + "/releases/tag/" + rl.tag,
+		"upload_url":  "https://uploads.github.com/repos/" + r.owner + "/" + r.name + fmt.Sprintf("/releases/%d/assets{?name,label}", rl.id),
+		"tarball_url": c.repoURL(r) + "/tarball/" + rl.tag, "zipball_url": c.repoURL(r) + "/zipball/" + rl.tag,
+	}
+}
+
+var languages = map[string][2]string{
+	".rb": {"Ruby", "application/x-ruby"}, ".go": {"Go", "text/x-go"}, ".md": {"Markdown", "text/markdown"},
+	".py": {"Python", "application/x-python"}, ".js": {"JavaScript", "application/javascript"},
+	".json": {"JSON", "application/json"}, ".txt": {"Text", "text/plain"},
+}
+
+func (c *call) gistJSON(g *gist, withContent bool) M {
+	files := M{}
+	for name, content := range g.files {
+		lang, typ := any(nil), "text/plain"
+		if l, ok := languages[path.Ext(name)]; ok {
+			lang, typ = l[0], l[1]
+		}
+		f := M{"filename": name, "type": typ, "language": lang, "size": len(content),
+			"raw_url": "https://gist.githubusercontent.com/" + g.owner + "/" + g.id + "/raw/" + name}
+		if withContent {
+			f["content"], f["truncated"] = content, false
+		}
+		files[name] = f
+	}
+	u := c.base + "/gists/" + g.id
+	return M{
+		"id": g.id, "node_id": nodeID("Gist", int64(len(g.id))), "url": u, "forks_url": u + "/forks", "commits_url": u + "/commits",
+		"git_pull_url": "https://gist.github.com/" + g.id + ".git", "git_push_url": "https://gist.github.com/" + g.id + ".git",
+		"html_url": "https://gist.github.com/" + g.owner + "/" + g.id, "files": files, "public": g.public,
+		"created_at": ts(g.created), "updated_at": ts(g.updated), "description": nullable(g.description),
+		"comments": 0, "user": nil, "comments_url": u + "/comments", "owner": c.user(g.owner), "truncated": false,
+	}
+}

@@ -1,0 +1,294 @@
+package codehost
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+
+	"github.com/triggerd/triggerd/connectors"
+)
+
+// workflowID is a workflow's numeric id or its file name (ci.yml); the
+// input may give either a JSON number or a string.
+type workflowID string
+
+// UnmarshalJSON accepts a number or a string.
+func (w *workflowID) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] != '"' {
+		n, err := strconv.ParseInt(string(b), 10, 64)
+		if err != nil {
+			return err
+		}
+		*w = workflowID(strconv.FormatInt(n, 10))
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	*w = workflowID(s)
+	return nil
+}
+
+var workflowIDRE = regexp.MustCompile(`^([0-9]+|[A-Za-z0-9_.-]+\.ya?ml)$`)
+
+var workflowIDSchema = schema{
+	"type": []any{"integer", "string"}, "minimum": 1, "pattern": `^([0-9]+|[A-Za-z0-9_.-]+\.ya?ml)$`,
+	"description": "The workflow's numeric id or its file name, e.g. ci.yml.",
+}
+
+type workflowInput struct {
+	repoInput
+	WorkflowID workflowID `json:"workflow_id"`
+}
+
+func (in *workflowInput) checkWorkflow(p *problems) {
+	in.checkRepo(p)
+	if !workflowIDRE.MatchString(string(in.WorkflowID)) {
+		p.addf("workflow_id must be a numeric id or a .yml/.yaml file name")
+	}
+}
+
+func (in *workflowInput) check() error {
+	var p problems
+	in.checkWorkflow(&p)
+	return p.err()
+}
+
+func (in *workflowInput) workflowPath(rest string) string {
+	return in.path("/actions/workflows/", seg(string(in.WorkflowID)), rest)
+}
+
+type dispatchInput struct {
+	workflowInput
+	Ref              string                     `json:"ref"`
+	Inputs           map[string]json.RawMessage `json:"inputs,omitempty"`
+	ReturnRunDetails bool                       `json:"return_run_details,omitempty"`
+}
+
+func (in *dispatchInput) check() error {
+	var p problems
+	in.checkWorkflow(&p)
+	p.required("ref", in.Ref)
+	if len(in.Inputs) > 25 {
+		p.addf("inputs has %d keys; GitHub allows at most 25", len(in.Inputs))
+	}
+	for k, v := range in.Inputs {
+		var x any
+		if json.Unmarshal(v, &x) != nil {
+			continue
+		}
+		switch x.(type) {
+		case string, float64, bool:
+		default:
+			p.addf("input %q must be a string, number or boolean", k)
+		}
+	}
+	return p.err()
+}
+
+type runInput struct {
+	repoInput
+	RunID int64 `json:"run_id"`
+}
+
+func (in *runInput) check() error {
+	var p problems
+	in.checkRepo(&p)
+	p.positive("run_id", in.RunID)
+	return p.err()
+}
+
+type listRunsInput struct {
+	repoInput
+	listInput
+	WorkflowID workflowID `json:"workflow_id,omitempty"`
+	Branch     string     `json:"branch,omitempty"`
+	Event      string     `json:"event,omitempty"`
+	Status     string     `json:"status,omitempty"`
+	Actor      string     `json:"actor,omitempty"`
+	Created    string     `json:"created,omitempty"`
+}
+
+var runStatuses = []string{"completed", "action_required", "cancelled", "failure", "neutral", "skipped", "stale", "success",
+	"timed_out", "in_progress", "queued", "requested", "waiting", "pending"}
+
+func (in *listRunsInput) check() error {
+	var p problems
+	in.checkRepo(&p)
+	in.checkList(&p)
+	if in.WorkflowID != "" && !workflowIDRE.MatchString(string(in.WorkflowID)) {
+		p.addf("workflow_id must be a numeric id or a .yml/.yaml file name")
+	}
+	p.enum("status", in.Status, runStatuses...)
+	return p.err()
+}
+
+// Run is the structured output of the workflow run steps.
+type Run struct {
+	ID           int64  `json:"id"`
+	Name         string `json:"name"`
+	WorkflowID   int64  `json:"workflow_id"`
+	RunNumber    int    `json:"run_number"`
+	RunAttempt   int    `json:"run_attempt"`
+	Event        string `json:"event"`
+	Status       string `json:"status"`
+	Conclusion   string `json:"conclusion,omitempty"`
+	HeadBranch   string `json:"head_branch"`
+	HeadSHA      string `json:"head_sha"`
+	Actor        string `json:"actor"`
+	DisplayTitle string `json:"display_title"`
+	HTMLURL      string `json:"html_url"`
+	CreatedAt    string `json:"created_at"`
+	UpdatedAt    string `json:"updated_at"`
+}
+
+type ghRun struct {
+	Run
+	Actor *ghUser `json:"actor"`
+}
+
+func (g ghRun) out() Run {
+	r := g.Run
+	r.Actor = g.Actor.login()
+	return r
+}
+
+var runSchema = object(props{
+	"id": integer("Run id."), "name": str("Workflow name."), "workflow_id": integer("Workflow id."),
+	"run_number": integer("Run number within the workflow."), "run_attempt": integer("Attempt."),
+	"event":       str("What triggered it: push, workflow_dispatch, ..."),
+	"status":      str("queued, in_progress, completed, waiting, requested or pending."),
+	"conclusion":  str("Once completed: success, failure, cancelled, skipped, timed_out, action_required, neutral or stale."),
+	"head_branch": str("Branch."), "head_sha": str("Commit sha."), "actor": str("Login that triggered it."),
+	"display_title": str("Title shown for the run."), "html_url": str("Web page."),
+	"created_at": str("Created (RFC 3339)."), "updated_at": str("Last updated (RFC 3339)."),
+}, "id", "name", "workflow_id", "run_number", "run_attempt", "event", "status", "head_branch", "head_sha", "actor",
+	"display_title", "html_url", "created_at", "updated_at")
+
+func (k *kit) actionSteps() []connectors.Step {
+	workflowRequired := []string{"owner", "repo", "workflow_id"}
+	workflowState := func(id, title, desc, state string) connectors.Step {
+		return define(k, id, title, desc,
+			object(with(repoProps, props{"workflow_id": workflowIDSchema}), workflowRequired...),
+			object(props{
+				"workflow_id": str("The workflow."), "state": enum("Its state now.", "active", "disabled_manually"),
+			}, "workflow_id", "state"),
+			func(ctx context.Context, c *client, in *workflowInput) (any, error) {
+				action := "/enable"
+				if state != "active" {
+					action = "/disable"
+				}
+				if _, err := c.sendJSON(ctx, http.MethodPut, in.workflowPath(action), nil, nil); err != nil {
+					return nil, err
+				}
+				return struct {
+					WorkflowID string `json:"workflow_id"`
+					State      string `json:"state"`
+				}{string(in.WorkflowID), state}, nil
+			})
+	}
+	return []connectors.Step{
+		define(k, "create_workflow_dispatch", "Create Workflow Dispatch",
+			"Triggers a GitHub Actions workflow that accepts workflow_dispatch, on a branch or tag, with inputs.",
+			object(with(repoProps, props{
+				"workflow_id": workflowIDSchema,
+				"ref":         text("Branch or tag to run on."),
+				"inputs": schema{"type": "object", "maxProperties": 25, "description": "Workflow inputs (at most 25).",
+					"additionalProperties": schema{"type": []any{"string", "number", "boolean"}}},
+				"return_run_details": boolean("Ask GitHub for the new run's id (newer GitHub only)."),
+			}), "owner", "repo", "workflow_id", "ref"),
+			object(props{
+				"workflow_id": str("The workflow."), "ref": str("The ref it runs on."), "dispatched": boolean("Always true."),
+				"run_id": integer("The new run's id, with return_run_details."), "run_url": str("The new run's API URL, with return_run_details."),
+				"html_url": str("The new run's web page, with return_run_details."),
+			}, "workflow_id", "ref", "dispatched"),
+			func(ctx context.Context, c *client, in *dispatchInput) (any, error) {
+				body := map[string]any{"ref": in.Ref}
+				if len(in.Inputs) > 0 {
+					body["inputs"] = in.Inputs
+				}
+				if in.ReturnRunDetails {
+					body["return_run_details"] = true
+				}
+				var r struct {
+					RunID   int64  `json:"workflow_run_id"`
+					RunURL  string `json:"run_url"`
+					HTMLURL string `json:"html_url"`
+				}
+				if _, err := c.sendJSON(ctx, http.MethodPost, in.workflowPath("/dispatches"), body, &r); err != nil {
+					return nil, err
+				}
+				return struct {
+					WorkflowID string `json:"workflow_id"`
+					Ref        string `json:"ref"`
+					Dispatched bool   `json:"dispatched"`
+					RunID      int64  `json:"run_id,omitempty"`
+					RunURL     string `json:"run_url,omitempty"`
+					HTMLURL    string `json:"html_url,omitempty"`
+				}{string(in.WorkflowID), in.Ref, true, r.RunID, r.RunURL, r.HTMLURL}, nil
+			}),
+		workflowState("enable_workflow", "Enable Workflow", "Enables a GitHub Actions workflow so that its triggers run it again.", "active"),
+		workflowState("disable_workflow", "Disable Workflow", "Disables a GitHub Actions workflow so that nothing triggers it.", "disabled_manually"),
+		define(k, "get_workflow_run", "Get Workflow Run",
+			"Reads one GitHub Actions workflow run: its status and, once completed, its conclusion.",
+			object(with(repoProps, props{"run_id": positive("Run id.")}), "owner", "repo", "run_id"),
+			runSchema,
+			func(ctx context.Context, c *client, in *runInput) (any, error) {
+				var g ghRun
+				if err := c.getJSON(ctx, in.path("/actions/runs/", strconv.FormatInt(in.RunID, 10)), nil, &g); err != nil {
+					return nil, err
+				}
+				return g.out(), nil
+			}),
+		define(k, "list_workflow_runs", "List Workflow Runs",
+			"Lists a repository's (or one workflow's) GitHub Actions runs, newest first, filtered by branch, event, status or actor.",
+			object(with(with(repoProps, maxItemsProp), props{
+				"workflow_id": workflowIDSchema,
+				"branch":      str("Only runs on this branch."),
+				"event":       str("Only runs triggered by this event, e.g. push."),
+				"status":      enum("Only runs with this status or conclusion.", runStatuses...),
+				"actor":       str("Only runs triggered by this login."),
+				"created":     str("Only runs created in this range, GitHub search date syntax, e.g. >=2026-01-01."),
+			}), "owner", "repo"),
+			listOutput("runs", runSchema, props{"total_count": integer("Runs GitHub found.")}),
+			func(ctx context.Context, c *client, in *listRunsInput) (any, error) {
+				q := url.Values{}
+				setQuery(q, "branch", in.Branch)
+				setQuery(q, "event", in.Event)
+				setQuery(q, "status", in.Status)
+				setQuery(q, "actor", in.Actor)
+				setQuery(q, "created", in.Created)
+				path := in.path("/actions/runs")
+				if in.WorkflowID != "" {
+					path = in.path("/actions/workflows/", seg(string(in.WorkflowID)), "/runs")
+				}
+				rs, total, more, err := listPages(ctx, c, path, q, in.MaxItems, func(b []byte) (page[ghRun], error) {
+					var r struct {
+						TotalCount   int     `json:"total_count"`
+						WorkflowRuns []ghRun `json:"workflow_runs"`
+					}
+					err := json.Unmarshal(b, &r)
+					return page[ghRun]{items: r.WorkflowRuns, total: r.TotalCount}, err
+				})
+				if err != nil {
+					return nil, err
+				}
+				out := make([]Run, len(rs))
+				for i, r := range rs {
+					out[i] = r.out()
+				}
+				return struct {
+					TotalCount int   `json:"total_count"`
+					Runs       []Run `json:"runs"`
+					Count      int   `json:"count"`
+					HasMore    bool  `json:"has_more"`
+				}{total, out, len(out), more}, nil
+			}),
+	}
+}

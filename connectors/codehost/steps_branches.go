@@ -1,0 +1,354 @@
+package codehost
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/triggerd/triggerd/connectors"
+)
+
+// validRefName reports whether a branch name passes git's ref-format
+// rules (git check-ref-format, simplified).
+func validRefName(b string) bool {
+	if b == "" || strings.HasPrefix(b, "/") || strings.HasPrefix(b, "-") || strings.HasSuffix(b, "/") ||
+		strings.HasSuffix(b, ".") || strings.HasSuffix(b, ".lock") || strings.Contains(b, "..") ||
+		strings.Contains(b, "//") || strings.Contains(b, "@{") || b == "@" {
+		return false
+	}
+	for _, r := range b {
+		if r < 0x20 || r == 0x7f || strings.ContainsRune(" ~^:?*[\\", r) {
+			return false
+		}
+	}
+	for _, s := range strings.Split(b, "/") {
+		if strings.HasPrefix(s, ".") {
+			return false
+		}
+	}
+	return true
+}
+
+const refPattern = `^[^/\-\s~^:?*\[\\][^\s~^:?*\[\\]*$`
+
+func (p *problems) branch(field, v string, required bool) {
+	switch {
+	case v == "" && required:
+		p.addf("%s is required", field)
+	case v != "" && !validRefName(v):
+		p.addf("%s %q is not a valid branch name", field, v)
+	}
+}
+
+type createBranchInput struct {
+	repoInput
+	Branch string `json:"branch"`
+	From   string `json:"from,omitempty"`
+}
+
+func (in *createBranchInput) check() error {
+	var p problems
+	in.checkRepo(&p)
+	p.branch("branch", in.Branch, true)
+	if in.From != "" && !shaRE.MatchString(in.From) {
+		p.branch("from", in.From, false)
+	}
+	return p.err()
+}
+
+type commitInput struct {
+	repoInput
+	Ref string `json:"ref"`
+}
+
+func (in *commitInput) check() error {
+	var p problems
+	in.checkRepo(&p)
+	p.required("ref", in.Ref)
+	return p.err()
+}
+
+type listCommitsInput struct {
+	repoInput
+	listInput
+	SHA    string `json:"sha,omitempty"`
+	Path   string `json:"path,omitempty"`
+	Author string `json:"author,omitempty"`
+	Since  string `json:"since,omitempty"`
+	Until  string `json:"until,omitempty"`
+}
+
+func (in *listCommitsInput) check() error {
+	var p problems
+	in.checkRepo(&p)
+	in.checkList(&p)
+	p.filePath("path", in.Path, true)
+	p.timestamp("since", in.Since)
+	p.timestamp("until", in.Until)
+	return p.err()
+}
+
+type listBranchesInput struct {
+	repoInput
+	listInput
+	Protected *bool `json:"protected,omitempty"`
+}
+
+func (in *listBranchesInput) check() error {
+	var p problems
+	in.checkRepo(&p)
+	in.checkList(&p)
+	return p.err()
+}
+
+type branchInput struct {
+	repoInput
+	Branch string `json:"branch"`
+}
+
+func (in *branchInput) check() error {
+	var p problems
+	in.checkRepo(&p)
+	p.branch("branch", in.Branch, true)
+	return p.err()
+}
+
+type ghGitCommit struct {
+	SHA     string `json:"sha"`
+	HTMLURL string `json:"html_url"`
+	Commit  struct {
+		Message   string `json:"message"`
+		Author    Person `json:"author"`
+		Committer Person `json:"committer"`
+	} `json:"commit"`
+	Author    *ghUser `json:"author"`
+	Committer *ghUser `json:"committer"`
+	Parents   []struct {
+		SHA string `json:"sha"`
+	} `json:"parents"`
+	Stats *CommitStats `json:"stats"`
+	Files []CommitFile `json:"files"`
+}
+
+// Commit is the output of Get Commit.
+type Commit struct {
+	SHA       string       `json:"sha"`
+	Message   string       `json:"message"`
+	Author    Person       `json:"author"`
+	Committer Person       `json:"committer"`
+	Parents   []string     `json:"parents"`
+	HTMLURL   string       `json:"html_url"`
+	Stats     CommitStats  `json:"stats"`
+	Files     []CommitFile `json:"files"`
+}
+
+// CommitStats counts a commit's changed lines.
+type CommitStats struct {
+	Additions int `json:"additions"`
+	Deletions int `json:"deletions"`
+	Total     int `json:"total"`
+}
+
+// CommitFile is one file a commit changed.
+type CommitFile struct {
+	Filename  string `json:"filename"`
+	Status    string `json:"status"`
+	Additions int    `json:"additions"`
+	Deletions int    `json:"deletions"`
+	Changes   int    `json:"changes"`
+}
+
+// CommitSummary is one commit in List Commits.
+type CommitSummary struct {
+	SHA         string `json:"sha"`
+	Message     string `json:"message"`
+	AuthorName  string `json:"author_name"`
+	AuthorEmail string `json:"author_email"`
+	AuthorLogin string `json:"author_login,omitempty"`
+	Date        string `json:"date"`
+	HTMLURL     string `json:"html_url"`
+}
+
+// Branch is the output of Get Branch and an item of List Branches.
+type Branch struct {
+	Name      string `json:"name"`
+	SHA       string `json:"sha"`
+	Protected bool   `json:"protected"`
+}
+
+type ghBranch struct {
+	Name      string `json:"name"`
+	Protected bool   `json:"protected"`
+	Commit    struct {
+		SHA string `json:"sha"`
+	} `json:"commit"`
+}
+
+var branchSchema = object(props{
+	"name": str("Branch name."), "sha": str("Head commit sha."), "protected": boolean("Whether branch protection is on."),
+}, "name", "sha", "protected")
+
+func (k *kit) branchSteps() []connectors.Step {
+	return []connectors.Step{
+		define(k, "create_branch", "Create Branch",
+			"Creates a branch from another branch, a commit sha, or (by default) the head of the default branch.",
+			object(with(repoProps, props{
+				"branch": schema{"type": "string", "minLength": 1, "pattern": refPattern, "description": "Name of the new branch."},
+				"from":   str("Branch name or 40-hex commit sha to start from (default: the default branch)."),
+			}), "owner", "repo", "branch"),
+			object(props{
+				"branch": str("The new branch."), "ref": str("Its fully qualified ref, refs/heads/<branch>."),
+				"sha": str("The commit it points at."), "from": str("The branch or sha it was created from."),
+			}, "branch", "ref", "sha", "from"),
+			func(ctx context.Context, c *client, in *createBranchInput) (any, error) {
+				from, sha := in.From, ""
+				if shaRE.MatchString(from) {
+					sha = from
+				} else {
+					if from == "" {
+						var r ghRepo
+						if err := c.getJSON(ctx, in.path(), nil, &r); err != nil {
+							return nil, err
+						}
+						from = r.DefaultBranch
+					}
+					var ref struct {
+						Object struct {
+							SHA string `json:"sha"`
+						} `json:"object"`
+					}
+					if err := c.getJSON(ctx, in.path("/git/ref/heads/", segs(from)), nil, &ref); err != nil {
+						var ce *connectors.Error
+						if errors.As(err, &ce) && ce.Code == connectors.CodeNotFound {
+							ce.Message = "branch " + strconv.Quote(from) + " to create from: " + ce.Message
+						}
+						return nil, err
+					}
+					sha = ref.Object.SHA
+				}
+				var created struct {
+					Ref    string `json:"ref"`
+					Object struct {
+						SHA string `json:"sha"`
+					} `json:"object"`
+				}
+				if _, err := c.sendJSON(ctx, http.MethodPost, in.path("/git/refs"),
+					map[string]string{"ref": "refs/heads/" + in.Branch, "sha": sha}, &created); err != nil {
+					return nil, err
+				}
+				return struct {
+					Branch string `json:"branch"`
+					Ref    string `json:"ref"`
+					SHA    string `json:"sha"`
+					From   string `json:"from"`
+				}{in.Branch, created.Ref, created.Object.SHA, from}, nil
+			}),
+		define(k, "get_commit", "Get Commit",
+			"Reads one commit: message, author, parents, line stats and changed files.",
+			object(with(repoProps, props{"ref": text("Commit sha, branch or tag.")}), "owner", "repo", "ref"),
+			object(props{
+				"sha": str("Commit sha."), "message": str("Message."), "author": personSchema, "committer": personSchema,
+				"parents": stringArray("Parent shas."), "html_url": str("Web page."),
+				"stats": object(props{"additions": integer("Lines added."), "deletions": integer("Lines deleted."), "total": integer("Lines changed.")},
+					"additions", "deletions", "total"),
+				"files": array(object(props{
+					"filename": str("Path."), "status": str("added, removed, modified, renamed, ..."),
+					"additions": integer("Lines added."), "deletions": integer("Lines deleted."), "changes": integer("Lines changed."),
+				}, "filename", "status", "additions", "deletions", "changes"), "Changed files (GitHub lists at most 300)."),
+			}, "sha", "message", "author", "committer", "parents", "html_url", "stats", "files"),
+			func(ctx context.Context, c *client, in *commitInput) (any, error) {
+				var g ghGitCommit
+				if err := c.getJSON(ctx, in.path("/commits/", seg(in.Ref)), nil, &g); err != nil {
+					return nil, err
+				}
+				out := Commit{SHA: g.SHA, Message: g.Commit.Message, Author: g.Commit.Author, Committer: g.Commit.Committer,
+					Parents: []string{}, HTMLURL: g.HTMLURL, Files: g.Files}
+				out.Author.Login, out.Committer.Login = g.Author.login(), g.Committer.login()
+				for _, p := range g.Parents {
+					out.Parents = append(out.Parents, p.SHA)
+				}
+				if g.Stats != nil {
+					out.Stats = *g.Stats
+				}
+				if out.Files == nil {
+					out.Files = []CommitFile{}
+				}
+				return out, nil
+			}),
+		define(k, "list_commits", "List Commits",
+			"Lists a repository's commits, newest first, optionally from a branch or sha, touching a path, by an author or within dates.",
+			object(with(with(repoProps, maxItemsProp), props{
+				"sha":    str("Branch or commit sha to list from (default: the default branch)."),
+				"path":   str("Only commits touching this file or directory."),
+				"author": str("Only commits by this login or email."),
+				"since":  dateTime("Only commits after this time (RFC 3339)."),
+				"until":  dateTime("Only commits before this time (RFC 3339)."),
+			}), "owner", "repo"),
+			listOutput("commits", object(props{
+				"sha": str("Commit sha."), "message": str("Message."), "author_name": str("Author's name."),
+				"author_email": str("Author's email."), "author_login": str("Author's login, when GitHub knows it."),
+				"date": str("Authored (RFC 3339)."), "html_url": str("Web page."),
+			}, "sha", "message", "author_name", "author_email", "date", "html_url"), nil),
+			func(ctx context.Context, c *client, in *listCommitsInput) (any, error) {
+				q := url.Values{}
+				for k, v := range map[string]string{"sha": in.SHA, "path": in.Path, "author": in.Author, "since": in.Since, "until": in.Until} {
+					if v != "" {
+						q.Set(k, v)
+					}
+				}
+				cs, _, more, err := listPages[ghGitCommit](ctx, c, in.path("/commits"), q, in.MaxItems, nil)
+				if err != nil {
+					return nil, err
+				}
+				out := make([]CommitSummary, len(cs))
+				for i, g := range cs {
+					out[i] = CommitSummary{SHA: g.SHA, Message: g.Commit.Message, AuthorName: g.Commit.Author.Name,
+						AuthorEmail: g.Commit.Author.Email, AuthorLogin: g.Author.login(), Date: g.Commit.Author.Date, HTMLURL: g.HTMLURL}
+				}
+				return struct {
+					Commits []CommitSummary `json:"commits"`
+					Count   int             `json:"count"`
+					HasMore bool            `json:"has_more"`
+				}{out, len(out), more}, nil
+			}),
+		define(k, "list_branches", "List Branches",
+			"Lists a repository's branches with their head commits.",
+			object(with(with(repoProps, maxItemsProp), props{
+				"protected": boolean("Only protected (true) or only unprotected (false) branches."),
+			}), "owner", "repo"),
+			listOutput("branches", branchSchema, nil),
+			func(ctx context.Context, c *client, in *listBranchesInput) (any, error) {
+				q := url.Values{}
+				if in.Protected != nil {
+					q.Set("protected", strconv.FormatBool(*in.Protected))
+				}
+				bs, _, more, err := listPages[ghBranch](ctx, c, in.path("/branches"), q, in.MaxItems, nil)
+				if err != nil {
+					return nil, err
+				}
+				out := make([]Branch, len(bs))
+				for i, b := range bs {
+					out[i] = Branch{Name: b.Name, SHA: b.Commit.SHA, Protected: b.Protected}
+				}
+				return struct {
+					Branches []Branch `json:"branches"`
+					Count    int      `json:"count"`
+					HasMore  bool     `json:"has_more"`
+				}{out, len(out), more}, nil
+			}),
+		define(k, "get_branch", "Get Branch",
+			"Reads one branch: its head commit sha and whether it is protected.",
+			object(with(repoProps, props{"branch": text("Branch name.")}), "owner", "repo", "branch"),
+			branchSchema,
+			func(ctx context.Context, c *client, in *branchInput) (any, error) {
+				var b ghBranch
+				if err := c.getJSON(ctx, in.path("/branches/", seg(in.Branch)), nil, &b); err != nil {
+					return nil, err
+				}
+				return Branch{Name: b.Name, SHA: b.Commit.SHA, Protected: b.Protected}, nil
+			}),
+	}
+}

@@ -1,0 +1,112 @@
+package codehost
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/triggerd/triggerd/connectors"
+)
+
+// collaboratorPermissions are the permissions a collaborator can be
+// given.
+var collaboratorPermissions = []string{"pull", "push", "triage", "maintain", "admin"}
+
+type collaboratorInput struct {
+	repoInput
+	Username string `json:"username"`
+}
+
+func (in *collaboratorInput) check() error {
+	var p problems
+	in.checkRepo(&p)
+	p.name("username", in.Username)
+	return p.err()
+}
+
+func (in *collaboratorInput) collaboratorPath(rest string) string {
+	return in.path("/collaborators/", seg(in.Username), rest)
+}
+
+type addCollaboratorInput struct {
+	collaboratorInput
+	Permission string `json:"permission,omitempty"`
+}
+
+func (in *addCollaboratorInput) check() error {
+	var p problems
+	in.checkRepo(&p)
+	p.name("username", in.Username)
+	p.enum("permission", in.Permission, collaboratorPermissions...)
+	return p.err()
+}
+
+func (k *kit) collaboratorSteps() []connectors.Step {
+	collabProps := with(repoProps, props{"username": ghName("The user's login.")})
+	required := []string{"owner", "repo", "username"}
+	return []connectors.Step{
+		define(k, "check_collaborator_permission", "Check Collaborator Permission",
+			"Reads a user's permission on a repository: admin, write, read or none.",
+			object(collabProps, required...),
+			object(props{
+				"username":   str("The user."),
+				"permission": enum("Permission.", "admin", "write", "read", "none"),
+				"role_name":  str("Role: admin, maintain, write, triage, read or a custom role (empty for none)."),
+			}, "username", "permission", "role_name"),
+			func(ctx context.Context, c *client, in *collaboratorInput) (any, error) {
+				var r struct {
+					Permission string `json:"permission"`
+					RoleName   string `json:"role_name"`
+				}
+				if err := c.getJSON(ctx, in.collaboratorPath("/permission"), nil, &r); err != nil {
+					return nil, err
+				}
+				return struct {
+					Username   string `json:"username"`
+					Permission string `json:"permission"`
+					RoleName   string `json:"role_name"`
+				}{in.Username, r.Permission, r.RoleName}, nil
+			}),
+		define(k, "add_collaborator", "Add Collaborator",
+			"Invites a user to collaborate on a repository, or changes an existing collaborator's permission.",
+			object(with(collabProps, props{
+				"permission": enum("Permission to grant (default push).", collaboratorPermissions...),
+			}), required...),
+			object(props{
+				"username": str("The user."), "permission": enum("Permission granted.", collaboratorPermissions...),
+				"invited":       boolean("True when an invitation was sent (the user must accept it); false when an existing collaborator's permission changed."),
+				"invitation_id": integer("The invitation's id, when one was sent."),
+			}, "username", "permission", "invited"),
+			func(ctx context.Context, c *client, in *addCollaboratorInput) (any, error) {
+				perm := in.Permission
+				if perm == "" {
+					perm = "push"
+				}
+				var inv struct {
+					ID int64 `json:"id"`
+				}
+				status, err := c.sendJSON(ctx, http.MethodPut, in.collaboratorPath(""), map[string]string{"permission": perm}, &inv)
+				if err != nil {
+					return nil, err
+				}
+				return struct {
+					Username     string `json:"username"`
+					Permission   string `json:"permission"`
+					Invited      bool   `json:"invited"`
+					InvitationID int64  `json:"invitation_id,omitempty"`
+				}{in.Username, perm, status == http.StatusCreated, inv.ID}, nil
+			}),
+		define(k, "remove_collaborator", "Remove Collaborator",
+			"Removes a user's collaborator access to a repository (and any pending invitation).",
+			object(collabProps, required...),
+			object(props{"username": str("The user."), "removed": boolean("Always true.")}, "username", "removed"),
+			func(ctx context.Context, c *client, in *collaboratorInput) (any, error) {
+				if _, err := c.sendJSON(ctx, http.MethodDelete, in.collaboratorPath(""), nil, nil); err != nil {
+					return nil, err
+				}
+				return struct {
+					Username string `json:"username"`
+					Removed  bool   `json:"removed"`
+				}{in.Username, true}, nil
+			}),
+	}
+}

@@ -1,0 +1,219 @@
+package codehost
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/triggerd/triggerd/connectors"
+)
+
+// Gist is the structured output of the gist steps.
+type Gist struct {
+	ID          string     `json:"id"`
+	Description string     `json:"description"`
+	Public      bool       `json:"public"`
+	Owner       string     `json:"owner"`
+	HTMLURL     string     `json:"html_url"`
+	Files       []GistFile `json:"files"`
+	CreatedAt   string     `json:"created_at"`
+	UpdatedAt   string     `json:"updated_at"`
+}
+
+// GistFile is one file of a gist.
+type GistFile struct {
+	Filename string `json:"filename"`
+	Language string `json:"language,omitempty"`
+	Size     int64  `json:"size"`
+	RawURL   string `json:"raw_url"`
+}
+
+type ghGist struct {
+	Gist
+	Owner *ghUser             `json:"owner"`
+	Files map[string]GistFile `json:"files"`
+}
+
+func (g ghGist) out() Gist {
+	out := g.Gist
+	out.Owner = g.Owner.login()
+	out.Files = make([]GistFile, 0, len(g.Files))
+	for name, f := range g.Files {
+		if f.Filename == "" {
+			f.Filename = name
+		}
+		out.Files = append(out.Files, f)
+	}
+	slices.SortFunc(out.Files, func(a, b GistFile) int { return strings.Compare(a.Filename, b.Filename) })
+	return out
+}
+
+var gistSchema = object(props{
+	"id": str("Gist id."), "description": str("Description."), "public": boolean("Whether it is public."),
+	"owner": str("Owner's login."), "html_url": str("Web page."),
+	"files": array(object(props{
+		"filename": str("File name."), "language": str("Language GitHub detected."), "size": integer("Size in bytes."), "raw_url": str("Raw content URL."),
+	}, "filename", "size", "raw_url"), "Files, by name."),
+	"created_at": str("Created (RFC 3339)."), "updated_at": str("Last updated (RFC 3339)."),
+}, "id", "description", "public", "owner", "html_url", "files", "created_at", "updated_at")
+
+// gistFileName refuses names GitHub would refuse or that would be
+// misread ("gistfile1.txt" style names are fine).
+func (p *problems) gistFileName(name string) {
+	if strings.TrimSpace(name) == "" || strings.Contains(name, "/") {
+		p.addf("gist file name %q must be non-empty and contain no slash", name)
+	}
+}
+
+type createGistInput struct {
+	Description string `json:"description,omitempty"`
+	Public      bool   `json:"public,omitempty"`
+	Files       map[string]struct {
+		Content string `json:"content"`
+	} `json:"files"`
+}
+
+func (in *createGistInput) check() error {
+	var p problems
+	if len(in.Files) == 0 {
+		p.addf("files needs at least one file")
+	}
+	for name, f := range in.Files {
+		p.gistFileName(name)
+		if f.Content == "" {
+			p.addf("file %q has no content; GitHub refuses empty gist files", name)
+		}
+	}
+	return p.err()
+}
+
+// gistFileChange is one entry of Update Gist's files: null deletes the
+// file.
+type gistFileChange struct {
+	Content  *string `json:"content,omitempty"`
+	Filename *string `json:"filename,omitempty"`
+}
+
+type updateGistInput struct {
+	GistID      string                     `json:"gist_id"`
+	Description *string                    `json:"description,omitempty"`
+	Files       map[string]*gistFileChange `json:"files,omitempty"`
+}
+
+var gistIDRE = regexp.MustCompile(`^[0-9a-fA-F]{1,64}$`)
+
+func (in *updateGistInput) check() error {
+	var p problems
+	if !gistIDRE.MatchString(in.GistID) {
+		p.addf("gist_id must be a gist's hex id")
+	}
+	for name, f := range in.Files {
+		p.gistFileName(name)
+		if f != nil && f.Filename != nil {
+			p.gistFileName(*f.Filename)
+		}
+	}
+	if in.Description == nil && len(in.Files) == 0 {
+		p.addf("nothing to update: give description or files")
+	}
+	return p.err()
+}
+
+type listGistsInput struct {
+	listInput
+	Username string `json:"username"`
+	Since    string `json:"since,omitempty"`
+}
+
+func (in *listGistsInput) check() error {
+	var p problems
+	in.checkList(&p)
+	p.name("username", in.Username)
+	p.timestamp("since", in.Since)
+	return p.err()
+}
+
+func (k *kit) gistSteps() []connectors.Step {
+	return []connectors.Step{
+		define(k, "create_gist", "Create Gist",
+			"Creates a gist with one or more files, secret unless public is true.",
+			object(props{
+				"description": str("Description."),
+				"public":      boolean("Make it public (default: secret)."),
+				"files": schema{"type": "object", "minProperties": 1, "description": "Files by name.",
+					"additionalProperties": object(props{"content": text("File content.")}, "content")},
+			}, "files"),
+			gistSchema,
+			func(ctx context.Context, c *client, in *createGistInput) (any, error) {
+				var g ghGist
+				if _, err := c.sendJSON(ctx, http.MethodPost, "/gists", map[string]any{
+					"description": in.Description, "public": in.Public, "files": in.Files,
+				}, &g); err != nil {
+					return nil, err
+				}
+				return g.out(), nil
+			}),
+		define(k, "update_gist", "Update Gist",
+			"Changes a gist's description or files: new content, a new name, new files, or null to delete a file.",
+			object(props{
+				"gist_id":     schema{"type": "string", "pattern": `^[0-9a-fA-F]{1,64}$`, "description": "Gist id."},
+				"description": str("New description."),
+				"files": schema{"type": "object", "description": "Changes by current file name; null deletes the file.",
+					"additionalProperties": orNull(object(props{
+						"content":  str("New content."),
+						"filename": text("New name."),
+					}))},
+			}, "gist_id"),
+			gistSchema,
+			func(ctx context.Context, c *client, in *updateGistInput) (any, error) {
+				body := map[string]any{}
+				if in.Description != nil {
+					body["description"] = *in.Description
+				}
+				if len(in.Files) > 0 {
+					files := map[string]json.RawMessage{}
+					for name, f := range in.Files {
+						b := []byte("null")
+						if f != nil {
+							b, _ = json.Marshal(f)
+						}
+						files[name] = b
+					}
+					body["files"] = files
+				}
+				var g ghGist
+				if _, err := c.sendJSON(ctx, http.MethodPatch, "/gists/"+seg(in.GistID), body, &g); err != nil {
+					return nil, err
+				}
+				return g.out(), nil
+			}),
+		define(k, "list_gists_for_a_user", "List Gists for a User",
+			"Lists a user's gists, newest first (the account's own secret gists included).",
+			object(with(maxItemsProp, props{
+				"username": ghName("The user's login."),
+				"since":    dateTime("Only gists updated after this time (RFC 3339)."),
+			}), "username"),
+			listOutput("gists", gistSchema, nil),
+			func(ctx context.Context, c *client, in *listGistsInput) (any, error) {
+				q := url.Values{}
+				setQuery(q, "since", in.Since)
+				gs, _, more, err := listPages[ghGist](ctx, c, "/users/"+seg(in.Username)+"/gists", q, in.MaxItems, nil)
+				if err != nil {
+					return nil, err
+				}
+				out := make([]Gist, len(gs))
+				for i, g := range gs {
+					out[i] = g.out()
+				}
+				return struct {
+					Gists   []Gist `json:"gists"`
+					Count   int    `json:"count"`
+					HasMore bool   `json:"has_more"`
+				}{out, len(out), more}, nil
+			}),
+	}
+}

@@ -1,0 +1,463 @@
+package codehost
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/triggerd/triggerd/connectors"
+)
+
+// Issue is the structured output of the issue steps (a pull request seen
+// through the issues API has is_pull_request true).
+type Issue struct {
+	Number        int        `json:"number"`
+	ID            int64      `json:"id"`
+	Repository    string     `json:"repository"`
+	Title         string     `json:"title"`
+	Body          string     `json:"body"`
+	State         string     `json:"state"`
+	StateReason   string     `json:"state_reason,omitempty"`
+	User          string     `json:"user"`
+	Labels        []string   `json:"labels"`
+	Assignees     []string   `json:"assignees"`
+	Milestone     *Milestone `json:"milestone,omitempty"`
+	Comments      int        `json:"comments"`
+	IsPullRequest bool       `json:"is_pull_request"`
+	HTMLURL       string     `json:"html_url"`
+	CreatedAt     string     `json:"created_at"`
+	UpdatedAt     string     `json:"updated_at"`
+	ClosedAt      string     `json:"closed_at,omitempty"`
+}
+
+// Milestone names an issue's milestone.
+type Milestone struct {
+	Number int    `json:"number"`
+	Title  string `json:"title"`
+}
+
+type ghLabel struct {
+	Name string `json:"name"`
+}
+
+type ghIssue struct {
+	Number        int             `json:"number"`
+	ID            int64           `json:"id"`
+	RepositoryURL string          `json:"repository_url"`
+	Title         string          `json:"title"`
+	Body          string          `json:"body"`
+	State         string          `json:"state"`
+	StateReason   string          `json:"state_reason"`
+	User          *ghUser         `json:"user"`
+	Labels        []ghLabel       `json:"labels"`
+	Assignees     []ghUser        `json:"assignees"`
+	Milestone     *Milestone      `json:"milestone"`
+	Comments      int             `json:"comments"`
+	PullRequest   json.RawMessage `json:"pull_request"`
+	HTMLURL       string          `json:"html_url"`
+	CreatedAt     string          `json:"created_at"`
+	UpdatedAt     string          `json:"updated_at"`
+	ClosedAt      string          `json:"closed_at"`
+}
+
+func (g ghIssue) out() Issue {
+	is := Issue{
+		Number: g.Number, ID: g.ID, Repository: repoFromURL(g.RepositoryURL), Title: g.Title, Body: g.Body,
+		State: g.State, StateReason: g.StateReason, User: g.User.login(), Labels: make([]string, 0, len(g.Labels)),
+		Assignees: logins(g.Assignees), Milestone: g.Milestone, Comments: g.Comments,
+		IsPullRequest: len(g.PullRequest) > 0 && string(g.PullRequest) != "null",
+		HTMLURL:       g.HTMLURL, CreatedAt: g.CreatedAt, UpdatedAt: g.UpdatedAt, ClosedAt: g.ClosedAt,
+	}
+	for _, l := range g.Labels {
+		is.Labels = append(is.Labels, l.Name)
+	}
+	return is
+}
+
+// repoFromURL reads owner/name from an API URL .../repos/{owner}/{name}.
+func repoFromURL(u string) string {
+	i := strings.LastIndex(u, "/repos/")
+	if i < 0 {
+		return ""
+	}
+	parts := strings.SplitN(u[i+len("/repos/"):], "/", 3)
+	if len(parts) < 2 {
+		return ""
+	}
+	owner, _ := url.PathUnescape(parts[0])
+	name, _ := url.PathUnescape(parts[1])
+	return owner + "/" + name
+}
+
+var issueSchema = object(props{
+	"number": integer("Issue number."), "id": integer("Issue id."), "repository": str("owner/name."),
+	"title": str("Title."), "body": str("Body (may be empty)."), "state": enum("State.", "open", "closed"),
+	"state_reason": str("Why it is closed or was reopened: completed, not_planned, duplicate or reopened."),
+	"user":         str("Author's login."), "labels": stringArray("Label names."), "assignees": stringArray("Assignees' logins."),
+	"milestone": object(props{"number": integer("Milestone number."), "title": str("Milestone title.")}, "number", "title"),
+	"comments":  integer("Number of comments."), "is_pull_request": boolean("Whether this is a pull request."),
+	"html_url": str("Web page."), "created_at": str("Created (RFC 3339)."), "updated_at": str("Last updated (RFC 3339)."),
+	"closed_at": str("Closed (RFC 3339); absent while open."),
+}, "number", "id", "repository", "title", "body", "state", "user", "labels", "assignees", "comments", "is_pull_request",
+	"html_url", "created_at", "updated_at")
+
+var issueNumberProp = props{"issue_number": positive("Issue number.")}
+
+type createIssueInput struct {
+	repoInput
+	Title     string   `json:"title"`
+	Body      string   `json:"body,omitempty"`
+	Labels    []string `json:"labels,omitempty"`
+	Assignees []string `json:"assignees,omitempty"`
+	Milestone *int     `json:"milestone,omitempty"`
+}
+
+func (in *createIssueInput) check() error {
+	var p problems
+	in.checkRepo(&p)
+	p.required("title", in.Title)
+	p.names("labels", in.Labels, false)
+	p.names("assignees", in.Assignees, true)
+	if in.Milestone != nil {
+		p.positive("milestone", int64(*in.Milestone))
+	}
+	return p.err()
+}
+
+// names checks a list of labels or logins.
+func (p *problems) names(field string, vs []string, logins bool) {
+	for _, v := range vs {
+		if logins {
+			p.name(field+" entry", v)
+		} else {
+			p.required(field+" entry", v)
+		}
+	}
+}
+
+type issueNumberInput struct {
+	repoInput
+	IssueNumber int `json:"issue_number"`
+}
+
+func (in *issueNumberInput) check() error {
+	var p problems
+	in.checkRepo(&p)
+	p.positive("issue_number", int64(in.IssueNumber))
+	return p.err()
+}
+
+func (in *issueNumberInput) issuePath(rest ...string) string {
+	return in.path(append([]string{"/issues/", strconv.Itoa(in.IssueNumber)}, rest...)...)
+}
+
+type commentInput struct {
+	issueNumberInput
+	Body string `json:"body"`
+}
+
+func (in *commentInput) check() error {
+	var p problems
+	in.checkRepo(&p)
+	p.positive("issue_number", int64(in.IssueNumber))
+	p.required("body", in.Body)
+	return p.err()
+}
+
+type updateIssueInput struct {
+	issueNumberInput
+	Title       *string         `json:"title,omitempty"`
+	Body        *string         `json:"body,omitempty"`
+	State       string          `json:"state,omitempty"`
+	StateReason string          `json:"state_reason,omitempty"`
+	Labels      *[]string       `json:"labels,omitempty"`
+	Assignees   *[]string       `json:"assignees,omitempty"`
+	Milestone   json.RawMessage `json:"milestone,omitempty"`
+}
+
+func (in *updateIssueInput) check() error {
+	var p problems
+	in.checkRepo(&p)
+	p.positive("issue_number", int64(in.IssueNumber))
+	if in.Title != nil {
+		p.required("title", *in.Title)
+	}
+	p.enum("state", in.State, "open", "closed")
+	p.enum("state_reason", in.StateReason, "completed", "not_planned", "duplicate", "reopened")
+	if in.Labels != nil {
+		p.names("labels", *in.Labels, false)
+	}
+	if in.Assignees != nil {
+		p.names("assignees", *in.Assignees, true)
+	}
+	if m := bytes.TrimSpace(in.Milestone); len(m) > 0 && string(m) != "null" {
+		if n, err := strconv.Atoi(string(m)); err != nil || n < 1 {
+			p.addf("milestone must be a milestone number or null")
+		}
+	}
+	if in.Title == nil && in.Body == nil && in.State == "" && in.StateReason == "" && in.Labels == nil && in.Assignees == nil && in.Milestone == nil {
+		p.addf("nothing to update: give title, body, state, state_reason, labels, assignees or milestone")
+	}
+	return p.err()
+}
+
+type searchInput struct {
+	listInput
+	Q     string `json:"q"`
+	Sort  string `json:"sort,omitempty"`
+	Order string `json:"order,omitempty"`
+}
+
+var searchSorts = []string{"comments", "reactions", "reactions-+1", "reactions--1", "reactions-smile", "reactions-thinking_face",
+	"reactions-heart", "reactions-tada", "interactions", "created", "updated"}
+
+func (in *searchInput) check() error {
+	var p problems
+	in.checkList(&p)
+	p.required("q", in.Q)
+	if len(in.Q) > 256 {
+		p.addf("q is longer than GitHub's 256 characters")
+	}
+	p.enum("sort", in.Sort, searchSorts...)
+	p.enum("order", in.Order, "asc", "desc")
+	return p.err()
+}
+
+type listIssuesInput struct {
+	repoInput
+	listInput
+	State     string   `json:"state,omitempty"`
+	Labels    []string `json:"labels,omitempty"`
+	Assignee  string   `json:"assignee,omitempty"`
+	Creator   string   `json:"creator,omitempty"`
+	Mentioned string   `json:"mentioned,omitempty"`
+	Since     string   `json:"since,omitempty"`
+	Sort      string   `json:"sort,omitempty"`
+	Direction string   `json:"direction,omitempty"`
+}
+
+func (in *listIssuesInput) check() error {
+	var p problems
+	in.checkRepo(&p)
+	in.checkList(&p)
+	p.enum("state", in.State, "open", "closed", "all")
+	p.names("labels", in.Labels, false)
+	p.timestamp("since", in.Since)
+	p.enum("sort", in.Sort, "created", "updated", "comments")
+	p.enum("direction", in.Direction, "asc", "desc")
+	return p.err()
+}
+
+func (k *kit) issueSteps() []connectors.Step {
+	issueRequired := []string{"owner", "repo", "issue_number"}
+	return []connectors.Step{
+		define(k, "create_issue", "Create Issue",
+			"Opens an issue in a repository, optionally with labels, assignees and a milestone.",
+			object(with(repoProps, props{
+				"title":     text("Title."),
+				"body":      str("Body (Markdown)."),
+				"labels":    stringArray("Label names; missing labels are created."),
+				"assignees": array(ghName("Login."), "Logins to assign (at most 10)."),
+				"milestone": positive("Milestone number."),
+			}), "owner", "repo", "title"),
+			issueSchema,
+			func(ctx context.Context, c *client, in *createIssueInput) (any, error) {
+				body := *in
+				var g ghIssue
+				if _, err := c.sendJSON(ctx, http.MethodPost, in.path("/issues"), struct {
+					Title     string   `json:"title"`
+					Body      string   `json:"body,omitempty"`
+					Labels    []string `json:"labels,omitempty"`
+					Assignees []string `json:"assignees,omitempty"`
+					Milestone *int     `json:"milestone,omitempty"`
+				}{body.Title, body.Body, body.Labels, body.Assignees, body.Milestone}, &g); err != nil {
+					return nil, err
+				}
+				return g.out(), nil
+			}),
+		define(k, "create_issue_comment", "Create Issue Comment",
+			"Comments on an existing issue or pull request.",
+			object(with(with(repoProps, issueNumberProp), props{"body": text("Comment (Markdown).")}), "owner", "repo", "issue_number", "body"),
+			object(props{
+				"id": integer("Comment id."), "issue_number": integer("Issue number."), "body": str("Comment."),
+				"user": str("Author's login."), "html_url": str("Web page."), "created_at": str("Created (RFC 3339)."),
+			}, "id", "issue_number", "body", "user", "html_url", "created_at"),
+			func(ctx context.Context, c *client, in *commentInput) (any, error) {
+				var g struct {
+					ID        int64   `json:"id"`
+					Body      string  `json:"body"`
+					User      *ghUser `json:"user"`
+					HTMLURL   string  `json:"html_url"`
+					CreatedAt string  `json:"created_at"`
+				}
+				if _, err := c.sendJSON(ctx, http.MethodPost, in.issuePath("/comments"), map[string]string{"body": in.Body}, &g); err != nil {
+					return nil, err
+				}
+				return struct {
+					ID          int64  `json:"id"`
+					IssueNumber int    `json:"issue_number"`
+					Body        string `json:"body"`
+					User        string `json:"user"`
+					HTMLURL     string `json:"html_url"`
+					CreatedAt   string `json:"created_at"`
+				}{g.ID, in.IssueNumber, g.Body, g.User.login(), g.HTMLURL, g.CreatedAt}, nil
+			}),
+		define(k, "update_issue", "Update Issue",
+			"Changes an issue's title, body, state, labels, assignees or milestone; lists given replace the current ones.",
+			object(with(with(repoProps, issueNumberProp), props{
+				"title":        text("New title."),
+				"body":         str("New body."),
+				"state":        enum("New state.", "open", "closed"),
+				"state_reason": enum("Why it is closed or reopened.", "completed", "not_planned", "duplicate", "reopened"),
+				"labels":       stringArray("Label names, replacing the current ones ([] removes all)."),
+				"assignees":    array(ghName("Login."), "Logins, replacing the current assignees ([] removes all)."),
+				"milestone":    orNull(positive("Milestone number, or null to remove it.")),
+			}), issueRequired...),
+			issueSchema,
+			func(ctx context.Context, c *client, in *updateIssueInput) (any, error) {
+				body := map[string]any{}
+				if in.Title != nil {
+					body["title"] = *in.Title
+				}
+				if in.Body != nil {
+					body["body"] = *in.Body
+				}
+				setIf(body, "state", in.State)
+				setIf(body, "state_reason", in.StateReason)
+				if in.Labels != nil {
+					body["labels"] = *in.Labels
+				}
+				if in.Assignees != nil {
+					body["assignees"] = *in.Assignees
+				}
+				if in.Milestone != nil {
+					body["milestone"] = in.Milestone
+				}
+				var g ghIssue
+				if _, err := c.sendJSON(ctx, http.MethodPatch, in.issuePath(), body, &g); err != nil {
+					return nil, err
+				}
+				return g.out(), nil
+			}),
+		define(k, "get_issue_assignees", "Get Issue Assignees",
+			"Lists the users assigned to an issue.",
+			object(with(repoProps, issueNumberProp), issueRequired...),
+			object(props{
+				"issue_number": integer("Issue number."),
+				"assignees":    array(assignedUserSchema, "Assigned users."),
+			}, "issue_number", "assignees"),
+			func(ctx context.Context, c *client, in *issueNumberInput) (any, error) {
+				var g ghIssue
+				if err := c.getJSON(ctx, in.issuePath(), nil, &g); err != nil {
+					return nil, err
+				}
+				out := make([]AssignedUser, len(g.Assignees))
+				for i, u := range g.Assignees {
+					out[i] = AssignedUser(u)
+				}
+				return struct {
+					IssueNumber int            `json:"issue_number"`
+					Assignees   []AssignedUser `json:"assignees"`
+				}{in.IssueNumber, out}, nil
+			}),
+		define(k, "search_issues_and_pull_requests", "Search Issues and Pull Requests",
+			"Searches issues and pull requests across repositories with GitHub's search syntax (it has its own, smaller rate limit).",
+			object(with(maxItemsProp, props{
+				"q":     schema{"type": "string", "minLength": 1, "maxLength": 256, "description": "Search query, e.g. repo:octocat/hello-world is:issue is:open label:bug."},
+				"sort":  enum("Sort by (default: best match).", searchSorts...),
+				"order": enum("Sort order (default desc).", "asc", "desc"),
+			}), "q"),
+			listOutput("items", issueSchema, props{
+				"total_count":        integer("Matches GitHub found (it returns at most 1000)."),
+				"incomplete_results": boolean("Whether GitHub's search timed out before finding everything."),
+			}),
+			func(ctx context.Context, c *client, in *searchInput) (any, error) {
+				q := url.Values{"q": {in.Q}}
+				setQuery(q, "sort", in.Sort)
+				setQuery(q, "order", in.Order)
+				incomplete := false
+				items, total, more, err := listPages(ctx, c, "/search/issues", q, in.MaxItems, func(b []byte) (page[ghIssue], error) {
+					var r struct {
+						TotalCount        int       `json:"total_count"`
+						IncompleteResults bool      `json:"incomplete_results"`
+						Items             []ghIssue `json:"items"`
+					}
+					err := json.Unmarshal(b, &r)
+					incomplete = incomplete || r.IncompleteResults
+					return page[ghIssue]{items: r.Items, total: r.TotalCount}, err
+				})
+				if err != nil {
+					return nil, err
+				}
+				return struct {
+					TotalCount        int     `json:"total_count"`
+					IncompleteResults bool    `json:"incomplete_results"`
+					Items             []Issue `json:"items"`
+					Count             int     `json:"count"`
+					HasMore           bool    `json:"has_more"`
+				}{total, incomplete, issuesOut(items), len(items), more}, nil
+			}),
+		define(k, "list_issues", "List Issues",
+			"Lists a repository's issues (pull requests included, flagged is_pull_request), filtered by state, labels, assignee, creator or date.",
+			object(with(with(repoProps, maxItemsProp), props{
+				"state":     enum("Which issues (default open).", "open", "closed", "all"),
+				"labels":    stringArray("Only issues with all these labels."),
+				"assignee":  str("Only issues assigned to this login; none for unassigned, * for any."),
+				"creator":   str("Only issues opened by this login."),
+				"mentioned": str("Only issues mentioning this login."),
+				"since":     dateTime("Only issues updated after this time (RFC 3339)."),
+				"sort":      enum("Sort by (default created).", "created", "updated", "comments"),
+				"direction": enum("Sort direction (default desc).", "asc", "desc"),
+			}), "owner", "repo"),
+			listOutput("issues", issueSchema, nil),
+			func(ctx context.Context, c *client, in *listIssuesInput) (any, error) {
+				q := url.Values{}
+				setQuery(q, "state", in.State)
+				setQuery(q, "labels", strings.Join(in.Labels, ","))
+				setQuery(q, "assignee", in.Assignee)
+				setQuery(q, "creator", in.Creator)
+				setQuery(q, "mentioned", in.Mentioned)
+				setQuery(q, "since", in.Since)
+				setQuery(q, "sort", in.Sort)
+				setQuery(q, "direction", in.Direction)
+				items, _, more, err := listPages[ghIssue](ctx, c, in.path("/issues"), q, in.MaxItems, nil)
+				if err != nil {
+					return nil, err
+				}
+				return struct {
+					Issues  []Issue `json:"issues"`
+					Count   int     `json:"count"`
+					HasMore bool    `json:"has_more"`
+				}{issuesOut(items), len(items), more}, nil
+			}),
+		define(k, "get_issue", "Get Issue",
+			"Reads one issue (or pull request, through the issues API).",
+			object(with(repoProps, issueNumberProp), issueRequired...),
+			issueSchema,
+			func(ctx context.Context, c *client, in *issueNumberInput) (any, error) {
+				var g ghIssue
+				if err := c.getJSON(ctx, in.issuePath(), nil, &g); err != nil {
+					return nil, err
+				}
+				return g.out(), nil
+			}),
+	}
+}
+
+func issuesOut(gs []ghIssue) []Issue {
+	out := make([]Issue, len(gs))
+	for i, g := range gs {
+		out[i] = g.out()
+	}
+	return out
+}
+
+func setQuery(q url.Values, k, v string) {
+	if v != "" {
+		q.Set(k, v)
+	}
+}

@@ -1,0 +1,490 @@
+package codehost
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/triggerd/triggerd/connectors"
+	"github.com/triggerd/triggerd/connectors/internal/provhttp"
+)
+
+// PullRequest is the structured output of the pull request steps.
+type PullRequest struct {
+	Number             int      `json:"number"`
+	ID                 int64    `json:"id"`
+	Title              string   `json:"title"`
+	Body               string   `json:"body"`
+	State              string   `json:"state"`
+	Draft              bool     `json:"draft"`
+	Merged             bool     `json:"merged"`
+	Mergeable          *bool    `json:"mergeable,omitempty"`
+	User               string   `json:"user"`
+	Head               string   `json:"head"`
+	HeadSHA            string   `json:"head_sha"`
+	Base               string   `json:"base"`
+	BaseSHA            string   `json:"base_sha"`
+	Labels             []string `json:"labels"`
+	Assignees          []string `json:"assignees"`
+	RequestedReviewers []string `json:"requested_reviewers"`
+	HTMLURL            string   `json:"html_url"`
+	CreatedAt          string   `json:"created_at"`
+	UpdatedAt          string   `json:"updated_at"`
+	ClosedAt           string   `json:"closed_at,omitempty"`
+	MergedAt           string   `json:"merged_at,omitempty"`
+	MergeCommitSHA     string   `json:"merge_commit_sha,omitempty"`
+}
+
+type ghRef struct {
+	Ref string `json:"ref"`
+	SHA string `json:"sha"`
+}
+
+type ghPull struct {
+	Number             int       `json:"number"`
+	ID                 int64     `json:"id"`
+	Title              string    `json:"title"`
+	Body               string    `json:"body"`
+	State              string    `json:"state"`
+	Draft              bool      `json:"draft"`
+	Merged             bool      `json:"merged"`
+	Mergeable          *bool     `json:"mergeable"`
+	User               *ghUser   `json:"user"`
+	Head               ghRef     `json:"head"`
+	Base               ghRef     `json:"base"`
+	Labels             []ghLabel `json:"labels"`
+	Assignees          []ghUser  `json:"assignees"`
+	RequestedReviewers []ghUser  `json:"requested_reviewers"`
+	HTMLURL            string    `json:"html_url"`
+	CreatedAt          string    `json:"created_at"`
+	UpdatedAt          string    `json:"updated_at"`
+	ClosedAt           string    `json:"closed_at"`
+	MergedAt           string    `json:"merged_at"`
+	MergeCommitSHA     string    `json:"merge_commit_sha"`
+}
+
+func (g ghPull) out() PullRequest {
+	p := PullRequest{
+		Number: g.Number, ID: g.ID, Title: g.Title, Body: g.Body, State: g.State, Draft: g.Draft,
+		Merged: g.Merged || g.MergedAt != "", Mergeable: g.Mergeable, User: g.User.login(),
+		Head: g.Head.Ref, HeadSHA: g.Head.SHA, Base: g.Base.Ref, BaseSHA: g.Base.SHA,
+		Labels: make([]string, 0, len(g.Labels)), Assignees: logins(g.Assignees), RequestedReviewers: logins(g.RequestedReviewers),
+		HTMLURL: g.HTMLURL, CreatedAt: g.CreatedAt, UpdatedAt: g.UpdatedAt, ClosedAt: g.ClosedAt, MergedAt: g.MergedAt,
+	}
+	if p.Merged {
+		p.MergeCommitSHA = g.MergeCommitSHA
+	}
+	for _, l := range g.Labels {
+		p.Labels = append(p.Labels, l.Name)
+	}
+	return p
+}
+
+var pullSchema = object(props{
+	"number": integer("Pull request number."), "id": integer("Pull request id."), "title": str("Title."), "body": str("Body."),
+	"state": enum("State.", "open", "closed"), "draft": boolean("Whether it is a draft."), "merged": boolean("Whether it is merged."),
+	"mergeable": boolean("Whether GitHub can merge it; absent while GitHub is still computing it, and in lists."),
+	"user":      str("Author's login."), "head": str("Head branch."), "head_sha": str("Head commit sha."),
+	"base": str("Base branch."), "base_sha": str("Base commit sha."), "labels": stringArray("Label names."),
+	"assignees": stringArray("Assignees' logins."), "requested_reviewers": stringArray("Logins asked to review."),
+	"html_url": str("Web page."), "created_at": str("Created (RFC 3339)."), "updated_at": str("Last updated (RFC 3339)."),
+	"closed_at": str("Closed (RFC 3339)."), "merged_at": str("Merged (RFC 3339)."), "merge_commit_sha": str("The merge commit's sha."),
+}, "number", "id", "title", "body", "state", "draft", "merged", "user", "head", "head_sha", "base", "base_sha", "labels",
+	"assignees", "requested_reviewers", "html_url", "created_at", "updated_at")
+
+var pullNumberProp = props{"pull_number": positive("Pull request number.")}
+
+type pullNumberInput struct {
+	repoInput
+	PullNumber int `json:"pull_number"`
+}
+
+func (in *pullNumberInput) check() error {
+	var p problems
+	in.checkRepo(&p)
+	p.positive("pull_number", int64(in.PullNumber))
+	return p.err()
+}
+
+func (in *pullNumberInput) pullPath(rest ...string) string {
+	return in.path(append([]string{"/pulls/", strconv.Itoa(in.PullNumber)}, rest...)...)
+}
+
+type createPullInput struct {
+	repoInput
+	Head                string `json:"head"`
+	Base                string `json:"base"`
+	Title               string `json:"title"`
+	Body                string `json:"body,omitempty"`
+	Draft               bool   `json:"draft,omitempty"`
+	MaintainerCanModify *bool  `json:"maintainer_can_modify,omitempty"`
+}
+
+func (in *createPullInput) check() error {
+	var p problems
+	in.checkRepo(&p)
+	head := in.Head
+	if owner, branch, qualified := strings.Cut(head, ":"); qualified {
+		p.name("head owner", owner)
+		head = branch
+	}
+	p.branch("head", head, true)
+	p.branch("base", in.Base, true)
+	p.required("title", in.Title)
+	return p.err()
+}
+
+type updatePullInput struct {
+	pullNumberInput
+	Title               *string `json:"title,omitempty"`
+	Body                *string `json:"body,omitempty"`
+	State               string  `json:"state,omitempty"`
+	Base                string  `json:"base,omitempty"`
+	MaintainerCanModify *bool   `json:"maintainer_can_modify,omitempty"`
+}
+
+func (in *updatePullInput) check() error {
+	var p problems
+	in.checkRepo(&p)
+	p.positive("pull_number", int64(in.PullNumber))
+	if in.Title != nil {
+		p.required("title", *in.Title)
+	}
+	p.enum("state", in.State, "open", "closed")
+	p.branch("base", in.Base, false)
+	if in.Title == nil && in.Body == nil && in.State == "" && in.Base == "" && in.MaintainerCanModify == nil {
+		p.addf("nothing to update: give title, body, state, base or maintainer_can_modify")
+	}
+	return p.err()
+}
+
+type mergeInput struct {
+	pullNumberInput
+	MergeMethod   string `json:"merge_method,omitempty"`
+	CommitTitle   string `json:"commit_title,omitempty"`
+	CommitMessage string `json:"commit_message,omitempty"`
+	SHA           string `json:"sha,omitempty"`
+}
+
+func (in *mergeInput) check() error {
+	var p problems
+	in.checkRepo(&p)
+	p.positive("pull_number", int64(in.PullNumber))
+	p.enum("merge_method", in.MergeMethod, "merge", "squash", "rebase")
+	p.sha("sha", in.SHA, false)
+	return p.err()
+}
+
+type reviewersInput struct {
+	pullNumberInput
+	listInput
+}
+
+func (in *reviewersInput) check() error {
+	var p problems
+	in.checkRepo(&p)
+	in.checkList(&p)
+	p.positive("pull_number", int64(in.PullNumber))
+	return p.err()
+}
+
+type listPullsInput struct {
+	repoInput
+	listInput
+	State     string `json:"state,omitempty"`
+	Head      string `json:"head,omitempty"`
+	Base      string `json:"base,omitempty"`
+	Sort      string `json:"sort,omitempty"`
+	Direction string `json:"direction,omitempty"`
+}
+
+func (in *listPullsInput) check() error {
+	var p problems
+	in.checkRepo(&p)
+	in.checkList(&p)
+	p.enum("state", in.State, "open", "closed", "all")
+	p.enum("sort", in.Sort, "created", "updated", "popularity", "long-running")
+	p.enum("direction", in.Direction, "asc", "desc")
+	return p.err()
+}
+
+// Review is one submitted review in Get Reviewers.
+type Review struct {
+	ID          int64  `json:"id"`
+	Reviewer    string `json:"reviewer"`
+	State       string `json:"state"`
+	Body        string `json:"body"`
+	SubmittedAt string `json:"submitted_at,omitempty"`
+}
+
+type projectItemInput struct {
+	ProjectID string `json:"project_id"`
+	ItemID    string `json:"item_id"`
+	FieldID   string `json:"field_id"`
+	OptionID  string `json:"option_id"`
+}
+
+func (in *projectItemInput) check() error {
+	var p problems
+	p.required("project_id", in.ProjectID)
+	p.required("item_id", in.ItemID)
+	p.required("field_id", in.FieldID)
+	p.required("option_id", in.OptionID)
+	return p.err()
+}
+
+// updateItemMutation sets a single-select field (a Status) of a Projects
+// (v2) item.
+const updateItemMutation = `mutation($input: UpdateProjectV2ItemFieldValueInput!) {
+  updateProjectV2ItemFieldValue(input: $input) { projectV2Item { id } }
+}`
+
+// graphqlError maps the errors[] of a GraphQL answer (sent with HTTP 200).
+func graphqlError(errs []struct {
+	Type    string `json:"type"`
+	Message string `json:"message"`
+}) error {
+	e := errs[0]
+	code := connectors.CodeUpstream
+	switch e.Type {
+	case "NOT_FOUND":
+		code = connectors.CodeNotFound
+	case "FORBIDDEN", "INSUFFICIENT_SCOPES":
+		code = connectors.CodePermissionDenied
+	case "RATE_LIMITED":
+		return &connectors.Error{Code: connectors.CodeRateLimited, Message: "GitHub GraphQL: " + e.Message, RetryAfter: secondaryWait, Retryable: true}
+	case "UNPROCESSABLE", "":
+		code = connectors.CodeValidation
+	}
+	return &connectors.Error{Code: code, Message: "GitHub GraphQL: " + provhttp.Clip(e.Message)}
+}
+
+func (k *kit) pullSteps() []connectors.Step {
+	pullRequired := []string{"owner", "repo", "pull_number"}
+	return []connectors.Step{
+		define(k, "create_pull_request", "Create Pull Request",
+			"Opens a pull request from a head branch into a base branch.",
+			object(with(repoProps, props{
+				"head":                  text("Branch with the changes; owner:branch for a fork."),
+				"base":                  text("Branch to merge into."),
+				"title":                 text("Title."),
+				"body":                  str("Description (Markdown)."),
+				"draft":                 boolean("Open it as a draft."),
+				"maintainer_can_modify": boolean("Let maintainers push to the head branch (default true)."),
+			}), "owner", "repo", "head", "base", "title"),
+			pullSchema,
+			func(ctx context.Context, c *client, in *createPullInput) (any, error) {
+				var g ghPull
+				if _, err := c.sendJSON(ctx, http.MethodPost, in.path("/pulls"), struct {
+					Head                string `json:"head"`
+					Base                string `json:"base"`
+					Title               string `json:"title"`
+					Body                string `json:"body,omitempty"`
+					Draft               bool   `json:"draft,omitempty"`
+					MaintainerCanModify *bool  `json:"maintainer_can_modify,omitempty"`
+				}{in.Head, in.Base, in.Title, in.Body, in.Draft, in.MaintainerCanModify}, &g); err != nil {
+					return nil, err
+				}
+				return g.out(), nil
+			}),
+		define(k, "get_reviewers", "Get Reviewers",
+			"Lists who is asked to review a pull request and the reviews submitted, with their state.",
+			object(with(with(repoProps, pullNumberProp), maxItemsProp), pullRequired...),
+			object(props{
+				"pull_number":     integer("Pull request number."),
+				"requested_users": stringArray("Logins asked to review."),
+				"requested_teams": stringArray("Team slugs asked to review."),
+				"reviews": array(object(props{
+					"id": integer("Review id."), "reviewer": str("Reviewer's login."),
+					"state":        enum("Review state.", "APPROVED", "CHANGES_REQUESTED", "COMMENTED", "DISMISSED", "PENDING"),
+					"body":         str("Review comment."),
+					"submitted_at": str("Submitted (RFC 3339); absent while pending."),
+				}, "id", "reviewer", "state", "body"), "Submitted reviews, oldest first."),
+				"has_more": hasMoreProp,
+			}, "pull_number", "requested_users", "requested_teams", "reviews", "has_more"),
+			func(ctx context.Context, c *client, in *reviewersInput) (any, error) {
+				var req struct {
+					Users []ghUser `json:"users"`
+					Teams []struct {
+						Slug string `json:"slug"`
+					} `json:"teams"`
+				}
+				if err := c.getJSON(ctx, in.pullPath("/requested_reviewers"), nil, &req); err != nil {
+					return nil, err
+				}
+				type ghReview struct {
+					ID          int64   `json:"id"`
+					User        *ghUser `json:"user"`
+					State       string  `json:"state"`
+					Body        string  `json:"body"`
+					SubmittedAt string  `json:"submitted_at"`
+				}
+				rs, _, more, err := listPages[ghReview](ctx, c, in.pullPath("/reviews"), nil, in.MaxItems, nil)
+				if err != nil {
+					return nil, err
+				}
+				teams := make([]string, len(req.Teams))
+				for i, t := range req.Teams {
+					teams[i] = t.Slug
+				}
+				reviews := make([]Review, len(rs))
+				for i, r := range rs {
+					reviews[i] = Review{ID: r.ID, Reviewer: r.User.login(), State: r.State, Body: r.Body, SubmittedAt: r.SubmittedAt}
+				}
+				return struct {
+					PullNumber     int      `json:"pull_number"`
+					RequestedUsers []string `json:"requested_users"`
+					RequestedTeams []string `json:"requested_teams"`
+					Reviews        []Review `json:"reviews"`
+					HasMore        bool     `json:"has_more"`
+				}{in.PullNumber, logins(req.Users), teams, reviews, more}, nil
+			}),
+		define(k, "update_project_v2_item_status", "Update Project (V2) Item Status",
+			"Sets a Projects (v2) item's single-select field, such as Status, to one of its options (GraphQL updateProjectV2ItemFieldValue).",
+			object(props{
+				"project_id": text("Node id of the project (PVT_...)."),
+				"item_id":    text("Node id of the item (PVTI_...)."),
+				"field_id":   text("Node id of the single-select field, e.g. Status (PVTSSF_...)."),
+				"option_id":  text("Id of the option to set."),
+			}, "project_id", "item_id", "field_id", "option_id"),
+			object(props{
+				"project_id": str("Project node id."), "item_id": str("Item node id."),
+				"field_id": str("Field node id."), "option_id": str("The option now set."),
+			}, "project_id", "item_id", "field_id", "option_id"),
+			func(ctx context.Context, c *client, in *projectItemInput) (any, error) {
+				body := map[string]any{"query": updateItemMutation, "variables": map[string]any{"input": map[string]any{
+					"projectId": in.ProjectID, "itemId": in.ItemID, "fieldId": in.FieldID,
+					"value": map[string]string{"singleSelectOptionId": in.OptionID},
+				}}}
+				var r struct {
+					Data struct {
+						Update *struct {
+							Item struct {
+								ID string `json:"id"`
+							} `json:"projectV2Item"`
+						} `json:"updateProjectV2ItemFieldValue"`
+					} `json:"data"`
+					Errors []struct {
+						Type    string `json:"type"`
+						Message string `json:"message"`
+					} `json:"errors"`
+				}
+				if _, err := c.sendJSON(ctx, http.MethodPost, "/graphql", body, &r); err != nil {
+					return nil, err
+				}
+				if len(r.Errors) > 0 {
+					return nil, graphqlError(r.Errors)
+				}
+				if r.Data.Update == nil {
+					return nil, connectors.Errorf(connectors.CodeUpstream, "GitHub GraphQL answered without the updated item")
+				}
+				return projectItemInput{ProjectID: in.ProjectID, ItemID: r.Data.Update.Item.ID, FieldID: in.FieldID, OptionID: in.OptionID}, nil
+			}),
+		define(k, "merge_pull_request", "Merge Pull Request",
+			"Merges a pull request by merge commit, squash or rebase, optionally only if its head is still the given sha.",
+			object(with(with(repoProps, pullNumberProp), props{
+				"merge_method":   enum("How to merge (default merge).", "merge", "squash", "rebase"),
+				"commit_title":   str("Title of the merge commit."),
+				"commit_message": str("Extra detail for the merge commit."),
+				"sha":            schema{"type": "string", "pattern": shaPattern, "description": "Merge only if the head is still this sha."},
+			}), pullRequired...),
+			object(props{
+				"pull_number": integer("Pull request number."), "merged": boolean("Whether it was merged."),
+				"sha": str("The merge commit's sha."), "message": str("GitHub's message."),
+			}, "pull_number", "merged", "sha", "message"),
+			func(ctx context.Context, c *client, in *mergeInput) (any, error) {
+				body := map[string]any{}
+				setIf(body, "merge_method", in.MergeMethod)
+				setIf(body, "commit_title", in.CommitTitle)
+				setIf(body, "commit_message", in.CommitMessage)
+				setIf(body, "sha", in.SHA)
+				var r struct {
+					SHA     string `json:"sha"`
+					Merged  bool   `json:"merged"`
+					Message string `json:"message"`
+				}
+				if _, err := c.sendJSON(ctx, http.MethodPut, in.pullPath("/merge"), body, &r); err != nil {
+					return nil, err
+				}
+				return struct {
+					PullNumber int    `json:"pull_number"`
+					Merged     bool   `json:"merged"`
+					SHA        string `json:"sha"`
+					Message    string `json:"message"`
+				}{in.PullNumber, r.Merged, r.SHA, r.Message}, nil
+			}),
+		define(k, "list_pull_requests", "List Pull Requests",
+			"Lists a repository's pull requests, filtered by state, head or base branch.",
+			object(with(with(repoProps, maxItemsProp), props{
+				"state":     enum("Which pull requests (default open).", "open", "closed", "all"),
+				"head":      str("Only this head, as owner:branch."),
+				"base":      str("Only into this base branch."),
+				"sort":      enum("Sort by (default created).", "created", "updated", "popularity", "long-running"),
+				"direction": enum("Sort direction (default desc).", "asc", "desc"),
+			}), "owner", "repo"),
+			listOutput("pull_requests", pullSchema, nil),
+			func(ctx context.Context, c *client, in *listPullsInput) (any, error) {
+				q := url.Values{}
+				setQuery(q, "state", in.State)
+				setQuery(q, "head", in.Head)
+				setQuery(q, "base", in.Base)
+				setQuery(q, "sort", in.Sort)
+				setQuery(q, "direction", in.Direction)
+				ps, _, more, err := listPages[ghPull](ctx, c, in.path("/pulls"), q, in.MaxItems, nil)
+				if err != nil {
+					return nil, err
+				}
+				out := make([]PullRequest, len(ps))
+				for i, p := range ps {
+					out[i] = p.out()
+				}
+				return struct {
+					PullRequests []PullRequest `json:"pull_requests"`
+					Count        int           `json:"count"`
+					HasMore      bool          `json:"has_more"`
+				}{out, len(out), more}, nil
+			}),
+		define(k, "get_pull_request", "Get Pull Request",
+			"Reads one pull request, including whether it is merged and mergeable.",
+			object(with(repoProps, pullNumberProp), pullRequired...),
+			pullSchema,
+			func(ctx context.Context, c *client, in *pullNumberInput) (any, error) {
+				var g ghPull
+				if err := c.getJSON(ctx, in.pullPath(), nil, &g); err != nil {
+					return nil, err
+				}
+				return g.out(), nil
+			}),
+		define(k, "update_pull_request", "Update Pull Request",
+			"Changes a pull request's title, body, base branch or state (close or reopen).",
+			object(with(with(repoProps, pullNumberProp), props{
+				"title":                 text("New title."),
+				"body":                  str("New body."),
+				"state":                 enum("New state.", "open", "closed"),
+				"base":                  str("New base branch."),
+				"maintainer_can_modify": boolean("Let maintainers push to the head branch."),
+			}), pullRequired...),
+			pullSchema,
+			func(ctx context.Context, c *client, in *updatePullInput) (any, error) {
+				body := map[string]any{}
+				if in.Title != nil {
+					body["title"] = *in.Title
+				}
+				if in.Body != nil {
+					body["body"] = *in.Body
+				}
+				setIf(body, "state", in.State)
+				setIf(body, "base", in.Base)
+				if in.MaintainerCanModify != nil {
+					body["maintainer_can_modify"] = *in.MaintainerCanModify
+				}
+				var g ghPull
+				if _, err := c.sendJSON(ctx, http.MethodPatch, in.pullPath(), body, &g); err != nil {
+					return nil, err
+				}
+				return g.out(), nil
+			}),
+	}
+}
