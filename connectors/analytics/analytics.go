@@ -1,6 +1,12 @@
-// Package analytics implements the OAuth side of the analytics connector:
-// Google OAuth for Google Analytics 4.
+// Package analytics is the web-analytics connector (GA4 Data and Admin
+// APIs): its OAuth side for connected accounts (this file) and its tool
+// steps with their HTTP policy (steps*.go, client.go, policy.go,
+// quota.go: at most 10 concurrent requests per property, core and
+// realtime token budgets tracked from returnPropertyQuota and refused
+// early once spent, RESOURCE_EXHAUSTED as rate_limited). fakega is a
+// faithful in-process fake for tests and the sandbox.
 //
+// The OAuth side is Google OAuth for Google Analytics 4.
 // It requests offline access (a refresh token, re-issued on every consent)
 // with PKCE S256, identifies the Google account through the OpenID Connect
 // userinfo endpoint, lists the Analytics accounts the user can see through

@@ -1,6 +1,11 @@
-// Package deploy implements the OAuth side of the deployment connector: a
-// Vercel integration.
+// Package deploy is the deployment-platform connector (Vercel's API): its
+// OAuth side for connected accounts (this file) and its tool steps with
+// their HTTP policy (steps*.go, client.go, policy.go: rate-limit headers,
+// 429 as rate_limited, retries of idempotent requests; team accounts get
+// teamId). fakevercel is a faithful in-process fake for tests and the
+// sandbox.
 //
+// The OAuth side is a Vercel integration.
 // A Vercel integration is installed rather than authorized: the user is sent
 // to the integration's install page, picks a personal account or a team,
 // and Vercel redirects back with a code, the configuration id and, for team

@@ -1,0 +1,235 @@
+package analytics
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Retry policy and body bounds.
+const (
+	maxAttempts      = 3
+	defaultRetryBase = 250 * time.Millisecond
+	maxRetryDelay    = 4 * time.Second
+	// maxDataBody bounds a Data API answer (a report may be large).
+	maxDataBody = 32 << 20
+)
+
+// readMethods are the Data API custom methods that only read: POSTs that
+// are safe to send again.
+var readMethods = []string{
+	"runReport", "runPivotReport", "batchRunReports", "batchRunPivotReports",
+	"runRealtimeReport", "checkCompatibility", "runFunnelReport",
+}
+
+// policy is the HTTP policy every analytics step (API Call steps
+// included) runs under. One policy serves every account of a Toolkit.
+type policy struct {
+	data      *url.URL
+	quota     *quotaTracker
+	retryBase time.Duration
+}
+
+// wrap is Toolkit.Wrap.
+func (p *policy) wrap(_ string, base http.RoundTripper) http.RoundTripper {
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	return &policyTransport{p: p, base: base}
+}
+
+type policyTransport struct {
+	p    *policy
+	base http.RoundTripper
+}
+
+// dataCall recognises a Data API request on a property:
+// {data}/v1beta/properties/{id}:{method} or …/properties/{id}/metadata.
+func (p *policy) dataCall(u *url.URL) (property, method string, ok bool) {
+	if p.data == nil || u.Scheme != p.data.Scheme || u.Host != p.data.Host {
+		return "", "", false
+	}
+	rest, ok := strings.CutPrefix(u.Path, strings.TrimRight(p.data.Path, "/")+"/")
+	if !ok {
+		return "", "", false
+	}
+	_, rest, ok = strings.Cut(rest, "/") // the version: v1beta, v1alpha
+	if !ok {
+		return "", "", false
+	}
+	rest, ok = strings.CutPrefix(rest, "properties/")
+	if !ok {
+		return "", "", false
+	}
+	if id, m, ok := strings.Cut(rest, ":"); ok && digits(id) && !strings.Contains(m, "/") {
+		return id, m, true
+	}
+	if id, ok := strings.CutSuffix(rest, "/metadata"); ok && digits(id) {
+		return id, "metadata", true
+	}
+	return "", "", false
+}
+
+func digits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// RoundTrip sends a request under the policy. A Data API request on a
+// property first takes one of the property's ten request slots (waiting
+// while all are busy, until the context ends) and is refused, unsent, with
+// CodeRateLimited when its quota category is known to be spent; its answer
+// is read whole so the slot is freed and its propertyQuota (or a 429's
+// message) updates what is known. Reads — GET, HEAD, and the Data API's
+// report methods — are retried on network errors and 5xx answers.
+func (t *policyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	prop, method, isData := t.p.dataCall(req.URL)
+	read := isIdempotent(req) || (isData && req.Method == http.MethodPost && slices.Contains(readMethods, method))
+	if !isData {
+		return retry(req, t.p.retryBase, read, t.base.RoundTrip)
+	}
+	cat := coreQuota
+	if method == "runRealtimeReport" {
+		cat = realtimeQuota
+	}
+	release, err := t.p.quota.acquire(req.Context(), prop)
+	if err != nil {
+		closeBody(req)
+		return nil, err
+	}
+	defer release()
+	if err := t.p.quota.check(prop, cat); err != nil {
+		closeBody(req)
+		return nil, err
+	}
+	resp, err := retry(req, t.p.retryBase, read, t.base.RoundTrip)
+	if err != nil {
+		return nil, err
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxDataBody+1))
+	resp.Body.Close()
+	if err != nil {
+		return nil, fmt.Errorf("read the answer: %w", err)
+	}
+	if len(body) > maxDataBody {
+		return nil, fmt.Errorf("the answer exceeds %d bytes", maxDataBody)
+	}
+	switch resp.StatusCode {
+	case http.StatusOK:
+		t.p.quota.observe(prop, cat, extractQuota(body))
+	case http.StatusTooManyRequests:
+		t.p.quota.exhausted(prop, cat, googleMessage(body))
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	resp.ContentLength = int64(len(body))
+	resp.Header.Del("Content-Length")
+	return resp, nil
+}
+
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+}
+
+// googleMessage is the message of Google's error envelope, or "".
+func googleMessage(body []byte) string {
+	var e googleError
+	_ = json.Unmarshal(body, &e) // a foreign body leaves it empty
+	return e.Error.Message
+}
+
+// isIdempotent reports whether req's method is idempotent, or it carries
+// an Idempotency-Key, as net/http decides.
+func isIdempotent(req *http.Request) bool {
+	switch req.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	_, a := req.Header["Idempotency-Key"]
+	_, b := req.Header["X-Idempotency-Key"]
+	return a || b
+}
+
+// retry sends req through send and, when read is true, sends it again on
+// a network error or a 500, 502, 503 or 504 answer: at most maxAttempts
+// attempts, waiting base·2ⁿ with jitter (or a shorter Retry-After) between
+// them, and never past the context's deadline: when the wait would cross
+// it, the last answer is returned.
+func retry(req *http.Request, base time.Duration, read bool, send func(*http.Request) (*http.Response, error)) (*http.Response, error) {
+	ctx := req.Context()
+	canRetry := read && (req.Body == nil || req.Body == http.NoBody || req.GetBody != nil)
+	for attempt := 1; ; attempt++ {
+		r := req
+		if attempt > 1 {
+			r = req.Clone(ctx)
+			if req.Body != nil && req.Body != http.NoBody {
+				body, err := req.GetBody()
+				if err != nil {
+					return nil, err
+				}
+				r.Body = body
+			}
+		}
+		resp, err := send(r)
+		if !canRetry || attempt >= maxAttempts || !retryable(resp, err) || ctx.Err() != nil {
+			return resp, err
+		}
+		wait := backoff(base, attempt, resp)
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= wait {
+			return resp, err
+		}
+		if resp != nil {
+			io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+			resp.Body.Close()
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, ctx.Err()
+		case <-timer.C:
+		}
+	}
+}
+
+func retryable(resp *http.Response, err error) bool {
+	if err != nil {
+		return true
+	}
+	switch resp.StatusCode {
+	case http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
+}
+
+// backoff is the wait before attempt+1: base·2^(attempt-1), capped, with
+// "equal jitter", or a shorter Retry-After.
+func backoff(base time.Duration, attempt int, resp *http.Response) time.Duration {
+	if resp != nil {
+		if v := strings.TrimSpace(resp.Header.Get("Retry-After")); v != "" {
+			if s, err := strconv.Atoi(v); err == nil && s >= 0 && time.Duration(s)*time.Second <= maxRetryDelay {
+				return time.Duration(s) * time.Second
+			}
+		}
+	}
+	d := min(base<<(attempt-1), maxRetryDelay)
+	half := d / 2
+	return half + rand.N(half+1)
+}

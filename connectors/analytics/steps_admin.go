@@ -1,0 +1,562 @@
+package analytics
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf16"
+
+	"github.com/triggerd/triggerd/connectors"
+)
+
+// List bounds: the Admin API pages by at most 200.
+const (
+	defaultListLimit = 200
+	maxListLimit     = 1000
+	maxAdminPageSize = 200
+	maxListPages     = 100
+)
+
+// industryCategories is the Admin API's IndustryCategory enum.
+var industryCategories = []string{
+	"INDUSTRY_CATEGORY_UNSPECIFIED", "AUTOMOTIVE", "BUSINESS_AND_INDUSTRIAL_MARKETS", "FINANCE", "HEALTHCARE",
+	"TECHNOLOGY", "TRAVEL", "OTHER", "ARTS_AND_ENTERTAINMENT", "BEAUTY_AND_FITNESS", "BOOKS_AND_LITERATURE",
+	"FOOD_AND_DRINK", "GAMES", "HOBBIES_AND_LEISURE", "HOME_AND_GARDEN", "INTERNET_AND_TELECOM",
+	"LAW_AND_GOVERNMENT", "NEWS", "ONLINE_COMMUNITIES", "PEOPLE_AND_SOCIETY", "PETS_AND_ANIMALS",
+	"REAL_ESTATE", "REFERENCE", "SCIENCE", "SPORTS", "JOBS_AND_EDUCATION", "SHOPPING",
+}
+
+var (
+	currencyPattern   = regexp.MustCompile(`^[A-Z]{3}$`)
+	dataStreamPattern = regexp.MustCompile(`^[0-9]+$`)
+)
+
+// splitName splits "properties/1/<collection>/2" into "properties/1" and
+// "2".
+func splitName(name, collection string) (string, string) {
+	prop, id, ok := strings.Cut(name, "/"+collection+"/")
+	if !ok {
+		return "", ""
+	}
+	return prop, id
+}
+
+// listPages GETs a token-paginated Admin list, following nextPageToken
+// until limit items are read; it returns the items and the token of the
+// rest ("" at the end).
+func listPages[T any](ctx context.Context, c *client, base call, key string, limit int, pageToken string) ([]T, string, error) {
+	var items []T
+	seen := map[string]bool{}
+	u, err := url.Parse(base.url)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", base.op, err)
+	}
+	q := u.Query()
+	for range maxListPages {
+		q.Set("pageSize", strconv.Itoa(min(limit-len(items), maxAdminPageSize)))
+		q.Del("pageToken")
+		if pageToken != "" {
+			q.Set("pageToken", pageToken)
+		}
+		u.RawQuery = q.Encode()
+		cl := base
+		cl.url = u.String()
+		var page map[string]json.RawMessage
+		if err := c.do(ctx, cl, &page); err != nil {
+			return nil, "", err
+		}
+		if raw, ok := page[key]; ok {
+			var got []T
+			if err := json.Unmarshal(raw, &got); err != nil {
+				return nil, "", connectors.Errorf(connectors.CodeUpstream, "%s: decode %s: %v", base.op, key, err)
+			}
+			items = append(items, got...)
+		}
+		next := ""
+		if raw, ok := page["nextPageToken"]; ok {
+			json.Unmarshal(raw, &next)
+		}
+		if next == "" || len(items) >= limit {
+			return items[:min(len(items), limit)], next, nil
+		}
+		if seen[next] {
+			return nil, "", connectors.Errorf(connectors.CodeUpstream, "%s: google repeated a page token", base.op)
+		}
+		seen[next] = true
+		pageToken = next
+	}
+	return nil, "", connectors.Errorf(connectors.CodeUpstream, "%s: more than %d pages", base.op, maxListPages)
+}
+
+// listLimit validates an optional list limit.
+func listLimit(limit *int) (int, error) {
+	if limit == nil {
+		return defaultListLimit, nil
+	}
+	if *limit < 1 || *limit > maxListLimit {
+		return 0, connectors.Errorf(connectors.CodeValidation, "limit %d is outside 1..%d", *limit, maxListLimit)
+	}
+	return *limit, nil
+}
+
+// Property is a GA4 property.
+type Property struct {
+	// Property is properties/{id}.
+	Property         string `json:"property"`
+	PropertyID       string `json:"property_id"`
+	DisplayName      string `json:"display_name"`
+	TimeZone         string `json:"time_zone"`
+	CurrencyCode     string `json:"currency_code,omitempty"`
+	IndustryCategory string `json:"industry_category,omitempty"`
+	// Parent is accounts/{id} (or a property, for subproperties).
+	Parent       string `json:"parent"`
+	Account      string `json:"account,omitempty"`
+	PropertyType string `json:"property_type,omitempty"`
+	ServiceLevel string `json:"service_level,omitempty"`
+	CreateTime   string `json:"create_time,omitempty"`
+	UpdateTime   string `json:"update_time,omitempty"`
+	DeleteTime   string `json:"delete_time,omitempty"`
+}
+
+type gaProperty struct {
+	Name             string `json:"name"`
+	PropertyType     string `json:"propertyType"`
+	CreateTime       string `json:"createTime"`
+	UpdateTime       string `json:"updateTime"`
+	Parent           string `json:"parent"`
+	DisplayName      string `json:"displayName"`
+	IndustryCategory string `json:"industryCategory"`
+	TimeZone         string `json:"timeZone"`
+	CurrencyCode     string `json:"currencyCode"`
+	ServiceLevel     string `json:"serviceLevel"`
+	DeleteTime       string `json:"deleteTime"`
+	Account          string `json:"account"`
+}
+
+func (p gaProperty) out() Property {
+	return Property{
+		Property: p.Name, PropertyID: strings.TrimPrefix(p.Name, "properties/"), DisplayName: p.DisplayName,
+		TimeZone: p.TimeZone, CurrencyCode: p.CurrencyCode, IndustryCategory: p.IndustryCategory,
+		Parent: p.Parent, Account: p.Account, PropertyType: p.PropertyType, ServiceLevel: p.ServiceLevel,
+		CreateTime: p.CreateTime, UpdateTime: p.UpdateTime, DeleteTime: p.DeleteTime,
+	}
+}
+
+type createPropertyIn struct {
+	DisplayName      string `json:"display_name"`
+	TimeZone         string `json:"time_zone"`
+	CurrencyCode     string `json:"currency_code"`
+	IndustryCategory string `json:"industry_category"`
+	Account          string `json:"account"`
+}
+
+// createProperty runs Create properties: POST v1beta/properties under the
+// account (default: the first analytics account of the connected
+// account). It needs the Administrator role on that account.
+func (tk *toolkit) createProperty(ctx context.Context, env connectors.Env, input json.RawMessage) (any, error) {
+	var in createPropertyIn
+	if err := decodeInput(input, &in); err != nil {
+		return nil, err
+	}
+	name := strings.TrimSpace(in.DisplayName)
+	if name == "" || len(utf16.Encode([]rune(name))) > 100 {
+		return nil, connectors.Errorf(connectors.CodeValidation, "display_name: want 1 to 100 characters (UTF-16 code units)")
+	}
+	if in.TimeZone == "" || in.TimeZone == "Local" {
+		return nil, connectors.Errorf(connectors.CodeValidation, "time_zone: want an IANA time zone such as America/Los_Angeles")
+	}
+	if _, err := time.LoadLocation(in.TimeZone); err != nil {
+		return nil, connectors.Errorf(connectors.CodeValidation, "time_zone %q is not an IANA time zone (e.g. America/Los_Angeles, Europe/Berlin)", in.TimeZone)
+	}
+	if !currencyPattern.MatchString(in.CurrencyCode) {
+		return nil, connectors.Errorf(connectors.CodeValidation, "currency_code %q: want an ISO 4217 code of three capital letters, e.g. USD", in.CurrencyCode)
+	}
+	if in.IndustryCategory != "" && !slices.Contains(industryCategories, in.IndustryCategory) {
+		return nil, connectors.Errorf(connectors.CodeValidation, "industry_category %q is not one of %s", in.IndustryCategory, strings.Join(industryCategories, ", "))
+	}
+	account := in.Account
+	if account == "" {
+		account = defaultAccount(env.Account.Metadata)
+		if account == "" {
+			return nil, connectors.Errorf(connectors.CodeValidation, "account: the connected account lists no analytics account; name one as accounts/<id>")
+		}
+	}
+	if !accountPattern.MatchString(account) {
+		return nil, connectors.Errorf(connectors.CodeValidation, "account %q: want accounts/<numeric id>", account)
+	}
+	body := map[string]string{"parent": account, "displayName": name, "timeZone": in.TimeZone, "currencyCode": in.CurrencyCode}
+	if in.IndustryCategory != "" {
+		body["industryCategory"] = in.IndustryCategory
+	}
+	c, err := tk.newClient(env)
+	if err != nil {
+		return nil, err
+	}
+	var p gaProperty
+	err = c.do(ctx, call{
+		op:     "create property in " + account,
+		denied: "creating a property needs the Administrator role on " + account,
+		method: http.MethodPost,
+		url:    c.admin + "/v1beta/properties",
+		body:   body,
+	}, &p)
+	if err != nil {
+		return nil, err
+	}
+	return p.out(), nil
+}
+
+type listPropertiesIn struct {
+	Account     string `json:"account"`
+	ShowDeleted bool   `json:"show_deleted"`
+	Limit       *int   `json:"limit"`
+	PageToken   string `json:"page_token"`
+}
+
+// PropertyList is the output of List Properties.
+type PropertyList struct {
+	Properties []Property `json:"properties"`
+	// NextPageToken continues the list (pass it as page_token), nil at its
+	// end.
+	NextPageToken *string `json:"next_page_token"`
+}
+
+func nextToken(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// listProperties runs List Properties: GET
+// v1beta/properties?filter=parent:accounts/{id}.
+func (tk *toolkit) listProperties(ctx context.Context, env connectors.Env, input json.RawMessage) (any, error) {
+	var in listPropertiesIn
+	if err := decodeInput(input, &in); err != nil {
+		return nil, err
+	}
+	limit, err := listLimit(in.Limit)
+	if err != nil {
+		return nil, err
+	}
+	account := in.Account
+	if account == "" {
+		account = defaultAccount(env.Account.Metadata)
+		if account == "" {
+			return nil, connectors.Errorf(connectors.CodeValidation, "account: the connected account lists no analytics account; name one as accounts/<id>")
+		}
+	}
+	if !accountPattern.MatchString(account) {
+		return nil, connectors.Errorf(connectors.CodeValidation, "account %q: want accounts/<numeric id>", account)
+	}
+	c, err := tk.newClient(env)
+	if err != nil {
+		return nil, err
+	}
+	q := url.Values{"filter": {"parent:" + account}}
+	if in.ShowDeleted {
+		q.Set("showDeleted", "true")
+	}
+	items, next, err := listPages[gaProperty](ctx, c, call{
+		op:     "list properties of " + account,
+		denied: "listing properties needs access to " + account,
+		method: http.MethodGet,
+		url:    c.admin + "/v1beta/properties?" + q.Encode(),
+	}, "properties", limit, in.PageToken)
+	if err != nil {
+		return nil, err
+	}
+	out := PropertyList{Properties: make([]Property, 0, len(items)), NextPageToken: nextToken(next)}
+	for _, p := range items {
+		out.Properties = append(out.Properties, p.out())
+	}
+	return out, nil
+}
+
+type propertyIn struct {
+	Property string `json:"property"`
+}
+
+// getProperty runs Get Property: GET v1beta/properties/{id}.
+func (tk *toolkit) getProperty(ctx context.Context, env connectors.Env, input json.RawMessage) (any, error) {
+	var in propertyIn
+	if err := decodeInput(input, &in); err != nil {
+		return nil, err
+	}
+	id, err := propertyID("property", in.Property)
+	if err != nil {
+		return nil, err
+	}
+	c, err := tk.newClient(env)
+	if err != nil {
+		return nil, err
+	}
+	var p gaProperty
+	err = c.do(ctx, call{
+		op:     "read properties/" + id,
+		denied: "reading a property needs at least the Viewer role on properties/" + id,
+		method: http.MethodGet,
+		url:    fmt.Sprintf("%s/v1beta/properties/%s", c.admin, id),
+	}, &p)
+	if err != nil {
+		return nil, err
+	}
+	return p.out(), nil
+}
+
+type listInPropertyIn struct {
+	Property  string `json:"property"`
+	Limit     *int   `json:"limit"`
+	PageToken string `json:"page_token"`
+}
+
+// KeyEventList is the output of List Key Events.
+type KeyEventList struct {
+	KeyEvents     []KeyEvent `json:"key_events"`
+	NextPageToken *string    `json:"next_page_token"`
+}
+
+// listKeyEvents runs List Key Events: GET v1beta/properties/{id}/keyEvents.
+func (tk *toolkit) listKeyEvents(ctx context.Context, env connectors.Env, input json.RawMessage) (any, error) {
+	var in listInPropertyIn
+	if err := decodeInput(input, &in); err != nil {
+		return nil, err
+	}
+	id, err := propertyID("property", in.Property)
+	if err != nil {
+		return nil, err
+	}
+	limit, err := listLimit(in.Limit)
+	if err != nil {
+		return nil, err
+	}
+	c, err := tk.newClient(env)
+	if err != nil {
+		return nil, err
+	}
+	items, next, err := listPages[gaKeyEvent](ctx, c, call{
+		op:     "list key events of properties/" + id,
+		denied: "listing key events needs at least the Viewer role on properties/" + id,
+		method: http.MethodGet,
+		url:    fmt.Sprintf("%s/v1beta/properties/%s/keyEvents", c.admin, id),
+	}, "keyEvents", limit, in.PageToken)
+	if err != nil {
+		return nil, err
+	}
+	out := KeyEventList{KeyEvents: make([]KeyEvent, 0, len(items)), NextPageToken: nextToken(next)}
+	for _, k := range items {
+		out.KeyEvents = append(out.KeyEvents, k.out())
+	}
+	return out, nil
+}
+
+// DataStream is a GA4 data stream.
+type DataStream struct {
+	// DataStream is properties/{id}/dataStreams/{id}.
+	DataStream   string `json:"data_stream"`
+	DataStreamID string `json:"data_stream_id"`
+	Property     string `json:"property"`
+	// Type is WEB_DATA_STREAM, ANDROID_APP_DATA_STREAM or
+	// IOS_APP_DATA_STREAM.
+	Type          string `json:"type"`
+	DisplayName   string `json:"display_name,omitempty"`
+	MeasurementID string `json:"measurement_id,omitempty"`
+	DefaultURI    string `json:"default_uri,omitempty"`
+	PackageName   string `json:"package_name,omitempty"`
+	BundleID      string `json:"bundle_id,omitempty"`
+	FirebaseAppID string `json:"firebase_app_id,omitempty"`
+	CreateTime    string `json:"create_time,omitempty"`
+	UpdateTime    string `json:"update_time,omitempty"`
+}
+
+type gaDataStream struct {
+	Name          string `json:"name"`
+	Type          string `json:"type"`
+	DisplayName   string `json:"displayName"`
+	CreateTime    string `json:"createTime"`
+	UpdateTime    string `json:"updateTime"`
+	WebStreamData *struct {
+		MeasurementID string `json:"measurementId"`
+		FirebaseAppID string `json:"firebaseAppId"`
+		DefaultURI    string `json:"defaultUri"`
+	} `json:"webStreamData"`
+	AndroidAppStreamData *struct {
+		FirebaseAppID string `json:"firebaseAppId"`
+		PackageName   string `json:"packageName"`
+	} `json:"androidAppStreamData"`
+	IOSAppStreamData *struct {
+		FirebaseAppID string `json:"firebaseAppId"`
+		BundleID      string `json:"bundleId"`
+	} `json:"iosAppStreamData"`
+}
+
+func (d gaDataStream) out() DataStream {
+	prop, id := splitName(d.Name, "dataStreams")
+	out := DataStream{DataStream: d.Name, DataStreamID: id, Property: prop, Type: d.Type,
+		DisplayName: d.DisplayName, CreateTime: d.CreateTime, UpdateTime: d.UpdateTime}
+	if w := d.WebStreamData; w != nil {
+		out.MeasurementID, out.DefaultURI, out.FirebaseAppID = w.MeasurementID, w.DefaultURI, w.FirebaseAppID
+	}
+	if a := d.AndroidAppStreamData; a != nil {
+		out.PackageName, out.FirebaseAppID = a.PackageName, a.FirebaseAppID
+	}
+	if i := d.IOSAppStreamData; i != nil {
+		out.BundleID, out.FirebaseAppID = i.BundleID, i.FirebaseAppID
+	}
+	return out
+}
+
+// DataStreamList is the output of List Data Streams.
+type DataStreamList struct {
+	DataStreams   []DataStream `json:"data_streams"`
+	NextPageToken *string      `json:"next_page_token"`
+}
+
+// listDataStreams runs List Data Streams: GET
+// v1beta/properties/{id}/dataStreams.
+func (tk *toolkit) listDataStreams(ctx context.Context, env connectors.Env, input json.RawMessage) (any, error) {
+	var in listInPropertyIn
+	if err := decodeInput(input, &in); err != nil {
+		return nil, err
+	}
+	id, err := propertyID("property", in.Property)
+	if err != nil {
+		return nil, err
+	}
+	limit, err := listLimit(in.Limit)
+	if err != nil {
+		return nil, err
+	}
+	c, err := tk.newClient(env)
+	if err != nil {
+		return nil, err
+	}
+	items, next, err := listPages[gaDataStream](ctx, c, call{
+		op:     "list data streams of properties/" + id,
+		denied: "listing data streams needs at least the Viewer role on properties/" + id,
+		method: http.MethodGet,
+		url:    fmt.Sprintf("%s/v1beta/properties/%s/dataStreams", c.admin, id),
+	}, "dataStreams", limit, in.PageToken)
+	if err != nil {
+		return nil, err
+	}
+	out := DataStreamList{DataStreams: make([]DataStream, 0, len(items)), NextPageToken: nextToken(next)}
+	for _, d := range items {
+		out.DataStreams = append(out.DataStreams, d.out())
+	}
+	return out, nil
+}
+
+type getDataStreamIn struct {
+	Property     string `json:"property"`
+	DataStreamID string `json:"data_stream_id"`
+}
+
+// getDataStream runs Get Data Stream: GET
+// v1beta/properties/{id}/dataStreams/{id}.
+func (tk *toolkit) getDataStream(ctx context.Context, env connectors.Env, input json.RawMessage) (any, error) {
+	var in getDataStreamIn
+	if err := decodeInput(input, &in); err != nil {
+		return nil, err
+	}
+	id, err := propertyID("property", in.Property)
+	if err != nil {
+		return nil, err
+	}
+	if !dataStreamPattern.MatchString(in.DataStreamID) {
+		return nil, connectors.Errorf(connectors.CodeValidation, "data_stream_id %q: want the numeric id", in.DataStreamID)
+	}
+	c, err := tk.newClient(env)
+	if err != nil {
+		return nil, err
+	}
+	var d gaDataStream
+	err = c.do(ctx, call{
+		op:     fmt.Sprintf("read data stream %s of properties/%s", in.DataStreamID, id),
+		denied: "reading a data stream needs at least the Viewer role on properties/" + id,
+		method: http.MethodGet,
+		url:    fmt.Sprintf("%s/v1beta/properties/%s/dataStreams/%s", c.admin, id, in.DataStreamID),
+	}, &d)
+	if err != nil {
+		return nil, err
+	}
+	return d.out(), nil
+}
+
+type listSummariesIn struct {
+	Limit     *int   `json:"limit"`
+	PageToken string `json:"page_token"`
+}
+
+// AccountSummary is an analytics account and the properties the
+// connected account can see in it.
+type AccountSummary struct {
+	Account     string            `json:"account"`
+	DisplayName string            `json:"display_name"`
+	Properties  []PropertySummary `json:"properties"`
+}
+
+// PropertySummary names a property of an AccountSummary.
+type PropertySummary struct {
+	Property     string `json:"property"`
+	DisplayName  string `json:"display_name"`
+	PropertyType string `json:"property_type,omitempty"`
+	Parent       string `json:"parent,omitempty"`
+}
+
+// AccountSummaryList is the output of List Account Summaries.
+type AccountSummaryList struct {
+	AccountSummaries []AccountSummary `json:"account_summaries"`
+	NextPageToken    *string          `json:"next_page_token"`
+}
+
+// listAccountSummaries runs List Account Summaries: GET
+// v1beta/accountSummaries.
+func (tk *toolkit) listAccountSummaries(ctx context.Context, env connectors.Env, input json.RawMessage) (any, error) {
+	var in listSummariesIn
+	if err := decodeInput(input, &in); err != nil {
+		return nil, err
+	}
+	limit, err := listLimit(in.Limit)
+	if err != nil {
+		return nil, err
+	}
+	c, err := tk.newClient(env)
+	if err != nil {
+		return nil, err
+	}
+	type summary struct {
+		Account           string `json:"account"`
+		DisplayName       string `json:"displayName"`
+		PropertySummaries []struct {
+			Property     string `json:"property"`
+			DisplayName  string `json:"displayName"`
+			PropertyType string `json:"propertyType"`
+			Parent       string `json:"parent"`
+		} `json:"propertySummaries"`
+	}
+	items, next, err := listPages[summary](ctx, c, call{
+		op:     "list account summaries",
+		method: http.MethodGet,
+		url:    c.admin + "/v1beta/accountSummaries",
+	}, "accountSummaries", limit, in.PageToken)
+	if err != nil {
+		return nil, err
+	}
+	out := AccountSummaryList{AccountSummaries: make([]AccountSummary, 0, len(items)), NextPageToken: nextToken(next)}
+	for _, s := range items {
+		a := AccountSummary{Account: s.Account, DisplayName: s.DisplayName, Properties: []PropertySummary{}}
+		for _, p := range s.PropertySummaries {
+			a.Properties = append(a.Properties, PropertySummary{p.Property, p.DisplayName, p.PropertyType, p.Parent})
+		}
+		out.AccountSummaries = append(out.AccountSummaries, a)
+	}
+	return out, nil
+}

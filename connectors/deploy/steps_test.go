@@ -1,0 +1,563 @@
+package deploy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/triggerd/triggerd/connectors"
+	"github.com/triggerd/triggerd/connectors/deploy/fakevercel"
+)
+
+// clock is a settable test clock.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// bearer adds a token as the platform's account client does.
+type bearer struct {
+	token string
+	base  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.base.RoundTrip(r)
+}
+
+var (
+	personal = connectors.AccountInfo{ID: "acc_personal", Login: "fake0001", ExternalID: fakevercel.DefaultUserID,
+		Metadata: map[string]string{MetaUserID: fakevercel.DefaultUserID}}
+	team = connectors.AccountInfo{ID: "acc_team", Login: "acme", ExternalID: fakevercel.DefaultTeamID,
+		Metadata: map[string]string{MetaTeamID: fakevercel.DefaultTeamID, MetaUserID: fakevercel.DefaultUserID}}
+)
+
+type harness struct {
+	fake  *fakevercel.Server
+	clock *clock
+	tk    connectors.Toolkit
+	token string
+}
+
+func newHarness(t testing.TB) *harness {
+	t.Helper()
+	clk := &clock{t: time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)}
+	fake := fakevercel.New(fakevercel.Options{Now: clk.Now})
+	u := fake.Start()
+	t.Cleanup(fake.Close)
+	return &harness{
+		fake:  fake,
+		clock: clk,
+		tk:    NewToolkit(ToolkitOptions{APIBaseURL: u, Now: clk.Now, retryBase: time.Millisecond}),
+		token: "vercel-token-1",
+	}
+}
+
+func (h *harness) step(t testing.TB, id string) connectors.Step {
+	t.Helper()
+	i := slices.IndexFunc(h.tk.Steps, func(s connectors.Step) bool { return s.ID == id })
+	if i < 0 {
+		t.Fatalf("no step %s", id)
+	}
+	return h.tk.Steps[i]
+}
+
+func (h *harness) env(acc connectors.AccountInfo) connectors.Env {
+	return connectors.Env{
+		HTTP:    &http.Client{Transport: h.tk.Wrap(acc.ID, bearer{token: h.token, base: http.DefaultTransport})},
+		Account: acc,
+	}
+}
+
+// run validates input against the step's schema, runs the step and
+// validates a successful output against the output schema; it returns the
+// output as generic JSON.
+func (h *harness) run(t *testing.T, id string, acc connectors.AccountInfo, input string) (map[string]any, error) {
+	t.Helper()
+	s := h.step(t, id)
+	if err := compile(t, s.Input).Validate(mustJSON(t, input)); err != nil {
+		t.Fatalf("%s: input %s does not match the schema: %v", id, input, err)
+	}
+	out, err := s.Run(context.Background(), h.env(acc), json.RawMessage(input))
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := mustJSON(t, string(b))
+	if err := compile(t, s.Output).Validate(doc); err != nil {
+		t.Fatalf("%s: output %s does not match the schema: %v", id, b, err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m, nil
+}
+
+func compile(t testing.TB, raw json.RawMessage) *jsonschema.Schema {
+	t.Helper()
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatalf("schema is not JSON: %v", err)
+	}
+	c := jsonschema.NewCompiler()
+	c.AssertFormat()
+	if err := c.AddResource("mem:schema.json", doc); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Compile("mem:schema.json")
+	if err != nil {
+		t.Fatalf("schema does not compile: %v", err)
+	}
+	return s
+}
+
+func mustJSON(t testing.TB, s string) any {
+	t.Helper()
+	v, err := jsonschema.UnmarshalJSON(strings.NewReader(s))
+	if err != nil {
+		t.Fatalf("not JSON: %v: %s", err, s)
+	}
+	return v
+}
+
+func wantCode(t *testing.T, err error, code connectors.ErrorCode) *connectors.Error {
+	t.Helper()
+	var ce *connectors.Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("err = %v (%T), want a *connectors.Error %s", err, err, code)
+	}
+	if ce.Code != code {
+		t.Fatalf("code = %s (%v), want %s", ce.Code, ce, code)
+	}
+	return ce
+}
+
+func linkedProject(h *harness, owner string, branches ...string) fakevercel.Project {
+	return h.fake.AddProject(fakevercel.Project{
+		Name:    "web",
+		OwnerID: owner,
+		Link:    &fakevercel.GitRepo{Org: "acme", Repo: "web", RepoID: 4242, ProductionBranch: "main", Branches: branches},
+	})
+}
+
+func TestToolkitShape(t *testing.T) {
+	tk := NewToolkit(ToolkitOptions{})
+	if tk.Connector != "deploy" || tk.Wrap == nil {
+		t.Fatalf("toolkit = %+v", tk)
+	}
+	want := map[string]string{
+		"deploy.create_deployment": "Create Deployment",
+		"deploy.list_deployments":  "List Deployments",
+		"deploy.cancel_deployment": "Cancel Deployment",
+	}
+	if len(tk.Steps) != len(want) {
+		t.Fatalf("%d steps, want %d", len(tk.Steps), len(want))
+	}
+	for _, s := range tk.Steps {
+		if want[s.ID] != s.Name || s.Connector != "deploy" || s.Description == "" || s.Run == nil {
+			t.Errorf("step %s %q: unexpected shape", s.ID, s.Name)
+		}
+	}
+}
+
+func TestSchemasCompileAndExamplesValidate(t *testing.T) {
+	tk := NewToolkit(ToolkitOptions{})
+	examples := map[string]struct{ good, bad []string }{
+		StepCreateDeployment: {
+			good: []string{
+				`{"project":"web"}`,
+				`{"project":"prj_123","branch":"feature/login","environment":"production","meta":{"ticket":"OPS-1"}}`,
+				`{"project":"web","environment":"preview","sha":"0123abc","config":{"projectSettings":{"buildCommand":"npm run build"}}}`,
+			},
+			bad: []string{
+				`{}`,
+				`{"project":""}`,
+				`{"project":"web","environment":"staging"}`,
+				`{"project":"web","meta":{"n":1}}`,
+				`{"project":"web","config":{"gitSource":{}}}`,
+				`{"project":"web","colour":"red"}`,
+			},
+		},
+		StepListDeployments: {
+			good: []string{
+				`{}`,
+				`{"project":"web","environment":"production","state":["READY","ERROR"],"limit":150}`,
+				`{"since":1767225600000,"until":"2026-03-01T00:00:00Z","branch":"main"}`,
+			},
+			bad: []string{
+				`{"state":["DONE"]}`,
+				`{"limit":0}`,
+				`{"limit":1001}`,
+				`{"since":"yesterday"}`,
+				`{"environment":"development"}`,
+			},
+		},
+		StepCancelDeployment: {
+			good: []string{`{"id":"dpl_89ab"}`},
+			bad:  []string{`{}`, `{"id":""}`, `{"id":"dpl_1","force":true}`},
+		},
+	}
+	for _, s := range tk.Steps {
+		in := compile(t, s.Input)
+		compile(t, s.Output)
+		ex := examples[s.ID]
+		if len(ex.good) == 0 {
+			t.Errorf("%s: no examples", s.ID)
+		}
+		for _, g := range ex.good {
+			if err := in.Validate(mustJSON(t, g)); err != nil {
+				t.Errorf("%s: %s should validate: %v", s.ID, g, err)
+			}
+		}
+		for _, b := range ex.bad {
+			if err := in.Validate(mustJSON(t, b)); err == nil {
+				t.Errorf("%s: %s should not validate", s.ID, b)
+			}
+		}
+	}
+}
+
+func TestCreateDeploymentTeamProductionBranch(t *testing.T) {
+	h := newHarness(t)
+	p := linkedProject(h, fakevercel.DefaultTeamID, "main", "feature/login")
+	out, err := h.run(t, StepCreateDeployment, team, `{
+		"project": "web", "branch": "feature/login", "environment": "production",
+		"meta": {"ticket": "OPS-1"},
+		"config": {"projectSettings": {"buildCommand": "npm run build"}}
+	}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, ok := h.fake.Deployment(out["id"].(string))
+	if !ok {
+		t.Fatalf("the fake has no deployment %v", out["id"])
+	}
+	if d.ProjectID != p.ID || d.OwnerID != fakevercel.DefaultTeamID || d.Target != "production" || d.Ref != "feature/login" {
+		t.Errorf("fake deployment = %+v", d)
+	}
+	if out["state"] != "QUEUED" || out["target"] != "production" || out["branch"] != "feature/login" ||
+		out["project_id"] != p.ID || out["url"] != "https://"+d.URL || out["name"] != "web" {
+		t.Errorf("output = %v", out)
+	}
+	if m := out["meta"].(map[string]any); m["ticket"] != "OPS-1" || m["githubCommitRef"] != "feature/login" {
+		t.Errorf("meta = %v", m)
+	}
+	if c := out["creator"].(map[string]any); c["id"] != fakevercel.DefaultUserID {
+		t.Errorf("creator = %v", c)
+	}
+	if out["created_at"] != d.CreatedAt.UTC().Format("2006-01-02T15:04:05.000Z07:00") {
+		t.Errorf("created_at = %v, want %v", out["created_at"], d.CreatedAt)
+	}
+	// Every request of a team account carries teamId.
+	reqs := h.fake.Requests()
+	if len(reqs) != 2 || reqs[0].Route != fakevercel.RouteGetProject || reqs[1].Route != fakevercel.RouteCreateDeployment {
+		t.Fatalf("requests = %+v", reqs)
+	}
+	for _, r := range reqs {
+		if r.Query.Get("teamId") != fakevercel.DefaultTeamID {
+			t.Errorf("%s %s: teamId = %q", r.Method, r.Path, r.Query.Get("teamId"))
+		}
+	}
+	var body map[string]any
+	if err := json.Unmarshal(reqs[1].Body, &body); err != nil {
+		t.Fatal(err)
+	}
+	gs := body["gitSource"].(map[string]any)
+	if gs["type"] != "github" || gs["ref"] != "feature/login" || gs["repoId"] != float64(4242) {
+		t.Errorf("gitSource = %v", gs)
+	}
+	if body["target"] != "production" || body["project"] != p.ID || body["name"] != "web" {
+		t.Errorf("body = %v", body)
+	}
+	if ps, _ := body["projectSettings"].(map[string]any); ps["buildCommand"] != "npm run build" {
+		t.Errorf("custom configuration not merged: %v", body)
+	}
+}
+
+func TestCreateDeploymentPreviewDefaults(t *testing.T) {
+	h := newHarness(t)
+	linkedProject(h, fakevercel.DefaultUserID)
+	out, err := h.run(t, StepCreateDeployment, personal, `{"project":"web"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out["target"] != "preview" || out["branch"] != "main" {
+		t.Errorf("output = %v", out)
+	}
+	post := h.fake.RequestsTo(fakevercel.RouteCreateDeployment)
+	if len(post) != 1 {
+		t.Fatalf("%d POSTs", len(post))
+	}
+	var body map[string]any
+	json.Unmarshal(post[0].Body, &body)
+	if _, ok := body["target"]; ok {
+		t.Errorf("preview must omit target: %v", body)
+	}
+	for _, r := range h.fake.Requests() {
+		if r.Query.Has("teamId") {
+			t.Errorf("personal account sent teamId: %s", r.Query.Encode())
+		}
+	}
+}
+
+func TestCreateDeploymentRefusals(t *testing.T) {
+	h := newHarness(t)
+	linkedProject(h, fakevercel.DefaultUserID, "main")
+	h.fake.AddProject(fakevercel.Project{Name: "static"})
+
+	_, err := h.run(t, StepCreateDeployment, personal, `{"project":"web","environment":"development"}`)
+	if ce := wantCode(t, err, connectors.CodeValidation); !strings.Contains(ce.Message, "development") {
+		t.Errorf("message = %q", ce.Message)
+	}
+	if n := len(h.fake.Requests()); n != 0 {
+		t.Errorf("development sent %d requests", n)
+	}
+
+	_, err = h.run(t, StepCreateDeployment, personal, `{"project":"web","branch":"nope"}`)
+	if ce := wantCode(t, err, connectors.CodeValidation); ce.Status != 400 || !strings.Contains(ce.Message, "nope") {
+		t.Errorf("error = %v", ce)
+	}
+
+	_, err = h.run(t, StepCreateDeployment, personal, `{"project":"static","branch":"main"}`)
+	if ce := wantCode(t, err, connectors.CodeValidation); !strings.Contains(ce.Message, "no linked git repository") {
+		t.Errorf("message = %q", ce.Message)
+	}
+
+	_, err = h.run(t, StepCreateDeployment, personal, `{"project":"missing"}`)
+	wantCode(t, err, connectors.CodeNotFound)
+
+	// The same name in the team scope is another project.
+	tp := linkedProject(h, fakevercel.DefaultTeamID)
+	h.fake.ClearRequests()
+	out, err := h.run(t, StepCreateDeployment, team, `{"project":"web"}`)
+	if err != nil {
+		t.Fatalf("team deploy: %v", err)
+	}
+	if out["project_id"] != tp.ID {
+		t.Errorf("project_id = %v, want %s", out["project_id"], tp.ID)
+	}
+	if n := len(h.fake.RequestsTo(fakevercel.RouteCreateDeployment)); n != 1 {
+		t.Errorf("%d POSTs", n)
+	}
+	if got := len(h.fake.Deployments()); got != 1 {
+		t.Errorf("the fake has %d deployments, want only the team one", got)
+	}
+}
+
+func TestTeamAccessDenied(t *testing.T) {
+	h := newHarness(t)
+	other := team
+	other.ID = "acc_other"
+	other.Metadata = map[string]string{MetaTeamID: "team_elsewhere"}
+	_, err := h.run(t, StepListDeployments, other, `{}`)
+	if ce := wantCode(t, err, connectors.CodePermissionDenied); ce.Status != 403 {
+		t.Errorf("error = %v", ce)
+	}
+	if r := h.fake.Requests(); len(r) != 1 || r[0].Query.Get("teamId") != "team_elsewhere" {
+		t.Errorf("requests = %+v", r)
+	}
+}
+
+func TestInvalidTokenNeedsReauth(t *testing.T) {
+	h := newHarness(t)
+	h.token = ""
+	_, err := h.run(t, StepListDeployments, personal, `{}`)
+	wantCode(t, err, connectors.CodeNeedsReauth)
+}
+
+func TestListDeploymentsFiltersAndPagination(t *testing.T) {
+	h := newHarness(t)
+	p := linkedProject(h, fakevercel.DefaultTeamID)
+	other := h.fake.AddProject(fakevercel.Project{Name: "docs", OwnerID: fakevercel.DefaultTeamID})
+	states := []string{"READY", "ERROR", "BUILDING", "QUEUED", "CANCELED"}
+	for i := range 260 {
+		d := fakevercel.Deployment{ProjectID: p.ID, State: states[i%len(states)], Ref: "main"}
+		if i%3 == 0 {
+			d.Target = "production"
+		}
+		if i%10 == 9 {
+			d.ProjectID = other.ID
+		}
+		h.fake.AddDeployment(d)
+		h.clock.Advance(time.Minute)
+	}
+	all := h.fake.Deployments()
+
+	out, err := h.run(t, StepListDeployments, team, `{"project":"web","limit":150}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, d := range all {
+		if d.ProjectID == p.ID {
+			want = append(want, d.ID)
+		}
+	}
+	got := ids(out)
+	if !slices.Equal(got, want[:150]) {
+		t.Fatalf("got %d ids, want the newest 150 of project web", len(got))
+	}
+	if out["count"] != float64(150) || out["next"] == nil {
+		t.Errorf("count = %v next = %v", out["count"], out["next"])
+	}
+	reqs := h.fake.RequestsTo(fakevercel.RouteListDeployments)
+	if len(reqs) != 2 || reqs[0].Query.Get("limit") != "100" || reqs[1].Query.Get("limit") != "50" || reqs[1].Query.Get("until") == "" {
+		t.Errorf("pages = %v", queries(reqs))
+	}
+
+	// Continue from next to the end.
+	next := int64(out["next"].(float64))
+	rest, err := h.run(t, StepListDeployments, team, `{"project":"web","limit":1000,"until":`+jsonInt(next)+`}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(ids(rest), want[150:]) || rest["next"] != nil {
+		t.Errorf("rest: %d ids, next %v; want %d", len(ids(rest)), rest["next"], len(want)-150)
+	}
+
+	// Filters: state, environment, time window.
+	since := all[100].CreatedAt
+	until := all[20].CreatedAt
+	out, err = h.run(t, StepListDeployments, team, `{"state":["READY","ERROR"],"environment":"production","since":"`+
+		since.Format(time.RFC3339)+`","until":`+jsonInt(until.UnixMilli())+`,"limit":1000}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = want[:0]
+	for _, d := range all {
+		if (d.State == "READY" || d.State == "ERROR") && d.Target == "production" &&
+			!d.CreatedAt.Before(since) && d.CreatedAt.Before(until) {
+			want = append(want, d.ID)
+		}
+	}
+	if len(want) == 0 || !slices.Equal(ids(out), want) {
+		t.Errorf("filtered ids = %v, want %v", ids(out), want)
+	}
+	for _, d := range out["deployments"].([]any) {
+		m := d.(map[string]any)
+		if m["target"] != "production" || (m["state"] != "READY" && m["state"] != "ERROR") {
+			t.Errorf("item %v escapes the filter", m)
+		}
+	}
+	last := h.fake.RequestsTo(fakevercel.RouteListDeployments)
+	q := last[len(last)-1].Query
+	if q.Get("state") != "READY,ERROR" || q.Get("target") != "production" || q.Get("teamId") != fakevercel.DefaultTeamID {
+		t.Errorf("query = %s", q.Encode())
+	}
+
+	// An empty list is not an error.
+	out, err = h.run(t, StepListDeployments, personal, `{}`)
+	if err != nil || out["count"] != float64(0) || len(out["deployments"].([]any)) != 0 {
+		t.Errorf("empty list = %v, %v", out, err)
+	}
+}
+
+func ids(out map[string]any) []string {
+	var s []string
+	for _, d := range out["deployments"].([]any) {
+		s = append(s, d.(map[string]any)["id"].(string))
+	}
+	return s
+}
+
+func queries(reqs []fakevercel.Request) []string {
+	var s []string
+	for _, r := range reqs {
+		s = append(s, r.Query.Encode())
+	}
+	return s
+}
+
+func jsonInt(n int64) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}
+
+func TestCancelDeployment(t *testing.T) {
+	h := newHarness(t)
+	p := linkedProject(h, fakevercel.DefaultTeamID)
+	queued := h.fake.AddDeployment(fakevercel.Deployment{ProjectID: p.ID})
+	building := h.fake.AddDeployment(fakevercel.Deployment{ProjectID: p.ID})
+	if err := h.fake.SetDeploymentState(building.ID, fakevercel.StateBuilding); err != nil {
+		t.Fatal(err)
+	}
+	ready := h.fake.AddDeployment(fakevercel.Deployment{ProjectID: p.ID, State: fakevercel.StateReady})
+
+	for _, d := range []fakevercel.Deployment{queued, building} {
+		out, err := h.run(t, StepCancelDeployment, team, `{"id":"`+d.ID+`"}`)
+		if err != nil {
+			t.Fatalf("cancel %s: %v", d.ID, err)
+		}
+		got, _ := h.fake.Deployment(d.ID)
+		if got.State != "CANCELED" || out["state"] != "CANCELED" || out["id"] != d.ID || out["canceled_at"] == nil {
+			t.Errorf("after cancel: fake %s, output %v", got.State, out)
+		}
+	}
+
+	h.fake.ClearRequests()
+	_, err := h.run(t, StepCancelDeployment, team, `{"id":"`+ready.ID+`"}`)
+	ce := wantCode(t, err, connectors.CodeValidation)
+	if !strings.Contains(ce.Message, "already READY") {
+		t.Errorf("message = %q", ce.Message)
+	}
+	if n := len(h.fake.RequestsTo(fakevercel.RouteCancelDeployment)); n != 0 {
+		t.Errorf("a READY deployment got %d cancel requests", n)
+	}
+	if got, _ := h.fake.Deployment(ready.ID); got.State != "READY" {
+		t.Errorf("state = %s", got.State)
+	}
+
+	_, err = h.run(t, StepCancelDeployment, team, `{"id":"dpl_missing"}`)
+	wantCode(t, err, connectors.CodeNotFound)
+	// Deployments are scoped: the personal scope cannot see the team's.
+	_, err = h.run(t, StepCancelDeployment, personal, `{"id":"`+queued.ID+`"}`)
+	wantCode(t, err, connectors.CodeNotFound)
+}
+
+func TestCreateDeploymentFromFiles(t *testing.T) {
+	h := newHarness(t)
+	p := h.fake.AddProject(fakevercel.Project{Name: "static"})
+	out, err := h.run(t, StepCreateDeployment, personal, `{"project":"static","environment":"production",
+		"config":{"files":[{"file":"index.html","data":"<h1>hi</h1>"}],"projectSettings":{"framework":null}}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := h.fake.Deployment(out["id"].(string))
+	if d.ProjectID != p.ID || d.Ref != "" || out["branch"] != nil || out["target"] != "production" {
+		t.Errorf("deployment = %+v, output %v", d, out)
+	}
+	var body map[string]any
+	json.Unmarshal(d.Request, &body)
+	if _, ok := body["gitSource"]; ok || body["files"] == nil {
+		t.Errorf("body = %v", body)
+	}
+	_, err = h.run(t, StepCreateDeployment, personal, `{"project":"static","branch":"main","config":{"files":[]}}`)
+	wantCode(t, err, connectors.CodeValidation)
+}
