@@ -9,10 +9,13 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/triggerd/triggerd/accounts"
 	"github.com/triggerd/triggerd/connectors"
 	"github.com/triggerd/triggerd/connectors/analytics"
+	"github.com/triggerd/triggerd/connectors/apicall"
 	"github.com/triggerd/triggerd/connectors/codehost"
 	"github.com/triggerd/triggerd/connectors/deploy"
+	"github.com/triggerd/triggerd/steps"
 	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/store/boltstore"
 	"github.com/triggerd/triggerd/store/redisstore"
@@ -25,6 +28,8 @@ type providerConfig struct {
 	CodeHostClientID, CodeHostAuthBaseURL, CodeHostAPIBaseURL                                                              string
 	DeployClientID, DeployIntegrationSlug, DeployAuthBaseURL, DeployAPIBaseURL                                             string
 	AnalyticsClientID, AnalyticsAuthURL, AnalyticsTokenURL, AnalyticsUserInfoURL, AnalyticsAdminAPIURL, AnalyticsRevokeURL string
+	// AnalyticsDataAPIURL and CodeHostMediaType configure the tool steps.
+	AnalyticsDataAPIURL, CodeHostMediaType string
 }
 
 func (p *providerConfig) flags(fs *flag.FlagSet) {
@@ -41,6 +46,26 @@ func (p *providerConfig) flags(fs *flag.FlagSet) {
 	fs.StringVar(&p.AnalyticsUserInfoURL, "analytics-userinfo-url", analytics.DefaultUserInfoURL, "Google userinfo endpoint")
 	fs.StringVar(&p.AnalyticsAdminAPIURL, "analytics-admin-api-base-url", analytics.DefaultAdminAPIBaseURL, "Analytics Admin API base URL")
 	fs.StringVar(&p.AnalyticsRevokeURL, "analytics-revoke-url", analytics.DefaultRevokeURL, "Google token revocation endpoint")
+	fs.StringVar(&p.AnalyticsDataAPIURL, "analytics-data-api-base-url", analytics.DefaultDataAPIBaseURL, "Analytics Data API base URL")
+	fs.StringVar(&p.CodeHostMediaType, "codehost-media-type", "application/vnd.codehost+json", "the accept value the code-hosting API Call step requires (application/vnd.github+json for servers that want it)")
+}
+
+// newStepRunner builds the tool step catalogue: each connector's toolkit
+// and its API Call step, on the configured API base URLs.
+func newStepRunner(p providerConfig, acct *accounts.Service) (*steps.Runner, error) {
+	return steps.New(steps.Options{
+		Toolkits: []connectors.Toolkit{
+			codehost.NewToolkit(codehost.ToolkitOptions{APIBaseURL: p.CodeHostAPIBaseURL}),
+			deploy.NewToolkit(deploy.ToolkitOptions{APIBaseURL: p.DeployAPIBaseURL}),
+			analytics.NewToolkit(analytics.ToolkitOptions{DataBaseURL: p.AnalyticsDataAPIURL, AdminBaseURL: p.AnalyticsAdminAPIURL}),
+		},
+		Extra: []connectors.Step{
+			apicall.CodeHost(apicall.CodeHostOptions{BaseURL: p.CodeHostAPIBaseURL, MediaType: p.CodeHostMediaType}),
+			apicall.Deploy(apicall.DeployOptions{BaseURL: p.DeployAPIBaseURL}),
+			apicall.Analytics(apicall.AnalyticsOptions{DataBaseURL: p.AnalyticsDataAPIURL, AdminBaseURL: p.AnalyticsAdminAPIURL}),
+		},
+		Accounts: acct,
+	})
 }
 
 // buildProviders returns a provider for each connector whose client id is

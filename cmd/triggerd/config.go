@@ -42,6 +42,7 @@ type config struct {
 	PublicURL        string
 	EncryptionKey    string // file flag; the key itself comes from TRIGGERD_ENCRYPTION_KEY
 	Providers        providerConfig
+	Sandbox          bool
 	CodeHostSecrets  []string
 	DeploySecrets    []string
 }
@@ -84,6 +85,7 @@ func parseConfig(args []string, lookup func(string) (string, bool), stderr io.Wr
 	fs.StringVar(&c.PublicURL, "public-url", "http://localhost:8080", "URL at which users' browsers and providers reach this server; OAuth callbacks are <public-url>/v1/connect/<connector>/callback")
 	fs.StringVar(&c.EncryptionKey, "encryption-key-file", "", "file holding the token encryption key(s) (base64 or hex of 32 bytes, comma-separated: the first encrypts, both decrypt); overrides a generated one, TRIGGERD_ENCRYPTION_KEY overrides both")
 	c.Providers.flags(fs)
+	fs.BoolVar(&c.Sandbox, "sandbox", false, "run in-process fakes of the three providers and connect one account per connector to the default tenant, to try every tool step offline")
 	fs.StringVar(&c.DebugAddr, "debug-addr", "", "when set, serve Go's pprof profiles on this address (keep it private, e.g. 127.0.0.1:6060)")
 	files[codeHostSecret.fileFlag] = fs.String(codeHostSecret.fileFlag, "", "file holding the code-hosting webhook secret(s), comma-separated; overrides "+codeHostSecret.env)
 	files[deploySecret.fileFlag] = fs.String(deploySecret.fileFlag, "", "file holding the deployment webhook secret(s), comma-separated; overrides "+deploySecret.env)

@@ -113,7 +113,16 @@ func serve(ctx context.Context, cfg config, files map[string]string, lookup func
 		return err
 	}
 	log.Info().Str("admin_key", adminFrom).Str("encryption_key", keyFrom).Msg("keys loaded")
-	providers, unconfigured, err := buildProviders(cfg.Providers, cfg.PublicURL, lookup)
+	var sb *sandbox
+	providerLookup := lookup
+	if cfg.Sandbox {
+		sb = startSandbox()
+		defer sb.close()
+		providerLookup = sb.point(&cfg.Providers, lookup)
+		log.Warn().Str("github", sb.github).Str("vercel", sb.vercel).Str("analytics", sb.analytics).
+			Msg("sandbox mode: the providers are in-process fakes; nothing reaches the real services")
+	}
+	providers, unconfigured, err := buildProviders(cfg.Providers, cfg.PublicURL, providerLookup)
 	if err != nil {
 		return err
 	}
@@ -181,7 +190,20 @@ func serve(ctx context.Context, cfg config, files map[string]string, lookup func
 	} else if created {
 		log.Info().Str("key_file", path).Msg("created the default tenant; its API key is in key_file")
 	}
-	mgmt, err := api.New(api.Options{Accounts: acct, Auth: tenantSvc, Tenants: tenantSvc, AdminKey: adminKeys[0], Logger: log})
+	if sb != nil {
+		tid, err := defaultTenant(ctx, st)
+		if err != nil {
+			return err
+		}
+		if _, err := sb.adopt(ctx, acct, tid, log); err != nil {
+			return err
+		}
+	}
+	runner, err := newStepRunner(cfg.Providers, acct)
+	if err != nil {
+		return err
+	}
+	mgmt, err := api.New(api.Options{Accounts: acct, Auth: tenantSvc, Tenants: tenantSvc, Steps: runner, AdminKey: adminKeys[0], Logger: log})
 	if err != nil {
 		return err
 	}

@@ -541,3 +541,55 @@ func TestSlowClientsDoNotStallDeliveries(t *testing.T) {
 		t.Fatalf("a delivery took %s while slow clients were connected", d)
 	}
 }
+
+// TestSandboxRunsSteps starts triggerd --sandbox and runs a step of each
+// connector through the management API, as the README tells a new user to.
+func TestSandboxRunsSteps(t *testing.T) {
+	dir := t.TempDir()
+	p := startTriggerd(t, []string{"TRIGGERD_DATA_DIR=" + dir}, "--sandbox")
+	keyBytes, err := os.ReadFile(filepath.Join(dir, "default_tenant_key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := strings.TrimSpace(string(keyBytes))
+	api := func(method, path, body string) (int, map[string]any) {
+		req, _ := http.NewRequest(method, p.httpURL+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out
+	}
+	_, body := api(http.MethodGet, "/v1/accounts", "")
+	ids := map[string]string{}
+	for _, raw := range body["accounts"].([]any) {
+		a := raw.(map[string]any)
+		ids[a["connector"].(string)] = a["id"].(string)
+	}
+	if len(ids) != 3 {
+		t.Fatalf("sandbox accounts: %v, want one per connector", ids)
+	}
+	for _, tc := range []struct{ connector, step, input, want string }{
+		{"codehost", "codehost.create_issue", `{"owner":"octocat","repo":"hello-world","title":"From the sandbox test"}`, "From the sandbox test"},
+		{"deploy", "deploy.list_deployments", `{"project":"web","limit":5}`, "deployments"},
+		{"analytics", "analytics.run_reports", `{"property":"properties/1002","metrics":["sessions"],"dimensions":["date"],"date_ranges":[{"start_date":"7daysAgo","end_date":"today"}]}`, "rows"},
+	} {
+		code, out := api(http.MethodPost, "/v1/steps/"+tc.step+"/run", `{"account":"`+ids[tc.connector]+`","input":`+tc.input+`}`)
+		b, _ := json.Marshal(out)
+		if code != http.StatusOK || !strings.Contains(string(b), tc.want) {
+			t.Fatalf("%s: %d %s", tc.step, code, b)
+		}
+	}
+	// A restart keeps the same sandbox accounts.
+	p.stop()
+	p = startTriggerd(t, []string{"TRIGGERD_DATA_DIR=" + dir}, "--sandbox")
+	_, body = api(http.MethodGet, "/v1/accounts", "")
+	if n := len(body["accounts"].([]any)); n != 3 {
+		t.Fatalf("after a restart the sandbox has %d accounts, want the same 3", n)
+	}
+}
