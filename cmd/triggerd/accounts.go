@@ -52,10 +52,10 @@ func (p *providerConfig) flags(fs *flag.FlagSet) {
 
 // newStepRunner builds the tool step catalogue: each connector's toolkit
 // and its API Call step, on the configured API base URLs.
-func newStepRunner(p providerConfig, acct *accounts.Service) (*steps.Runner, error) {
+func newStepRunner(p providerConfig, acct *accounts.Service, limits store.RateLimits) (*steps.Runner, error) {
 	return steps.New(steps.Options{
 		Toolkits: []connectors.Toolkit{
-			codehost.NewToolkit(codehost.ToolkitOptions{APIBaseURL: p.CodeHostAPIBaseURL}),
+			codehost.NewToolkit(codehost.ToolkitOptions{APIBaseURL: p.CodeHostAPIBaseURL, RateLimits: sharedRateLimits{limits}}),
 			deploy.NewToolkit(deploy.ToolkitOptions{APIBaseURL: p.DeployAPIBaseURL}),
 			analytics.NewToolkit(analytics.ToolkitOptions{DataBaseURL: p.AnalyticsDataAPIURL, AdminBaseURL: p.AnalyticsAdminAPIURL}),
 		},

@@ -199,7 +199,7 @@ func serve(ctx context.Context, cfg config, files map[string]string, lookup func
 			return err
 		}
 	}
-	runner, err := newStepRunner(cfg.Providers, acct)
+	runner, err := newStepRunner(cfg.Providers, acct, st)
 	if err != nil {
 		return err
 	}

@@ -90,6 +90,7 @@ type Store struct {
 
 	mu     sync.Mutex
 	leases map[string]lease
+	limits map[string]store.RateLimit
 }
 
 // lease is one held lock of the process-local Locker.
@@ -134,7 +135,7 @@ func Open(path string, o Options) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("boltstore: open %s: create buckets: %w", path, err)
 	}
-	return &Store{db: db, now: o.Now, leases: make(map[string]lease)}, nil
+	return &Store{db: db, now: o.Now, leases: make(map[string]lease), limits: make(map[string]store.RateLimit)}, nil
 }
 
 // Path returns the path of the database file.
@@ -614,4 +615,27 @@ func (s *Store) TryLock(ctx context.Context, key string, ttl time.Duration) (rel
 			}
 		})
 	}, true, nil
+}
+
+// GetRateLimit implements store.RateLimits. Like the leases, budgets are
+// kept in this process's memory: a bbolt file serves one process, and a
+// disk write per provider call would cost more than the budget saves.
+func (s *Store) GetRateLimit(_ context.Context, key string) (store.RateLimit, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rl, ok := s.limits[key]
+	if !ok || !rl.Reset.After(s.now()) {
+		delete(s.limits, key)
+		return store.RateLimit{}, false, nil
+	}
+	return rl, true, nil
+}
+
+// PutRateLimit implements store.RateLimits.
+func (s *Store) PutRateLimit(_ context.Context, key string, rl store.RateLimit) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	prev, ok := s.limits[key]
+	s.limits[key] = store.MergeRateLimit(prev, ok, rl)
+	return nil
 }
