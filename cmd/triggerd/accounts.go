@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net/url"
 	"path/filepath"
 	"strings"
 
@@ -53,9 +54,22 @@ func (p *providerConfig) flags(fs *flag.FlagSet) {
 // newStepRunner builds the tool step catalogue: each connector's toolkit
 // and its API Call step, on the configured API base URLs.
 func newStepRunner(p providerConfig, acct *accounts.Service, limits store.RateLimits) (*steps.Runner, error) {
+	for flag, v := range map[string]string{
+		"--deploy-api-base-url":          p.DeployAPIBaseURL,
+		"--analytics-data-api-base-url":  p.AnalyticsDataAPIURL,
+		"--analytics-admin-api-base-url": p.AnalyticsAdminAPIURL,
+	} {
+		if u, err := url.Parse(v); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("%s %q: want an absolute http or https URL", flag, v)
+		}
+	}
+	gh, err := codehost.NewPolicy(codehost.ToolkitOptions{APIBaseURL: p.CodeHostAPIBaseURL, RateLimits: sharedRateLimits{limits}})
+	if err != nil {
+		return nil, fmt.Errorf("--codehost-api-base-url: %w", err)
+	}
 	return steps.New(steps.Options{
 		Toolkits: []connectors.Toolkit{
-			codehost.NewToolkit(codehost.ToolkitOptions{APIBaseURL: p.CodeHostAPIBaseURL, RateLimits: sharedRateLimits{limits}}),
+			gh.Toolkit(),
 			deploy.NewToolkit(deploy.ToolkitOptions{APIBaseURL: p.DeployAPIBaseURL}),
 			analytics.NewToolkit(analytics.ToolkitOptions{DataBaseURL: p.AnalyticsDataAPIURL, AdminBaseURL: p.AnalyticsAdminAPIURL}),
 		},
