@@ -325,36 +325,11 @@ type KeyEventList struct {
 
 // listKeyEvents runs List Key Events: GET v1beta/properties/{id}/keyEvents.
 func (tk *toolkit) listKeyEvents(ctx context.Context, env connectors.Env, input json.RawMessage) (any, error) {
-	var in listInPropertyIn
-	if err := decodeInput(input, &in); err != nil {
-		return nil, err
-	}
-	id, err := propertyID("property", in.Property)
+	items, next, err := listInProperty(ctx, tk, env, input, "key events", "keyEvents", gaKeyEvent.out)
 	if err != nil {
 		return nil, err
 	}
-	limit, err := listLimit(in.Limit)
-	if err != nil {
-		return nil, err
-	}
-	c, err := tk.newClient(env)
-	if err != nil {
-		return nil, err
-	}
-	items, next, err := listPages[gaKeyEvent](ctx, c, call{
-		op:     "list key events of properties/" + id,
-		denied: "listing key events needs at least the Viewer role on properties/" + id,
-		method: http.MethodGet,
-		url:    fmt.Sprintf("%s/v1beta/properties/%s/keyEvents", c.admin, id),
-	}, "keyEvents", limit, in.PageToken)
-	if err != nil {
-		return nil, err
-	}
-	out := KeyEventList{KeyEvents: make([]KeyEvent, 0, len(items)), NextPageToken: nextToken(next)}
-	for _, k := range items {
-		out.KeyEvents = append(out.KeyEvents, k.out())
-	}
-	return out, nil
+	return KeyEventList{KeyEvents: items, NextPageToken: next}, nil
 }
 
 // DataStream is a GA4 data stream.
@@ -422,36 +397,48 @@ type DataStreamList struct {
 // listDataStreams runs List Data Streams: GET
 // v1beta/properties/{id}/dataStreams.
 func (tk *toolkit) listDataStreams(ctx context.Context, env connectors.Env, input json.RawMessage) (any, error) {
+	items, next, err := listInProperty(ctx, tk, env, input, "data streams", "dataStreams", gaDataStream.out)
+	if err != nil {
+		return nil, err
+	}
+	return DataStreamList{DataStreams: items, NextPageToken: next}, nil
+}
+
+// listInProperty runs a list step over one property's children: it reads
+// the property, limit and page token from input, GETs every page of
+// v1beta/properties/{id}/{key} up to the limit (what names the children in
+// messages), and converts each item.
+func listInProperty[T, O any](ctx context.Context, tk *toolkit, env connectors.Env, input json.RawMessage, what, key string, conv func(T) O) ([]O, *string, error) {
 	var in listInPropertyIn
 	if err := decodeInput(input, &in); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	id, err := propertyID("property", in.Property)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	limit, err := listLimit(in.Limit)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	c, err := tk.newClient(env)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	items, next, err := listPages[gaDataStream](ctx, c, call{
-		op:     "list data streams of properties/" + id,
-		denied: "listing data streams needs at least the Viewer role on properties/" + id,
+	items, next, err := listPages[T](ctx, c, call{
+		op:     "list " + what + " of properties/" + id,
+		denied: "listing " + what + " needs at least the Viewer role on properties/" + id,
 		method: http.MethodGet,
-		url:    fmt.Sprintf("%s/v1beta/properties/%s/dataStreams", c.admin, id),
-	}, "dataStreams", limit, in.PageToken)
+		url:    fmt.Sprintf("%s/v1beta/properties/%s/%s", c.admin, id, key),
+	}, key, limit, in.PageToken)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	out := DataStreamList{DataStreams: make([]DataStream, 0, len(items)), NextPageToken: nextToken(next)}
-	for _, d := range items {
-		out.DataStreams = append(out.DataStreams, d.out())
+	out := make([]O, 0, len(items))
+	for _, it := range items {
+		out = append(out, conv(it))
 	}
-	return out, nil
+	return out, nextToken(next), nil
 }
 
 type getDataStreamIn struct {
