@@ -1,0 +1,391 @@
+package dispatch
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/google/cel-go/cel"
+
+	"github.com/triggerd/triggerd/triggers"
+)
+
+// Trigger subscribes an agent to one kind of event.
+type Trigger struct {
+	ID       string        `json:"id"`
+	TenantID string        `json:"tenant_id"`
+	Kind     triggers.Kind `json:"kind"`
+	// Account is the connected account the trigger acts through.
+	Account string `json:"account"`
+	// Agent is the agent the trigger starts.
+	Agent   string `json:"agent"`
+	Enabled bool   `json:"enabled"`
+	Params  Params `json:"params"`
+	// Filter is a CEL expression over the variable event (the envelope,
+	// payload included, as decoded JSON) that must yield true; "" for none.
+	Filter string `json:"filter,omitempty"`
+}
+
+// The results an Outcome can carry.
+const (
+	// Matched means the trigger's agent is to be started for the event.
+	Matched = "matched"
+	// FilteredOut means a parameter or the filter rejected the event.
+	FilteredOut = "filtered_out"
+	// Disabled means the trigger would have been considered but is disabled.
+	Disabled = "disabled"
+)
+
+// Outcome is what became of one candidate trigger for one event.
+type Outcome struct {
+	TriggerID string `json:"trigger_id"`
+	TenantID  string `json:"tenant_id"`
+	Agent     string `json:"agent"`
+	// Result is Matched, FilteredOut or Disabled.
+	Result string `json:"result"`
+	// Reason says, for FilteredOut, which parameter or the filter rejected
+	// the event and why ("branch main not in [release]").
+	Reason string `json:"reason,omitempty"`
+}
+
+// wildcard is the repository part of the bucket of triggers without a
+// repository restriction.
+const wildcard = "*"
+
+// bucketKey names one index bucket.
+type bucketKey struct {
+	connector triggers.Connector
+	kind      triggers.Kind
+	// repo is a lower-cased "owner/repo", or wildcard.
+	repo string
+}
+
+// entry is an indexed trigger with its parameters prepared for matching.
+type entry struct {
+	t       Trigger
+	repos   []string // lower-cased, deduplicated; empty means wildcard
+	program cel.Program
+}
+
+// Index holds triggers by connector, kind and repository, so matching an
+// event looks only at the triggers of the event's own buckets, however many
+// triggers there are. It is safe for concurrent use.
+type Index struct {
+	env *cel.Env
+
+	mu   sync.RWMutex
+	byID map[string]*entry
+	// buckets hold entries sorted by trigger id.
+	buckets map[bucketKey][]*entry
+
+	// Test hooks, nil outside tests: called for every candidate examined
+	// and every event decoded for filters.
+	onExamine func()
+	onDecode  func()
+}
+
+// NewIndex returns an empty index.
+func NewIndex() *Index {
+	env, err := newFilterEnv()
+	if err != nil {
+		// The environment is fixed; failing to build it is a programming
+		// error.
+		panic("dispatch: building the CEL environment: " + err.Error())
+	}
+	return &Index{env: env, byID: make(map[string]*entry), buckets: make(map[bucketKey][]*entry)}
+}
+
+// Put validates t, compiles its filter and adds it to the index, replacing
+// (and moving between buckets) any trigger with the same id.
+func (x *Index) Put(t Trigger) error {
+	if t.ID == "" {
+		return errors.New("trigger has no id")
+	}
+	if err := ValidateParams(t.Kind, t.Params); err != nil {
+		return fmt.Errorf("trigger %s: %w", t.ID, err)
+	}
+	e := &entry{t: cloneTrigger(t)}
+	seen := make(map[string]bool, len(t.Params.Repositories))
+	for _, r := range t.Params.Repositories {
+		r = strings.ToLower(r)
+		if !seen[r] {
+			seen[r] = true
+			e.repos = append(e.repos, r)
+		}
+	}
+	if t.Filter != "" {
+		prg, err := compileFilter(x.env, t.Filter)
+		if err != nil {
+			return fmt.Errorf("trigger %s: %w", t.ID, err)
+		}
+		e.program = prg
+	}
+
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if old := x.byID[t.ID]; old != nil {
+		x.unlink(old)
+	}
+	x.byID[t.ID] = e
+	for _, k := range keysOf(e) {
+		b := x.buckets[k]
+		i := sort.Search(len(b), func(i int) bool { return b[i].t.ID >= e.t.ID })
+		b = append(b, nil)
+		copy(b[i+1:], b[i:])
+		b[i] = e
+		x.buckets[k] = b
+	}
+	return nil
+}
+
+// Remove removes the trigger with the given id, if present.
+func (x *Index) Remove(id string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if e := x.byID[id]; e != nil {
+		x.unlink(e)
+		delete(x.byID, id)
+	}
+}
+
+// Len returns the number of triggers in the index.
+func (x *Index) Len() int {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return len(x.byID)
+}
+
+// unlink removes e from its buckets; x.mu must be held for writing.
+func (x *Index) unlink(e *entry) {
+	for _, k := range keysOf(e) {
+		b := x.buckets[k]
+		i := sort.Search(len(b), func(i int) bool { return b[i].t.ID >= e.t.ID })
+		if i < len(b) && b[i] == e {
+			copy(b[i:], b[i+1:])
+			b[len(b)-1] = nil // drop the stale pointer for the collector
+			b = b[:len(b)-1]
+		}
+		if len(b) == 0 {
+			delete(x.buckets, k)
+		} else {
+			x.buckets[k] = b
+		}
+	}
+}
+
+// keysOf returns the buckets e belongs to: one per repository, or the
+// wildcard bucket.
+func keysOf(e *entry) []bucketKey {
+	c := e.t.Kind.Connector()
+	if len(e.repos) == 0 {
+		return []bucketKey{{c, e.t.Kind, wildcard}}
+	}
+	keys := make([]bucketKey, len(e.repos))
+	for i, r := range e.repos {
+		keys[i] = bucketKey{c, e.t.Kind, r}
+	}
+	return keys
+}
+
+// Match returns the outcome of every candidate trigger for event ev, ordered
+// by trigger id. The candidates are the triggers of the event's connector
+// and kind that are restricted to the event's repository or not restricted
+// to any; no other trigger is looked at. The event is decoded for filters
+// at most once, and only if a candidate's filter is evaluated.
+func (x *Index) Match(ev *triggers.Event) []Outcome {
+	conn := ev.Connector
+	if conn == "" {
+		conn = ev.Kind.Connector()
+	}
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	var exact []*entry
+	if ev.Repository != nil && ev.Repository.FullName != "" {
+		exact = x.buckets[bucketKey{conn, ev.Kind, strings.ToLower(ev.Repository.FullName)}]
+	}
+	wild := x.buckets[bucketKey{conn, ev.Kind, wildcard}]
+	if len(exact)+len(wild) == 0 {
+		return nil
+	}
+
+	m := matcher{x: x, ev: ev}
+	out := make([]Outcome, 0, len(exact)+len(wild))
+	// Merge the two id-sorted buckets; a trigger is in exactly one of them.
+	for len(exact) > 0 || len(wild) > 0 {
+		var e *entry
+		if len(wild) == 0 || len(exact) > 0 && exact[0].t.ID < wild[0].t.ID {
+			e, exact = exact[0], exact[1:]
+		} else {
+			e, wild = wild[0], wild[1:]
+		}
+		out = append(out, m.outcome(e))
+	}
+	return out
+}
+
+// matcher matches one event, holding its filter activation once built.
+type matcher struct {
+	x       *Index
+	ev      *triggers.Event
+	decoded bool
+	act     cel.Activation
+	err     error
+}
+
+// outcome decides what becomes of candidate e.
+func (m *matcher) outcome(e *entry) Outcome {
+	if m.x.onExamine != nil {
+		m.x.onExamine()
+	}
+	o := Outcome{TriggerID: e.t.ID, TenantID: e.t.TenantID, Agent: e.t.Agent}
+	switch {
+	case !e.t.Enabled:
+		o.Result, o.Reason = Disabled, "trigger is disabled"
+	default:
+		if reason := m.reject(e); reason != "" {
+			o.Result, o.Reason = FilteredOut, reason
+		} else {
+			o.Result = Matched
+		}
+	}
+	return o
+}
+
+// reject returns why e's parameters or filter reject the event, or "".
+func (m *matcher) reject(e *entry) string {
+	r := &m.ev.Resource
+	p := &e.t.Params
+	if len(p.Branches) > 0 && !matchBranch(p.Branches, r.Ref) {
+		if r.Ref == "" {
+			return "branch: the event has no branch; want " + list(p.Branches)
+		}
+		return "branch " + r.Ref + " not in " + list(p.Branches)
+	}
+	if len(p.Labels) > 0 && !m.matchLabels(p.Labels) {
+		have := eventLabels(m.ev)
+		if len(have) == 0 {
+			return "labels: the event has no labels; want any of " + list(p.Labels)
+		}
+		return "labels " + list(have) + " include none of " + list(p.Labels)
+	}
+	if p.ColumnID != 0 && r.ColumnID != p.ColumnID {
+		return "column " + strconv.FormatInt(r.ColumnID, 10) + " is not " + strconv.FormatInt(p.ColumnID, 10)
+	}
+	if len(p.Conclusions) > 0 && !containsFold(p.Conclusions, r.Conclusion) {
+		return "conclusion " + orNone(r.Conclusion) + " not in " + list(p.Conclusions)
+	}
+	if len(p.ReviewStates) > 0 && !containsFold(p.ReviewStates, r.ReviewState) {
+		return "review state " + orNone(r.ReviewState) + " not in " + list(p.ReviewStates)
+	}
+	if len(p.Environments) > 0 && !containsFold(p.Environments, r.Target) {
+		return "environment " + orNone(r.Target) + " not in " + list(p.Environments)
+	}
+	if e.program != nil {
+		act, err := m.activation()
+		if err != nil {
+			return "filter error: " + err.Error()
+		}
+		ok, err := evalFilter(e.program, act)
+		if err != nil {
+			return "filter error: " + err.Error()
+		}
+		if !ok {
+			return "filter: " + e.t.Filter + " is false"
+		}
+	}
+	return ""
+}
+
+// activation decodes the event for filters on first use.
+func (m *matcher) activation() (cel.Activation, error) {
+	if !m.decoded {
+		m.decoded = true
+		if m.x.onDecode != nil {
+			m.x.onDecode()
+		}
+		var doc map[string]any
+		doc, m.err = decodeEvent(m.ev)
+		if m.err == nil {
+			m.act, m.err = cel.NewActivation(map[string]any{"event": doc})
+		}
+		if m.err != nil {
+			m.err = fmt.Errorf("decoding the event: %w", m.err)
+		}
+	}
+	return m.act, m.err
+}
+
+// matchLabels reports whether the event carries any of e's labels. For
+// new_issue_label only the label just added counts: the issue's other
+// labels were there before and must not fire "label X added".
+func (m *matcher) matchLabels(want []string) bool {
+	for _, l := range eventLabels(m.ev) {
+		if containsFold(want, l) {
+			return true
+		}
+	}
+	return false
+}
+
+// eventLabels lists the labels a labels parameter is matched against: the
+// resource's label and labels, or for new_issue_label only the added label.
+func eventLabels(ev *triggers.Event) []string {
+	r := &ev.Resource
+	switch {
+	case r.Label == "":
+		return r.Labels
+	case ev.Kind == triggers.NewIssueLabel || containsFold(r.Labels, r.Label):
+		if ev.Kind == triggers.NewIssueLabel {
+			return []string{r.Label}
+		}
+		return r.Labels
+	default:
+		return append([]string{r.Label}, r.Labels...)
+	}
+}
+
+// matchBranch reports whether ref equals one of the branches or matches one
+// as a path.Match pattern.
+func matchBranch(branches []string, ref string) bool {
+	if ref == "" {
+		return false
+	}
+	for _, b := range branches {
+		if b == ref {
+			return true
+		}
+		if ok, _ := path.Match(b, ref); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// list formats values as "[a b c]".
+func list(vs []string) string { return "[" + strings.Join(vs, " ") + "]" }
+
+// orNone returns s, or "(none)" when it is empty.
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+// cloneTrigger copies t so the caller's slices are not shared.
+func cloneTrigger(t Trigger) Trigger {
+	c := func(s []string) []string {
+		if s == nil {
+			return nil
+		}
+		return append([]string(nil), s...)
+	}
+	p := &t.Params
+	p.Repositories, p.Branches, p.Labels = c(p.Repositories), c(p.Branches), c(p.Labels)
+	p.Conclusions, p.ReviewStates, p.Environments = c(p.Conclusions), c(p.ReviewStates), c(p.Environments)
+	return t
+}
