@@ -56,7 +56,7 @@ import (
 
 // ErrEvictingPolicy is wrapped by the error Open returns when the server's
 // maxmemory-policy lets it evict keys.
-var ErrEvictingPolicy = errors.New("redisstore: redis may evict keys")
+var ErrEvictingPolicy = errors.New("redis may evict keys")
 
 // DefaultPrefix is the key prefix when Options.Prefix is empty.
 const DefaultPrefix = "triggerd:"
