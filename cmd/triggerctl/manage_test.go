@@ -81,7 +81,8 @@ func TestStepsCommand(t *testing.T) {
 	var out, errOut bytes.Buffer
 	for _, args := range [][]string{
 		{"list"}, {"list", "create issue"}, {"show", "codehost.create_issue"},
-		{"--account", "acc_1", "--input", `{"title":"x"}`, "run", "codehost.create_issue"},
+		// As the README writes it: flags after the command's arguments.
+		{"run", "codehost.create_issue", "--account", "acc_1", "--input", `{"title":"x"}`},
 	} {
 		if code := run(append([]string{"steps", "--url", srv.URL, "--data-dir", dir}, args...), &out, &errOut); code != 0 {
 			t.Fatalf("steps %v: %d %s", args, code, errOut.String())

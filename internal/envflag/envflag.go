@@ -18,8 +18,33 @@ func Name(prefix, name string) string {
 // Parse parses args into fs, then sets every flag not given on the command
 // line from its environment variable, read through lookup (os.LookupEnv in
 // production). A value the flag rejects is an error naming the variable.
+//
+// Flags may come before, between or after positional arguments ("run ID
+// --account X" and "--account X run ID" are the same); an argument "--"
+// ends the flags, and everything after it is positional. fs.Args() returns
+// the positional arguments in their order.
 func Parse(fs *flag.FlagSet, args []string, prefix string, lookup func(string) (string, bool)) error {
-	if err := fs.Parse(args); err != nil {
+	var tail []string
+	for i, a := range args {
+		if a == "--" {
+			args, tail = args[:i], args[i+1:]
+			break
+		}
+	}
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
+	}
+	// Leave exactly the positional arguments in fs.Args().
+	if err := fs.Parse(append([]string{"--"}, append(positional, tail...)...)); err != nil {
 		return err
 	}
 	given := map[string]bool{}

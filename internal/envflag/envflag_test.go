@@ -48,3 +48,28 @@ func TestParseBadEnvValueNamesVariable(t *testing.T) {
 		t.Fatalf("err = %v, want one naming TRIGGERD_WAIT", err)
 	}
 }
+
+func TestParseInterspersed(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		pos  []string
+	}{
+		{"flags first", []string{"--account", "a1", "run", "step.id"}, []string{"run", "step.id"}},
+		{"flags last", []string{"run", "step.id", "--account", "a1"}, []string{"run", "step.id"}},
+		{"flags between", []string{"run", "--account=a1", "step.id"}, []string{"run", "step.id"}},
+		{"double dash ends flags", []string{"run", "--account", "a1", "--", "--not-a-flag"}, []string{"run", "--not-a-flag"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := flag.NewFlagSet("t", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			account := fs.String("account", "", "")
+			if err := Parse(fs, tc.args, "TRIGGERD_", func(string) (string, bool) { return "", false }); err != nil {
+				t.Fatal(err)
+			}
+			if *account != "a1" || strings.Join(fs.Args(), " ") != strings.Join(tc.pos, " ") {
+				t.Fatalf("account %q, args %q; want a1 and %q", *account, fs.Args(), tc.pos)
+			}
+		})
+	}
+}
