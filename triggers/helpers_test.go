@@ -82,16 +82,8 @@ func jsonFiles(tb testing.TB, dir, sub string) []string {
 	return names
 }
 
-// ks builds an expected kind list; rep repeats one kind n times.
+// ks builds an expected kind list.
 func ks(k ...Kind) []Kind { return k }
-
-func rep(k Kind, n int) []Kind {
-	out := make([]Kind, n)
-	for i := range out {
-		out[i] = k
-	}
-	return out
-}
 
 // kindsOf returns the kinds of res's events, in order.
 func kindsOf(res Result) []Kind {

@@ -364,14 +364,13 @@ type M = map[string]any
 
 // call is one request being served.
 type call struct {
-	s      *Server
-	r      *http.Request
-	p      map[string]string
-	body   []byte
-	login  string
-	now    time.Time
-	base   string
-	suffix string // path after /repos/{owner}/{repo}, for redirects
+	s     *Server
+	r     *http.Request
+	p     map[string]string
+	body  []byte
+	login string
+	now   time.Time
+	base  string
 }
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {

@@ -97,7 +97,6 @@ type pull struct {
 	mergeSHA            string
 	maintainerCanModify bool
 	requested           []string
-	requestedTeams      []string
 	reviews             []review
 }
 
@@ -188,33 +187,31 @@ type milestone struct {
 }
 
 type repo struct {
-	id             int64
-	owner, name    string
-	description    string
-	homepage       string
-	private        bool
-	visibility     string
-	defaultBranch  string
-	isTemplate     bool
-	hasIssues      bool
-	hasProjects    bool
-	hasWiki        bool
-	created        time.Time
-	updated        time.Time
-	pushed         time.Time
-	branches       map[string]string // name → head commit sha
-	protected      map[string]bool
-	commits        map[string]*commit
-	issues         []*issue // by number-1
-	milestones     []milestone
-	collaborators  map[string]string // login → pull, triage, push, maintain or admin
-	invitations    []*invitation
-	workflows      []*workflow
-	runs           []*run
-	releases       []*release
-	stargazers     map[string]bool
-	renamedFrom    string
-	commitSequence int
+	id            int64
+	owner, name   string
+	description   string
+	homepage      string
+	private       bool
+	visibility    string
+	defaultBranch string
+	isTemplate    bool
+	hasIssues     bool
+	hasProjects   bool
+	hasWiki       bool
+	created       time.Time
+	updated       time.Time
+	pushed        time.Time
+	branches      map[string]string // name → head commit sha
+	protected     map[string]bool
+	commits       map[string]*commit
+	issues        []*issue // by number-1
+	milestones    []milestone
+	collaborators map[string]string // login → pull, triage, push, maintain or admin
+	invitations   []*invitation
+	workflows     []*workflow
+	runs          []*run
+	releases      []*release
+	stargazers    map[string]bool
 }
 
 type gist struct {
