@@ -401,3 +401,36 @@ func TestArchiveStoresTheBodyOnce(t *testing.T) {
 		})
 	}
 }
+
+func TestConnectErrorsHideCredentials(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := Connect(ctx, "nats://triggerd:s3cr3t-pass@"+freeAddr(t), Options{})
+	if err == nil {
+		t.Fatal("connected to nothing")
+	}
+	if strings.Contains(err.Error(), "s3cr3t-pass") {
+		t.Fatalf("the error shows the password: %v", err)
+	}
+	if got := redactURL("nats://u:p@h:4222"); strings.Contains(got, ":p@") || !strings.Contains(got, "h:4222") {
+		t.Fatalf("redactURL = %q", got)
+	}
+}
+
+func TestInProcessConnection(t *testing.T) {
+	ts := startServer(t, 0)
+	b := ts.connect(Options{Embedded: ts.emb})
+	c, events := testDelivery("d-inproc", 2, []byte(`{}`))
+	if dup := commit(t, b, c, events); dup {
+		t.Fatal("first commit over the in-process connection was a duplicate")
+	}
+	n, err := b.EventCount(context.Background())
+	if err != nil || n != 2 {
+		t.Fatalf("EventCount = %d, %v; want 2", n, err)
+	}
+	// Readers that must not change the streams connect without provisioning.
+	r := ts.connect(Options{SkipProvision: true})
+	if _, err := r.Delivery(context.Background(), triggers.CodeHost, "d-inproc"); err != nil {
+		t.Fatalf("a non-provisioning reader cannot read the archive: %v", err)
+	}
+}
