@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -508,5 +509,51 @@ func TestRefreshOnceAcrossProcesses(t *testing.T) {
 	wg.Wait()
 	if got := one.gh.Refreshes() - before; got != 1 {
 		t.Fatalf("two processes made %d refreshes, want 1", got)
+	}
+}
+
+func TestConnectFlowEdges(t *testing.T) {
+	st, err := boltstore.Open(filepath.Join(t.TempDir(), "triggerd.db"), boltstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	v := newEnv(t, st)
+	_, key := v.tenant("acme")
+	get := func(path, key string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodGet, path, nil)
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		rec := httptest.NewRecorder()
+		v.e.ServeHTTP(rec, req)
+		return rec
+	}
+	if rec := get("/v1/connect/nope/start", key); rec.Code != http.StatusNotFound || !strings.Contains(rec.Body.String(), "nope") {
+		t.Fatalf("unknown connector: %d %s", rec.Code, rec.Body)
+	}
+	if rec := get("/v1/connect/codehost/start?return_to=javascript:alert(1)", key); rec.Code != http.StatusBadRequest {
+		t.Fatalf("bad return_to: %d", rec.Code)
+	}
+	rec := get("/v1/connect/codehost/start?redirect=true&return_to="+url.QueryEscape("https://app.example.test/done"), key)
+	if rec.Code != http.StatusFound || !strings.HasPrefix(rec.Header().Get("Location"), v.gh.URL()) {
+		t.Fatalf("redirect=true: %d Location=%q, want 302 to the provider", rec.Code, rec.Header().Get("Location"))
+	}
+	cb, err := v.gh.SignIn(context.Background(), rec.Header().Get("Location"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec = get("/v1/connect/codehost/callback?"+cb.Encode(), "")
+	loc, _ := url.Parse(rec.Header().Get("Location"))
+	if rec.Code != http.StatusFound || loc == nil || loc.Host != "app.example.test" || !strings.HasPrefix(loc.Query().Get("account"), "acc_") {
+		t.Fatalf("callback with return_to: %d Location=%q, want 302 to return_to with the account id", rec.Code, rec.Header().Get("Location"))
+	}
+	// The provider failing the token exchange is the provider's fault: 502.
+	query := v.startFlow("codehost", key)
+	v.gh.FailNext(oauthtest.RouteGitHubToken, 1, http.StatusServiceUnavailable)
+	if rec := get("/v1/connect/codehost/callback?"+query, ""); rec.Code != http.StatusBadGateway {
+		t.Fatalf("token endpoint down: %d %s, want 502", rec.Code, rec.Body)
+	} else if strings.Contains(rec.Body.String(), "code=") {
+		t.Fatalf("the answer echoes the callback: %s", rec.Body)
 	}
 }
