@@ -1,6 +1,8 @@
 package bus
 
 import (
+	"github.com/triggerd/triggerd/internal/testenv"
+
 	"context"
 	"fmt"
 	"os"
@@ -13,9 +15,9 @@ import (
 // BenchmarkCommit measures making one delivery of an 11-14 KB issue payload
 // and its event durable, with 64 commits in flight as under webhook load.
 func BenchmarkCommit(b *testing.B) {
-	payload, err := os.ReadFile(filepath.Join("..", "..", "shared", "webhook-corpus", "github", "issues.opened.json"))
+	payload, err := os.ReadFile(filepath.Join(testenv.Corpus(b), "github", "issues.opened.json"))
 	if err != nil {
-		b.Skipf("SKIPPING: corpus missing: %v", err)
+		b.Fatal(err)
 	}
 	t := &testing.T{}
 	ts := &testServer{t: t, dir: b.TempDir(), listen: "127.0.0.1:0"}

@@ -1,6 +1,8 @@
 package dispatch
 
 import (
+	"github.com/triggerd/triggerd/internal/testenv"
+
 	"fmt"
 	"os"
 	"path/filepath"
@@ -221,10 +223,9 @@ func TestMatchConcurrent(t *testing.T) {
 // test loudly when the corpus is absent.
 func corpusDelivery(t *testing.T, file string) triggers.Delivery {
 	t.Helper()
-	dir := filepath.Join("..", "..", "shared", "webhook-corpus", "github")
-	data, err := os.ReadFile(filepath.Join(dir, file))
+	data, err := os.ReadFile(filepath.Join(testenv.Corpus(t), "github", file))
 	if err != nil {
-		t.Skipf("SKIPPING: shared webhook corpus not readable at %s: %v", dir, err)
+		t.Fatal(err)
 	}
 	ev, _, _ := strings.Cut(file, ".")
 	return triggers.Delivery{Connector: triggers.CodeHost, ID: "corpus-1", Event: ev, ReceivedAt: time.Unix(1700000000, 0), Payload: data}

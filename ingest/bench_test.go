@@ -1,6 +1,8 @@
 package ingest
 
 import (
+	"github.com/triggerd/triggerd/internal/testenv"
+
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,9 +16,7 @@ import (
 // before it reaches NATS: the signature check over the raw body and the
 // mapping onto events, per corpus file (one file per kind or variant).
 func BenchmarkVerifyAndMap(b *testing.B) {
-	if _, err := os.Stat(corpusDir); err != nil {
-		b.Skipf("SKIPPING: corpus %s missing", corpusDir)
-	}
+	testenv.Corpus(b)
 	for _, sub := range []string{"github", "vercel"} {
 		files, _ := filepath.Glob(filepath.Join(corpusDir, sub, "*.json"))
 		for _, f := range files {

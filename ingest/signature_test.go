@@ -1,6 +1,8 @@
 package ingest
 
 import (
+	"github.com/triggerd/triggerd/internal/testenv"
+
 	"errors"
 	"os"
 	"path/filepath"
@@ -9,18 +11,13 @@ import (
 )
 
 // corpusDir is the shared webhook corpus, read in place (never copied).
-var corpusDir = filepath.Join("..", "..", "shared", "webhook-corpus")
+var corpusDir = testenv.CorpusPath()
 
 // requireCorpus skips loudly when the shared corpus is absent, and fails
 // under CI, where it must be present.
 func requireCorpus(t *testing.T) {
 	t.Helper()
-	if _, err := os.Stat(corpusDir); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("webhook corpus %s is missing: %v", corpusDir, err)
-		}
-		t.Skipf("SKIPPING: webhook corpus %s is missing (%v); these checks did not run", corpusDir, err)
-	}
+	testenv.Corpus(t)
 }
 
 func TestSignatureVectors(t *testing.T) {

@@ -1,7 +1,6 @@
 package triggers
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -9,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/triggerd/triggerd/internal/testenv"
 )
 
 // testDeliveryID is the X-GitHub-Delivery the file-based tests use.
@@ -17,32 +18,14 @@ const testDeliveryID = "72d3162e-cc78-11e3-81ab-4c9367dc0958"
 // testReceivedAt is the receive time the file-based tests use.
 var testReceivedAt = time.Date(2024, 5, 6, 7, 8, 9, 123456789, time.UTC)
 
-// corpusPath is the shared webhook corpus folder, relative to this package.
-var corpusPath = filepath.Join("..", "..", "shared", "webhook-corpus")
+// corpusPath is the shared webhook corpus folder.
+var corpusPath = testenv.CorpusPath()
 
-// corpusMissing returns the loud message for an absent corpus, or "" when
-// the corpus is there. With CI=true an absent corpus fails the test.
-func corpusMissing(tb testing.TB) string {
-	tb.Helper()
-	_, err := os.Stat(corpusPath)
-	if err == nil {
-		return ""
-	}
-	msg := fmt.Sprintf("!!! WEBHOOK CORPUS NOT FOUND at %s (%v): CORPUS TESTS SKIPPED !!!", corpusPath, err)
-	if os.Getenv("CI") == "true" {
-		tb.Fatal(msg)
-	}
-	return msg
-}
-
-// corpusDir returns the shared webhook corpus folder. When it is absent the
+// corpusDir returns the shared webhook corpus folder; when it is absent the
 // test is skipped loudly, or fails when CI=true.
 func corpusDir(tb testing.TB) string {
 	tb.Helper()
-	if msg := corpusMissing(tb); msg != "" {
-		tb.Skip(msg)
-	}
-	return corpusPath
+	return testenv.Corpus(tb)
 }
 
 // projectDir is the project's own webhook testdata folder.

@@ -1,9 +1,10 @@
 package main
 
 import (
+	"github.com/triggerd/triggerd/internal/testenv"
+
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -275,7 +276,7 @@ func TestReplayUsageErrors(t *testing.T) {
 
 // TestReplayCorpus replays real captured payloads from the shared corpus.
 func TestReplayCorpus(t *testing.T) {
-	const corpus = "../../../shared/webhook-corpus"
+	corpus := testenv.Corpus(t)
 	files := map[string]string{
 		"github/issues.opened.json":                     connectorCodeHost,
 		"vercel/deployment.created.sentry-fixture.json": connectorDeploy,
@@ -286,9 +287,7 @@ func TestReplayCorpus(t *testing.T) {
 		path := filepath.Join(corpus, name)
 		raw, err := os.ReadFile(path)
 		if err != nil {
-			// Say so even without -v: a silent skip would hide lost coverage.
-			fmt.Fprintf(os.Stderr, "--- SKIP TestReplayCorpus: shared corpus file %s is absent: %v\n", path, err)
-			t.Skipf("the shared webhook corpus is absent (%v); this test needs /work/shared/webhook-corpus", err)
+			t.Fatal(err)
 		}
 		code, _, stderr := runCtl("replay", "--url", f.srv.URL, "--data-dir", dataDir, path)
 		if code != 0 {

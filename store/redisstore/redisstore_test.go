@@ -1,6 +1,8 @@
 package redisstore_test
 
 import (
+	"github.com/triggerd/triggerd/internal/testenv"
+
 	"bytes"
 	"context"
 	"errors"
@@ -111,10 +113,7 @@ func freePort(t *testing.T) string {
 // redis-server is not installed.
 func startRedis(t *testing.T, args ...string) string {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Skip("redis-server is not on PATH")
-	}
+	bin := testenv.Binary(t, "redis-server")
 	port := freePort(t)
 	args = append([]string{"--port", port, "--bind", "127.0.0.1", "--dir", t.TempDir(),
 		"--save", "", "--appendonly", "no"}, args...)

@@ -1,0 +1,68 @@
+// Package testenv is test support shared by the project's packages: where
+// the shared webhook corpus is, and one rule for a missing prerequisite —
+// skip loudly on a developer's machine, fail under CI=true, so a green CI
+// run can never hide a suite that did not run. Import it only from
+// _test.go files.
+package testenv
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// Missing reports a missing prerequisite: the test fails when CI=true and
+// is skipped, with a message no one can miss, elsewhere.
+func Missing(tb testing.TB, what string, err error) {
+	tb.Helper()
+	msg := fmt.Sprintf("!!! %s is missing (%v): THIS TEST DID NOT RUN !!!", what, err)
+	if os.Getenv("CI") == "true" {
+		tb.Fatal(msg)
+	}
+	tb.Skip(msg)
+}
+
+// CorpusPath returns the shared webhook corpus folder, ../shared/webhook-corpus
+// beside the module root, whether or not it exists.
+func CorpusPath() string {
+	dir, err := os.Getwd()
+	if err != nil {
+		return filepath.Join("..", "shared", "webhook-corpus")
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return filepath.Join(filepath.Dir(d), "shared", "webhook-corpus")
+		}
+		if filepath.Dir(d) == d {
+			return filepath.Join(dir, "..", "shared", "webhook-corpus")
+		}
+	}
+}
+
+// Corpus returns the shared webhook corpus folder, calling Missing when it
+// is absent.
+func Corpus(tb testing.TB) string {
+	tb.Helper()
+	p := CorpusPath()
+	if st, err := os.Stat(p); err != nil || !st.IsDir() {
+		if err == nil {
+			err = errors.New("not a directory")
+		}
+		Missing(tb, "the shared webhook corpus at "+p, err)
+	}
+	return p
+}
+
+// Binary returns the path of an executable the test needs, calling Missing
+// when it is not installed.
+func Binary(tb testing.TB, name string) string {
+	tb.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		Missing(tb, name, err)
+	}
+	return p
+}
