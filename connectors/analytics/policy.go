@@ -5,20 +5,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/triggerd/triggerd/connectors/internal/provhttp"
 )
 
 // Retry policy and body bounds.
 const (
-	maxAttempts      = 3
 	defaultRetryBase = 250 * time.Millisecond
-	maxRetryDelay    = 4 * time.Second
 	// maxDataBody bounds a Data API answer (a report may be large).
 	maxDataBody = 32 << 20
 )
@@ -99,9 +97,9 @@ func digits(s string) bool {
 // report methods — are retried on network errors and 5xx answers.
 func (t *policyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	prop, method, isData := t.p.dataCall(req.URL)
-	read := isIdempotent(req) || (isData && req.Method == http.MethodPost && slices.Contains(readMethods, method))
+	read := provhttp.Idempotent(req) || (isData && req.Method == http.MethodPost && slices.Contains(readMethods, method))
 	if !isData {
-		return retry(req, t.p.retryBase, read, t.base.RoundTrip)
+		return provhttp.Retry(req, t.p.retryBase, read, t.base.RoundTrip)
 	}
 	cat := coreQuota
 	if method == "runRealtimeReport" {
@@ -117,7 +115,7 @@ func (t *policyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, err
 	}
-	resp, err := retry(req, t.p.retryBase, read, t.base.RoundTrip)
+	resp, err := provhttp.Retry(req, t.p.retryBase, read, t.base.RoundTrip)
 	if err != nil {
 		return nil, err
 	}
@@ -152,84 +150,4 @@ func googleMessage(body []byte) string {
 	var e googleError
 	_ = json.Unmarshal(body, &e) // a foreign body leaves it empty
 	return e.Error.Message
-}
-
-// isIdempotent reports whether req's method is idempotent, or it carries
-// an Idempotency-Key, as net/http decides.
-func isIdempotent(req *http.Request) bool {
-	switch req.Method {
-	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
-		return true
-	}
-	_, a := req.Header["Idempotency-Key"]
-	_, b := req.Header["X-Idempotency-Key"]
-	return a || b
-}
-
-// retry sends req through send and, when read is true, sends it again on
-// a network error or a 500, 502, 503 or 504 answer: at most maxAttempts
-// attempts, waiting base·2ⁿ with jitter (or a shorter Retry-After) between
-// them, and never past the context's deadline: when the wait would cross
-// it, the last answer is returned.
-func retry(req *http.Request, base time.Duration, read bool, send func(*http.Request) (*http.Response, error)) (*http.Response, error) {
-	ctx := req.Context()
-	canRetry := read && (req.Body == nil || req.Body == http.NoBody || req.GetBody != nil)
-	for attempt := 1; ; attempt++ {
-		r := req
-		if attempt > 1 {
-			r = req.Clone(ctx)
-			if req.Body != nil && req.Body != http.NoBody {
-				body, err := req.GetBody()
-				if err != nil {
-					return nil, err
-				}
-				r.Body = body
-			}
-		}
-		resp, err := send(r)
-		if !canRetry || attempt >= maxAttempts || !retryable(resp, err) || ctx.Err() != nil {
-			return resp, err
-		}
-		wait := backoff(base, attempt, resp)
-		if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= wait {
-			return resp, err
-		}
-		if resp != nil {
-			io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-			resp.Body.Close()
-		}
-		timer := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return nil, ctx.Err()
-		case <-timer.C:
-		}
-	}
-}
-
-func retryable(resp *http.Response, err error) bool {
-	if err != nil {
-		return true
-	}
-	switch resp.StatusCode {
-	case http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		return true
-	}
-	return false
-}
-
-// backoff is the wait before attempt+1: base·2^(attempt-1), capped, with
-// "equal jitter", or a shorter Retry-After.
-func backoff(base time.Duration, attempt int, resp *http.Response) time.Duration {
-	if resp != nil {
-		if v := strings.TrimSpace(resp.Header.Get("Retry-After")); v != "" {
-			if s, err := strconv.Atoi(v); err == nil && s >= 0 && time.Duration(s)*time.Second <= maxRetryDelay {
-				return time.Duration(s) * time.Second
-			}
-		}
-	}
-	d := min(base<<(attempt-1), maxRetryDelay)
-	half := d / 2
-	return half + rand.N(half+1)
 }

@@ -86,6 +86,7 @@ import (
 	"time"
 
 	"github.com/triggerd/triggerd/connectors"
+	"github.com/triggerd/triggerd/connectors/internal/provhttp"
 )
 
 // MaxResponseBytes bounds the response body read; a larger body is a
@@ -255,12 +256,8 @@ func secondaryLimit(body []byte) bool {
 // else from x-ratelimit-reset (epoch seconds), else defaultRetryAfter.
 func retryAfter(h http.Header, now time.Time) time.Duration {
 	d := defaultRetryAfter
-	if v := strings.TrimSpace(h.Get("Retry-After")); v != "" {
-		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
-			d = time.Duration(min(n, int64(maxRetryAfter/time.Second))) * time.Second
-		} else if at, err := http.ParseTime(v); err == nil {
-			d = at.Sub(now)
-		}
+	if ra, ok := provhttp.RetryAfter(h, now); ok {
+		d = ra
 	} else if v := strings.TrimSpace(h.Get("X-Ratelimit-Reset")); v != "" {
 		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
 			d = time.Unix(n, 0).Sub(now)

@@ -161,7 +161,7 @@ func stepAPIError(op string, status int, h http.Header, body []byte, now time.Ti
 
 // rateLimitWait says how long a 429 asks to wait.
 func rateLimitWait(h http.Header, e vercelError, now time.Time) time.Duration {
-	if d, ok := retryAfterHeader(h, now); ok && d > 0 {
+	if d, ok := provhttp.RetryAfter(h, now); ok && d > 0 {
 		return d
 	}
 	var reset time.Time

@@ -2,8 +2,6 @@ package deploy
 
 import (
 	"fmt"
-	"io"
-	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
@@ -11,14 +9,11 @@ import (
 	"time"
 
 	"github.com/triggerd/triggerd/connectors"
+	"github.com/triggerd/triggerd/connectors/internal/provhttp"
 )
 
-// Retry policy defaults.
-const (
-	maxAttempts      = 3
-	defaultRetryBase = 250 * time.Millisecond
-	maxRetryDelay    = 4 * time.Second
-)
+// defaultRetryBase is the first retry's base wait (see provhttp.Retry).
+const defaultRetryBase = 250 * time.Millisecond
 
 // policy is the HTTP policy every deploy step (API Call steps included)
 // runs under: Vercel's per-endpoint rate limits tracked per connected
@@ -69,7 +64,7 @@ func (t *policyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, err
 	}
-	return retry(req, t.p.retryBase, func(r *http.Request) (*http.Response, error) {
+	return provhttp.Retry(req, t.p.retryBase, provhttp.Idempotent(req), func(r *http.Request) (*http.Response, error) {
 		resp, err := t.base.RoundTrip(r)
 		if err == nil {
 			t.p.observe(t.account, key, resp)
@@ -132,7 +127,7 @@ func (p *policy) observe(account, key string, resp *http.Response) {
 	}
 	if limited {
 		st.remaining = 0
-		if ra, ok := retryAfterHeader(h, now); ok && now.Add(ra).After(st.reset) {
+		if ra, ok := provhttp.RetryAfter(h, now); ok && now.Add(ra).After(st.reset) {
 			st.reset = now.Add(ra)
 		}
 		if st.reset.IsZero() {
@@ -147,97 +142,4 @@ func (p *policy) observe(account, key string, resp *http.Response) {
 		p.limits[account] = m
 	}
 	m[key] = st
-}
-
-// retryAfterHeader parses Retry-After as seconds or an HTTP date.
-func retryAfterHeader(h http.Header, now time.Time) (time.Duration, bool) {
-	v := strings.TrimSpace(h.Get("Retry-After"))
-	if v == "" {
-		return 0, false
-	}
-	if s, err := strconv.ParseInt(v, 10, 64); err == nil && s >= 0 {
-		return time.Duration(s) * time.Second, true
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return max(t.Sub(now), 0), true
-	}
-	return 0, false
-}
-
-// idempotent reports whether req may be sent again: an idempotent method
-// or an Idempotency-Key header, as net/http decides.
-func idempotent(req *http.Request) bool {
-	switch req.Method {
-	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
-		return true
-	}
-	_, a := req.Header["Idempotency-Key"]
-	_, b := req.Header["X-Idempotency-Key"]
-	return a || b
-}
-
-// retry sends req through send, and sends an idempotent request again on
-// a network error or a 500, 502, 503 or 504 answer: at most maxAttempts
-// attempts, waiting base·2ⁿ with jitter (or the answer's Retry-After, when
-// shorter than maxRetryDelay) between them, and never past the context's
-// deadline: when the wait would cross it, the last answer is returned.
-func retry(req *http.Request, base time.Duration, send func(*http.Request) (*http.Response, error)) (*http.Response, error) {
-	ctx := req.Context()
-	canRetry := idempotent(req) && (req.Body == nil || req.Body == http.NoBody || req.GetBody != nil)
-	for attempt := 1; ; attempt++ {
-		r := req
-		if attempt > 1 {
-			r = req.Clone(ctx)
-			if req.Body != nil && req.Body != http.NoBody {
-				body, err := req.GetBody()
-				if err != nil {
-					return nil, err
-				}
-				r.Body = body
-			}
-		}
-		resp, err := send(r)
-		if !canRetry || attempt >= maxAttempts || !retryable(resp, err) || ctx.Err() != nil {
-			return resp, err
-		}
-		wait := backoff(base, attempt, resp)
-		if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= wait {
-			return resp, err
-		}
-		if resp != nil {
-			io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-			resp.Body.Close()
-		}
-		timer := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return nil, ctx.Err()
-		case <-timer.C:
-		}
-	}
-}
-
-func retryable(resp *http.Response, err error) bool {
-	if err != nil {
-		return true
-	}
-	switch resp.StatusCode {
-	case http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		return true
-	}
-	return false
-}
-
-// backoff is the wait before attempt+1: base·2^(attempt-1), capped, with
-// "equal jitter" (half fixed, half random), or a shorter Retry-After.
-func backoff(base time.Duration, attempt int, resp *http.Response) time.Duration {
-	if resp != nil {
-		if ra, ok := retryAfterHeader(resp.Header, time.Now()); ok && ra <= maxRetryDelay {
-			return ra
-		}
-	}
-	d := min(base<<(attempt-1), maxRetryDelay)
-	half := d / 2
-	return half + rand.N(half+1)
 }

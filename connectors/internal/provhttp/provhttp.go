@@ -10,8 +10,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -122,4 +124,109 @@ func GetJSON(ctx context.Context, c *http.Client, url, token string, v any, apiE
 		return fmt.Errorf("decode response: %w", err)
 	}
 	return nil
+}
+
+// Retry policy shared by the connectors' transports.
+const (
+	// MaxAttempts bounds the sends of one request, the first included.
+	MaxAttempts = 3
+	// MaxRetryDelay caps the wait between attempts; a longer Retry-After
+	// is not waited for.
+	MaxRetryDelay = 4 * time.Second
+)
+
+// Idempotent reports whether req may be sent again: an idempotent method
+// or an Idempotency-Key header, as net/http decides.
+func Idempotent(req *http.Request) bool {
+	switch req.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	_, a := req.Header["Idempotency-Key"]
+	_, b := req.Header["X-Idempotency-Key"]
+	return a || b
+}
+
+// RetryAfter parses a Retry-After header, in seconds or as an HTTP date.
+func RetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0, false
+	}
+	if s, err := strconv.ParseInt(v, 10, 64); err == nil && s >= 0 {
+		// A day is already "not now"; the cap keeps a hostile value from
+		// overflowing time.Duration.
+		return time.Duration(min(s, 86400)) * time.Second, true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0), true
+	}
+	return 0, false
+}
+
+// Retry sends req through send and, when canRetry, sends it again on a
+// network error or a 500, 502, 503 or 504 answer: at most MaxAttempts
+// attempts, waiting base·2ⁿ with jitter (or the answer's Retry-After, when
+// shorter than MaxRetryDelay) between them, and never past the context's
+// deadline: when the wait would cross it, the last answer is returned. A
+// request whose body cannot be replayed (no GetBody) is sent once.
+func Retry(req *http.Request, base time.Duration, canRetry bool, send func(*http.Request) (*http.Response, error)) (*http.Response, error) {
+	ctx := req.Context()
+	canRetry = canRetry && (req.Body == nil || req.Body == http.NoBody || req.GetBody != nil)
+	for attempt := 1; ; attempt++ {
+		r := req
+		if attempt > 1 {
+			r = req.Clone(ctx)
+			if req.Body != nil && req.Body != http.NoBody {
+				body, err := req.GetBody()
+				if err != nil {
+					return nil, err
+				}
+				r.Body = body
+			}
+		}
+		resp, err := send(r)
+		if !canRetry || attempt >= MaxAttempts || !retryable(resp, err) || ctx.Err() != nil {
+			return resp, err
+		}
+		wait := backoff(base, attempt, resp)
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= wait {
+			return resp, err
+		}
+		if resp != nil {
+			io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+			resp.Body.Close()
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, ctx.Err()
+		case <-timer.C:
+		}
+	}
+}
+
+func retryable(resp *http.Response, err error) bool {
+	if err != nil {
+		return true
+	}
+	switch resp.StatusCode {
+	case http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
+}
+
+// backoff is the wait before attempt+1: base·2^(attempt-1), capped, with
+// "equal jitter", or a shorter Retry-After.
+func backoff(base time.Duration, attempt int, resp *http.Response) time.Duration {
+	if resp != nil {
+		if ra, ok := RetryAfter(resp.Header, time.Now()); ok && ra <= MaxRetryDelay {
+			return ra
+		}
+	}
+	d := min(base<<(attempt-1), MaxRetryDelay)
+	half := d / 2
+	return half + rand.N(half+1)
 }
