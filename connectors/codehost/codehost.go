@@ -16,7 +16,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -178,23 +177,7 @@ func (p *Provider) AuthCodeURL(state, verifier string) string {
 // used) for a token. A refused code is an error wrapping
 // connectors.ErrInvalidGrant.
 func (p *Provider) Exchange(ctx context.Context, callback url.Values, verifier string) (*oauth2.Token, error) {
-	const op = "exchange code"
-	if e := callback.Get("error"); e != "" {
-		return nil, fmt.Errorf("%s: %s: authorization failed: %s", name, op, provhttp.ErrorCode(e))
-	}
-	code := callback.Get("code")
-	if code == "" {
-		return nil, fmt.Errorf("%s: %s: callback has no code", name, op)
-	}
-	var opts []oauth2.AuthCodeOption
-	if verifier != "" {
-		opts = append(opts, oauth2.VerifierOption(verifier))
-	}
-	tok, err := p.oauth.Exchange(p.tokenContext(ctx), code, opts...)
-	if err != nil {
-		return nil, tokenError(op, err)
-	}
-	return tok, nil
+	return provhttp.ExchangeCode(ctx, upstream, &p.oauth, p.tokenClient, callback, verifier)
 }
 
 // Identify reads the authenticated user (GET /user): ExternalID is the
@@ -259,7 +242,7 @@ func (p *Provider) Refresh(ctx context.Context, tok *oauth2.Token) (*oauth2.Toke
 	src := p.oauth.TokenSource(p.tokenContext(ctx), &oauth2.Token{RefreshToken: tok.RefreshToken})
 	nt, err := src.Token()
 	if err != nil {
-		return nil, tokenError(op, err)
+		return nil, provhttp.TokenError(upstream, op, err)
 	}
 	return nt, nil
 }
@@ -338,25 +321,5 @@ var refusedGrant = map[string]bool{
 	"bad_verification_code": true,
 }
 
-// tokenError turns an x/oauth2 error into one that names the provider's
-// error code and status but never the response body (which could echo a
-// credential).
-func tokenError(op string, err error) error {
-	var re *oauth2.RetrieveError
-	if !errors.As(err, &re) {
-		return fmt.Errorf("%s: %s: %w", name, op, err)
-	}
-	status := 0
-	if re.Response != nil {
-		status = re.Response.StatusCode
-	}
-	code := provhttp.ErrorCode(re.ErrorCode)
-	switch {
-	case refusedGrant[re.ErrorCode]:
-		return fmt.Errorf("%s: %s: github answered %s: %w", name, op, code, connectors.ErrInvalidGrant)
-	case code != "":
-		return fmt.Errorf("%s: %s: github answered %s (HTTP %d)", name, op, code, status)
-	default:
-		return fmt.Errorf("%s: %s: token endpoint answered HTTP %d", name, op, status)
-	}
-}
+// upstream names the provider in token-endpoint errors.
+var upstream = provhttp.Upstream{Connector: name, Name: "github", Refused: func(c string) bool { return refusedGrant[c] }}

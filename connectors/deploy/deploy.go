@@ -172,17 +172,10 @@ func (p *Provider) AuthCodeURL(state, _ string) string {
 // is ignored. A refused code is an error wrapping
 // connectors.ErrInvalidGrant.
 func (p *Provider) Exchange(ctx context.Context, callback url.Values, _ string) (*oauth2.Token, error) {
-	const op = "exchange code"
-	if e := callback.Get("error"); e != "" {
-		return nil, fmt.Errorf("%s: %s: installation failed: %s", name, op, provhttp.ErrorCode(e))
-	}
-	code := callback.Get("code")
-	if code == "" {
-		return nil, fmt.Errorf("%s: %s: callback has no code", name, op)
-	}
-	tok, err := p.oauth.Exchange(p.tokenContext(ctx), code)
+	// Vercel integrations have no PKCE: no verifier.
+	tok, err := provhttp.ExchangeCode(ctx, upstream, &p.oauth, p.client, callback, "")
 	if err != nil {
-		return nil, tokenError(op, err)
+		return nil, err
 	}
 	extra := map[string]any{}
 	for _, k := range []string{"token_type", "installation_id", "user_id", "team_id"} {
@@ -323,11 +316,6 @@ func (p *Provider) getJSON(ctx context.Context, tok *oauth2.Token, path string, 
 	return provhttp.GetJSON(ctx, p.client, p.apiBase+path, tok.AccessToken, v, apiError)
 }
 
-// tokenContext carries the configured client for x/oauth2.
-func (p *Provider) tokenContext(ctx context.Context) context.Context {
-	return context.WithValue(ctx, oauth2.HTTPClient, p.client)
-}
-
 // apiError describes a failed REST call by its status and Vercel's error
 // code and message ({"error":{"code","message"}}).
 func apiError(status int, body []byte) error {
@@ -348,37 +336,5 @@ func apiError(status int, body []byte) error {
 	}
 }
 
-// tokenError turns an x/oauth2 error into one that names the provider's
-// error code and status but never the response body (which could echo a
-// credential). Vercel may answer in the OAuth shape ({"error":"…"}) or its
-// API envelope ({"error":{"code":…}}); both are understood.
-func tokenError(op string, err error) error {
-	var re *oauth2.RetrieveError
-	if !errors.As(err, &re) {
-		return fmt.Errorf("%s: %s: %w", name, op, err)
-	}
-	status := 0
-	if re.Response != nil {
-		status = re.Response.StatusCode
-	}
-	raw := re.ErrorCode
-	if raw == "" {
-		var env struct {
-			Error struct {
-				Code string `json:"code"`
-			} `json:"error"`
-		}
-		if json.Unmarshal(re.Body, &env) == nil {
-			raw = env.Error.Code
-		}
-	}
-	code := provhttp.ErrorCode(raw)
-	switch {
-	case raw == "invalid_grant":
-		return fmt.Errorf("%s: %s: vercel answered %s: %w", name, op, code, connectors.ErrInvalidGrant)
-	case code != "":
-		return fmt.Errorf("%s: %s: vercel answered %s (HTTP %d)", name, op, code, status)
-	default:
-		return fmt.Errorf("%s: %s: token endpoint answered HTTP %d", name, op, status)
-	}
-}
+// upstream names the provider in token-endpoint errors.
+var upstream = provhttp.Upstream{Connector: name, Name: "vercel", Refused: provhttp.InvalidGrantOnly}
