@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/triggerd/triggerd/tenants"
 )
 
 // managementKey returns the bearer key for the management API: the
@@ -121,7 +123,7 @@ func accountsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if code, ok := parseFlags(fs, args, synopsis); !ok {
 		return code
 	}
-	key, err := managementKey("TRIGGERD_API_KEY", "default_tenant_key", *dataDir)
+	key, err := managementKey("TRIGGERD_API_KEY", tenants.DefaultKeyFile, *dataDir)
 	if err != nil {
 		fmt.Fprintf(stderr, "triggerctl accounts: %v\n", err)
 		return 1

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/triggerd/triggerd/tenants"
 )
 
 // stepsCmd implements "triggerctl steps list [QUERY] | show ID | run ID":
@@ -27,7 +29,7 @@ func stepsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if code, ok := parseFlags(fs, args, synopsis); !ok {
 		return code
 	}
-	key, err := managementKey("TRIGGERD_API_KEY", "default_tenant_key", *dataDir)
+	key, err := managementKey("TRIGGERD_API_KEY", tenants.DefaultKeyFile, *dataDir)
 	if err != nil {
 		fmt.Fprintf(stderr, "triggerctl steps: %v\n", err)
 		return 1

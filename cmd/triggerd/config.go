@@ -47,18 +47,19 @@ type config struct {
 	DeploySecrets    []string
 }
 
-// webhookSecret describes where one endpoint's secrets come from.
-type webhookSecret struct {
+// secretSource describes where a secret comes from: an environment
+// variable, a file named by a flag, or a file generated once in the data dir.
+type secretSource struct {
 	env      string // comma-separated secrets
 	fileFlag string // flag naming a file holding them
 	genFile  string // file name in the data dir, generated when neither is set
 }
 
 var (
-	codeHostSecret = webhookSecret{"TRIGGERD_CODEHOST_WEBHOOK_SECRET", "codehost-webhook-secret-file", "codehost_webhook_secret"}
-	deploySecret   = webhookSecret{"TRIGGERD_DEPLOY_WEBHOOK_SECRET", "deploy-webhook-secret-file", "deploy_webhook_secret"}
+	codeHostSecret = secretSource{"TRIGGERD_CODEHOST_WEBHOOK_SECRET", "codehost-webhook-secret-file", "codehost_webhook_secret"}
+	deploySecret   = secretSource{"TRIGGERD_DEPLOY_WEBHOOK_SECRET", "deploy-webhook-secret-file", "deploy_webhook_secret"}
 	// adminKey authenticates tenant creation (POST /v1/tenants).
-	adminKey = webhookSecret{"TRIGGERD_ADMIN_KEY", "", "admin_key"}
+	adminKey = secretSource{"TRIGGERD_ADMIN_KEY", "", "admin_key"}
 )
 
 // parseConfig reads flags, then the environment for flags not given.
@@ -119,7 +120,7 @@ func parseConfig(args []string, lookup func(string) (string, bool), stderr io.Wr
 // environment variable, else a secret generated once into the data dir
 // (mode 0600) and reused on later starts. It returns the secrets and where
 // they came from (never the values).
-func loadSecrets(ws webhookSecret, file string, dataDir string, lookup func(string) (string, bool)) ([]string, string, error) {
+func loadSecrets(ws secretSource, file string, dataDir string, lookup func(string) (string, bool)) ([]string, string, error) {
 	if file != "" {
 		b, err := os.ReadFile(file)
 		if err != nil {
