@@ -18,7 +18,9 @@ import (
 var ErrNotArchived = errors.New("delivery not in the archive")
 
 // Delivery reads an archived delivery back: its HTTP headers and raw body as
-// received. A delivery that is not archived is ErrNotArchived.
+// received, and its scope. deliveryID is the delivery's key
+// (triggers.DeliveryKey: "<hook>/<id>" for deliveries on a tenant's hook).
+// A delivery that is not archived is ErrNotArchived.
 func (b *Bus) Delivery(ctx context.Context, c triggers.Connector, deliveryID string) (triggers.Capture, error) {
 	subject := ArchiveSubject(c, deliveryID)
 	msg, err := b.deliveries.GetLastMsgForSubject(ctx, subject)
@@ -35,9 +37,15 @@ func (b *Bus) Delivery(ctx context.Context, c triggers.Connector, deliveryID str
 		Body:       msg.Data,
 	}
 	capture.ReceivedAt, _ = time.Parse(time.RFC3339Nano, msg.Header.Get(HeaderReceivedAt))
+	if raw := msg.Header.Get(HeaderScope); raw != "" {
+		capture.Scope = new(triggers.Scope)
+		if err := json.Unmarshal([]byte(raw), capture.Scope); err != nil {
+			return triggers.Capture{}, fmt.Errorf("read %s delivery %s: bad %s header: %w", c, deliveryID, HeaderScope, err)
+		}
+	}
 	for k, vs := range msg.Header {
 		switch k {
-		case HeaderConnector, HeaderDeliveryID, HeaderReceivedAt, HeaderEvents, HeaderBodyObject, HeaderBodyEvent:
+		case HeaderConnector, HeaderDeliveryID, HeaderReceivedAt, HeaderEvents, HeaderBodyObject, HeaderBodyEvent, HeaderScope:
 			continue
 		}
 		capture.Header[k] = vs

@@ -231,7 +231,7 @@ func (b *Bus) provision(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("provision object store %s: %w", BodiesBucket, err)
 	}
-	return nil
+	return b.provisionWork(ctx)
 }
 
 // Ready reports whether the connection to NATS is up.

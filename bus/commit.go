@@ -3,6 +3,7 @@ package bus
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/textproto"
@@ -29,16 +30,21 @@ const (
 	// payload is the delivery's body byte for byte; the record then does
 	// not store the body a second time.
 	HeaderBodyEvent = "Triggerd-Body-Event-Seq"
+	// HeaderScope holds the JSON scope of a delivery that arrived on a
+	// tenant's hook.
+	HeaderScope = "Triggerd-Scope"
 )
 
 // headroom is what a message needs besides its data (subject, reply,
 // headers), kept free below the server's max payload.
 const headroom = 4 << 10
 
-// ArchiveSubject returns the subject of a delivery's archive record. It is
-// also what events carry as payload_ref when their payload was left out.
-func ArchiveSubject(c triggers.Connector, deliveryID string) string {
-	return DeliveriesPrefix + "." + triggers.EncodeToken(string(c)) + "." + triggers.EncodeToken(deliveryID)
+// ArchiveSubject returns the subject of a delivery's archive record, given
+// its key (triggers.DeliveryKey: the delivery id, prefixed by the hook for
+// deliveries on a tenant's hook). It is also what events carry as
+// payload_ref when their payload was left out.
+func ArchiveSubject(c triggers.Connector, key string) string {
+	return DeliveriesPrefix + "." + triggers.EncodeToken(string(c)) + "." + triggers.EncodeToken(key)
 }
 
 // Commit makes one delivery and its events durable, exactly once per
@@ -68,7 +74,7 @@ func ArchiveSubject(c triggers.Connector, deliveryID string) string {
 // Commit returns an error when durability cannot be confirmed before ctx
 // ends; the caller must then not acknowledge the delivery.
 func (b *Bus) Commit(ctx context.Context, c triggers.Capture, events []triggers.Event) (duplicate bool, err error) {
-	subject := ArchiveSubject(c.Connector, c.DeliveryID)
+	subject := ArchiveSubject(c.Connector, c.Key())
 	if _, err := b.deliveries.GetLastMsgForSubject(ctx, subject); err == nil {
 		return true, nil
 	} else if !errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -178,6 +184,13 @@ func (b *Bus) archive(ctx context.Context, subject string, c triggers.Capture, n
 	h.Set(HeaderDeliveryID, c.DeliveryID)
 	h.Set(HeaderReceivedAt, c.ReceivedAt.UTC().Format(time.RFC3339Nano))
 	h.Set(HeaderEvents, strconv.Itoa(nEvents))
+	if c.Scope != nil {
+		scope, err := json.Marshal(c.Scope)
+		if err != nil {
+			return fmt.Errorf("archive delivery %s: encode scope: %w", c.DeliveryID, err)
+		}
+		h.Set(HeaderScope, string(scope))
+	}
 	data := c.Body
 	if bodySeq != 0 {
 		h.Set(HeaderBodyEvent, strconv.FormatUint(bodySeq, 10))

@@ -34,6 +34,18 @@ type Committer interface {
 	Commit(ctx context.Context, c triggers.Capture, events []triggers.Event) (duplicate bool, err error)
 }
 
+// ErrUnknownHook is what a Hooks resolver returns for an id it does not
+// know.
+var ErrUnknownHook = errors.New("ingest: unknown hook")
+
+// Hooks resolves the hooks triggerd registered for tenants, which deliver
+// to /webhooks/<connector>/<hook-id> signed with their own secret.
+type Hooks interface {
+	// Hook returns the scope of hook id of connector c and the verifier of
+	// its secret, or an error wrapping ErrUnknownHook.
+	Hook(ctx context.Context, c triggers.Connector, id string) (triggers.Scope, *Verifier, error)
+}
+
 // Defaults for Options.
 const (
 	// DefaultMaxBodyBytes is GitHub's payload cap, 25 MiB.
@@ -54,6 +66,8 @@ type Options struct {
 	// required, so no endpoint ever accepts an unsigned delivery.
 	CodeHost *Verifier
 	Deploy   *Verifier
+	// Hooks resolves per-hook endpoints; nil serves only the shared ones.
+	Hooks Hooks
 	// Ready reports whether the Committer can currently make deliveries
 	// durable; /readyz answers from it.
 	Ready func() bool
@@ -124,6 +138,10 @@ func New(o Options) (*Server, error) {
 func (s *Server) Register(e *echo.Echo) {
 	e.POST("/webhooks/codehost", s.codeHost)
 	e.POST("/webhooks/deploy", s.deploy)
+	if s.o.Hooks != nil {
+		e.POST("/webhooks/codehost/:hook", s.codeHost)
+		e.POST("/webhooks/deploy/:hook", s.deploy)
+	}
 	e.GET("/healthz", func(c echo.Context) error {
 		return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -195,10 +213,14 @@ func (s *Server) codeHost(c echo.Context) error {
 		return s.reject(c, triggers.CodeHost, http.StatusUnsupportedMediaType, "unsupported_media_type",
 			"Content-Type must be application/json or application/x-www-form-urlencoded (the webhook's content type setting)")
 	}
+	verifier, scope, ok, err := s.verifier(c, triggers.CodeHost)
+	if !ok {
+		return err
+	}
 	sig := r.Header.Get(CodeHostScheme.Header)
 	if sig == "" {
 		return s.reject(c, triggers.CodeHost, http.StatusUnauthorized, "missing_signature",
-			"header X-Hub-Signature-256 is missing: set the webhook's secret to triggerd's code-hosting webhook secret")
+			"header X-Hub-Signature-256 is missing: set the webhook's secret to "+secretName(triggers.CodeHost, scope))
 	}
 	buf, status, err := s.readBody(r)
 	if err != nil {
@@ -206,10 +228,10 @@ func (s *Server) codeHost(c echo.Context) error {
 	}
 	defer s.putBuf(buf)
 	body := buf.Bytes()
-	if !s.o.CodeHost.Verify(sig, body) {
-		s.log.Warn().Str("delivery_id", id).Str("remote", c.RealIP()).Msg("code-hosting delivery with an invalid signature")
+	if !verifier.Verify(sig, body) {
+		s.log.Warn().Str("delivery_id", id).Str("hook", c.Param("hook")).Str("remote", c.RealIP()).Msg("code-hosting delivery with an invalid signature")
 		return s.reject(c, triggers.CodeHost, http.StatusUnauthorized, "invalid_signature",
-			"X-Hub-Signature-256 does not match the body: the webhook's secret differs from triggerd's, or the body was changed on the way")
+			"X-Hub-Signature-256 does not match the body: the webhook's secret differs from "+secretName(triggers.CodeHost, scope)+", or the body was changed on the way")
 	}
 	payload := body
 	if form {
@@ -218,7 +240,7 @@ func (s *Server) codeHost(c echo.Context) error {
 		}
 	}
 	return s.accept(c, start, triggers.Delivery{
-		Connector: triggers.CodeHost, ID: id, Event: event, ReceivedAt: start, Payload: payload,
+		Connector: triggers.CodeHost, ID: id, Event: event, ReceivedAt: start, Payload: payload, Scope: scope,
 	}, body)
 }
 
@@ -228,10 +250,14 @@ func (s *Server) deploy(c echo.Context) error {
 	if mediaType(r) != "application/json" {
 		return s.reject(c, triggers.Deploy, http.StatusUnsupportedMediaType, "unsupported_media_type", "Content-Type must be application/json")
 	}
+	verifier, scope, ok, err := s.verifier(c, triggers.Deploy)
+	if !ok {
+		return err
+	}
 	sig := r.Header.Get(DeployScheme.Header)
 	if sig == "" {
 		return s.reject(c, triggers.Deploy, http.StatusUnauthorized, "missing_signature",
-			"header x-vercel-signature is missing: set the webhook's secret to triggerd's deployment webhook secret")
+			"header x-vercel-signature is missing: set the webhook's secret to "+secretName(triggers.Deploy, scope))
 	}
 	buf, status, err := s.readBody(r)
 	if err != nil {
@@ -239,12 +265,48 @@ func (s *Server) deploy(c echo.Context) error {
 	}
 	defer s.putBuf(buf)
 	body := buf.Bytes()
-	if !s.o.Deploy.Verify(sig, body) {
-		s.log.Warn().Str("remote", c.RealIP()).Msg("deployment delivery with an invalid signature")
+	if !verifier.Verify(sig, body) {
+		s.log.Warn().Str("hook", c.Param("hook")).Str("remote", c.RealIP()).Msg("deployment delivery with an invalid signature")
 		return s.reject(c, triggers.Deploy, http.StatusUnauthorized, "invalid_signature",
-			"x-vercel-signature does not match the body: the webhook's secret differs from triggerd's, or the body was changed on the way")
+			"x-vercel-signature does not match the body: the webhook's secret differs from "+secretName(triggers.Deploy, scope)+", or the body was changed on the way")
 	}
-	return s.accept(c, start, triggers.Delivery{Connector: triggers.Deploy, ReceivedAt: start, Payload: body}, body)
+	return s.accept(c, start, triggers.Delivery{Connector: triggers.Deploy, ReceivedAt: start, Payload: body, Scope: scope}, body)
+}
+
+// verifier returns the verifier for the request's endpoint: the shared
+// one, or the hook's. For an unknown hook it writes the answer and returns
+// ok false with the write's result.
+func (s *Server) verifier(c echo.Context, src triggers.Connector) (v *Verifier, scope *triggers.Scope, ok bool, err error) {
+	id := c.Param("hook")
+	if id == "" {
+		if src == triggers.CodeHost {
+			return s.o.CodeHost, nil, true, nil
+		}
+		return s.o.Deploy, nil, true, nil
+	}
+	sc, v, err := s.o.Hooks.Hook(c.Request().Context(), src, id)
+	switch {
+	case errors.Is(err, ErrUnknownHook):
+		return nil, nil, false, s.reject(c, src, http.StatusNotFound, "unknown_hook",
+			fmt.Sprintf("no %s hook %q: it was removed (its last trigger was deleted) or the URL is mistyped; copy the URL from the trigger's or agent's page", src, id))
+	case err != nil:
+		s.log.Error().Err(err).Str("hook", id).Msg("hook lookup failed; answered 503")
+		c.Response().Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds))
+		return nil, nil, false, s.reject(c, src, http.StatusServiceUnavailable, "unavailable", "the hook could not be looked up right now; nothing was accepted, retry later")
+	}
+	return v, &sc, true, nil
+}
+
+// secretName names the secret a delivery must be signed with, for error
+// messages.
+func secretName(src triggers.Connector, scope *triggers.Scope) string {
+	switch {
+	case scope != nil:
+		return "the hook's own secret (shown by triggerd when the hook or endpoint was created)"
+	case src == triggers.CodeHost:
+		return "triggerd's code-hosting webhook secret"
+	}
+	return "triggerd's deployment webhook secret"
 }
 
 // accept maps a verified delivery, commits it and answers.
@@ -269,6 +331,7 @@ func (s *Server) accept(c echo.Context, start time.Time, d triggers.Delivery, ra
 		ReceivedAt: start,
 		Header:     r.Header,
 		Body:       raw,
+		Scope:      d.Scope,
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.o.CommitTimeout)
 	duplicate, err := s.o.Committer.Commit(ctx, capture, res.Events)

@@ -45,7 +45,7 @@ func (f *fakeCommitter) Commit(_ context.Context, c triggers.Capture, events []t
 	if f.err != nil {
 		return false, f.err
 	}
-	key := string(c.Connector) + "/" + c.DeliveryID
+	key := string(c.Connector) + "/" + c.Key()
 	if f.seen[key] {
 		return true, nil
 	}

@@ -23,6 +23,36 @@ type Delivery struct {
 	// Payload is the webhook JSON exactly as received (for form-encoded
 	// code-hosting deliveries, the decoded "payload" field).
 	Payload []byte
+	// Scope is set for deliveries that arrived on a hook of one tenant
+	// (/webhooks/<connector>/<hook-id>); nil on the shared endpoints.
+	Scope *Scope
+}
+
+// Scope says whom an event is for. Events that arrive on a hook triggerd
+// registered for a tenant (or on a deployment endpoint it gave an agent)
+// carry the hook's scope, and only that tenant's triggers of that account
+// (or agent) are candidates for them. Events of the shared endpoints carry
+// none.
+type Scope struct {
+	// Hook is the id of the hook the delivery arrived on.
+	Hook   string `json:"hook"`
+	Tenant string `json:"tenant"`
+	// Account is the connected account that registered the hook; empty for
+	// deployment endpoints.
+	Account string `json:"account,omitempty"`
+	// Agent is the agent a deployment endpoint belongs to.
+	Agent string `json:"agent,omitempty"`
+}
+
+// DeliveryKey returns what makes a delivery unique: its id, prefixed with
+// the hook's id for scoped deliveries ("<hook>/<id>"), since a provider's
+// delivery ids are only unique per hook. Event ids and the archive are
+// keyed by it.
+func DeliveryKey(s *Scope, deliveryID string) string {
+	if s == nil || s.Hook == "" {
+		return deliveryID
+	}
+	return s.Hook + "/" + deliveryID
 }
 
 // Result is what one delivery maps to.
@@ -118,6 +148,9 @@ type Event struct {
 	// archived delivery can be read.
 	Payload    json.RawMessage `json:"payload"`
 	PayloadRef string          `json:"payload_ref,omitempty"`
+	// Scope is the hook's scope for deliveries on a tenant's hook; nil for
+	// the shared endpoints.
+	Scope *Scope `json:"scope,omitempty"`
 }
 
 // eventNamespace scopes the name-based (version 5) event ids.
@@ -160,6 +193,7 @@ type eventHeader struct {
 	Sender      string      `json:"sender"`
 	Resource    *Resource   `json:"resource"`
 	PayloadRef  string      `json:"payload_ref,omitempty"`
+	Scope       *Scope      `json:"scope,omitempty"`
 }
 
 // MarshalJSON encodes the event with its payload spliced in as raw bytes:
@@ -178,7 +212,7 @@ func (e *Event) AppendJSON(dst []byte) ([]byte, error) {
 		SourceEvent: e.SourceEvent, Action: e.Action,
 		ReceivedAt: e.ReceivedAt.UTC().Format(time.RFC3339Nano),
 		Repository: e.Repository, Account: e.Account, Sender: e.Sender,
-		Resource: &e.Resource, PayloadRef: e.PayloadRef,
+		Resource: &e.Resource, PayloadRef: e.PayloadRef, Scope: e.Scope,
 	}
 	head, err := json.Marshal(&h)
 	if err != nil {
@@ -229,4 +263,9 @@ type Capture struct {
 	ReceivedAt time.Time
 	Header     map[string][]string
 	Body       []byte
+	// Scope is the hook's scope for deliveries on a tenant's hook.
+	Scope *Scope
 }
+
+// Key returns the capture's DeliveryKey.
+func (c Capture) Key() string { return DeliveryKey(c.Scope, c.DeliveryID) }

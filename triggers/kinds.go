@@ -6,6 +6,11 @@
 // storage library, so every other package can depend on it.
 package triggers
 
+import (
+	"slices"
+	"strings"
+)
+
 // Connector names an external service whose deliveries become events.
 type Connector string
 
@@ -142,4 +147,29 @@ func (k Kind) Connector() Connector {
 		return ""
 	}
 	return kinds[i].Connector
+}
+
+// HookEvents returns the webhook events (X-GitHub-Event values, or the
+// deployment platform's event types) a hook must subscribe to for k's
+// events to arrive, sorted; nil for kinds no webhook delivers.
+func (k Kind) HookEvents() []string {
+	i, ok := kindIndex[k]
+	if !ok || !kinds[i].Webhook {
+		return nil
+	}
+	var out []string
+	for _, src := range kinds[i].Sources {
+		name := src
+		if k.Connector() == CodeHost {
+			// "issues.opened", "push (not a ref deletion)" → the event.
+			if j := strings.IndexAny(name, ". "); j >= 0 {
+				name = name[:j]
+			}
+		}
+		if !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

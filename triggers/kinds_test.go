@@ -1,6 +1,7 @@
 package triggers
 
 import (
+	"slices"
 	"testing"
 )
 
@@ -21,5 +22,23 @@ func TestKinds(t *testing.T) {
 	all[0].Sources[0] = "changed"
 	if got := Kinds()[0].Sources[0]; got == "changed" {
 		t.Errorf("modifying Kinds() changed the catalogue")
+	}
+}
+
+func TestHookEvents(t *testing.T) {
+	cases := map[Kind][]string{
+		NewIssue:                 {"issues"},
+		NewMention:               {"commit_comment", "discussion", "discussion_comment", "issue_comment", "issues", "pull_request", "pull_request_review", "pull_request_review_comment"},
+		NewTag:                   {"create"},
+		NewCommit:                {"push"},
+		ProjectItemStatusChanged: {"projects_v2_item"},
+		NewGist:                  nil,
+		DeploymentCompleted:      {"deployment.ready", "deployment.succeeded"},
+		"nope":                   nil,
+	}
+	for k, want := range cases {
+		if got := k.HookEvents(); !slices.Equal(got, want) {
+			t.Errorf("%s.HookEvents() = %v, want %v", k, got, want)
+		}
 	}
 }

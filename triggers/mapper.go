@@ -85,6 +85,7 @@ type emitter struct {
 	account  string
 	sender   string
 	payload  []byte
+	scope    *Scope
 	counts   [4]kindCount
 	ncounts  int
 }
@@ -117,7 +118,7 @@ func (e *emitter) index(k Kind) int {
 // emit appends an event of kind k about r.
 func (e *emitter) emit(k Kind, r Resource) {
 	e.res.Events = append(e.res.Events, Event{
-		ID:          EventID(e.conn, e.res.DeliveryID, k, e.index(k)),
+		ID:          EventID(e.conn, DeliveryKey(e.scope, e.res.DeliveryID), k, e.index(k)),
 		Kind:        k,
 		Connector:   e.conn,
 		DeliveryID:  e.res.DeliveryID,
@@ -129,6 +130,7 @@ func (e *emitter) emit(k Kind, r Resource) {
 		Sender:      e.sender,
 		Resource:    r,
 		Payload:     e.payload,
+		Scope:       e.scope,
 	})
 }
 
@@ -176,6 +178,7 @@ func mapCodeHost(d Delivery) (Result, error) {
 		received: d.ReceivedAt,
 		sender:   login(p.Sender),
 		payload:  d.Payload,
+		scope:    d.Scope,
 	}
 	if r := p.Repository; r != nil {
 		e.repo = repository(r)
@@ -520,6 +523,7 @@ func mapDeploy(d Delivery) (Result, error) {
 		conn:     Deploy,
 		received: d.ReceivedAt,
 		payload:  d.Payload,
+		scope:    d.Scope,
 	}
 	var k Kind
 	var state string

@@ -79,9 +79,9 @@ func redeliverOne(ctx context.Context, b *bus.Bus, c triggers.Connector, id stri
 	if err != nil {
 		return err
 	}
-	d := triggers.Delivery{Connector: c, ReceivedAt: capture.ReceivedAt, Payload: payload}
+	d := triggers.Delivery{Connector: c, ReceivedAt: capture.ReceivedAt, Payload: payload, Scope: capture.Scope}
 	if c == triggers.CodeHost {
-		d.ID = id
+		d.ID = capture.DeliveryID
 		if ev := capture.Header["X-Github-Event"]; len(ev) > 0 {
 			d.Event = ev[0]
 		}

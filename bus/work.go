@@ -1,0 +1,347 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Streams of the dispatcher's work, besides the events themselves.
+const (
+	// AgentsStream holds agent runs on "agents.<agent-id>.runs" (agents
+	// consume them) and agents' results on "agents.<agent-id>.results".
+	AgentsStream = "TRIGGERD_AGENTS"
+	// PushStream is the work queue of runs to POST to HTTP agents, on
+	// "push.<agent-id>".
+	PushStream = "TRIGGERD_PUSH"
+	// DeadStream keeps what could not be processed, on "dead.<source>",
+	// with the original subject, headers and data and the reason.
+	DeadStream = "TRIGGERD_DEAD"
+)
+
+// Dead-letter headers.
+const (
+	HeaderDeadReason  = "Triggerd-Dead-Reason"
+	HeaderDeadSubject = "Triggerd-Dead-Subject"
+	HeaderDeadStream  = "Triggerd-Dead-Stream"
+	HeaderDeadSeq     = "Triggerd-Dead-Seq"
+	HeaderDeadTries   = "Triggerd-Dead-Deliveries"
+	HeaderDeadAt      = "Triggerd-Dead-At"
+)
+
+// DefaultDeadRetention is how long dead letters are kept.
+const DefaultDeadRetention = 30 * 24 * time.Hour
+
+// provisionWork creates the agents, push and dead-letter streams.
+func (b *Bus) provisionWork(ctx context.Context) error {
+	cfgs := []jetstream.StreamConfig{{
+		Name:        AgentsStream,
+		Description: "triggerd agent runs (agents.<agent>.runs, Nats-Msg-Id = run id) and results (agents.<agent>.results)",
+		Subjects:    []string{"agents.>"},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     jetstream.FileStorage,
+		MaxAge:      b.opts.EventRetention,
+		Duplicates:  b.opts.DedupWindow,
+		Discard:     jetstream.DiscardOld,
+		AllowDirect: true,
+	}, {
+		Name:        PushStream,
+		Description: "triggerd runs waiting to be POSTed to HTTP agents",
+		Subjects:    []string{"push.>"},
+		Retention:   jetstream.WorkQueuePolicy,
+		Storage:     jetstream.FileStorage,
+		Duplicates:  b.opts.DedupWindow,
+		MaxAge:      b.opts.EventRetention,
+	}, {
+		Name:        DeadStream,
+		Description: "triggerd dead letters: messages that could not be processed, with the reason",
+		Subjects:    []string{"dead.>"},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     jetstream.FileStorage,
+		MaxAge:      DefaultDeadRetention,
+		Discard:     jetstream.DiscardOld,
+	}}
+	for _, cfg := range cfgs {
+		if _, err := b.js.CreateOrUpdateStream(ctx, cfg); err != nil {
+			return fmt.Errorf("provision stream %s: %w", cfg.Name, err)
+		}
+	}
+	return nil
+}
+
+// Publish publishes data to subject with msgID as Nats-Msg-Id and waits for
+// JetStream to store it. duplicate is true when the stream already held a
+// message with that id (within its dedup window).
+func (b *Bus) Publish(ctx context.Context, subject, msgID string, data []byte) (seq uint64, duplicate bool, err error) {
+	msg := &nats.Msg{Subject: subject, Data: data}
+	ack, err := b.js.PublishMsg(ctx, msg, jetstream.WithMsgID(msgID))
+	if err != nil {
+		return 0, false, fmt.Errorf("publish %s: %w", subject, err)
+	}
+	return ack.Sequence, ack.Duplicate, nil
+}
+
+// EventAt returns the event at sequence seq of EventsStream: its subject
+// and data. ErrNotArchived-like absence is jetstream.ErrMsgNotFound.
+func (b *Bus) EventAt(ctx context.Context, seq uint64) (subject string, data []byte, err error) {
+	msg, err := b.events.GetMsg(ctx, seq)
+	if err != nil {
+		return "", nil, fmt.Errorf("event at sequence %d: %w", seq, err)
+	}
+	return msg.Subject, msg.Data, nil
+}
+
+// WorkSpec describes a durable consumer that several processes share.
+type WorkSpec struct {
+	// Stream and Durable name the stream and the consumer.
+	Stream  string
+	Durable string
+	// Filter is the subject filter ("" for the whole stream).
+	Filter string
+	// AckWait is how long a job may go without Ack or InProgress before
+	// JetStream gives it to another worker.
+	AckWait time.Duration
+	// MaxDeliver bounds deliveries of one message; a job that asks for a
+	// retry on its last delivery is dead-lettered instead.
+	MaxDeliver int
+	// Concurrency is how many jobs this process works on at once.
+	Concurrency int
+	// DeliverNew starts a new consumer at new messages instead of the
+	// stream's first.
+	DeliverNew bool
+}
+
+// Job is one message of a WorkSpec's consumer. Exactly one of Ack, Retry,
+// Dead must be called, once.
+type Job struct {
+	b    *Bus
+	spec WorkSpec
+	msg  jetstream.Msg
+	meta *jetstream.MsgMetadata
+}
+
+// Subject, Data and Header return the message's.
+func (j *Job) Subject() string     { return j.msg.Subject() }
+func (j *Job) Data() []byte        { return j.msg.Data() }
+func (j *Job) Header() nats.Header { return j.msg.Headers() }
+
+// Delivered is how many times the message has been delivered, this time
+// included.
+func (j *Job) Delivered() int {
+	if j.meta == nil {
+		return 1
+	}
+	return int(j.meta.NumDelivered)
+}
+
+// Sequence is the message's stream sequence.
+func (j *Job) Sequence() uint64 {
+	if j.meta == nil {
+		return 0
+	}
+	return j.meta.Sequence.Stream
+}
+
+// LastDelivery reports whether JetStream will not deliver the message again.
+func (j *Job) LastDelivery() bool {
+	return j.spec.MaxDeliver > 0 && j.Delivered() >= j.spec.MaxDeliver
+}
+
+// Ack acknowledges the job, waiting for the server to confirm, so that a
+// completed job is not delivered again.
+func (j *Job) Ack(ctx context.Context) error {
+	if err := j.msg.DoubleAck(ctx); err != nil {
+		return fmt.Errorf("ack %s: %w", j.msg.Subject(), err)
+	}
+	return nil
+}
+
+// InProgress tells JetStream the job is still being worked on, resetting
+// its AckWait.
+func (j *Job) InProgress() error { return j.msg.InProgress() }
+
+// Retry asks for the job again after delay. On the last delivery it is
+// dead-lettered with reason instead.
+func (j *Job) Retry(ctx context.Context, delay time.Duration, reason string) error {
+	if j.LastDelivery() {
+		return j.Dead(ctx, "gave up after "+strconv.Itoa(j.Delivered())+" deliveries: "+reason)
+	}
+	return j.msg.NakWithDelay(delay)
+}
+
+// Dead dead-letters the job with reason (a copy of the message goes to
+// DeadStream on "dead.<durable>") and terminates it, so it is never
+// delivered again.
+func (j *Job) Dead(ctx context.Context, reason string) error {
+	if err := j.b.DeadLetter(ctx, j.spec.Durable, j.spec.Stream, j.Sequence(), j.Delivered(), j.msg.Subject(), j.msg.Headers(), j.msg.Data(), reason); err != nil {
+		// Leave the message to be redelivered rather than lose it.
+		_ = j.msg.NakWithDelay(time.Second)
+		return err
+	}
+	if err := j.msg.TermWithReason(reason); err != nil {
+		return fmt.Errorf("terminate %s: %w", j.msg.Subject(), err)
+	}
+	return nil
+}
+
+// DeadLetter stores a message that could not be processed on
+// "dead.<source>", with the reason and where it came from.
+func (b *Bus) DeadLetter(ctx context.Context, source, stream string, seq uint64, delivered int, subject string, header nats.Header, data []byte, reason string) error {
+	h := nats.Header{}
+	for k, vs := range header {
+		if k == nats.MsgIdHdr || k == nats.ExpectedLastSubjSeqHdr {
+			continue
+		}
+		h[k] = append([]string(nil), vs...)
+	}
+	h.Set(HeaderDeadReason, reason)
+	h.Set(HeaderDeadSubject, subject)
+	h.Set(HeaderDeadStream, stream)
+	h.Set(HeaderDeadSeq, strconv.FormatUint(seq, 10))
+	h.Set(HeaderDeadTries, strconv.Itoa(delivered))
+	h.Set(HeaderDeadAt, time.Now().UTC().Format(time.RFC3339Nano))
+	msg := &nats.Msg{Subject: "dead." + source, Header: h, Data: data}
+	opts := []jetstream.PublishOpt{}
+	if seq != 0 {
+		opts = append(opts, jetstream.WithMsgID(stream+":"+strconv.FormatUint(seq, 10)))
+	}
+	if _, err := b.js.PublishMsg(ctx, msg, opts...); err != nil {
+		return fmt.Errorf("dead-letter %s: %w", subject, err)
+	}
+	return nil
+}
+
+// DeadLetters returns the dead letters of source (every source when ""),
+// oldest first, at most limit.
+func (b *Bus) DeadLetters(ctx context.Context, source string, limit int) ([]*nats.Msg, error) {
+	filter := "dead.>"
+	if source != "" {
+		filter = "dead." + source
+	}
+	stream, err := b.js.Stream(ctx, DeadStream)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", DeadStream, err)
+	}
+	var out []*nats.Msg
+	for seq := uint64(1); len(out) < limit; {
+		m, err := stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(filter))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			break
+		}
+		if err != nil {
+			return out, fmt.Errorf("read %s: %w", DeadStream, err)
+		}
+		out = append(out, &nats.Msg{Subject: m.Subject, Header: m.Header, Data: m.Data})
+		seq = m.Sequence + 1
+	}
+	return out, nil
+}
+
+// Work runs handle for the messages of spec's durable consumer, at most
+// spec.Concurrency at once, until ctx ends; then it stops fetching, waits
+// for the jobs in hand and returns nil. A handler must settle its job (Ack,
+// Retry or Dead); one that returns without doing so leaves the message to
+// be redelivered after AckWait.
+func (b *Bus) Work(ctx context.Context, spec WorkSpec, handle func(ctx context.Context, j *Job)) error {
+	if spec.Concurrency <= 0 {
+		spec.Concurrency = 1
+	}
+	cfg := jetstream.ConsumerConfig{
+		Durable:       spec.Durable,
+		FilterSubject: spec.Filter,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       spec.AckWait,
+		MaxDeliver:    spec.MaxDeliver,
+		MaxAckPending: max(1000, spec.Concurrency*4),
+	}
+	if spec.DeliverNew {
+		cfg.DeliverPolicy = jetstream.DeliverNewPolicy
+	}
+	cons, err := b.js.CreateOrUpdateConsumer(ctx, spec.Stream, cfg)
+	if err != nil {
+		return fmt.Errorf("consumer %s on %s: %w", spec.Durable, spec.Stream, err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(spec.Concurrency))
+	if err != nil {
+		return fmt.Errorf("consume %s: %w", spec.Durable, err)
+	}
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+
+	// Jobs in hand finish under their own context: stopping the worker
+	// does not cut a tool step short; the caller bounds shutdown.
+	jobCtx := context.WithoutCancel(ctx)
+	sem := make(chan struct{}, spec.Concurrency)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		msg, err := it.Next()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return nil
+			}
+			// Heartbeats missed while NATS is away: the iterator keeps
+			// trying; anything else ends the worker.
+			if errors.Is(err, jetstream.ErrNoHeartbeat) || errors.Is(err, nats.ErrTimeout) {
+				continue
+			}
+			return fmt.Errorf("consume %s: %w", spec.Durable, err)
+		}
+		meta, _ := msg.Metadata()
+		j := &Job{b: b, spec: spec, msg: msg, meta: meta}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			handle(jobCtx, j)
+		}()
+	}
+}
+
+// Heartbeat calls j.InProgress every interval until the returned stop is
+// called, so a long job keeps its message.
+func Heartbeat(j *Job, interval time.Duration) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				_ = j.InProgress()
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+// Notify publishes data on a core NATS subject, for broadcasts between
+// triggerd processes (nothing is stored).
+func (b *Bus) Notify(subject string, data []byte) error {
+	if err := b.nc.Publish(subject, data); err != nil {
+		return fmt.Errorf("notify %s: %w", subject, err)
+	}
+	return nil
+}
+
+// Listen calls fn for every message on a core NATS subject until ctx ends.
+func (b *Bus) Listen(ctx context.Context, subject string, fn func(data []byte)) error {
+	sub, err := b.nc.Subscribe(subject, func(m *nats.Msg) { fn(m.Data) })
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", subject, err)
+	}
+	context.AfterFunc(ctx, func() { _ = sub.Unsubscribe() })
+	return nil
+}
