@@ -219,6 +219,12 @@ type Store interface {
 	FlowStates
 	Locker
 	RateLimits
+	Agents
+	Triggers
+	Hooks
+	Runs
+	Events
+	Cursors
 	// Close releases the backend's resources.
 	Close() error
 }

@@ -21,12 +21,41 @@
 // flow states in its own transaction by walking it from the start until the
 // first unexpired entry; there is no background goroutine.
 //
+// The dispatcher's records (NUL is written \0, T is a 12-byte time that
+// sorts as it should: Unix seconds with the sign bit flipped, then
+// nanoseconds, big-endian):
+//
+//	agents          agent id -> store.Agent
+//	agent-tenant    tenant id \0 agent id -> empty
+//	triggers        trigger id -> store.Trigger
+//	trigger-tenant  tenant id \0 trigger id -> empty
+//	hooks           hook id -> store.Hook
+//	hook-tenant     tenant id \0 hook id -> empty
+//	hook-key        tenant \0 account \0 connector \0 scope \0 target -> hook id
+//	runs            run id -> store.Run
+//	run-time        \0 T(CreatedAt) run id -> empty (every run)
+//	run-tenant      tenant id \0 T(CreatedAt) run id -> empty
+//	run-trigger     trigger id \0 T(CreatedAt) run id -> empty
+//	run-agent       agent id \0 T(CreatedAt) run id -> empty
+//	run-event       tenant id \0 event id \0 T(CreatedAt) run id -> empty
+//	events          tenant id \0 event id -> store.EventRecord
+//	event-trigger   tenant id \0 trigger id \0 T(DispatchedAt) event id -> empty
+//	cursors         cursor key -> store.Cursor
+//
+// Agent, trigger, hook and run ids are global, like the keys of their
+// buckets: a create finds another tenant's id taken. The time-ordered
+// indexes let ListRuns and ListTriggerEvents walk newest first and stop at
+// their limit; every write that changes a record's indexed fields moves its
+// index entries in the same transaction.
+//
 // Reads check the tenant and ids inside the record, so ids that contain
 // the separators ('/', NUL) cannot reach another tenant's data; at worst
 // such an id makes a create report a false store.ErrConflict.
 //
 // Records with a zero CreatedAt are stored with the time of the write; an
-// account with a zero UpdatedAt gets its CreatedAt.
+// account, agent, trigger, hook or run with a zero UpdatedAt gets its
+// CreatedAt. An event record with a zero DispatchedAt, and a cursor with a
+// zero UpdatedAt, are stored with the time of the write.
 package boltstore
 
 import (
@@ -124,7 +153,8 @@ func Open(path string, o Options) (*Store, error) {
 		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, name := range [][]byte{bucketTenants, bucketAPIKeys, bucketAPIKeyIDs, bucketAccounts, bucketAccountExt, bucketFlows, bucketFlowExpiry} {
+		buckets := [][]byte{bucketTenants, bucketAPIKeys, bucketAPIKeyIDs, bucketAccounts, bucketAccountExt, bucketFlows, bucketFlowExpiry}
+		for _, name := range slices.Concat(buckets, dispatchBuckets) {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("bucket %s: %w", name, err)
 			}

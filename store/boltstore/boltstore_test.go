@@ -1,6 +1,7 @@
 package boltstore
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -211,5 +212,94 @@ func TestLeasesFollowNow(t *testing.T) {
 	s.mu.Unlock()
 	if n != 1 {
 		t.Fatalf("%d leases in memory, want 1", n)
+	}
+}
+
+// TestIndexesFollowRecords checks that the index buckets hold exactly one
+// entry per indexed record: moves, replacements and deletions leave no
+// stale entries behind (the lists would hide them, but they would pile
+// up).
+func TestIndexesFollowRecords(t *testing.T) {
+	ctx := t.Context()
+	s := open(t, filepath.Join(t.TempDir(), "triggerd.db"), Options{})
+	defer s.Close()
+	created := time.Date(2025, 1, 1, 0, 0, 0, 5, time.UTC)
+
+	wantCounts := func(what string, want map[string]int) {
+		t.Helper()
+		for _, b := range dispatchBuckets {
+			if got := count(t, s, b); got != want[string(b)] {
+				t.Errorf("%s: %s holds %d keys, want %d", what, b, got, want[string(b)])
+			}
+		}
+	}
+	_, err := s.CreateAgent(ctx, store.Agent{ID: "ag1", TenantID: "t1", CreatedAt: created})
+	must(t, err)
+	_, err = s.CreateTrigger(ctx, store.Trigger{ID: "tr1", TenantID: "t1", AccountID: "acc1", AgentID: "ag1", CreatedAt: created})
+	must(t, err)
+	h, err := s.CreateHook(ctx, store.Hook{ID: "h1", TenantID: "t1", AccountID: "acc1", Connector: "codehost", Scope: store.HookRepository, Target: "octo/hello"})
+	must(t, err)
+	r, err := s.CreateRun(ctx, store.Run{ID: "r1", TenantID: "t1", EventID: "ev1", TriggerID: "tr1", AgentID: "ag1", CreatedAt: created})
+	must(t, err)
+	_, err = s.CreateRun(ctx, store.Run{ID: "r2", TenantID: "t1", CreatedAt: created}) // no trigger, agent or event
+	must(t, err)
+	must(t, s.PutEvent(ctx, store.EventRecord{TenantID: "t1", EventID: "ev1", DispatchedAt: created,
+		Outcomes: []store.Outcome{{TriggerID: "tr1"}, {TriggerID: "tr2"}, {TriggerID: "tr1"}}}))
+	_, err = s.PutCursor(ctx, store.Cursor{Key: "k"})
+	must(t, err)
+	wantCounts("after creates", map[string]int{
+		"agents": 1, "agent-tenant": 1, "triggers": 1, "trigger-tenant": 1,
+		"hooks": 1, "hook-tenant": 1, "hook-key": 1,
+		"runs": 2, "run-time": 2, "run-tenant": 2, "run-trigger": 1, "run-agent": 1, "run-event": 1,
+		"events": 1, "event-trigger": 2, "cursors": 1,
+	})
+
+	r.TriggerID, r.AgentID, r.EventID, r.CreatedAt = "tr2", "ag2", "ev2", created.Add(time.Hour)
+	_, err = s.UpdateRun(ctx, r)
+	must(t, err)
+	if rs, err := s.ListRuns(ctx, store.RunFilter{TenantID: "t1", Limit: 1}); err != nil || len(rs) != 1 || rs[0].ID != "r1" {
+		t.Fatalf("ListRuns after moving r1 to a later time = %+v, %v; want r1", rs, err)
+	}
+	must(t, s.PutEvent(ctx, store.EventRecord{TenantID: "t1", EventID: "ev1", DispatchedAt: created.Add(time.Hour),
+		Outcomes: []store.Outcome{{TriggerID: "tr3"}}}))
+	must(t, s.DeleteAgent(ctx, "t1", "ag1"))
+	must(t, s.DeleteTrigger(ctx, "t1", "tr1"))
+	must(t, s.DeleteHook(ctx, h.ID))
+	wantCounts("after moves and deletions", map[string]int{
+		"runs": 2, "run-time": 2, "run-tenant": 2, "run-trigger": 1, "run-agent": 1, "run-event": 1,
+		"events": 1, "event-trigger": 1, "cursors": 1,
+	})
+}
+
+// must fails the test on err.
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTimeKeyOrder checks that timeKey sorts times as time does, far
+// beyond what UnixNano can hold, whatever the zone.
+func TestTimeKeyOrder(t *testing.T) {
+	times := []time.Time{
+		time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(1600, 1, 1, 0, 0, 0, 999999999, time.UTC),
+		time.Unix(-1, 0),
+		time.Unix(-1, 1),
+		time.Unix(0, 0),
+		time.Unix(0, 1),
+		time.Unix(1, 0).In(time.FixedZone("X", 3600)),
+		time.Unix(1, 1),
+		time.Date(2262, 4, 12, 0, 0, 0, 0, time.UTC),
+		time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC),
+	}
+	for i := 1; i < len(times); i++ {
+		if a, b := timeKey(times[i-1]), timeKey(times[i]); bytes.Compare(a, b) >= 0 {
+			t.Errorf("timeKey(%v) = %x is not before timeKey(%v) = %x", times[i-1], a, times[i], b)
+		}
+	}
+	if a, b := timeKey(times[6]), timeKey(times[6].UTC()); !bytes.Equal(a, b) {
+		t.Errorf("timeKey depends on the zone: %x, %x", a, b)
 	}
 }

@@ -14,15 +14,47 @@
 //	account-ext:{tenant}:{connector}:{external}   account id
 //	flow:{state}                                  store.FlowState (JSON), PX TTL until ExpiresAt
 //	lock:{key}                                    random owner token, PX TTL
+//	ratelimit:{key}                               hash of limit, remaining, reset (unix ms), PX TTL
 //
-// Creations and account updates are Lua scripts, so each is atomic across
-// processes: a create writes nothing unless none of its keys exist, and
-// UpdateAccount compares the version field of the stored JSON with the
-// caller's Version before it writes (it reads the account first, to name
-// the old account-ext key when the external id changes; the script's
-// version check makes that read safe). TakeFlowState is a GETDEL; a flow
-// state's expiry is the server's key TTL. A lease is SET NX PX with a
-// random token, released by a compare-and-delete script.
+// and the dispatcher's records (every sorted set below holds ids, scored by
+// the record's CreatedAt, or an event's DispatchedAt, in unix nanos):
+//
+//	agent:{id}                                    store.Agent (JSON)
+//	agents:{tenant}                               sorted set of the tenant's agents
+//	trigger:{id}                                  store.Trigger (JSON)
+//	triggers:{tenant}                             sorted set of the tenant's triggers
+//	triggers                                      sorted set of every trigger
+//	hook:{id}                                     store.Hook (JSON)
+//	hooks:{tenant}                                sorted set of the tenant's hooks
+//	hooks                                         sorted set of every hook
+//	hook-key:{tenant}:{account}:{connector}:{scope}:{target}   hook id
+//	run:{id}                                      store.Run (JSON)
+//	runs                                          sorted set of every run
+//	runs:{tenant}                                 sorted set of the tenant's runs
+//	trigger-runs:{trigger}                        sorted set of the trigger's runs
+//	agent-runs:{agent}                            sorted set of the agent's runs
+//	event-runs:{tenant}:{event}                   sorted set of the runs of the tenant's event
+//	event:{tenant}:{event}                        store.EventRecord (JSON)
+//	trigger-events:{tenant}:{trigger}             sorted set of the event ids with an outcome for the trigger
+//	cursor:{key}                                  store.Cursor (JSON)
+//
+// Agent, trigger, hook and run ids are global, like their keys: a create
+// finds another tenant's id taken.
+//
+// Creations, updates and deletions are Lua scripts, so each is atomic
+// across processes, records and sorted sets together: a create writes
+// nothing unless none of its keys exist, and an update compares the
+// version field of the stored JSON with the caller's Version before it
+// writes. Where a script must name keys that the stored record decides
+// (UpdateAccount's old account-ext key, the sorted sets an updated run
+// leaves, the key a deleted hook frees, the per-trigger sets a replaced
+// event leaves), the record is read first and the script checks that the
+// stored record is still the one read (its version, its key fields, or
+// the SHA-1 of an event's JSON), so that the read is safe. ListRuns and
+// ListTriggerEvents read a sorted set from the newest end and stop at
+// their limit. TakeFlowState is a GETDEL; a flow state's expiry is the
+// server's key TTL. A lease is SET NX PX with a random token, released by
+// a compare-and-delete script.
 //
 // Keys that lose data must never be evicted, so Open refuses a server whose
 // maxmemory-policy is not noeviction (see ErrEvictingPolicy).
@@ -32,7 +64,9 @@
 // report a false store.ErrConflict.
 //
 // Records with a zero CreatedAt are stored with the time of the write; an
-// account with a zero UpdatedAt gets its CreatedAt.
+// account, agent, trigger, hook or run with a zero UpdatedAt gets its
+// CreatedAt. An event record with a zero DispatchedAt, and a cursor with a
+// zero UpdatedAt, are stored with the time of the write.
 package redisstore
 
 import (

@@ -5,8 +5,10 @@ import (
 
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os/exec"
 	"strings"
@@ -405,4 +407,232 @@ func TestReleaseAfterClose(t *testing.T) {
 		t.Fatalf("second Close: %v", err)
 	}
 	release() // must not panic or block
+}
+
+// keysUnder returns the keys under prefix, without it, and their types.
+func keysUnder(t *testing.T, rdb *redis.Client, prefix string) map[string]string {
+	t.Helper()
+	ctx := t.Context()
+	keys := map[string]string{}
+	iter := rdb.Scan(ctx, 0, prefix+"*", 100).Iterator()
+	for iter.Next(ctx) {
+		keys[strings.TrimPrefix(iter.Val(), prefix)] = rdb.Type(ctx, iter.Val()).Val()
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+// TestDispatchKeyLayout pins the documented key names of the dispatcher's
+// records, and checks that updates, replacements and deletions keep the
+// sorted sets in step: nothing stale is left behind.
+func TestDispatchKeyLayout(t *testing.T) {
+	ctx := t.Context()
+	url, prefix := storetest.RedisURL(t), storetest.Prefix(t)
+	s := open(t, url, prefix)
+	defer s.Close()
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+
+	created := time.Unix(1700000000, 5)
+	var steps []error
+	step := func(err error) { steps = append(steps, err) }
+	_, err = s.CreateAgent(ctx, store.Agent{ID: "ag1", TenantID: "t1", CreatedAt: created})
+	step(err)
+	_, err = s.CreateTrigger(ctx, store.Trigger{ID: "tr1", TenantID: "t1", AccountID: "acc1", AgentID: "ag1", CreatedAt: created})
+	step(err)
+	_, err = s.CreateHook(ctx, store.Hook{ID: "h1", TenantID: "t1", AccountID: "acc1", Connector: "codehost",
+		Scope: store.HookRepository, Target: "octo/hello", CreatedAt: created})
+	step(err)
+	r, err := s.CreateRun(ctx, store.Run{ID: "r1", TenantID: "t1", EventID: "ev1", TriggerID: "tr1", AgentID: "ag1", CreatedAt: created})
+	step(err)
+	step(s.PutEvent(ctx, store.EventRecord{TenantID: "t1", EventID: "ev1", DispatchedAt: created.Add(time.Second),
+		Outcomes: []store.Outcome{{TriggerID: "tr1"}, {TriggerID: "tr2"}}}))
+	_, err = s.PutCursor(ctx, store.Cursor{Key: "poll:acc1", Value: json.RawMessage(`1`)})
+	step(err)
+	if err := errors.Join(steps...); err != nil {
+		t.Fatalf("setup: %v", err)
+	}
+
+	want := map[string]string{
+		"agent:ag1":   "string",
+		"agents:t1":   "zset",
+		"trigger:tr1": "string",
+		"triggers:t1": "zset",
+		"triggers":    "zset",
+		"hook:h1":     "string",
+		"hooks:t1":    "zset",
+		"hooks":       "zset",
+		"hook-key:t1:acc1:codehost:repository:octo/hello": "string",
+		"run:r1":                "string",
+		"runs":                  "zset",
+		"runs:t1":               "zset",
+		"trigger-runs:tr1":      "zset",
+		"agent-runs:ag1":        "zset",
+		"event-runs:t1:ev1":     "zset",
+		"event:t1:ev1":          "string",
+		"trigger-events:t1:tr1": "zset",
+		"trigger-events:t1:tr2": "zset",
+		"cursor:poll:acc1":      "string",
+	}
+	if got := keysUnder(t, rdb, prefix); !maps.Equal(got, want) {
+		t.Fatalf("keys after creates:\n got %v\nwant %v", got, want)
+	}
+	if got := rdb.Get(ctx, prefix+"hook-key:t1:acc1:codehost:repository:octo/hello").Val(); got != "h1" {
+		t.Errorf("hook-key = %q, want h1", got)
+	}
+	for _, z := range []struct {
+		key, member string
+		at          time.Time
+	}{
+		{"agents:t1", "ag1", created},
+		{"triggers", "tr1", created},
+		{"hooks:t1", "h1", created},
+		{"runs:t1", "r1", created},
+		{"trigger-runs:tr1", "r1", created},
+		{"trigger-events:t1:tr1", "ev1", created.Add(time.Second)},
+	} {
+		if got := rdb.ZScore(ctx, prefix+z.key, z.member).Val(); got != float64(z.at.UnixNano()) {
+			t.Errorf("%s score of %s = %v, want %v", z.key, z.member, got, float64(z.at.UnixNano()))
+		}
+	}
+
+	r.TriggerID, r.AgentID, r.EventID = "tr2", "ag2", "ev2"
+	_, err = s.UpdateRun(ctx, r)
+	step(err)
+	step(s.PutEvent(ctx, store.EventRecord{TenantID: "t1", EventID: "ev1", DispatchedAt: created,
+		Outcomes: []store.Outcome{{TriggerID: "tr3"}}}))
+	step(s.DeleteAgent(ctx, "t1", "ag1"))
+	step(s.DeleteTrigger(ctx, "t1", "tr1"))
+	step(s.DeleteHook(ctx, "h1"))
+	if err := errors.Join(steps...); err != nil {
+		t.Fatalf("moves and deletions: %v", err)
+	}
+	want = map[string]string{
+		"run:r1":                "string",
+		"runs":                  "zset",
+		"runs:t1":               "zset",
+		"trigger-runs:tr2":      "zset",
+		"agent-runs:ag2":        "zset",
+		"event-runs:t1:ev2":     "zset",
+		"event:t1:ev1":          "string",
+		"trigger-events:t1:tr3": "zset",
+		"cursor:poll:acc1":      "string",
+	}
+	if got := keysUnder(t, rdb, prefix); !maps.Equal(got, want) {
+		t.Fatalf("keys after moves and deletions:\n got %v\nwant %v", got, want)
+	}
+}
+
+// TestTwoStoresRuns has two Stores on one prefix, as two processes, race
+// to create and to update one run: each time, exactly one wins.
+func TestTwoStoresRuns(t *testing.T) {
+	ctx := t.Context()
+	url, prefix := storetest.RedisURL(t), storetest.Prefix(t)
+	stores := []*redisstore.Store{open(t, url, prefix), open(t, url, prefix)}
+	defer stores[0].Close()
+	defer stores[1].Close()
+
+	race := func(what string, write func(s *redisstore.Store, i int) error) {
+		t.Helper()
+		var (
+			wg    sync.WaitGroup
+			mu    sync.Mutex
+			wins  int
+			start = make(chan struct{})
+		)
+		for i := range 20 {
+			wg.Go(func() {
+				<-start
+				err := write(stores[i%2], i)
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil:
+					wins++
+				case !errors.Is(err, store.ErrConflict):
+					t.Errorf("%s: %v", what, err)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		if wins != 1 {
+			t.Fatalf("%s: %d of 20 concurrent writes across two stores succeeded, want 1", what, wins)
+		}
+	}
+	race("CreateRun", func(s *redisstore.Store, i int) error {
+		_, err := s.CreateRun(ctx, store.Run{ID: "r1", TenantID: "t1", TriggerID: "tr1", ClaimedBy: fmt.Sprint("worker-", i)})
+		return err
+	})
+	cur, err := stores[1].GetRun(ctx, "t1", "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	race("UpdateRun", func(s *redisstore.Store, i int) error {
+		r := cur
+		r.Status = store.RunStarted
+		r.ClaimedBy = fmt.Sprint("worker-", i)
+		_, err := s.UpdateRun(ctx, r)
+		return err
+	})
+	race("PutCursor", func(s *redisstore.Store, i int) error {
+		_, err := s.PutCursor(ctx, store.Cursor{Key: "k", Value: json.RawMessage(fmt.Sprint(i))})
+		return err
+	})
+	rs, err := stores[0].ListRuns(ctx, store.RunFilter{TenantID: "t1", Status: store.RunStarted})
+	if err != nil || len(rs) != 1 || rs[0].Version != 2 {
+		t.Fatalf("ListRuns after the races = %+v, %v; want r1 at version 2", rs, err)
+	}
+}
+
+// TestConcurrentPutEvent has two Stores replace one event record
+// concurrently, each with other outcomes: afterwards only the triggers of
+// the record that stayed list it (a put whose read went stale must not
+// leave the triggers of the record it replaced behind).
+func TestConcurrentPutEvent(t *testing.T) {
+	ctx := t.Context()
+	url, prefix := storetest.RedisURL(t), storetest.Prefix(t)
+	stores := []*redisstore.Store{open(t, url, prefix), open(t, url, prefix)}
+	defer stores[0].Close()
+	defer stores[1].Close()
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+
+	for round := range 5 {
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range 10 {
+			wg.Go(func() {
+				<-start
+				e := store.EventRecord{TenantID: "t1", EventID: "ev1", DispatchedAt: time.Unix(int64(round), 0),
+					Outcomes: []store.Outcome{{TriggerID: "common"}, {TriggerID: fmt.Sprintf("tr%d-%d", round, i)}}}
+				if err := stores[i%2].PutEvent(ctx, e); err != nil {
+					t.Errorf("PutEvent: %v", err)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+	}
+	e, err := stores[0].GetEvent(ctx, "t1", "ev1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"event:t1:ev1": "string"}
+	for _, o := range e.Outcomes {
+		want["trigger-events:t1:"+o.TriggerID] = "zset"
+	}
+	if got := keysUnder(t, rdb, prefix); !maps.Equal(got, want) {
+		t.Fatalf("keys after concurrent puts:\n got %v\nwant %v", got, want)
+	}
 }

@@ -86,6 +86,33 @@ func Run(t *testing.T, b Backend) {
 		{"Locks/Concurrent", testLockConcurrent},
 		{"Locks/Expiry", testLockExpiry},
 		{"Locks/StaleRelease", testLockStaleRelease},
+		{"Agents/CreateGet", testAgentCreateGet},
+		{"Agents/List", testAgentList},
+		{"Agents/Update", testAgentUpdate},
+		{"Agents/Delete", testAgentDelete},
+		{"Triggers/CreateGet", testTriggerCreateGet},
+		{"Triggers/List", testTriggerList},
+		{"Triggers/Update", testTriggerUpdate},
+		{"Triggers/Delete", testTriggerDelete},
+		{"Hooks/CreateGet", testHookCreateGet},
+		{"Hooks/Keys", testHookKeys},
+		{"Hooks/List", testHookList},
+		{"Hooks/Update", testHookUpdate},
+		{"Hooks/Delete", testHookDelete},
+		{"Runs/CreateGet", testRunCreateGet},
+		{"Runs/ConcurrentCreates", testRunConcurrentCreates},
+		{"Runs/Update", testRunUpdate},
+		{"Runs/ConcurrentUpdates", testRunConcurrentUpdates},
+		{"Runs/List", testRunList},
+		{"Runs/ListAfterUpdates", testRunListAfterUpdates},
+		{"Events/PutGet", testEventPutGet},
+		{"Events/List", testEventList},
+		{"Events/Replace", testEventReplace},
+		{"Events/ConcurrentPuts", testEventConcurrentPuts},
+		{"Cursors/PutGet", testCursorPutGet},
+		{"Cursors/ConcurrentPuts", testCursorConcurrentPuts},
+		{"Dispatch/DefaultTimes", testDispatchDefaultTimes},
+		{"Dispatch/Validation", testDispatchValidation},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -809,6 +836,7 @@ func testPersistence(t *testing.T, s store.Store, reopen func(store.Store) store
 	must(t, "CreateAccount", err)
 	f := flowState("state-1", time.Now().Add(longTTL))
 	must(t, "PutFlowState", s.PutFlowState(ctx, f))
+	d := putDispatchRecords(t, s)
 
 	s = reopen(s)
 
@@ -850,6 +878,8 @@ func testPersistence(t *testing.T, s store.Store, reopen func(store.Store) store
 	gotF, err := s.TakeFlowState(ctx, "state-1")
 	must(t, "TakeFlowState after reopen", err)
 	same(t, "TakeFlowState after reopen", normFlow, gotF, f)
+
+	checkDispatchRecords(t, s, d)
 }
 
 // testRateLimits checks the merge rule every process relies on: answers

@@ -1,0 +1,383 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// This file holds what the dispatcher persists: agents, triggers, the
+// webhooks registered for them, runs, the outcome of every event for every
+// candidate trigger, and polling cursors. Like accounts, every record that
+// can be changed carries a Version that updates compare.
+
+// AgentDelivery says how an agent is started.
+type AgentDelivery string
+
+// Agent deliveries.
+const (
+	// DeliverNATS publishes runs to agents.<agent-id>.runs on JetStream.
+	DeliverNATS AgentDelivery = "nats"
+	// DeliverHTTP POSTs runs to the agent's URL, signed the Standard
+	// Webhooks way.
+	DeliverHTTP AgentDelivery = "http"
+)
+
+// PipelineStep is one tool step an agent's runs execute, in order.
+type PipelineStep struct {
+	// Name identifies the step's output for later steps' templates
+	// ({{ .steps.<name>.output... }}); unique within the agent.
+	Name string `json:"name"`
+	// Step is the step id ("codehost.create_comment").
+	Step string `json:"step"`
+	// Account is the connected account the step runs as.
+	Account string `json:"account"`
+	// Input is the step's input with string values that may be templates.
+	Input json.RawMessage `json:"input,omitempty"`
+}
+
+// Agent is something triggers start.
+type Agent struct {
+	ID       string        `json:"id"`
+	TenantID string        `json:"tenant_id"`
+	Name     string        `json:"name"`
+	Delivery AgentDelivery `json:"delivery"`
+	// URL is where DeliverHTTP runs are POSTed.
+	URL string `json:"url,omitempty"`
+	// SealedSecret is the Standard Webhooks signing secret of an HTTP
+	// agent, sealed like tokens.
+	SealedSecret []byte         `json:"sealed_secret,omitempty"`
+	Steps        []PipelineStep `json:"steps,omitempty"`
+	CreatedAt    time.Time      `json:"created_at"`
+	UpdatedAt    time.Time      `json:"updated_at"`
+	Version      int64          `json:"version"`
+}
+
+// TriggerStatus says whether a trigger can fire, independent of whether
+// its owner enabled it.
+type TriggerStatus string
+
+// Trigger states.
+const (
+	TriggerActive TriggerStatus = "active"
+	// TriggerInactive: the platform stopped the trigger (its account was
+	// removed, its hook could not be registered); StatusReason says why.
+	TriggerInactive TriggerStatus = "inactive"
+)
+
+// Trigger subscribes an agent to one kind of event.
+type Trigger struct {
+	ID        string `json:"id"`
+	TenantID  string `json:"tenant_id"`
+	Kind      string `json:"kind"`
+	AccountID string `json:"account_id"`
+	AgentID   string `json:"agent_id"`
+	// Enabled is the owner's switch.
+	Enabled bool `json:"enabled"`
+	// Params are the per-kind parameters, as the dispatch package defines
+	// them.
+	Params json.RawMessage `json:"params,omitempty"`
+	Filter string          `json:"filter,omitempty"`
+	Status TriggerStatus   `json:"status"`
+	// StatusCode classifies an inactive trigger ("account_removed",
+	// "hook_failed"); StatusReason says it in words.
+	StatusCode   string    `json:"status_code,omitempty"`
+	StatusReason string    `json:"status_reason,omitempty"`
+	CreatedAt    time.Time `json:"created_at"`
+	UpdatedAt    time.Time `json:"updated_at"`
+	Version      int64     `json:"version"`
+}
+
+// TriggerFilter narrows ListTriggers; empty fields do not narrow.
+type TriggerFilter struct {
+	// TenantID "" lists every tenant's triggers (the dispatcher's index).
+	TenantID  string
+	AccountID string
+	AgentID   string
+}
+
+// HookScope says what a hook is registered on.
+type HookScope string
+
+// Hook scopes.
+const (
+	// HookRepository: a code-hosting repository hook; Target is
+	// "owner/repo".
+	HookRepository HookScope = "repository"
+	// HookOrganization: a code-hosting organisation hook; Target is the
+	// organisation login.
+	HookOrganization HookScope = "organization"
+	// HookAgentEndpoint: a deployment-platform endpoint the user pastes
+	// into the project's webhook settings; Target is the agent id and
+	// nothing is registered upstream.
+	HookAgentEndpoint HookScope = "agent"
+)
+
+// HookStatus is the last known state of a hook upstream.
+type HookStatus string
+
+// Hook states.
+const (
+	HookActive HookStatus = "active"
+	// HookFailing: the last registration or repair failed; StatusReason
+	// says why.
+	HookFailing HookStatus = "failing"
+)
+
+// Hook is a webhook triggerd registered (or, for deployment endpoints,
+// offers) so that events reach it at /webhooks/<connector>/<id>.
+type Hook struct {
+	// ID is triggerd's id, the last segment of the hook's URL.
+	ID        string    `json:"id"`
+	TenantID  string    `json:"tenant_id"`
+	AccountID string    `json:"account_id,omitempty"`
+	Connector string    `json:"connector"`
+	Scope     HookScope `json:"scope"`
+	Target    string    `json:"target"`
+	// ExternalID is the provider's hook id; 0 until registered.
+	ExternalID int64 `json:"external_id,omitempty"`
+	// Events are the provider events the hook is registered for.
+	Events []string `json:"events,omitempty"`
+	// SealedSecret is the hook's signing secret, sealed like tokens.
+	SealedSecret []byte     `json:"sealed_secret,omitempty"`
+	Status       HookStatus `json:"status"`
+	StatusReason string     `json:"status_reason,omitempty"`
+	CreatedAt    time.Time  `json:"created_at"`
+	UpdatedAt    time.Time  `json:"updated_at"`
+	// CheckedAt is when a reconcile last compared the hook with upstream.
+	CheckedAt time.Time `json:"checked_at,omitzero"`
+	Version   int64     `json:"version"`
+}
+
+// HookKey identifies the one hook per tenant, account and target.
+type HookKey struct {
+	TenantID  string
+	AccountID string
+	Connector string
+	Scope     HookScope
+	Target    string
+}
+
+// Key returns h's HookKey.
+func (h Hook) Key() HookKey {
+	return HookKey{TenantID: h.TenantID, AccountID: h.AccountID, Connector: h.Connector, Scope: h.Scope, Target: h.Target}
+}
+
+// RunStatus is where a run is.
+type RunStatus string
+
+// Run states. A run goes claimed → started → succeeded or failed; a
+// claim whose ClaimedUntil has passed may be taken over.
+const (
+	RunClaimed   RunStatus = "claimed"
+	RunStarted   RunStatus = "started"
+	RunSucceeded RunStatus = "succeeded"
+	RunFailed    RunStatus = "failed"
+)
+
+// StepStatus is where one pipeline step of a run is.
+type StepStatus string
+
+// Step states.
+const (
+	StepPending   StepStatus = "pending"
+	StepRunning   StepStatus = "running"
+	StepSucceeded StepStatus = "succeeded"
+	StepFailed    StepStatus = "failed"
+	// StepInterrupted: the worker stopped while the step ran; it may or
+	// may not have taken effect upstream and is not run again.
+	StepInterrupted StepStatus = "interrupted"
+	// StepSkipped: an earlier step failed.
+	StepSkipped StepStatus = "skipped"
+)
+
+// RunError is a typed failure of a run or step.
+type RunError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// StepRun is one pipeline step of a run.
+type StepRun struct {
+	Name       string          `json:"name"`
+	Step       string          `json:"step"`
+	Account    string          `json:"account"`
+	Status     StepStatus      `json:"status"`
+	Input      json.RawMessage `json:"input,omitempty"`
+	Output     json.RawMessage `json:"output,omitempty"`
+	Error      *RunError       `json:"error,omitempty"`
+	StartedAt  time.Time       `json:"started_at,omitzero"`
+	FinishedAt time.Time       `json:"finished_at,omitzero"`
+}
+
+// Run is one start of an agent for one event and trigger. Its ID is
+// derived from the event id and the trigger id, so the same pair never
+// makes two runs.
+type Run struct {
+	ID        string `json:"id"`
+	TenantID  string `json:"tenant_id"`
+	EventID   string `json:"event_id"`
+	TriggerID string `json:"trigger_id"`
+	AgentID   string `json:"agent_id"`
+	Kind      string `json:"kind"`
+	// Replay is set for runs started by an operator's replay.
+	Replay bool      `json:"replay,omitempty"`
+	Status RunStatus `json:"status"`
+	// Attempts counts the workers that claimed the run.
+	Attempts     int       `json:"attempts"`
+	ClaimedBy    string    `json:"claimed_by,omitempty"`
+	ClaimedUntil time.Time `json:"claimed_until,omitzero"`
+	// Delivery is how the agent is started; DeliveryStatus says how far
+	// that got ("published", "delivered", "dead_lettered").
+	Delivery       AgentDelivery `json:"delivery"`
+	DeliveryStatus string        `json:"delivery_status,omitempty"`
+	// DeliveryError is why the last attempt to reach an HTTP agent failed.
+	DeliveryError string          `json:"delivery_error,omitempty"`
+	Steps         []StepRun       `json:"steps,omitempty"`
+	Error         *RunError       `json:"error,omitempty"`
+	Result        json.RawMessage `json:"result,omitempty"`
+	CreatedAt     time.Time       `json:"created_at"`
+	StartedAt     time.Time       `json:"started_at,omitzero"`
+	FinishedAt    time.Time       `json:"finished_at,omitzero"`
+	UpdatedAt     time.Time       `json:"updated_at"`
+	Version       int64           `json:"version"`
+}
+
+// RunFilter narrows ListRuns; empty fields do not narrow. Runs come newest
+// first (by CreatedAt, then id), at most Limit (0: 100).
+type RunFilter struct {
+	TenantID  string
+	TriggerID string
+	AgentID   string
+	EventID   string
+	Status    RunStatus
+	Limit     int
+}
+
+// Outcome is what became of one candidate trigger for one event.
+type Outcome struct {
+	TriggerID string `json:"trigger_id"`
+	AgentID   string `json:"agent_id"`
+	// Result is "started", "filtered_out", "disabled", "inactive",
+	// "account_removed" or "failed".
+	Result string `json:"result"`
+	Reason string `json:"reason,omitempty"`
+	RunID  string `json:"run_id,omitempty"`
+}
+
+// EventRecord is what the dispatcher decided for one event, for one
+// tenant: an outcome per candidate trigger of that tenant.
+type EventRecord struct {
+	TenantID string `json:"tenant_id"`
+	EventID  string `json:"event_id"`
+	Kind     string `json:"kind"`
+	Subject  string `json:"subject"`
+	// Seq is the event's sequence in the events stream, to read it back.
+	Seq        uint64    `json:"seq,omitempty"`
+	DeliveryID string    `json:"delivery_id"`
+	Repository string    `json:"repository,omitempty"`
+	ReceivedAt time.Time `json:"received_at"`
+	// DispatchedAt is when the outcomes were (last) decided.
+	DispatchedAt time.Time `json:"dispatched_at"`
+	Outcomes     []Outcome `json:"outcomes"`
+}
+
+// Cursor is a small piece of state a poller keeps between polls (an ETag,
+// the newest item seen).
+type Cursor struct {
+	Key       string          `json:"key"`
+	Value     json.RawMessage `json:"value"`
+	UpdatedAt time.Time       `json:"updated_at"`
+	// Version is 0 for a cursor not stored yet.
+	Version int64 `json:"version"`
+}
+
+// Agents stores agents.
+type Agents interface {
+	// CreateAgent stores a new agent with Version 1; ErrConflict if the id
+	// exists.
+	CreateAgent(ctx context.Context, a Agent) (Agent, error)
+	// GetAgent returns the tenant's agent or ErrNotFound (also for another
+	// tenant's).
+	GetAgent(ctx context.Context, tenantID, id string) (Agent, error)
+	// ListAgents returns the tenant's agents, oldest first.
+	ListAgents(ctx context.Context, tenantID string) ([]Agent, error)
+	// UpdateAgent replaces the agent if Versions match (ErrConflict
+	// otherwise) and returns it with Version increased.
+	UpdateAgent(ctx context.Context, a Agent) (Agent, error)
+	// DeleteAgent deletes the agent; ErrNotFound if absent.
+	DeleteAgent(ctx context.Context, tenantID, id string) error
+}
+
+// Triggers stores triggers.
+type Triggers interface {
+	// CreateTrigger stores a new trigger with Version 1; ErrConflict if
+	// the id exists.
+	CreateTrigger(ctx context.Context, t Trigger) (Trigger, error)
+	// GetTrigger returns the tenant's trigger or ErrNotFound.
+	GetTrigger(ctx context.Context, tenantID, id string) (Trigger, error)
+	// ListTriggers returns the triggers f selects, oldest first.
+	ListTriggers(ctx context.Context, f TriggerFilter) ([]Trigger, error)
+	// UpdateTrigger replaces the trigger if Versions match (ErrConflict
+	// otherwise) and returns it with Version increased.
+	UpdateTrigger(ctx context.Context, t Trigger) (Trigger, error)
+	// DeleteTrigger deletes the trigger; ErrNotFound if absent.
+	DeleteTrigger(ctx context.Context, tenantID, id string) error
+}
+
+// Hooks stores registered webhooks.
+type Hooks interface {
+	// CreateHook stores a new hook with Version 1; ErrConflict if its id
+	// or its Key is taken.
+	CreateHook(ctx context.Context, h Hook) (Hook, error)
+	// GetHook returns a hook by id, whatever its tenant (ingest knows only
+	// the id in the URL), or ErrNotFound.
+	GetHook(ctx context.Context, id string) (Hook, error)
+	// FindHook returns the hook with this key, or ErrNotFound.
+	FindHook(ctx context.Context, k HookKey) (Hook, error)
+	// ListHooks returns the tenant's hooks ("" for every tenant's), oldest
+	// first.
+	ListHooks(ctx context.Context, tenantID string) ([]Hook, error)
+	// UpdateHook replaces the hook if Versions match (ErrConflict
+	// otherwise) and returns it with Version increased. The Key cannot
+	// change.
+	UpdateHook(ctx context.Context, h Hook) (Hook, error)
+	// DeleteHook deletes the hook; ErrNotFound if absent.
+	DeleteHook(ctx context.Context, id string) error
+}
+
+// Runs stores runs.
+type Runs interface {
+	// CreateRun stores a new run with Version 1; ErrConflict if the id
+	// exists (the run was already claimed by someone).
+	CreateRun(ctx context.Context, r Run) (Run, error)
+	// GetRun returns the tenant's run ("" for any tenant's) or ErrNotFound.
+	GetRun(ctx context.Context, tenantID, id string) (Run, error)
+	// UpdateRun replaces the run if Versions match (ErrConflict otherwise)
+	// and returns it with Version increased.
+	UpdateRun(ctx context.Context, r Run) (Run, error)
+	// ListRuns returns the runs f selects, newest first.
+	ListRuns(ctx context.Context, f RunFilter) ([]Run, error)
+}
+
+// Events stores the dispatcher's decisions.
+type Events interface {
+	// PutEvent stores or replaces the tenant's record of an event.
+	PutEvent(ctx context.Context, e EventRecord) error
+	// GetEvent returns the tenant's record of an event, or ErrNotFound.
+	GetEvent(ctx context.Context, tenantID, eventID string) (EventRecord, error)
+	// ListTriggerEvents returns the tenant's records that have an outcome
+	// for the trigger, newest DispatchedAt first, at most limit (0: 100).
+	ListTriggerEvents(ctx context.Context, tenantID, triggerID string, limit int) ([]EventRecord, error)
+}
+
+// Cursors stores pollers' cursors.
+type Cursors interface {
+	// GetCursor returns the cursor, or one with Version 0 and no Value
+	// when none is stored.
+	GetCursor(ctx context.Context, key string) (Cursor, error)
+	// PutCursor stores c if the stored Version equals c.Version (0: none
+	// stored), ErrConflict otherwise, and returns it with Version
+	// increased.
+	PutCursor(ctx context.Context, c Cursor) (Cursor, error)
+}

@@ -1,0 +1,980 @@
+package redisstore
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/triggerd/triggerd/store"
+)
+
+// defaultLimit is the number of runs or events a list returns when the
+// caller sets no limit.
+const defaultLimit = 100
+
+// maxPutEventTries bounds PutEvent's optimistic retries under contention.
+const maxPutEventTries = 100
+
+// Scripts of the dispatcher's records. KEYS and ARGV are documented here
+// and at each call.
+var (
+	// createRecordScript stores a new record and adds its id to sorted
+	// sets. KEYS: record, sorted sets. ARGV: JSON, id, score. Returns 1
+	// when written, 0 when the record exists.
+	createRecordScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('SET', KEYS[1], ARGV[1])
+for i = 2, #KEYS do redis.call('ZADD', KEYS[i], ARGV[3], ARGV[2]) end
+return 1`)
+
+	// updateRecordScript replaces a tenant's record if its version field
+	// is the expected one, removes its id from the sorted sets it leaves
+	// and adds it (with its new score) to those it is in. KEYS: record,
+	// ARGV[6] sorted sets to leave, sorted sets to be in. ARGV: tenant,
+	// expected version, JSON, id, score, number of sets to leave. Returns
+	// 1 when written, 0 on a version mismatch, -1 when the record does not
+	// exist or is another tenant's.
+	updateRecordScript = redis.NewScript(`
+local cur = redis.call('GET', KEYS[1])
+if not cur then return -1 end
+local r = cjson.decode(cur)
+if r.tenant_id ~= ARGV[1] then return -1 end
+if r.version ~= tonumber(ARGV[2]) then return 0 end
+local leave = tonumber(ARGV[6])
+for i = 2, 1 + leave do redis.call('ZREM', KEYS[i], ARGV[4]) end
+for i = 2 + leave, #KEYS do redis.call('ZADD', KEYS[i], ARGV[5], ARGV[4]) end
+redis.call('SET', KEYS[1], ARGV[3])
+return 1`)
+
+	// deleteRecordScript deletes a tenant's record and removes its id from
+	// sorted sets. KEYS: record, sorted sets. ARGV: tenant, id. Returns 1
+	// when deleted, 0 when the record does not exist or is another
+	// tenant's.
+	deleteRecordScript = redis.NewScript(`
+local cur = redis.call('GET', KEYS[1])
+if not cur or cjson.decode(cur).tenant_id ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+for i = 2, #KEYS do redis.call('ZREM', KEYS[i], ARGV[2]) end
+return 1`)
+
+	// createHookScript stores a new hook unless its id or key is taken.
+	// KEYS: hook, hook-key, hooks:{tenant}, hooks. ARGV: JSON, id, score.
+	// Returns 1 when written, 0 on a conflict.
+	createHookScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('SET', KEYS[2], ARGV[2])
+redis.call('ZADD', KEYS[3], ARGV[3], ARGV[2])
+redis.call('ZADD', KEYS[4], ARGV[3], ARGV[2])
+return 1`)
+
+	// updateHookScript replaces a hook if its version is the expected one
+	// and its key is unchanged. KEYS: hook, hooks:{tenant}, hooks. ARGV:
+	// expected version, JSON, id, score, then the key: tenant, account,
+	// connector, scope, target. Returns 1 when written, 0 on a version
+	// mismatch, -1 when the hook does not exist, -2 when the key differs.
+	updateHookScript = redis.NewScript(sameHookKeyLua + `
+local cur = redis.call('GET', KEYS[1])
+if not cur then return -1 end
+local h = cjson.decode(cur)
+if h.version ~= tonumber(ARGV[1]) then return 0 end
+if not sameHookKey(h, 5) then return -2 end
+redis.call('SET', KEYS[1], ARGV[2])
+redis.call('ZADD', KEYS[2], ARGV[4], ARGV[3])
+redis.call('ZADD', KEYS[3], ARGV[4], ARGV[3])
+return 1`)
+
+	// deleteHookScript deletes a hook whose key is the one the caller
+	// read, and frees the key. KEYS: hook, hook-key, hooks:{tenant},
+	// hooks. ARGV: id, then the key: tenant, account, connector, scope,
+	// target. Returns 1 when deleted, 0 when the hook does not exist, -1
+	// when it has another key (it was deleted and created again).
+	deleteHookScript = redis.NewScript(sameHookKeyLua + `
+local cur = redis.call('GET', KEYS[1])
+if not cur then return 0 end
+if not sameHookKey(cjson.decode(cur), 2) then return -1 end
+redis.call('DEL', KEYS[1])
+if redis.call('GET', KEYS[2]) == ARGV[1] then redis.call('DEL', KEYS[2]) end
+redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('ZREM', KEYS[4], ARGV[1])
+return 1`)
+
+	// putEventScript stores an event record if the stored one is still
+	// the one the caller read, and moves its id between per-trigger
+	// sorted sets. KEYS: event, ARGV[5] sorted sets to leave, sorted sets
+	// to be in. ARGV: SHA-1 (hex) of the JSON read, "" if none was stored;
+	// JSON, event id, score, number of sets to leave. Returns 1 when
+	// written, 0 when the stored record changed.
+	putEventScript = redis.NewScript(`
+local cur = redis.call('GET', KEYS[1])
+local sum = ''
+if cur then sum = redis.sha1hex(cur) end
+if sum ~= ARGV[1] then return 0 end
+local leave = tonumber(ARGV[5])
+for i = 2, 1 + leave do redis.call('ZREM', KEYS[i], ARGV[3]) end
+for i = 2 + leave, #KEYS do redis.call('ZADD', KEYS[i], ARGV[4], ARGV[3]) end
+redis.call('SET', KEYS[1], ARGV[2])
+return 1`)
+
+	// putCursorScript stores a cursor if the stored version (0 when none
+	// is stored) is the expected one. KEYS: cursor. ARGV: expected
+	// version, JSON. Returns 1 when written, 0 on a version mismatch.
+	putCursorScript = redis.NewScript(`
+local cur = redis.call('GET', KEYS[1])
+local v = 0
+if cur then v = cjson.decode(cur).version end
+if v ~= tonumber(ARGV[1]) then return 0 end
+redis.call('SET', KEYS[1], ARGV[2])
+return 1`)
+)
+
+// sameHookKeyLua defines sameHookKey(h, i): whether the decoded hook h has
+// the key ARGV[i..i+4] (tenant, account, connector, scope, target). An
+// empty account is left out of the JSON.
+const sameHookKeyLua = `
+local function sameHookKey(h, i)
+	return h.tenant_id == ARGV[i] and (h.account_id or '') == ARGV[i+1] and h.connector == ARGV[i+2]
+		and h.scope == ARGV[i+3] and h.target == ARGV[i+4]
+end
+`
+
+// Key names of the dispatcher's records.
+
+func (s *Store) agentKey(id string) string        { return s.prefix + "agent:" + id }
+func (s *Store) agentsKey(tenant string) string   { return s.prefix + "agents:" + tenant }
+func (s *Store) triggerKey(id string) string      { return s.prefix + "trigger:" + id }
+func (s *Store) triggersKey(tenant string) string { return s.prefix + "triggers:" + tenant }
+func (s *Store) allTriggersKey() string           { return s.prefix + "triggers" }
+func (s *Store) hookKey(id string) string         { return s.prefix + "hook:" + id }
+func (s *Store) hooksKey(tenant string) string    { return s.prefix + "hooks:" + tenant }
+func (s *Store) allHooksKey() string              { return s.prefix + "hooks" }
+func (s *Store) runKey(id string) string          { return s.prefix + "run:" + id }
+func (s *Store) runsKey(tenant string) string     { return s.prefix + "runs:" + tenant }
+func (s *Store) allRunsKey() string               { return s.prefix + "runs" }
+func (s *Store) triggerRunsKey(trigger string) string {
+	return s.prefix + "trigger-runs:" + trigger
+}
+func (s *Store) agentRunsKey(agent string) string { return s.prefix + "agent-runs:" + agent }
+func (s *Store) eventRunsKey(tenant, event string) string {
+	return s.prefix + "event-runs:" + tenant + ":" + event
+}
+func (s *Store) eventKey(tenant, event string) string {
+	return s.prefix + "event:" + tenant + ":" + event
+}
+func (s *Store) triggerEventsKey(tenant, trigger string) string {
+	return s.prefix + "trigger-events:" + tenant + ":" + trigger
+}
+func (s *Store) cursorKey(key string) string { return s.prefix + "cursor:" + key }
+func (s *Store) hookKeyKey(k store.HookKey) string {
+	return s.prefix + "hook-key:" + k.TenantID + ":" + k.AccountID + ":" + k.Connector + ":" + string(k.Scope) + ":" + k.Target
+}
+
+// limitOr returns limit, or defaultLimit when it is not positive.
+func limitOr(limit int) int {
+	if limit <= 0 {
+		return defaultLimit
+	}
+	return limit
+}
+
+// validIDs reports the first of a record's identifiers that is empty;
+// names and values alternate.
+func validIDs(what string, nameValues ...string) error {
+	for i := 0; i+1 < len(nameValues); i += 2 {
+		if nameValues[i+1] == "" {
+			return fmt.Errorf("%s: empty %s", what, nameValues[i])
+		}
+	}
+	return nil
+}
+
+// stamp fills a zero created with now and a zero updated with created,
+// as records are stored on creation.
+func stamp(created, updated *time.Time, now time.Time) {
+	if created.IsZero() {
+		*created = now
+	}
+	if updated.IsZero() {
+		*updated = *created
+	}
+}
+
+// oldestFirst sorts xs by creation time, then id. Scores are float64, too
+// coarse for nanoseconds, so lists are sorted exactly here.
+func oldestFirst[T any](xs []T, created func(T) time.Time, id func(T) string) {
+	slices.SortStableFunc(xs, func(a, b T) int {
+		return cmp.Or(created(a).Compare(created(b)), cmp.Compare(id(a), id(b)))
+	})
+}
+
+// listSet returns the records whose ids the sorted set zkey holds, read
+// at recordKey(id), that keep accepts.
+func listSet[T any](ctx context.Context, s *Store, zkey string, recordKey func(id string) string, keep func(T) bool) ([]T, error) {
+	ids, err := s.rdb.ZRange(ctx, zkey, 0, -1).Result()
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]string, len(ids))
+	for i, id := range ids {
+		keys[i] = recordKey(id)
+	}
+	all, err := mgetJSON[T](ctx, s.rdb, keys)
+	if err != nil {
+		return nil, err
+	}
+	out := all[:0]
+	for _, x := range all {
+		if keep(x) {
+			out = append(out, x)
+		}
+	}
+	return out, nil
+}
+
+// newestFirst returns at most limit records that keep accepts among those
+// whose ids the sorted set zkey holds (scored by a time in unix nanos),
+// newest first as order sorts them. It reads the set from the highest
+// score down, in growing pages, with the records of each page (at
+// recordKey(id)), and stops once limit accepted records have scores above
+// the first unread one. Scores are float64, too coarse for nanoseconds,
+// but they never order two times the wrong way round, so records whose
+// scores tie are all read and sorted exactly. Writes between two pages
+// shift the set: an id read twice is used once, and a record that moves
+// while the list is read may be missed, as with any paged read.
+func newestFirst[T any](ctx context.Context, rdb *redis.Client, zkey string, recordKey func(id string) string,
+	keep func(T) bool, order func(a, b T) int, limit int) ([]T, error) {
+	type hit struct {
+		v     T
+		score float64
+	}
+	var hits []hit
+	seen := make(map[string]bool)
+	for start, page := 0, limit; ; start, page = start+page, min(2*page, 1000) {
+		// One more than the page: the last is a look at the next page.
+		zs, err := rdb.ZRevRangeWithScores(ctx, zkey, int64(start), int64(start+page)).Result()
+		if err != nil {
+			return nil, err
+		}
+		more := len(zs) > page
+		var next float64
+		if more {
+			next, zs = zs[page].Score, zs[:page]
+		}
+		var ids []string
+		var scores []float64
+		for _, z := range zs {
+			if id := fmt.Sprint(z.Member); !seen[id] {
+				seen[id] = true
+				ids = append(ids, id)
+				scores = append(scores, z.Score)
+			}
+		}
+		if len(ids) > 0 {
+			keys := make([]string, len(ids))
+			for i, id := range ids {
+				keys[i] = recordKey(id)
+			}
+			vals, err := rdb.MGet(ctx, keys...).Result()
+			if err != nil {
+				return nil, err
+			}
+			for i, val := range vals {
+				str, ok := val.(string)
+				if !ok {
+					continue // deleted since
+				}
+				var v T
+				if err := json.Unmarshal([]byte(str), &v); err != nil {
+					return nil, fmt.Errorf("decode %s: %w", keys[i], err)
+				}
+				if keep(v) {
+					hits = append(hits, hit{v, scores[i]})
+				}
+			}
+		}
+		if !more {
+			break
+		}
+		above := 0
+		for _, h := range hits {
+			if h.score > next {
+				above++
+			}
+		}
+		if above >= limit {
+			break
+		}
+	}
+	slices.SortStableFunc(hits, func(a, b hit) int { return order(a.v, b.v) })
+	out := make([]T, 0, min(limit, len(hits)))
+	for _, h := range hits[:min(limit, len(hits))] {
+		out = append(out, h.v)
+	}
+	return out, nil
+}
+
+// updateResult turns the result of updateRecordScript into an error.
+func updateResult(n int) error {
+	switch n {
+	case 1:
+		return nil
+	case -1:
+		return store.ErrNotFound
+	default:
+		return store.ErrConflict
+	}
+}
+
+// Agents.
+
+// CreateAgent stores a new agent with Version 1; store.ErrConflict if the
+// id exists, in any tenant (agent ids are global: runs are published to
+// agents.<agent-id>.runs).
+func (s *Store) CreateAgent(ctx context.Context, a store.Agent) (store.Agent, error) {
+	if err := validIDs("redisstore: create agent", "id", a.ID, "tenant id", a.TenantID); err != nil {
+		return store.Agent{}, err
+	}
+	stamp(&a.CreatedAt, &a.UpdatedAt, s.now())
+	a.Version = 1
+	v, err := json.Marshal(a)
+	if err != nil {
+		return store.Agent{}, fmt.Errorf("redisstore: create agent: %w", err)
+	}
+	// KEYS: agent, agents:{tenant}. ARGV: JSON, id, score.
+	n, err := createRecordScript.Run(ctx, s.rdb, []string{s.agentKey(a.ID), s.agentsKey(a.TenantID)}, v, a.ID, score(a.CreatedAt)).Int()
+	if err != nil {
+		return store.Agent{}, fmt.Errorf("redisstore: create agent %s: %w", a.ID, err)
+	}
+	if n != 1 {
+		return store.Agent{}, fmt.Errorf("redisstore: create agent %s: %w", a.ID, store.ErrConflict)
+	}
+	return a, nil
+}
+
+// GetAgent returns the tenant's agent, or store.ErrNotFound (also for
+// another tenant's).
+func (s *Store) GetAgent(ctx context.Context, tenantID, id string) (store.Agent, error) {
+	var a store.Agent
+	err := s.getJSON(ctx, s.agentKey(id), &a)
+	if err == nil && (a.TenantID != tenantID || a.ID != id) {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return store.Agent{}, fmt.Errorf("redisstore: get agent %s: %w", id, err)
+	}
+	return a, nil
+}
+
+// ListAgents returns the tenant's agents, oldest first (by CreatedAt, then
+// id).
+func (s *Store) ListAgents(ctx context.Context, tenantID string) ([]store.Agent, error) {
+	as, err := listSet(ctx, s, s.agentsKey(tenantID), s.agentKey, func(a store.Agent) bool { return a.TenantID == tenantID })
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: list agents: %w", err)
+	}
+	oldestFirst(as, func(a store.Agent) time.Time { return a.CreatedAt }, func(a store.Agent) string { return a.ID })
+	return as, nil
+}
+
+// UpdateAgent replaces the agent if its stored Version equals a.Version,
+// and returns it with Version increased; store.ErrConflict if another
+// write came first, store.ErrNotFound if the tenant has no such agent.
+func (s *Store) UpdateAgent(ctx context.Context, a store.Agent) (store.Agent, error) {
+	if err := validIDs("redisstore: update agent", "id", a.ID, "tenant id", a.TenantID); err != nil {
+		return store.Agent{}, err
+	}
+	want := a.Version
+	a.Version++
+	v, err := json.Marshal(a)
+	if err != nil {
+		return store.Agent{}, fmt.Errorf("redisstore: update agent: %w", err)
+	}
+	// KEYS: agent, agents:{tenant} (to refresh the score).
+	// ARGV: tenant, expected version, JSON, id, score, 0 sets to leave.
+	n, err := updateRecordScript.Run(ctx, s.rdb, []string{s.agentKey(a.ID), s.agentsKey(a.TenantID)},
+		a.TenantID, want, v, a.ID, score(a.CreatedAt), 0).Int()
+	if err == nil {
+		err = updateResult(n)
+	}
+	if err != nil {
+		return store.Agent{}, fmt.Errorf("redisstore: update agent %s: %w", a.ID, err)
+	}
+	return a, nil
+}
+
+// DeleteAgent deletes the tenant's agent; store.ErrNotFound if absent.
+func (s *Store) DeleteAgent(ctx context.Context, tenantID, id string) error {
+	// KEYS: agent, agents:{tenant}. ARGV: tenant, id.
+	n, err := deleteRecordScript.Run(ctx, s.rdb, []string{s.agentKey(id), s.agentsKey(tenantID)}, tenantID, id).Int()
+	if err == nil && n != 1 {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("redisstore: delete agent %s: %w", id, err)
+	}
+	return nil
+}
+
+// Triggers.
+
+// matchTrigger reports whether f selects t.
+func matchTrigger(t store.Trigger, f store.TriggerFilter) bool {
+	return (f.TenantID == "" || t.TenantID == f.TenantID) &&
+		(f.AccountID == "" || t.AccountID == f.AccountID) &&
+		(f.AgentID == "" || t.AgentID == f.AgentID)
+}
+
+// CreateTrigger stores a new trigger with Version 1; store.ErrConflict if
+// the id exists, in any tenant (trigger ids are global: run ids are
+// derived from them).
+func (s *Store) CreateTrigger(ctx context.Context, t store.Trigger) (store.Trigger, error) {
+	if err := validIDs("redisstore: create trigger", "id", t.ID, "tenant id", t.TenantID); err != nil {
+		return store.Trigger{}, err
+	}
+	stamp(&t.CreatedAt, &t.UpdatedAt, s.now())
+	t.Version = 1
+	v, err := json.Marshal(t)
+	if err != nil {
+		return store.Trigger{}, fmt.Errorf("redisstore: create trigger: %w", err)
+	}
+	// KEYS: trigger, triggers:{tenant}, triggers. ARGV: JSON, id, score.
+	keys := []string{s.triggerKey(t.ID), s.triggersKey(t.TenantID), s.allTriggersKey()}
+	n, err := createRecordScript.Run(ctx, s.rdb, keys, v, t.ID, score(t.CreatedAt)).Int()
+	if err != nil {
+		return store.Trigger{}, fmt.Errorf("redisstore: create trigger %s: %w", t.ID, err)
+	}
+	if n != 1 {
+		return store.Trigger{}, fmt.Errorf("redisstore: create trigger %s: %w", t.ID, store.ErrConflict)
+	}
+	return t, nil
+}
+
+// GetTrigger returns the tenant's trigger, or store.ErrNotFound (also for
+// another tenant's).
+func (s *Store) GetTrigger(ctx context.Context, tenantID, id string) (store.Trigger, error) {
+	var t store.Trigger
+	err := s.getJSON(ctx, s.triggerKey(id), &t)
+	if err == nil && (t.TenantID != tenantID || t.ID != id) {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return store.Trigger{}, fmt.Errorf("redisstore: get trigger %s: %w", id, err)
+	}
+	return t, nil
+}
+
+// ListTriggers returns the triggers f selects (every tenant's when
+// f.TenantID is empty), oldest first (by CreatedAt, then id).
+func (s *Store) ListTriggers(ctx context.Context, f store.TriggerFilter) ([]store.Trigger, error) {
+	zkey := s.allTriggersKey()
+	if f.TenantID != "" {
+		zkey = s.triggersKey(f.TenantID)
+	}
+	ts, err := listSet(ctx, s, zkey, s.triggerKey, func(t store.Trigger) bool { return matchTrigger(t, f) })
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: list triggers: %w", err)
+	}
+	oldestFirst(ts, func(t store.Trigger) time.Time { return t.CreatedAt }, func(t store.Trigger) string { return t.ID })
+	return ts, nil
+}
+
+// UpdateTrigger replaces the trigger if its stored Version equals
+// t.Version, and returns it with Version increased; store.ErrConflict if
+// another write came first, store.ErrNotFound if the tenant has no such
+// trigger.
+func (s *Store) UpdateTrigger(ctx context.Context, t store.Trigger) (store.Trigger, error) {
+	if err := validIDs("redisstore: update trigger", "id", t.ID, "tenant id", t.TenantID); err != nil {
+		return store.Trigger{}, err
+	}
+	want := t.Version
+	t.Version++
+	v, err := json.Marshal(t)
+	if err != nil {
+		return store.Trigger{}, fmt.Errorf("redisstore: update trigger: %w", err)
+	}
+	// KEYS: trigger, triggers:{tenant}, triggers (to refresh the score).
+	// ARGV: tenant, expected version, JSON, id, score, 0 sets to leave.
+	keys := []string{s.triggerKey(t.ID), s.triggersKey(t.TenantID), s.allTriggersKey()}
+	n, err := updateRecordScript.Run(ctx, s.rdb, keys, t.TenantID, want, v, t.ID, score(t.CreatedAt), 0).Int()
+	if err == nil {
+		err = updateResult(n)
+	}
+	if err != nil {
+		return store.Trigger{}, fmt.Errorf("redisstore: update trigger %s: %w", t.ID, err)
+	}
+	return t, nil
+}
+
+// DeleteTrigger deletes the tenant's trigger; store.ErrNotFound if absent.
+func (s *Store) DeleteTrigger(ctx context.Context, tenantID, id string) error {
+	// KEYS: trigger, triggers:{tenant}, triggers. ARGV: tenant, id.
+	keys := []string{s.triggerKey(id), s.triggersKey(tenantID), s.allTriggersKey()}
+	n, err := deleteRecordScript.Run(ctx, s.rdb, keys, tenantID, id).Int()
+	if err == nil && n != 1 {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("redisstore: delete trigger %s: %w", id, err)
+	}
+	return nil
+}
+
+// Hooks.
+
+// validHook reports the first identifier a hook to be stored lacks. The
+// account is optional: agent endpoints have none.
+func validHook(what string, h store.Hook) error {
+	return validIDs(what, "id", h.ID, "tenant id", h.TenantID, "connector", h.Connector, "scope", string(h.Scope), "target", h.Target)
+}
+
+// hookKeyArgs returns a hook key as script arguments.
+func hookKeyArgs(k store.HookKey) []any {
+	return []any{k.TenantID, k.AccountID, k.Connector, string(k.Scope), k.Target}
+}
+
+// CreateHook stores a new hook with Version 1; store.ErrConflict if its id
+// or its Key is taken.
+func (s *Store) CreateHook(ctx context.Context, h store.Hook) (store.Hook, error) {
+	if err := validHook("redisstore: create hook", h); err != nil {
+		return store.Hook{}, err
+	}
+	stamp(&h.CreatedAt, &h.UpdatedAt, s.now())
+	h.Version = 1
+	v, err := json.Marshal(h)
+	if err != nil {
+		return store.Hook{}, fmt.Errorf("redisstore: create hook: %w", err)
+	}
+	// KEYS: hook, hook-key, hooks:{tenant}, hooks. ARGV: JSON, id, score.
+	keys := []string{s.hookKey(h.ID), s.hookKeyKey(h.Key()), s.hooksKey(h.TenantID), s.allHooksKey()}
+	n, err := createHookScript.Run(ctx, s.rdb, keys, v, h.ID, score(h.CreatedAt)).Int()
+	if err != nil {
+		return store.Hook{}, fmt.Errorf("redisstore: create hook %s: %w", h.ID, err)
+	}
+	if n != 1 {
+		return store.Hook{}, fmt.Errorf("redisstore: create hook %s: %w", h.ID, store.ErrConflict)
+	}
+	return h, nil
+}
+
+// getHook reads a hook by id; store.ErrNotFound if absent.
+func (s *Store) getHook(ctx context.Context, id string) (store.Hook, error) {
+	var h store.Hook
+	if err := s.getJSON(ctx, s.hookKey(id), &h); err != nil {
+		return store.Hook{}, err
+	}
+	if h.ID != id {
+		return store.Hook{}, store.ErrNotFound
+	}
+	return h, nil
+}
+
+// GetHook returns a hook by id, whatever its tenant, or store.ErrNotFound.
+func (s *Store) GetHook(ctx context.Context, id string) (store.Hook, error) {
+	h, err := s.getHook(ctx, id)
+	if err != nil {
+		return store.Hook{}, fmt.Errorf("redisstore: get hook %s: %w", id, err)
+	}
+	return h, nil
+}
+
+// FindHook returns the hook with this key, or store.ErrNotFound.
+func (s *Store) FindHook(ctx context.Context, k store.HookKey) (store.Hook, error) {
+	id, err := s.rdb.Get(ctx, s.hookKeyKey(k)).Result()
+	if errors.Is(err, redis.Nil) {
+		err = store.ErrNotFound
+	}
+	var h store.Hook
+	if err == nil {
+		h, err = s.getHook(ctx, id)
+	}
+	if err == nil && h.Key() != k {
+		err = store.ErrNotFound // ':' in a part made two keys one
+	}
+	if err != nil {
+		return store.Hook{}, fmt.Errorf("redisstore: find hook %s %s %s: %w", k.Connector, k.Scope, k.Target, err)
+	}
+	return h, nil
+}
+
+// ListHooks returns the tenant's hooks (every tenant's for ""), oldest
+// first (by CreatedAt, then id).
+func (s *Store) ListHooks(ctx context.Context, tenantID string) ([]store.Hook, error) {
+	zkey := s.allHooksKey()
+	if tenantID != "" {
+		zkey = s.hooksKey(tenantID)
+	}
+	hs, err := listSet(ctx, s, zkey, s.hookKey, func(h store.Hook) bool { return tenantID == "" || h.TenantID == tenantID })
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: list hooks: %w", err)
+	}
+	oldestFirst(hs, func(h store.Hook) time.Time { return h.CreatedAt }, func(h store.Hook) string { return h.ID })
+	return hs, nil
+}
+
+// UpdateHook replaces the hook if its stored Version equals h.Version, and
+// returns it with Version increased; store.ErrConflict if another write
+// came first or if h's Key differs from the stored one (the Key cannot
+// change), store.ErrNotFound if it does not exist.
+func (s *Store) UpdateHook(ctx context.Context, h store.Hook) (store.Hook, error) {
+	if err := validHook("redisstore: update hook", h); err != nil {
+		return store.Hook{}, err
+	}
+	want := h.Version
+	h.Version++
+	v, err := json.Marshal(h)
+	if err != nil {
+		return store.Hook{}, fmt.Errorf("redisstore: update hook: %w", err)
+	}
+	// KEYS: hook, hooks:{tenant}, hooks.
+	// ARGV: expected version, JSON, id, score, key (5 parts).
+	keys := []string{s.hookKey(h.ID), s.hooksKey(h.TenantID), s.allHooksKey()}
+	args := append([]any{want, v, h.ID, score(h.CreatedAt)}, hookKeyArgs(h.Key())...)
+	n, err := updateHookScript.Run(ctx, s.rdb, keys, args...).Int()
+	if err == nil {
+		switch n {
+		case 1:
+		case -1:
+			err = store.ErrNotFound
+		case -2:
+			err = fmt.Errorf("the key (tenant, account, connector, scope, target) cannot change: %w", store.ErrConflict)
+		default:
+			err = store.ErrConflict
+		}
+	}
+	if err != nil {
+		return store.Hook{}, fmt.Errorf("redisstore: update hook %s: %w", h.ID, err)
+	}
+	return h, nil
+}
+
+// DeleteHook deletes the hook, which frees its Key; store.ErrNotFound if
+// absent.
+func (s *Store) DeleteHook(ctx context.Context, id string) error {
+	// The script must name the hook's key and tenant set, so read the hook
+	// first; the script checks that the key is still the one read (the
+	// hook may have been deleted and created again in between).
+	for {
+		h, err := s.getHook(ctx, id)
+		if err != nil {
+			return fmt.Errorf("redisstore: delete hook %s: %w", id, err)
+		}
+		// KEYS: hook, hook-key, hooks:{tenant}, hooks. ARGV: id, key (5 parts).
+		keys := []string{s.hookKey(id), s.hookKeyKey(h.Key()), s.hooksKey(h.TenantID), s.allHooksKey()}
+		n, err := deleteHookScript.Run(ctx, s.rdb, keys, append([]any{id}, hookKeyArgs(h.Key())...)...).Int()
+		switch {
+		case err != nil:
+			return fmt.Errorf("redisstore: delete hook %s: %w", id, err)
+		case n == 1:
+			return nil
+		case n == 0:
+			return fmt.Errorf("redisstore: delete hook %s: %w", id, store.ErrNotFound)
+		}
+	}
+}
+
+// Runs.
+
+// runSets returns the sorted sets that list r: every run is in runs and
+// runs:{tenant}; runs with a trigger, agent or event id are in
+// trigger-runs, agent-runs or event-runs too.
+func (s *Store) runSets(r store.Run) []string {
+	sets := []string{s.allRunsKey(), s.runsKey(r.TenantID)}
+	if r.TriggerID != "" {
+		sets = append(sets, s.triggerRunsKey(r.TriggerID))
+	}
+	if r.AgentID != "" {
+		sets = append(sets, s.agentRunsKey(r.AgentID))
+	}
+	if r.EventID != "" {
+		sets = append(sets, s.eventRunsKey(r.TenantID, r.EventID))
+	}
+	return sets
+}
+
+// matchRun reports whether f selects r (its Limit aside).
+func matchRun(r store.Run, f store.RunFilter) bool {
+	return (f.TenantID == "" || r.TenantID == f.TenantID) &&
+		(f.TriggerID == "" || r.TriggerID == f.TriggerID) &&
+		(f.AgentID == "" || r.AgentID == f.AgentID) &&
+		(f.EventID == "" || r.EventID == f.EventID) &&
+		(f.Status == "" || r.Status == f.Status)
+}
+
+// newerRun orders runs newest first, by CreatedAt then id.
+func newerRun(a, b store.Run) int {
+	return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), cmp.Compare(b.ID, a.ID))
+}
+
+// CreateRun stores a new run with Version 1; store.ErrConflict if the id
+// exists, in any tenant: the run was already claimed by someone.
+func (s *Store) CreateRun(ctx context.Context, r store.Run) (store.Run, error) {
+	if err := validIDs("redisstore: create run", "id", r.ID, "tenant id", r.TenantID); err != nil {
+		return store.Run{}, err
+	}
+	stamp(&r.CreatedAt, &r.UpdatedAt, s.now())
+	r.Version = 1
+	v, err := json.Marshal(r)
+	if err != nil {
+		return store.Run{}, fmt.Errorf("redisstore: create run: %w", err)
+	}
+	// KEYS: run, its sorted sets. ARGV: JSON, id, score.
+	keys := append([]string{s.runKey(r.ID)}, s.runSets(r)...)
+	n, err := createRecordScript.Run(ctx, s.rdb, keys, v, r.ID, score(r.CreatedAt)).Int()
+	if err != nil {
+		return store.Run{}, fmt.Errorf("redisstore: create run %s: %w", r.ID, err)
+	}
+	if n != 1 {
+		return store.Run{}, fmt.Errorf("redisstore: create run %s: %w", r.ID, store.ErrConflict)
+	}
+	return r, nil
+}
+
+// getRun reads the tenant's run (any tenant's for ""); store.ErrNotFound
+// if absent or another tenant's.
+func (s *Store) getRun(ctx context.Context, tenantID, id string) (store.Run, error) {
+	var r store.Run
+	if err := s.getJSON(ctx, s.runKey(id), &r); err != nil {
+		return store.Run{}, err
+	}
+	if r.ID != id || (tenantID != "" && r.TenantID != tenantID) {
+		return store.Run{}, store.ErrNotFound
+	}
+	return r, nil
+}
+
+// GetRun returns the tenant's run (any tenant's for ""), or
+// store.ErrNotFound.
+func (s *Store) GetRun(ctx context.Context, tenantID, id string) (store.Run, error) {
+	r, err := s.getRun(ctx, tenantID, id)
+	if err != nil {
+		return store.Run{}, fmt.Errorf("redisstore: get run %s: %w", id, err)
+	}
+	return r, nil
+}
+
+// UpdateRun replaces the run if its stored Version equals r.Version, and
+// returns it with Version increased; store.ErrConflict if another write
+// came first, store.ErrNotFound if the tenant has no such run. The sorted
+// sets follow the new run's trigger, agent, event and CreatedAt.
+func (s *Store) UpdateRun(ctx context.Context, r store.Run) (store.Run, error) {
+	if err := validIDs("redisstore: update run", "id", r.ID, "tenant id", r.TenantID); err != nil {
+		return store.Run{}, err
+	}
+	// The script must name the sets the run leaves, so read it first. Runs
+	// are never deleted, so the script's version check makes that read
+	// safe: the stored run is still the one read.
+	cur, err := s.getRun(ctx, r.TenantID, r.ID)
+	if err != nil {
+		return store.Run{}, fmt.Errorf("redisstore: update run %s: %w", r.ID, err)
+	}
+	if cur.Version != r.Version {
+		return store.Run{}, fmt.Errorf("redisstore: update run %s: %w", r.ID, store.ErrConflict)
+	}
+	want := r.Version
+	r.Version++
+	v, err := json.Marshal(r)
+	if err != nil {
+		return store.Run{}, fmt.Errorf("redisstore: update run: %w", err)
+	}
+	sets := s.runSets(r)
+	var leave []string
+	for _, k := range s.runSets(cur) {
+		if !slices.Contains(sets, k) {
+			leave = append(leave, k)
+		}
+	}
+	// KEYS: run, sets to leave, sets to be in.
+	// ARGV: tenant, expected version, JSON, id, score, number of sets to leave.
+	keys := slices.Concat([]string{s.runKey(r.ID)}, leave, sets)
+	n, err := updateRecordScript.Run(ctx, s.rdb, keys, r.TenantID, want, v, r.ID, score(r.CreatedAt), len(leave)).Int()
+	if err == nil {
+		err = updateResult(n)
+	}
+	if err != nil {
+		return store.Run{}, fmt.Errorf("redisstore: update run %s: %w", r.ID, err)
+	}
+	return r, nil
+}
+
+// ListRuns returns the runs f selects, newest first (by CreatedAt, then
+// id), at most f.Limit (100 if not positive). It reads the most selective
+// sorted set f allows (the tenant's event, the trigger, the agent, the
+// tenant, or every run) and checks the rest, the status included, on the
+// runs it reads.
+func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, error) {
+	var zkey string
+	switch {
+	case f.TenantID != "" && f.EventID != "":
+		zkey = s.eventRunsKey(f.TenantID, f.EventID)
+	case f.TriggerID != "":
+		zkey = s.triggerRunsKey(f.TriggerID)
+	case f.AgentID != "":
+		zkey = s.agentRunsKey(f.AgentID)
+	case f.TenantID != "":
+		zkey = s.runsKey(f.TenantID)
+	default:
+		zkey = s.allRunsKey()
+	}
+	rs, err := newestFirst(ctx, s.rdb, zkey, s.runKey, func(r store.Run) bool { return matchRun(r, f) }, newerRun, limitOr(f.Limit))
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: list runs: %w", err)
+	}
+	return rs, nil
+}
+
+// Events.
+
+// eventSets returns the per-trigger sorted sets that list e, one per
+// trigger with an outcome.
+func (s *Store) eventSets(e store.EventRecord) []string {
+	var sets []string
+	for _, o := range e.Outcomes {
+		if k := s.triggerEventsKey(e.TenantID, o.TriggerID); o.TriggerID != "" && !slices.Contains(sets, k) {
+			sets = append(sets, k)
+		}
+	}
+	return sets
+}
+
+// hasOutcome reports whether e has an outcome for the trigger.
+func hasOutcome(e store.EventRecord, triggerID string) bool {
+	return slices.ContainsFunc(e.Outcomes, func(o store.Outcome) bool { return o.TriggerID == triggerID })
+}
+
+// PutEvent stores or replaces the tenant's record of an event, and moves
+// it between the per-trigger sorted sets: a trigger no longer among the
+// outcomes no longer lists it. A zero DispatchedAt is stored as the time
+// of the write.
+func (s *Store) PutEvent(ctx context.Context, e store.EventRecord) error {
+	if err := validIDs("redisstore: put event", "tenant id", e.TenantID, "event id", e.EventID); err != nil {
+		return err
+	}
+	if e.DispatchedAt.IsZero() {
+		e.DispatchedAt = s.now()
+	}
+	v, err := json.Marshal(e)
+	if err != nil {
+		return fmt.Errorf("redisstore: put event: %w", err)
+	}
+	key, sets := s.eventKey(e.TenantID, e.EventID), s.eventSets(e)
+	// The script must name the sets the record leaves, so read the stored
+	// record first; the script writes only if it is still the one read,
+	// and the read is tried again otherwise.
+	for range maxPutEventTries {
+		raw, err := s.rdb.Get(ctx, key).Result()
+		sum := ""
+		var leave []string
+		switch {
+		case errors.Is(err, redis.Nil):
+		case err != nil:
+			return fmt.Errorf("redisstore: put event %s: %w", e.EventID, err)
+		default:
+			var old store.EventRecord
+			if err := json.Unmarshal([]byte(raw), &old); err != nil {
+				return fmt.Errorf("redisstore: put event %s: decode %s: %w", e.EventID, key, err)
+			}
+			if old.TenantID != e.TenantID || old.EventID != e.EventID {
+				// ':' in an id made two keys one.
+				return fmt.Errorf("redisstore: put event %s: %w", e.EventID, store.ErrConflict)
+			}
+			h := sha1.Sum([]byte(raw))
+			sum = hex.EncodeToString(h[:])
+			for _, k := range s.eventSets(old) {
+				if !slices.Contains(sets, k) {
+					leave = append(leave, k)
+				}
+			}
+		}
+		// KEYS: event, sets to leave, sets to be in.
+		// ARGV: SHA-1 of the record read, JSON, event id, score, number of sets to leave.
+		keys := slices.Concat([]string{key}, leave, sets)
+		n, err := putEventScript.Run(ctx, s.rdb, keys, sum, v, e.EventID, score(e.DispatchedAt), len(leave)).Int()
+		if err != nil {
+			return fmt.Errorf("redisstore: put event %s: %w", e.EventID, err)
+		}
+		if n == 1 {
+			return nil
+		}
+	}
+	return fmt.Errorf("redisstore: put event %s: the record kept changing (%d tries): %w", e.EventID, maxPutEventTries, store.ErrConflict)
+}
+
+// GetEvent returns the tenant's record of an event, or store.ErrNotFound.
+func (s *Store) GetEvent(ctx context.Context, tenantID, eventID string) (store.EventRecord, error) {
+	var e store.EventRecord
+	err := s.getJSON(ctx, s.eventKey(tenantID, eventID), &e)
+	if err == nil && (e.TenantID != tenantID || e.EventID != eventID) {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return store.EventRecord{}, fmt.Errorf("redisstore: get event %s: %w", eventID, err)
+	}
+	return e, nil
+}
+
+// ListTriggerEvents returns the tenant's records that have an outcome for
+// the trigger, newest DispatchedAt first (then greatest event id), at most
+// limit (100 if not positive).
+func (s *Store) ListTriggerEvents(ctx context.Context, tenantID, triggerID string, limit int) ([]store.EventRecord, error) {
+	recordKey := func(id string) string { return s.eventKey(tenantID, id) }
+	keep := func(e store.EventRecord) bool { return e.TenantID == tenantID && hasOutcome(e, triggerID) }
+	newer := func(a, b store.EventRecord) int {
+		return cmp.Or(b.DispatchedAt.Compare(a.DispatchedAt), cmp.Compare(b.EventID, a.EventID))
+	}
+	es, err := newestFirst(ctx, s.rdb, s.triggerEventsKey(tenantID, triggerID), recordKey, keep, newer, limitOr(limit))
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: list trigger events %s: %w", triggerID, err)
+	}
+	return es, nil
+}
+
+// Cursors.
+
+// GetCursor returns the cursor, or one with Version 0 and no Value when
+// none is stored.
+func (s *Store) GetCursor(ctx context.Context, key string) (store.Cursor, error) {
+	var c store.Cursor
+	err := s.getJSON(ctx, s.cursorKey(key), &c)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Cursor{Key: key}, nil
+	}
+	if err != nil {
+		return store.Cursor{}, fmt.Errorf("redisstore: get cursor %s: %w", key, err)
+	}
+	return c, nil
+}
+
+// PutCursor stores c if the stored Version equals c.Version (0: none is
+// stored), store.ErrConflict otherwise, and returns it with Version
+// increased. A zero UpdatedAt is stored as the time of the write.
+func (s *Store) PutCursor(ctx context.Context, c store.Cursor) (store.Cursor, error) {
+	if err := validIDs("redisstore: put cursor", "key", c.Key); err != nil {
+		return store.Cursor{}, err
+	}
+	if c.UpdatedAt.IsZero() {
+		c.UpdatedAt = s.now()
+	}
+	want := c.Version
+	c.Version++
+	v, err := json.Marshal(c)
+	if err != nil {
+		return store.Cursor{}, fmt.Errorf("redisstore: put cursor: %w", err)
+	}
+	// KEYS: cursor. ARGV: expected version, JSON.
+	n, err := putCursorScript.Run(ctx, s.rdb, []string{s.cursorKey(c.Key)}, want, v).Int()
+	if err == nil && n != 1 {
+		err = store.ErrConflict
+	}
+	if err != nil {
+		return store.Cursor{}, fmt.Errorf("redisstore: put cursor %s: %w", c.Key, err)
+	}
+	return c, nil
+}
