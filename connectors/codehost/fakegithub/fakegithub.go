@@ -4,10 +4,11 @@
 // testing.
 //
 // The fake keeps its state in memory, seeded with one user (octocat, plus
-// hubot and monalisa), a repository octocat/hello-world with a default
-// branch main, a few issues, a pull request, two workflows with a run, two
-// releases, a gist and a Projects (v2) board. It behaves the way the
-// reference notes describe GitHub:
+// hubot and monalisa), an organisation octo-org that octocat owns, a
+// repository octocat/hello-world with a default branch main, a few issues,
+// a pull request, two workflows with a run, two releases, a gist and a
+// Projects (v2) board. It behaves the way the reference notes describe
+// GitHub:
 //
 //   - exact methods, paths and success statuses; {"message",
 //     "documentation_url"} errors, 422 "Validation Failed" with errors[],
@@ -25,12 +26,22 @@
 //     If-None-Match;
 //   - Link pagination with per_page (default 30, at most 100) and page.
 //
+// It also serves GitHub's webhook and polling surface: repository and
+// organisation webhooks (admins only, 404 for everyone else), which it
+// delivers to like GitHub does (signed, asynchronously, a ping on
+// creation, issues, issue_comment and pull_request events when its API
+// changes them, and any payload through Deliver); the authenticated user's
+// gists (GET /gists); and notifications (GET /notifications, with
+// Last-Modified, If-Modified-Since and X-Poll-Interval), mentions in issue
+// and comment bodies creating them.
+//
 // Every route can be made to fail, hang or answer a secondary rate limit
 // for its next calls, and every request is logged.
 package fakegithub
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -86,9 +97,18 @@ type Options struct {
 	// ExhaustedStatus is the status of a spent primary budget: 403
 	// (default) or 429; GitHub sends either.
 	ExhaustedStatus int
-	// LogLimit bounds the request log to its most recent entries (default
-	// 10000).
+	// LogLimit bounds the request log, and the delivery log, to their most
+	// recent entries (default 10000).
 	LogLimit int
+	// MaxPerPage caps per_page below GitHub's 100 (and its own smaller
+	// caps), so tests can make short lists span pages (default 100).
+	MaxPerPage int
+	// DeliveryClient sends webhook deliveries. Nil means a client that
+	// gives up after DeliveryTimeout and does not follow redirects, as
+	// GitHub's deliveries do not.
+	DeliveryClient *http.Client
+	// DeliveryTimeout bounds one delivery (default 10 s, GitHub's).
+	DeliveryTimeout time.Duration
 }
 
 // Request is one request the fake received.
@@ -138,6 +158,13 @@ type Server struct {
 
 	closing   chan struct{}
 	closeOnce sync.Once
+
+	// Webhook deliveries in flight (guarded by mu): idle is closed when
+	// inflight drops to zero and replaced when it rises again.
+	inflight   int
+	idle       chan struct{}
+	closed     bool
+	deliveries []Delivery
 }
 
 // New returns a fake with its seeded state; call Start to serve it on a
@@ -161,12 +188,27 @@ func New(o Options) *Server {
 	if o.LogLimit <= 0 {
 		o.LogLimit = 10000
 	}
+	if o.MaxPerPage <= 0 || o.MaxPerPage > 100 {
+		o.MaxPerPage = 100
+	}
+	if o.DeliveryTimeout <= 0 {
+		o.DeliveryTimeout = 10 * time.Second
+	}
+	if o.DeliveryClient == nil {
+		o.DeliveryClient = &http.Client{
+			Timeout:       o.DeliveryTimeout,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
+	}
+	idle := make(chan struct{})
+	close(idle)
 	s := &Server{
 		o:       o,
 		st:      seed(),
 		buckets: map[bucketKey]*bucket{},
 		faults:  map[Route][]fault{},
 		closing: make(chan struct{}),
+		idle:    idle,
 	}
 	s.routes = s.table()
 	return s
@@ -196,13 +238,16 @@ func (s *Server) URL() string {
 	return s.srv.URL
 }
 
-// Close releases hanging requests and stops the server started by Start.
-// It is idempotent.
+// Close releases hanging requests, waits for the webhook deliveries in
+// flight (each gives up after DeliveryTimeout), refuses further ones and
+// stops the server started by Start. It is idempotent.
 func (s *Server) Close() {
 	s.closeOnce.Do(func() { close(s.closing) })
 	s.mu.Lock()
+	s.closed = true
 	srv := s.srv
 	s.mu.Unlock()
+	_ = s.WaitDeliveries(context.Background())
 	if srv != nil {
 		srv.Close()
 	}
@@ -628,10 +673,17 @@ func (c *call) decode(v any) *reply {
 // page answers one page of items with GitHub's Link header. With wrap, the
 // page is an object {total_count, <wrap>: items}.
 func (c *call) page(items []any, wrap string) *reply {
+	return c.pageOf(items, wrap, 30, 100)
+}
+
+// pageOf is page with the endpoint's own default and largest per_page
+// (Options.MaxPerPage may cap it further).
+func (c *call) pageOf(items []any, wrap string, defPer, maxPer int) *reply {
 	q := c.r.URL.Query()
-	per := 30
+	maxPer = min(maxPer, c.s.o.MaxPerPage)
+	per := min(defPer, maxPer)
 	if v, err := strconv.Atoi(q.Get("per_page")); err == nil && v > 0 {
-		per = min(v, 100)
+		per = min(v, maxPer)
 	}
 	pg := 1
 	if v, err := strconv.Atoi(q.Get("page")); err == nil && v > 0 {

@@ -13,15 +13,17 @@ import (
 	"time"
 )
 
-// table is the routing table: route name (method and path template) and
-// handler. Matching is by method and segment; literal segments must match
-// exactly.
+// row is one route name (method and path template) and its handler.
+type row struct {
+	name Route
+	h    func(*call) *reply
+}
+
+// table is the routing table. Matching is by method and segment; literal
+// segments must match exactly.
 func (s *Server) table() []route {
 	const rp = "/repos/{owner}/{repo}"
-	rows := []struct {
-		name Route
-		h    func(*call) *reply
-	}{
+	rows := []row{
 		{"GET /rate_limit", (*call).rateLimit},
 		{"GET /user", func(c *call) *reply { return okBody(c.user(c.login)) }},
 		{"POST /user/repos", (*call).createRepo},
@@ -71,8 +73,11 @@ func (s *Server) table() []route {
 		{"GET /gists/{gist_id}", (*call).getGist},
 		{"PATCH /gists/{gist_id}", (*call).updateGist},
 		{"GET /users/{username}/gists", (*call).listGists},
+		{"GET /gists", (*call).listOwnGists},
+		{"GET /notifications", (*call).listNotifications},
 		{"POST /graphql", (*call).graphql},
 	}
+	rows = append(rows, hookRoutes()...)
 	out := make([]route, len(rows))
 	for i, r := range rows {
 		out[i] = newRoute(r.name, r.h)
@@ -168,7 +173,7 @@ func (c *call) createRepo() *reply {
 		if u == nil || !u.org {
 			return notFound()
 		}
-		if !slices.Contains(u.members, c.login) {
+		if _, member := u.roles[c.login]; !member {
 			return errorf(http.StatusForbidden, "You need admin access to the organization before adding a repository to it.")
 		}
 		owner = u.login
@@ -219,6 +224,11 @@ func (c *call) createRepo() *reply {
 		})
 	}
 	c.s.st.repos[key] = r
+	if !c.s.st.can(r, c.login, "admin") {
+		// GitHub makes the member who creates an organisation's repository
+		// its admin.
+		r.collaborators[c.login] = "admin"
+	}
 	return created(c.repoJSON(r))
 }
 
@@ -883,6 +893,8 @@ func (c *call) createIssue() *reply {
 	}
 	r.issues = append(r.issues, is)
 	r.updated = c.now
+	c.emit(r, "issues", M{"action": "opened", "issue": c.issueJSON(r, is)})
+	c.mentions(r, is, is.body, "")
 	return created(c.issueJSON(r, is))
 }
 
@@ -918,7 +930,9 @@ func (c *call) updateIssue() *reply {
 	if rep := c.apply(r, &next, f, false); rep != nil {
 		return rep
 	}
+	before := *is
 	*is = next
+	c.changed(r, &before, is)
 	return okBody(c.issueJSON(r, is))
 }
 
@@ -943,17 +957,86 @@ func (c *call) createComment() *reply {
 	cm := comment{id: c.s.st.id(), user: c.login, body: *in.Body, created: c.now, modified: c.now}
 	is.comments = append(is.comments, cm)
 	is.updated = c.now
-	u := c.repoURL(r) + fmt.Sprintf("/issues/comments/%d", cm.id)
+	c.emit(r, "issue_comment", M{"action": "created", "issue": c.issueJSON(r, is), "comment": c.commentJSON(r, is, cm)})
+	c.mentions(r, is, cm.body, fmt.Sprintf("/repos/%s/%s/issues/comments/%d", r.owner, r.name, cm.id))
+	return created(c.commentJSON(r, is, cm))
+}
+
+func (c *call) commentJSON(r *repo, is *issue, cm comment) M {
 	kind := "issues"
 	if is.pr != nil {
 		kind = "pull"
 	}
-	return created(M{
-		"id": cm.id, "node_id": nodeID("IssueComment", cm.id), "url": u, "body": cm.body, "user": c.user(c.login),
+	return M{
+		"id": cm.id, "node_id": nodeID("IssueComment", cm.id), "url": c.repoURL(r) + fmt.Sprintf("/issues/comments/%d", cm.id),
+		"body": cm.body, "user": c.user(cm.user),
 		"html_url":   repoHTML(r) + fmt.Sprintf("/%s/%d#issuecomment-%d", kind, is.number, cm.id),
 		"issue_url":  c.repoURL(r) + fmt.Sprintf("/issues/%d", is.number),
-		"created_at": ts(cm.created), "updated_at": ts(cm.modified), "author_association": c.association(r, c.login),
-	})
+		"created_at": ts(cm.created), "updated_at": ts(cm.modified), "author_association": c.association(r, cm.user),
+	}
+}
+
+// changed delivers the events of an issue or pull request update, from
+// before to after: edited (title, body, base), labeled, unlabeled,
+// assigned, unassigned, milestoned, demilestoned, closed and reopened, as
+// issues events or, for a pull request, pull_request events.
+func (c *call) changed(r *repo, before, after *issue) {
+	send := func(action string, extra M) {
+		m := M{"action": action}
+		if after.pr != nil {
+			m["number"], m["pull_request"] = after.number, c.pullJSON(r, after)
+		} else {
+			m["issue"] = c.issueJSON(r, after)
+		}
+		for k, v := range extra {
+			m[k] = v
+		}
+		event := "issues"
+		if after.pr != nil {
+			event = "pull_request"
+		}
+		c.emit(r, event, m)
+	}
+	changes := M{}
+	if before.title != after.title {
+		changes["title"] = M{"from": before.title}
+	}
+	if before.body != after.body {
+		changes["body"] = M{"from": before.body}
+	}
+	if before.pr != nil && after.pr != nil && before.pr.base != after.pr.base {
+		changes["base"] = M{"ref": M{"from": before.pr.base}, "sha": M{"from": before.pr.baseSHA}}
+	}
+	if len(changes) > 0 {
+		send("edited", M{"changes": changes})
+	}
+	diff := func(from, to []string, action string, extra func(string) M) {
+		for _, v := range to {
+			if !slices.Contains(from, v) {
+				send(action, extra(v))
+			}
+		}
+	}
+	label := func(l string) M { return M{"label": c.labelsJSON(r, []string{l})[0]} }
+	assignee := func(a string) M { return M{"assignee": c.user(a)} }
+	diff(before.labels, after.labels, "labeled", label)
+	diff(after.labels, before.labels, "unlabeled", label)
+	diff(before.assignees, after.assignees, "assigned", assignee)
+	diff(after.assignees, before.assignees, "unassigned", assignee)
+	if before.milestone != after.milestone {
+		if before.milestone != 0 {
+			send("demilestoned", M{"milestone": c.milestoneJSON(r, before.milestone)})
+		}
+		if after.milestone != 0 {
+			send("milestoned", M{"milestone": c.milestoneJSON(r, after.milestone)})
+		}
+	}
+	switch {
+	case before.state == "open" && after.state == "closed":
+		send("closed", nil)
+	case before.state == "closed" && after.state == "open":
+		send("reopened", nil)
+	}
 }
 
 func (c *call) listAssignees() *reply {
@@ -1148,6 +1231,8 @@ func (c *call) createPull() *reply {
 			maintainerCanModify: in.MaintainerCanModify == nil || *in.MaintainerCanModify},
 	}
 	r.issues = append(r.issues, is)
+	c.emit(r, "pull_request", M{"action": "opened", "number": is.number, "pull_request": c.pullJSON(r, is)})
+	c.mentions(r, is, is.body, "")
 	return created(c.pullJSON(r, is))
 }
 
@@ -1212,7 +1297,9 @@ func (c *call) updatePull() *reply {
 	if rep := c.apply(r, &next, f, false); rep != nil {
 		return rep
 	}
+	before := *is
 	*is = next
+	c.changed(r, &before, is)
 	return okBody(c.pullJSON(r, is))
 }
 
@@ -1297,6 +1384,7 @@ func (c *call) mergePull() *reply {
 	}
 	p.merged, p.mergedAt, p.mergedBy, p.mergeSHA = true, c.now, c.login, cm.sha
 	is.state, is.closed, is.updated = "closed", c.now, c.now
+	c.emit(r, "pull_request", M{"action": "closed", "number": is.number, "pull_request": c.pullJSON(r, is)})
 	return okBody(M{"sha": cm.sha, "merged": true, "message": "Pull Request successfully merged"})
 }
 

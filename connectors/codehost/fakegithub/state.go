@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -20,7 +21,7 @@ const (
 	// SeedRenamedRepo is a former name of octocat/hello-world: requests to
 	// it answer 301 to /repositories/{SeedRepoID}/...
 	SeedRenamedRepo = "hello-world-old"
-	// SeedOrg is an organisation octocat belongs to.
+	// SeedOrg is an organisation octocat is an admin (owner) of.
 	SeedOrg = "octo-org"
 	// SeedOtherRepo is monalisa/octo-app: public, octocat has no rights.
 	SeedOtherOwner = "monalisa"
@@ -47,12 +48,22 @@ const (
 	SeedItemID      = "PVTI_lADOA1"
 )
 
+// Organisation roles, as GitHub's membership API names them: an admin is
+// an owner of the organisation.
+const (
+	OrgAdmin  = "admin"
+	OrgMember = "member"
+)
+
 type user struct {
 	id          int64
 	login, name string
 	email       string
 	org         bool
-	members     []string
+	// roles are an organisation's members: login → OrgAdmin or OrgMember.
+	roles map[string]string
+	// hooks are an organisation's webhooks.
+	hooks []*hook
 }
 
 type commit struct {
@@ -212,6 +223,7 @@ type repo struct {
 	runs          []*run
 	releases      []*release
 	stargazers    map[string]bool
+	hooks         []*hook
 }
 
 type gist struct {
@@ -243,6 +255,10 @@ type state struct {
 	projects map[string]*project
 	nextID   int64
 	seq      int
+	// notifications are every user's notification threads; notified is
+	// when each user's (lower-case login) threads last changed.
+	notifications []*notification
+	notified      map[string]time.Time
 }
 
 func (st *state) id() int64 {
@@ -261,16 +277,29 @@ func (st *state) repoByID(id int64) *repo {
 	return nil
 }
 
-// role is login's permission on r: admin for the owner or an org member,
-// the collaborator permission, or "" for none.
+// orgBasePermission is what an organisation's members may do on its
+// repositories (GitHub's default base permission, read).
+const orgBasePermission = "pull"
+
+// role is login's permission on r: admin for the owner or an admin of the
+// owning organisation, else the better of the collaborator permission and
+// the organisation's base permission for its members, or "" for none.
 func (st *state) role(r *repo, login string) string {
 	if strings.EqualFold(r.owner, login) {
 		return "admin"
 	}
-	if o := st.users[strings.ToLower(r.owner)]; o != nil && o.org && slices.Contains(o.members, login) {
-		return "admin"
+	best := r.collaborators[login]
+	if o := st.users[strings.ToLower(r.owner)]; o != nil && o.org {
+		switch o.roles[login] {
+		case OrgAdmin:
+			return "admin"
+		case OrgMember:
+			if roleRank[orgBasePermission] > roleRank[best] {
+				best = orgBasePermission
+			}
+		}
 	}
-	return r.collaborators[login]
+	return best
 }
 
 var roleRank = map[string]int{"": 0, "pull": 1, "triage": 2, "push": 3, "maintain": 4, "admin": 5}
@@ -350,20 +379,23 @@ func newRepo(id int64, owner, name string, at time.Time) *repo {
 	}
 }
 
+// seedEpoch is the time of the seeded state.
+var seedEpoch = time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
+
 // seed builds the initial state; seeded timestamps are fixed so that the
 // seeded answers (and their ETags) do not depend on the clock.
 func seed() *state {
-	t0 := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
+	t0 := seedEpoch
 	at := func(h int) time.Time { return t0.Add(time.Duration(h) * time.Hour) }
 	st := &state{
 		users: map[string]*user{}, repos: map[string]*repo{}, renamed: map[string]string{},
-		projects: map[string]*project{}, nextID: 5000000,
+		projects: map[string]*project{}, nextID: 5000000, notified: map[string]time.Time{},
 	}
 	for _, u := range []*user{
 		{id: 1, login: "octocat", name: "The Octocat", email: "octocat@github.com"},
 		{id: 2, login: "hubot", name: "Hubot", email: "hubot@github.com"},
 		{id: 3, login: "monalisa", name: "Mona Lisa Octocat", email: "mona@github.com"},
-		{id: 4, login: SeedOrg, name: "Octo Org", org: true, members: []string{"octocat"}},
+		{id: 4, login: SeedOrg, name: "Octo Org", org: true, roles: map[string]string{"octocat": OrgAdmin}},
 	} {
 		st.users[u.login] = u
 	}
@@ -602,4 +634,64 @@ func (s *Server) ProjectItemOption(projectID, itemID, fieldID string) string {
 		return p.items[itemID][fieldID]
 	}
 	return ""
+}
+
+var loginRE = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9]|-[A-Za-z0-9]){0,38}$`)
+
+// AddUser adds a user account and returns its id; name is the display
+// name. It fails when the login is invalid or taken (by a user or an
+// organisation, case-insensitively). Options.Authenticate decides which
+// token acts as the user.
+func (s *Server) AddUser(login, name string) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !loginRE.MatchString(login) {
+		return 0, fmt.Errorf("fakegithub: %q is not a valid login", login)
+	}
+	if s.st.users[strings.ToLower(login)] != nil {
+		return 0, fmt.Errorf("fakegithub: login %q is taken", login)
+	}
+	u := &user{id: s.st.id(), login: login, name: name, email: strings.ToLower(login) + "@users.noreply.github.com"}
+	s.st.users[strings.ToLower(login)] = u
+	return u.id, nil
+}
+
+// SetOrg creates organisation org when it does not exist and sets the
+// roles of its members: login → OrgAdmin (an owner, who may manage the
+// organisation's hooks and is admin of all its repositories) or OrgMember
+// (read access to its repositories, GitHub's default base permission); an
+// empty role removes the member. Members must be existing users. It fails
+// when org is a user's login.
+func (s *Server) SetOrg(org string, members map[string]string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !loginRE.MatchString(org) {
+		return fmt.Errorf("fakegithub: %q is not a valid organisation name", org)
+	}
+	for login, role := range members {
+		u := s.st.users[strings.ToLower(login)]
+		switch {
+		case u == nil || u.org:
+			return fmt.Errorf("fakegithub: no user %q", login)
+		case role != "" && role != OrgAdmin && role != OrgMember:
+			return fmt.Errorf("fakegithub: role %q: want %q or %q", role, OrgAdmin, OrgMember)
+		}
+	}
+	o := s.st.users[strings.ToLower(org)]
+	switch {
+	case o == nil:
+		o = &user{id: s.st.id(), login: org, name: org, org: true, roles: map[string]string{}}
+		s.st.users[strings.ToLower(org)] = o
+	case !o.org:
+		return fmt.Errorf("fakegithub: %q is a user, not an organisation", org)
+	}
+	for login, role := range members {
+		canonical := s.st.users[strings.ToLower(login)].login
+		if role == "" {
+			delete(o.roles, canonical)
+		} else {
+			o.roles[canonical] = role
+		}
+	}
+	return nil
 }
