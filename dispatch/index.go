@@ -28,6 +28,11 @@ type Trigger struct {
 	// Filter is a CEL expression over the variable event (the envelope,
 	// payload included, as decoded JSON) that must yield true; "" for none.
 	Filter string `json:"filter,omitempty"`
+	// Inactive, when set, is why the platform stopped the trigger (its
+	// account was removed, ...); InactiveCode classifies it
+	// ("account_removed").
+	Inactive     string `json:"inactive,omitempty"`
+	InactiveCode string `json:"inactive_code,omitempty"`
 }
 
 // The results an Outcome can carry.
@@ -38,14 +43,19 @@ const (
 	FilteredOut = "filtered_out"
 	// Disabled means the trigger would have been considered but is disabled.
 	Disabled = "disabled"
+	// Inactive means the platform stopped the trigger; the Outcome's
+	// Result is the trigger's InactiveCode when it has one.
+	Inactive = "inactive"
 )
 
 // Outcome is what became of one candidate trigger for one event.
 type Outcome struct {
 	TriggerID string `json:"trigger_id"`
 	TenantID  string `json:"tenant_id"`
+	Account   string `json:"account"`
 	Agent     string `json:"agent"`
-	// Result is Matched, FilteredOut or Disabled.
+	// Result is Matched, FilteredOut, Disabled, or Inactive (or the
+	// trigger's InactiveCode).
 	Result string `json:"result"`
 	// Reason says, for FilteredOut, which parameter or the filter rejected
 	// the event and why ("branch main not in [release]").
@@ -194,7 +204,8 @@ func keysOf(e *entry) []bucketKey {
 // Match returns the outcome of every candidate trigger for event ev, ordered
 // by trigger id. The candidates are the triggers of the event's connector
 // and kind that are restricted to the event's repository or not restricted
-// to any; no other trigger is looked at. The event is decoded for filters
+// to any, and, for an event with a Scope, that belong to the scope's tenant
+// and account (or agent); no other trigger is looked at. The event is decoded for filters
 // at most once, and only if a candidate's filter is evaluated.
 func (x *Index) Match(ev *triggers.Event) []Outcome {
 	conn := ev.Connector
@@ -222,9 +233,29 @@ func (x *Index) Match(ev *triggers.Event) []Outcome {
 		} else {
 			e, wild = wild[0], wild[1:]
 		}
+		if !inScope(ev.Scope, &e.t) {
+			continue
+		}
 		out = append(out, m.outcome(e))
 	}
 	return out
+}
+
+// inScope reports whether t may receive an event of scope s: every trigger
+// for an unscoped event, else the scope's tenant's triggers of its account
+// (hooks) or agent (deployment endpoints).
+func inScope(s *triggers.Scope, t *Trigger) bool {
+	switch {
+	case s == nil:
+		return true
+	case t.TenantID != s.Tenant:
+		return false
+	case s.Account != "" && t.Account != s.Account:
+		return false
+	case s.Agent != "" && t.Agent != s.Agent:
+		return false
+	}
+	return true
 }
 
 // matcher matches one event, holding its filter activation once built.
@@ -241,8 +272,13 @@ func (m *matcher) outcome(e *entry) Outcome {
 	if m.x.onExamine != nil {
 		m.x.onExamine()
 	}
-	o := Outcome{TriggerID: e.t.ID, TenantID: e.t.TenantID, Agent: e.t.Agent}
+	o := Outcome{TriggerID: e.t.ID, TenantID: e.t.TenantID, Account: e.t.Account, Agent: e.t.Agent}
 	switch {
+	case e.t.Inactive != "":
+		o.Result, o.Reason = Inactive, e.t.Inactive
+		if e.t.InactiveCode != "" {
+			o.Result = e.t.InactiveCode
+		}
 	case !e.t.Enabled:
 		o.Result, o.Reason = Disabled, "trigger is disabled"
 	default:
@@ -259,6 +295,9 @@ func (m *matcher) outcome(e *entry) Outcome {
 func (m *matcher) reject(e *entry) string {
 	r := &m.ev.Resource
 	p := &e.t.Params
+	if p.Organization != "" && !strings.EqualFold(p.Organization, m.ev.Account) {
+		return "organization " + orNone(m.ev.Account) + " is not " + p.Organization
+	}
 	if len(p.Branches) > 0 && !matchBranch(p.Branches, r.Ref) {
 		if r.Ref == "" {
 			return "branch: the event has no branch; want " + list(p.Branches)

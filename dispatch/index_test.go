@@ -283,6 +283,9 @@ func bigIndex(tb testing.TB, n int) *Index {
 		if appliesTo(paramRepositories, k, triggers.CodeHost) {
 			tr.Params.Repositories = []string{fmt.Sprintf("org-%d/repo-%d", (i/len(kinds))%100, (i/len(kinds))%1000)}
 		}
+		if OrgKinds(k) {
+			tr.Params.Organization = fmt.Sprintf("org-%d", (i/len(kinds))%100)
+		}
 		if i%25 == 0 {
 			tr.Filter = "event.payload.issue.user.login == 'octocat'"
 		}

@@ -41,6 +41,10 @@ type Params struct {
 	ReviewStates []string `json:"review_states,omitempty"`
 	// Environments restricts deployment kinds to these targets.
 	Environments []string `json:"environments,omitempty"`
+	// Organization is the organisation whose hook serves the
+	// organisation-level kinds (new_repository,
+	// project_item_status_changed); required for them.
+	Organization string `json:"organization,omitempty"`
 }
 
 // Parameter names, as they appear in JSON and in ParamsFor.
@@ -52,11 +56,12 @@ const (
 	paramConclusions  = "conclusions"
 	paramReviewStates = "review_states"
 	paramEnvironments = "environments"
+	paramOrganization = "organization"
 )
 
 // paramOrder is the order ParamsFor lists parameters in.
 var paramOrder = []string{paramRepositories, paramBranches, paramLabels, paramColumnID,
-	paramConclusions, paramReviewStates, paramEnvironments}
+	paramConclusions, paramReviewStates, paramEnvironments, paramOrganization}
 
 // noRepositoryKinds are the code-hosting kinds that take no repositories:
 // new_repository and project_item_status_changed are organisation-level
@@ -80,6 +85,13 @@ var paramKinds = map[string][]triggers.Kind{
 	paramReviewStates: {triggers.NewPullRequestReview},
 	paramEnvironments: {triggers.DeploymentStarted, triggers.DeploymentCompleted, triggers.DeploymentFailed,
 		triggers.DeploymentCanceled},
+	paramOrganization: {triggers.NewRepository, triggers.ProjectItemStatusChanged},
+}
+
+// OrgKinds reports whether k is served by an organisation hook (and
+// requires the organization parameter).
+func OrgKinds(k triggers.Kind) bool {
+	return k == triggers.NewRepository || k == triggers.ProjectItemStatusChanged
 }
 
 // allowedValues are the accepted values of the enumerated parameters, in
@@ -140,7 +152,9 @@ func kindsTaking(p string) []string {
 // branches to the pull request, commit, push, branch and workflow kinds;
 // labels to the issue and pull request kinds; column_id to new_project_card;
 // conclusions to the workflow kinds; review_states to
-// new_pull_request_review; environments to the deployment kinds.
+// new_pull_request_review; environments to the deployment kinds;
+// organization (required) to new_repository and
+// project_item_status_changed.
 func ParamsFor(k triggers.Kind) []string {
 	ps := kindParams[k]
 	if ps == nil {
@@ -183,6 +197,15 @@ func ValidateParams(k triggers.Kind, p Params) error {
 	check(paramConclusions, len(p.Conclusions) > 0, func() error { return validateEnum(paramConclusions, p.Conclusions) })
 	check(paramReviewStates, len(p.ReviewStates) > 0, func() error { return validateEnum(paramReviewStates, p.ReviewStates) })
 	check(paramEnvironments, len(p.Environments) > 0, func() error { return validateEnum(paramEnvironments, p.Environments) })
+	check(paramOrganization, p.Organization != "", func() error {
+		if !validOwner(p.Organization) {
+			return fmt.Errorf("organization %q is not an organisation login", p.Organization)
+		}
+		return nil
+	})
+	if OrgKinds(k) && p.Organization == "" {
+		errs = append(errs, fmt.Errorf("%s needs the organization parameter: it is served by an organisation hook", k))
+	}
 	return errors.Join(errs...)
 }
 

@@ -17,8 +17,8 @@ func TestParamsFor(t *testing.T) {
 		triggers.NewPullRequestReview:     {"repositories", "review_states"},
 		triggers.NewStar:                  {"repositories"},
 		triggers.NewGist:                  nil,
-		triggers.NewRepository:            nil,
-		triggers.ProjectItemStatusChanged: nil,
+		triggers.NewRepository:            {"organization"},
+		triggers.ProjectItemStatusChanged: {"organization"},
 		triggers.DeploymentFailed:         {"environments"},
 		"no_such_kind":                    nil,
 	}

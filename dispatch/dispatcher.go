@@ -1,0 +1,320 @@
+package dispatch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/triggerd/triggerd/bus"
+	"github.com/triggerd/triggerd/store"
+	"github.com/triggerd/triggerd/triggers"
+)
+
+// Store is what the dispatcher reads and writes.
+type Store interface {
+	store.Triggers
+	store.Agents
+	store.Runs
+	store.Events
+}
+
+// Queue is the dispatcher's view of JetStream (package bus).
+type Queue interface {
+	Work(ctx context.Context, spec bus.WorkSpec, handle func(ctx context.Context, j *bus.Job)) error
+	Publish(ctx context.Context, subject, msgID string, data []byte) (seq uint64, duplicate bool, err error)
+	EventAt(ctx context.Context, seq uint64) (subject string, data []byte, err error)
+}
+
+// StepRunner runs one tool step as a connected account (steps.Runner).
+type StepRunner interface {
+	Run(ctx context.Context, tenantID, stepID, accountID string, input json.RawMessage) (json.RawMessage, error)
+}
+
+// Opener opens sealed secrets (accounts.Vault).
+type Opener interface {
+	Open(sealed []byte, aad string) ([]byte, error)
+}
+
+// AgentSecretAAD is the additional data an HTTP agent's signing secret is
+// sealed with.
+func AgentSecretAAD(agentID string) string { return "agent:" + agentID }
+
+// Consumer names and subjects.
+const (
+	EventsConsumer  = "dispatch"
+	PushConsumer    = "push"
+	ResultsConsumer = "results"
+	ReplayConsumer  = "replay"
+	// ControlSubject carries "a trigger changed" broadcasts between
+	// processes (core NATS, nothing stored).
+	ControlSubject = "triggerd.control.triggers"
+)
+
+// RunsSubject is where an agent started over NATS receives its runs.
+func RunsSubject(agentID string) string { return "agents." + agentID + ".runs" }
+
+// pushSubject is where runs of an HTTP agent wait to be POSTed.
+func pushSubject(agentID string) string { return "push.agent." + agentID }
+
+// replaySubject carries operators' replays of one event to one trigger.
+func replaySubject(tenantID string) string { return "push.replay." + tenantID }
+
+// Defaults for Options.
+const (
+	DefaultAckWait     = 30 * time.Second
+	DefaultMaxDeliver  = 8
+	DefaultConcurrency = 8
+	DefaultStepTimeout = 2 * time.Minute
+	DefaultResync      = 30 * time.Second
+)
+
+// Options configures a Dispatcher.
+type Options struct {
+	Store   Store
+	Queue   Queue
+	Steps   StepRunner
+	Secrets Opener
+	// Pusher POSTs runs to HTTP agents; nil leaves HTTP agents' runs
+	// queued.
+	Pusher Pusher
+	// AckWait is how long a worker may hold a message without a heartbeat;
+	// MaxDeliver bounds deliveries before dead-lettering.
+	AckWait    time.Duration
+	MaxDeliver int
+	// Concurrency is how many events (and, separately, pushes) one process
+	// works on at once.
+	Concurrency int
+	// StepTimeout bounds one tool step.
+	StepTimeout time.Duration
+	// Resync is how often the whole trigger index is reloaded from the
+	// store, besides the change broadcasts.
+	Resync     time.Duration
+	Logger     zerolog.Logger
+	Registerer prometheus.Registerer
+	Now        func() time.Time
+}
+
+// Dispatcher consumes trigger events, matches them to triggers, starts
+// agents and runs their tool steps.
+type Dispatcher struct {
+	o       Options
+	log     zerolog.Logger
+	index   atomic.Pointer[Index]
+	metrics *metrics
+	// reloadMu serialises index reloads so a full resync and a single
+	// trigger's reload do not interleave.
+	reloadMu sync.Mutex
+}
+
+// New returns a Dispatcher; Run starts it.
+func New(o Options) (*Dispatcher, error) {
+	switch {
+	case o.Store == nil:
+		return nil, errors.New("dispatch: nil Store")
+	case o.Queue == nil:
+		return nil, errors.New("dispatch: nil Queue")
+	case o.Steps == nil:
+		return nil, errors.New("dispatch: nil StepRunner")
+	}
+	if o.AckWait <= 0 {
+		o.AckWait = DefaultAckWait
+	}
+	if o.MaxDeliver <= 0 {
+		o.MaxDeliver = DefaultMaxDeliver
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = DefaultConcurrency
+	}
+	if o.StepTimeout <= 0 {
+		o.StepTimeout = DefaultStepTimeout
+	}
+	if o.Resync <= 0 {
+		o.Resync = DefaultResync
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	m, err := newMetrics(o.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	d := &Dispatcher{o: o, log: o.Logger.With().Str("component", "dispatch").Logger(), metrics: m}
+	d.index.Store(NewIndex())
+	return d, nil
+}
+
+// Index returns the current trigger index.
+func (d *Dispatcher) Index() *Index { return d.index.Load() }
+
+// lease is how long a claimed run stays claimed without progress: longer
+// than any one step, so a worker is never overtaken mid-step.
+func (d *Dispatcher) lease() time.Duration { return d.o.StepTimeout + d.o.AckWait }
+
+// Run loads the triggers and works until ctx ends: the event consumer, the
+// HTTP push and replay consumers, the agents' results consumer and the
+// periodic resync. It returns once all of them have stopped.
+func (d *Dispatcher) Run(ctx context.Context) error {
+	if err := d.Resync(ctx); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 5)
+	run := func(name string, fn func(ctx context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := fn(ctx); err != nil && ctx.Err() == nil {
+				errs <- fmt.Errorf("%s: %w", name, err)
+				cancel()
+			}
+		}()
+	}
+	run("events", func(ctx context.Context) error {
+		return d.o.Queue.Work(ctx, bus.WorkSpec{
+			Stream: bus.EventsStream, Durable: EventsConsumer, Filter: "triggers.>",
+			AckWait: d.o.AckWait, MaxDeliver: d.o.MaxDeliver, Concurrency: d.o.Concurrency,
+		}, d.handleEvent)
+	})
+	run("replays", func(ctx context.Context) error {
+		return d.o.Queue.Work(ctx, bus.WorkSpec{
+			Stream: bus.PushStream, Durable: ReplayConsumer, Filter: "push.replay.>",
+			AckWait: d.o.AckWait, MaxDeliver: d.o.MaxDeliver, Concurrency: 2,
+		}, d.handleReplay)
+	})
+	if d.o.Pusher != nil {
+		run("push", func(ctx context.Context) error {
+			return d.o.Queue.Work(ctx, bus.WorkSpec{
+				Stream: bus.PushStream, Durable: PushConsumer, Filter: "push.agent.>",
+				AckWait: d.o.AckWait, MaxDeliver: d.o.MaxDeliver, Concurrency: d.o.Concurrency,
+			}, d.handlePush)
+		})
+	}
+	run("results", func(ctx context.Context) error {
+		return d.o.Queue.Work(ctx, bus.WorkSpec{
+			Stream: bus.AgentsStream, Durable: ResultsConsumer, Filter: "agents.*.results",
+			AckWait: d.o.AckWait, MaxDeliver: d.o.MaxDeliver, Concurrency: 2,
+		}, d.handleResult)
+	})
+	run("resync", func(ctx context.Context) error {
+		t := time.NewTicker(d.o.Resync)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+				if err := d.Resync(ctx); err != nil && ctx.Err() == nil {
+					d.log.Warn().Err(err).Msg("trigger resync failed; keeping the current index")
+				}
+			}
+		}
+	})
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// Resync rebuilds the index from every trigger in the store.
+func (d *Dispatcher) Resync(ctx context.Context) error {
+	d.reloadMu.Lock()
+	defer d.reloadMu.Unlock()
+	all, err := d.o.Store.ListTriggers(ctx, store.TriggerFilter{})
+	if err != nil {
+		return fmt.Errorf("load triggers: %w", err)
+	}
+	x := NewIndex()
+	for _, st := range all {
+		t, err := FromStore(st)
+		if err == nil {
+			err = x.Put(t)
+		}
+		if err != nil {
+			d.log.Error().Err(err).Str("trigger", st.ID).Msg("stored trigger is invalid; it will not fire")
+		}
+	}
+	d.index.Store(x)
+	return nil
+}
+
+// Reload refreshes one trigger in the index from the store (after a change
+// broadcast): it is added, replaced, or removed when deleted.
+func (d *Dispatcher) Reload(ctx context.Context, tenantID, id string) error {
+	d.reloadMu.Lock()
+	defer d.reloadMu.Unlock()
+	st, err := d.o.Store.GetTrigger(ctx, tenantID, id)
+	if errors.Is(err, store.ErrNotFound) {
+		d.index.Load().Remove(id)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reload trigger %s: %w", id, err)
+	}
+	t, err := FromStore(st)
+	if err != nil {
+		return err
+	}
+	return d.index.Load().Put(t)
+}
+
+// Change is the broadcast body announcing that a trigger changed.
+type Change struct {
+	TenantID  string `json:"tenant_id"`
+	TriggerID string `json:"trigger_id"`
+}
+
+// HandleChange applies a Change broadcast.
+func (d *Dispatcher) HandleChange(ctx context.Context, data []byte) {
+	var c Change
+	if err := json.Unmarshal(data, &c); err != nil || c.TriggerID == "" {
+		d.log.Warn().Msg("ignoring a malformed trigger change broadcast")
+		return
+	}
+	if err := d.Reload(ctx, c.TenantID, c.TriggerID); err != nil {
+		d.log.Warn().Err(err).Str("trigger", c.TriggerID).Msg("trigger reload failed; the next resync repairs it")
+	}
+}
+
+// FromStore converts a stored trigger for the index.
+func FromStore(st store.Trigger) (Trigger, error) {
+	t := Trigger{
+		ID: st.ID, TenantID: st.TenantID, Kind: triggers.Kind(st.Kind), Account: st.AccountID,
+		Agent: st.AgentID, Enabled: st.Enabled, Filter: st.Filter,
+	}
+	if len(st.Params) > 0 {
+		if err := json.Unmarshal(st.Params, &t.Params); err != nil {
+			return Trigger{}, fmt.Errorf("trigger %s: params: %w", st.ID, err)
+		}
+	}
+	if st.Status == store.TriggerInactive {
+		t.Inactive = st.StatusReason
+		if t.Inactive == "" {
+			t.Inactive = "inactive"
+		}
+		t.InactiveCode = st.StatusCode
+	}
+	return t, nil
+}
+
+// runNamespace scopes run ids.
+var runNamespace = uuid.MustParse("2b0f6c1e-8a57-4d55-9e0e-5c1d3c7b9f40")
+
+// RunID is the id of the run of trigger triggerID for event eventID: the
+// same pair always gives the same run, which is what makes starting an
+// agent idempotent. Replays add their replay id.
+func RunID(eventID, triggerID, replayID string) string {
+	name := eventID + "\x00" + triggerID
+	if replayID != "" {
+		name += "\x00replay\x00" + replayID
+	}
+	return uuid.NewSHA1(runNamespace, []byte(name)).String()
+}

@@ -1,0 +1,391 @@
+package dispatch_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/triggerd/triggerd/bus"
+	"github.com/triggerd/triggerd/connectors"
+	"github.com/triggerd/triggerd/dispatch"
+	"github.com/triggerd/triggerd/store"
+	"github.com/triggerd/triggerd/store/boltstore"
+	"github.com/triggerd/triggerd/triggers"
+)
+
+// fakeSteps records the steps it runs; fail makes a step id fail.
+type fakeSteps struct {
+	mu    sync.Mutex
+	calls []stepCall
+	fail  map[string]error
+	block chan struct{} // when set, every call waits for it
+}
+
+type stepCall struct {
+	Step, Account string
+	Input         map[string]any
+}
+
+func (f *fakeSteps) Run(ctx context.Context, tenantID, stepID, accountID string, input json.RawMessage) (json.RawMessage, error) {
+	if f.block != nil {
+		select {
+		case <-f.block:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	var in map[string]any
+	if err := json.Unmarshal(input, &in); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	f.calls = append(f.calls, stepCall{stepID, accountID, in})
+	n := len(f.calls)
+	err := f.fail[stepID]
+	f.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return json.RawMessage(fmt.Sprintf(`{"id": %d, "number": 7, "url": "https://example.test/c/%d"}`, n, n)), nil
+}
+
+func (f *fakeSteps) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.calls)
+}
+
+type harness struct {
+	t     *testing.T
+	bus   *bus.Bus
+	js    jetstream.JetStream
+	store *boltstore.Store
+	steps *fakeSteps
+	d     *dispatch.Dispatcher
+	stop  func()
+}
+
+func newHarness(t *testing.T, o dispatch.Options) *harness {
+	t.Helper()
+	dir := t.TempDir()
+	emb, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: "127.0.0.1:0", DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(emb.Shutdown)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	b, err := bus.Connect(ctx, emb.ClientURL(), bus.Options{Embedded: emb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	nc, err := nats.Connect(emb.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, _ := jetstream.New(nc)
+	st, err := boltstore.Open(filepath.Join(dir, "triggerd.db"), boltstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	h := &harness{t: t, bus: b, js: js, store: st, steps: &fakeSteps{fail: map[string]error{}}}
+	o.Store, o.Queue, o.Steps = st, b, h.steps
+	if o.AckWait == 0 {
+		o.AckWait = 2 * time.Second
+	}
+	if o.StepTimeout == 0 {
+		o.StepTimeout = 2 * time.Second
+	}
+	h.d, err = dispatch.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// start runs the dispatcher until the test ends.
+func (h *harness) start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.d.Run(ctx) }()
+	h.stop = func() {
+		cancel()
+		if err := <-done; err != nil {
+			h.t.Errorf("dispatcher: %v", err)
+		}
+	}
+	h.t.Cleanup(func() {
+		if h.stop != nil {
+			h.stop()
+		}
+	})
+}
+
+func (h *harness) agent(id string, steps ...store.PipelineStep) store.Agent {
+	h.t.Helper()
+	a, err := h.store.CreateAgent(context.Background(), store.Agent{
+		ID: id, TenantID: "t1", Name: id, Delivery: store.DeliverNATS, Steps: steps, CreatedAt: time.Now(), UpdatedAt: time.Now(),
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return a
+}
+
+func (h *harness) trigger(id, agentID string, kind triggers.Kind, params dispatch.Params, filter string) {
+	h.t.Helper()
+	p, _ := json.Marshal(params)
+	_, err := h.store.CreateTrigger(context.Background(), store.Trigger{
+		ID: id, TenantID: "t1", Kind: string(kind), AccountID: "acc1", AgentID: agentID, Enabled: true,
+		Params: p, Filter: filter, Status: store.TriggerActive, CreatedAt: time.Now(), UpdatedAt: time.Now(),
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// deliver commits an issues.opened delivery and returns its new_issue event.
+func (h *harness) deliver(id, repo string, number int, labels ...string) triggers.Event {
+	h.t.Helper()
+	owner, name, _ := strings.Cut(repo, "/")
+	var ls []string
+	for _, l := range labels {
+		ls = append(ls, fmt.Sprintf(`{"name": %q}`, l))
+	}
+	payload := fmt.Sprintf(`{"action": "opened", "issue": {"number": %d, "title": "Crash on start", "body": "it fails", "html_url": "https://github.com/%s/issues/%d", "user": {"login": "octocat"}, "labels": [%s]},
+		"repository": {"id": 1, "name": %q, "full_name": %q, "owner": {"login": %q}, "private": false}, "sender": {"login": "octocat"}}`,
+		number, repo, number, strings.Join(ls, ","), name, repo, owner)
+	res, err := triggers.Map(triggers.Delivery{Connector: triggers.CodeHost, ID: id, Event: "issues", ReceivedAt: time.Now(), Payload: []byte(payload)})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if _, err := h.bus.Commit(context.Background(), triggers.Capture{Connector: triggers.CodeHost, DeliveryID: id, ReceivedAt: time.Now(), Body: []byte(payload)}, res.Events); err != nil {
+		h.t.Fatal(err)
+	}
+	for _, e := range res.Events {
+		if e.Kind == triggers.NewIssue {
+			return e
+		}
+	}
+	h.t.Fatal("no new_issue event")
+	return triggers.Event{}
+}
+
+// waitRun polls until the run reaches a final state.
+func (h *harness) waitRun(id string) store.Run {
+	h.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		r, err := h.store.GetRun(context.Background(), "t1", id)
+		if err == nil && (r.Status == store.RunSucceeded || r.Status == store.RunFailed) {
+			return r
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("run %s did not finish: %+v (err %v)", id, r, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// subjectCount counts the messages a stream holds on subject.
+func (h *harness) subjectCount(stream, subject string) uint64 {
+	h.t.Helper()
+	s, err := h.js.Stream(context.Background(), stream)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	info, err := s.Info(context.Background(), jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return info.State.Subjects[subject]
+}
+
+// waitPending polls until the events consumer has nothing pending.
+func (h *harness) waitPending() {
+	h.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		c, err := h.js.Consumer(context.Background(), bus.EventsStream, dispatch.EventsConsumer)
+		if err == nil {
+			info, err := c.Info(context.Background())
+			if err == nil && info.NumPending == 0 && info.NumAckPending == 0 {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatal("events consumer still has pending messages")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestDispatchStartsAgentAndRunsPipeline(t *testing.T) {
+	h := newHarness(t, dispatch.Options{})
+	h.agent("agent-1",
+		store.PipelineStep{Name: "comment", Step: "codehost.create_comment", Account: "acc1",
+			Input: json.RawMessage(`{"repository": "{{ .repository.full_name }}", "issue_number": "{{ .resource.number }}", "body": "Triage of #{{ .resource.number }}: {{ .payload.issue.title }}"}`)},
+		store.PipelineStep{Name: "label", Step: "codehost.add_labels", Account: "acc1",
+			Input: json.RawMessage(`{"issue_number": "{{ .resource.number }}", "note": "after comment {{ .steps.comment.output.id }}", "ref": "{{ .steps.comment.output.number }}"}`)},
+	)
+	h.agent("agent-2")
+	h.trigger("trig-a", "agent-1", triggers.NewIssue, dispatch.Params{Repositories: []string{"octo-org/api"}}, "")
+	h.trigger("trig-b", "agent-2", triggers.NewIssue, dispatch.Params{Repositories: []string{"octo-org/api"}, Labels: []string{"bug"}}, "")
+	h.trigger("trig-c", "agent-2", triggers.NewIssue, dispatch.Params{Repositories: []string{"octo-org/other"}}, "")
+	h.start()
+
+	ev := h.deliver("d-1", "octo-org/api", 42, "question")
+	runID := dispatch.RunID(ev.ID, "trig-a", "")
+	r := h.waitRun(runID)
+	if r.Status != store.RunSucceeded || len(r.Steps) != 2 {
+		t.Fatalf("run = %+v, want succeeded with 2 steps", r)
+	}
+	if h.steps.count() != 2 {
+		t.Fatalf("steps run %d times, want 2", h.steps.count())
+	}
+	first := h.steps.calls[0].Input
+	if first["repository"] != "octo-org/api" || first["issue_number"] != float64(42) || first["body"] != "Triage of #42: Crash on start" {
+		t.Errorf("first step input = %v", first)
+	}
+	second := h.steps.calls[1].Input
+	if second["note"] != "after comment 1" || second["ref"] != float64(7) {
+		t.Errorf("second step input = %v (templates over the first step's output)", second)
+	}
+	if got := h.subjectCount(bus.AgentsStream, dispatch.RunsSubject("agent-1")); got != 1 {
+		t.Errorf("agent-1 got %d runs, want 1", got)
+	}
+	h.waitPending()
+	rec, err := h.store.GetEvent(context.Background(), "t1", ev.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, o := range rec.Outcomes {
+		got[o.TriggerID] = o.Result + ":" + o.Reason
+	}
+	if got["trig-a"] != "started:" || !strings.HasPrefix(got["trig-b"], "filtered_out:labels [question] include none of [bug]") || len(got) != 2 {
+		t.Errorf("outcomes = %v; want trig-a started, trig-b filtered out by labels, trig-c not a candidate", got)
+	}
+
+	// The same event again (a redelivery JetStream could not deduplicate)
+	// starts nothing and runs no step twice.
+	data, _ := json.Marshal(ev)
+	if _, _, err := h.bus.Publish(context.Background(), ev.Subject(), "again-"+ev.ID, data); err != nil {
+		t.Fatal(err)
+	}
+	h.waitPending()
+	if h.steps.count() != 2 || h.subjectCount(bus.AgentsStream, dispatch.RunsSubject("agent-1")) != 1 {
+		t.Errorf("a redelivered event ran %d steps and %d runs; want 2 and 1", h.steps.count(), h.subjectCount(bus.AgentsStream, dispatch.RunsSubject("agent-1")))
+	}
+}
+
+func TestFailingStepStopsRun(t *testing.T) {
+	h := newHarness(t, dispatch.Options{})
+	h.steps.fail["codehost.create_comment"] = connectors.Errorf(connectors.CodePermissionDenied, "the account cannot comment on octo-org/api")
+	h.agent("agent-1",
+		store.PipelineStep{Name: "comment", Step: "codehost.create_comment", Account: "acc1", Input: json.RawMessage(`{"body": "hi"}`)},
+		store.PipelineStep{Name: "after", Step: "codehost.add_labels", Account: "acc1", Input: json.RawMessage(`{}`)},
+	)
+	h.agent("agent-2", store.PipelineStep{Name: "bad", Step: "codehost.get_issue", Account: "acc1", Input: json.RawMessage(`{"n": "{{ .resource.nope }}"}`)})
+	h.trigger("trig-a", "agent-1", triggers.NewIssue, dispatch.Params{Repositories: []string{"octo-org/api"}}, "")
+	h.trigger("trig-b", "agent-2", triggers.NewIssue, dispatch.Params{Repositories: []string{"octo-org/api"}}, "")
+	h.start()
+	ev := h.deliver("d-2", "octo-org/api", 5)
+	r := h.waitRun(dispatch.RunID(ev.ID, "trig-a", ""))
+	if r.Status != store.RunFailed || r.Steps[0].Status != store.StepFailed || r.Steps[0].Error.Code != "permission_denied" || r.Steps[1].Status != store.StepSkipped {
+		t.Fatalf("run = %+v; want failed at step 1 with permission_denied and step 2 skipped", r)
+	}
+	r = h.waitRun(dispatch.RunID(ev.ID, "trig-b", ""))
+	if r.Status != store.RunFailed || r.Steps[0].Error == nil || r.Steps[0].Error.Code != "template" || !strings.Contains(r.Steps[0].Error.Message, "no field .resource.nope") {
+		t.Fatalf("run = %+v; want a template error naming the missing field", r)
+	}
+	if h.steps.count() != 1 {
+		t.Errorf("%d steps ran, want 1", h.steps.count())
+	}
+}
+
+func TestInterruptedStepIsNotRunAgain(t *testing.T) {
+	h := newHarness(t, dispatch.Options{})
+	h.agent("agent-1", store.PipelineStep{Name: "comment", Step: "codehost.create_comment", Account: "acc1", Input: json.RawMessage(`{}`)})
+	h.trigger("trig-a", "agent-1", triggers.NewIssue, dispatch.Params{Repositories: []string{"octo-org/api"}}, "")
+	// A worker died while the step ran: its claim has expired.
+	ev := h.deliver("d-3", "octo-org/api", 9)
+	past := time.Now().Add(-time.Hour)
+	_, err := h.store.CreateRun(context.Background(), store.Run{
+		ID: dispatch.RunID(ev.ID, "trig-a", ""), TenantID: "t1", EventID: ev.ID, TriggerID: "trig-a", AgentID: "agent-1",
+		Kind: "new_issue", Status: store.RunStarted, Attempts: 1, ClaimedBy: "dead-worker", ClaimedUntil: past,
+		Steps:     []store.StepRun{{Name: "comment", Step: "codehost.create_comment", Account: "acc1", Status: store.StepRunning, StartedAt: past}},
+		CreatedAt: past, UpdatedAt: past,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.start()
+	r := h.waitRun(dispatch.RunID(ev.ID, "trig-a", ""))
+	if r.Status != store.RunFailed || r.Steps[0].Status != store.StepInterrupted || r.Attempts != 2 {
+		t.Fatalf("run = %+v; want failed with the step interrupted, attempt 2", r)
+	}
+	if h.steps.count() != 0 {
+		t.Errorf("the interrupted step ran again")
+	}
+	if got := h.subjectCount(bus.AgentsStream, dispatch.RunsSubject("agent-1")); got != 0 {
+		t.Errorf("an already started run was published again (%d)", got)
+	}
+}
+
+func TestPoisonMessageIsDeadLettered(t *testing.T) {
+	h := newHarness(t, dispatch.Options{})
+	h.start()
+	if _, _, err := h.bus.Publish(context.Background(), "triggers.codehost.new_issue.a.b", "poison-1", []byte("{not json")); err != nil {
+		t.Fatal(err)
+	}
+	h.waitPending()
+	dead, err := h.bus.DeadLetters(context.Background(), dispatch.EventsConsumer, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dead) != 1 || !strings.HasPrefix(dead[0].Header.Get(bus.HeaderDeadReason), "decode:") ||
+		dead[0].Header.Get(bus.HeaderDeadSubject) != "triggers.codehost.new_issue.a.b" || string(dead[0].Data) != "{not json" {
+		t.Fatalf("dead letters = %+v; want one with a decode reason and the original data", dead)
+	}
+}
+
+func TestScopedEventsReachOnlyTheirTenant(t *testing.T) {
+	h := newHarness(t, dispatch.Options{})
+	h.agent("agent-1")
+	h.trigger("trig-a", "agent-1", triggers.NewIssue, dispatch.Params{Repositories: []string{"octo-org/api"}}, "")
+	// Another tenant's trigger on the same repository.
+	p, _ := json.Marshal(dispatch.Params{Repositories: []string{"octo-org/api"}})
+	if _, err := h.store.CreateTrigger(context.Background(), store.Trigger{ID: "trig-x", TenantID: "t2", Kind: "new_issue", AccountID: "acc9", AgentID: "agent-9",
+		Enabled: true, Params: p, Status: store.TriggerActive, CreatedAt: time.Now(), UpdatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	h.start()
+	ev := h.deliver("d-4", "octo-org/api", 1)
+	scoped := ev
+	scoped.Scope = &triggers.Scope{Hook: "h1", Tenant: "t1", Account: "acc1"}
+	scoped.ID = triggers.EventID(triggers.CodeHost, "h1/d-4", triggers.NewIssue, 0)
+	data, _ := json.Marshal(scoped)
+	if _, _, err := h.bus.Publish(context.Background(), scoped.Subject(), scoped.ID, data); err != nil {
+		t.Fatal(err)
+	}
+	h.waitRun(dispatch.RunID(scoped.ID, "trig-a", ""))
+	h.waitPending()
+	if _, err := h.store.GetRun(context.Background(), "", dispatch.RunID(scoped.ID, "trig-x", "")); err == nil {
+		t.Error("a scoped event started another tenant's trigger")
+	}
+	if _, err := h.store.GetEvent(context.Background(), "t2", scoped.ID); err == nil {
+		t.Error("another tenant got an outcome record for a scoped event")
+	}
+}

@@ -1,0 +1,393 @@
+package dispatch
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/triggerd/triggerd/agent"
+	"github.com/triggerd/triggerd/bus"
+	"github.com/triggerd/triggerd/connectors"
+	"github.com/triggerd/triggerd/store"
+	"github.com/triggerd/triggerd/triggers"
+)
+
+// Outcome results as stored (store.Outcome.Result).
+const (
+	ResultStarted     = "started"
+	ResultFailed      = "failed"
+	ResultFilteredOut = FilteredOut
+	ResultDisabled    = Disabled
+)
+
+// errBusy says another worker holds a run's claim; try again later.
+type errBusy struct{ until time.Time }
+
+func (e errBusy) Error() string {
+	return "run is claimed by another worker until " + e.until.UTC().Format(time.RFC3339)
+}
+
+// permanentError is a failure retrying cannot fix (the agent was deleted).
+type permanentError struct{ msg string }
+
+func (e permanentError) Error() string { return e.msg }
+
+// runSpec is what a run is made from.
+type runSpec struct {
+	id       string
+	tenantID string
+	trigger  string
+	agentID  string
+	kind     triggers.Kind
+	eventID  string
+	event    []byte
+	replay   bool
+}
+
+// handleEvent dispatches one trigger event: outcomes for every candidate,
+// a run for every match, then the runs' tool steps.
+func (d *Dispatcher) handleEvent(ctx context.Context, j *bus.Job) {
+	var ev triggers.Event
+	if err := json.Unmarshal(j.Data(), &ev); err != nil {
+		d.dead(ctx, j, "decode: the message is not a trigger event: "+err.Error())
+		return
+	}
+	if !ev.Kind.Valid() || ev.ID == "" {
+		d.dead(ctx, j, fmt.Sprintf("decode: unknown kind %q or missing id", ev.Kind))
+		return
+	}
+	stop := bus.Heartbeat(j, d.o.AckWait/3)
+	defer stop()
+
+	outcomes := d.index.Load().Match(&ev)
+	records := map[string]*store.EventRecord{}
+	record := func(tenant string) *store.EventRecord {
+		r := records[tenant]
+		if r == nil {
+			r = &store.EventRecord{
+				TenantID: tenant, EventID: ev.ID, Kind: string(ev.Kind), Subject: j.Subject(), Seq: j.Sequence(),
+				DeliveryID: ev.DeliveryID, ReceivedAt: ev.ReceivedAt, Outcomes: []store.Outcome{},
+			}
+			if ev.Repository != nil {
+				r.Repository = ev.Repository.FullName
+			}
+			records[tenant] = r
+		}
+		return r
+	}
+	// A tenant's hook always leaves a record, even without candidates, so
+	// "why did nothing start?" has an answer.
+	if ev.Scope != nil {
+		record(ev.Scope.Tenant)
+	}
+	var started []store.Run
+	for _, o := range outcomes {
+		out := store.Outcome{TriggerID: o.TriggerID, AgentID: o.Agent, Result: o.Result, Reason: o.Reason}
+		if o.Result == Matched {
+			spec := runSpec{
+				id: RunID(ev.ID, o.TriggerID, ""), tenantID: o.TenantID, trigger: o.TriggerID,
+				agentID: o.Agent, kind: ev.Kind, eventID: ev.ID, event: j.Data(),
+			}
+			r, err := d.startRun(ctx, spec, ev.ReceivedAt)
+			var perm permanentError
+			switch {
+			case errors.As(err, &perm):
+				out.Result, out.Reason = ResultFailed, perm.msg
+			case err != nil:
+				d.retry(ctx, j, err)
+				return
+			default:
+				out.Result, out.RunID = ResultStarted, r.ID
+				started = append(started, r)
+			}
+		}
+		d.metrics.outcomes.WithLabelValues(out.Result).Inc()
+		rec := record(o.TenantID)
+		rec.Outcomes = append(rec.Outcomes, out)
+	}
+	now := d.o.Now()
+	for _, rec := range records {
+		rec.DispatchedAt = now
+		if err := d.o.Store.PutEvent(ctx, *rec); err != nil {
+			d.retry(ctx, j, fmt.Errorf("record outcomes: %w", err))
+			return
+		}
+	}
+	for _, r := range started {
+		if err := d.runSteps(ctx, r, j.Data()); err != nil {
+			d.retry(ctx, j, err)
+			return
+		}
+	}
+	if err := j.Ack(ctx); err != nil {
+		d.log.Warn().Err(err).Str("event", ev.ID).Msg("ack failed; the event will be redelivered and recognised")
+	}
+}
+
+// startRun claims the run and starts its agent, once: a run already
+// started (by this or another worker, before a crash or a late ack) is
+// returned as it is.
+func (d *Dispatcher) startRun(ctx context.Context, spec runSpec, received time.Time) (store.Run, error) {
+	r, err := d.claim(ctx, spec)
+	if err != nil {
+		return store.Run{}, err
+	}
+	if r.Status != store.RunClaimed {
+		return r, nil
+	}
+	ag, err := d.o.Store.GetAgent(ctx, spec.tenantID, spec.agentID)
+	if errors.Is(err, store.ErrNotFound) {
+		msg := "agent " + spec.agentID + " no longer exists"
+		r.Status, r.Error, r.FinishedAt = store.RunFailed, &store.RunError{Code: "agent_not_found", Message: msg}, d.o.Now()
+		if _, err := d.update(ctx, r); err != nil {
+			return store.Run{}, err
+		}
+		return store.Run{}, permanentError{msg}
+	}
+	if err != nil {
+		return store.Run{}, fmt.Errorf("load agent %s: %w", spec.agentID, err)
+	}
+	body, err := json.Marshal(agent.Run{
+		ID: r.ID, Tenant: r.TenantID, Agent: r.AgentID, Trigger: r.TriggerID, Kind: r.Kind,
+		Replay: r.Replay, CreatedAt: r.CreatedAt, Event: json.RawMessage(spec.event),
+	})
+	if err != nil {
+		return store.Run{}, fmt.Errorf("encode run %s: %w", r.ID, err)
+	}
+	// The run id is the Nats-Msg-Id: a worker that published and died
+	// before recording it publishes again as a duplicate, not a second
+	// start.
+	subject, status := RunsSubject(ag.ID), "published"
+	if ag.Delivery == store.DeliverHTTP {
+		subject, status = pushSubject(ag.ID), "queued"
+	}
+	if _, _, err := d.o.Queue.Publish(ctx, subject, r.ID, body); err != nil {
+		return store.Run{}, fmt.Errorf("start agent %s: %w", ag.ID, err)
+	}
+	now := d.o.Now()
+	if !received.IsZero() && !r.Replay {
+		d.metrics.startLatency.Observe(now.Sub(received).Seconds())
+	}
+	r.Status, r.StartedAt, r.DeliveryStatus = store.RunStarted, now, status
+	r.Steps = make([]store.StepRun, len(ag.Steps))
+	for i, s := range ag.Steps {
+		r.Steps[i] = store.StepRun{Name: s.Name, Step: s.Step, Account: s.Account, Status: store.StepPending, Input: s.Input}
+	}
+	return d.update(ctx, r)
+}
+
+// claim creates the run, or takes over a claim that expired. It returns
+// errBusy while another worker's claim holds.
+func (d *Dispatcher) claim(ctx context.Context, spec runSpec) (store.Run, error) {
+	now := d.o.Now()
+	ag, err := d.o.Store.GetAgent(ctx, spec.tenantID, spec.agentID)
+	delivery := store.DeliverNATS
+	if err == nil {
+		delivery = ag.Delivery
+	}
+	r, err := d.o.Store.CreateRun(ctx, store.Run{
+		ID: spec.id, TenantID: spec.tenantID, EventID: spec.eventID, TriggerID: spec.trigger,
+		AgentID: spec.agentID, Kind: string(spec.kind), Replay: spec.replay, Status: store.RunClaimed,
+		Attempts: 1, ClaimedBy: uuid.NewString(), ClaimedUntil: now.Add(d.lease()), Delivery: delivery,
+		CreatedAt: now, UpdatedAt: now,
+	})
+	if err == nil {
+		return r, nil
+	}
+	if !errors.Is(err, store.ErrConflict) {
+		return store.Run{}, fmt.Errorf("claim run %s: %w", spec.id, err)
+	}
+	r, err = d.o.Store.GetRun(ctx, spec.tenantID, spec.id)
+	if err != nil {
+		return store.Run{}, fmt.Errorf("read run %s: %w", spec.id, err)
+	}
+	switch r.Status {
+	case store.RunSucceeded, store.RunFailed:
+		return r, nil
+	}
+	if r.ClaimedUntil.After(now) {
+		return store.Run{}, errBusy{r.ClaimedUntil}
+	}
+	r.Attempts++
+	r.ClaimedBy, r.ClaimedUntil = uuid.NewString(), now.Add(d.lease())
+	r, err = d.o.Store.UpdateRun(ctx, r)
+	if errors.Is(err, store.ErrConflict) {
+		return store.Run{}, errBusy{now.Add(d.o.AckWait)}
+	}
+	if err != nil {
+		return store.Run{}, fmt.Errorf("take over run %s: %w", spec.id, err)
+	}
+	return r, nil
+}
+
+// update stores the run's lifecycle (status, steps, error, times),
+// extending its claim. Other writers touch only the agent's side (delivery
+// status, result), so a lost compare-and-set is retried on the fresh record
+// while the claim is still this worker's; once another worker has taken
+// the run over, this one stops.
+func (d *Dispatcher) update(ctx context.Context, r store.Run) (store.Run, error) {
+	for range 10 {
+		now := d.o.Now()
+		r.UpdatedAt = now
+		if r.Status == store.RunSucceeded || r.Status == store.RunFailed {
+			r.ClaimedUntil = time.Time{}
+		} else {
+			r.ClaimedUntil = now.Add(d.lease())
+		}
+		out, err := d.o.Store.UpdateRun(ctx, r)
+		if err == nil {
+			return out, nil
+		}
+		if !errors.Is(err, store.ErrConflict) {
+			return store.Run{}, fmt.Errorf("update run %s: %w", r.ID, err)
+		}
+		fresh, err := d.o.Store.GetRun(ctx, r.TenantID, r.ID)
+		if err != nil {
+			return store.Run{}, fmt.Errorf("reread run %s: %w", r.ID, err)
+		}
+		if fresh.ClaimedBy != r.ClaimedBy {
+			return store.Run{}, errBusy{now.Add(d.o.AckWait)}
+		}
+		fresh.Status, fresh.Steps, fresh.Error = r.Status, r.Steps, r.Error
+		fresh.StartedAt, fresh.FinishedAt, fresh.Attempts = r.StartedAt, r.FinishedAt, r.Attempts
+		if fresh.DeliveryStatus == "" {
+			fresh.DeliveryStatus = r.DeliveryStatus
+		}
+		r = fresh
+	}
+	return store.Run{}, errBusy{d.o.Now().Add(d.o.AckWait)}
+}
+
+// runSteps runs the pipeline of a started run from where it stands. A step
+// found running was interrupted (its worker died): it may have taken
+// effect, so it is not run again and the run fails.
+func (d *Dispatcher) runSteps(ctx context.Context, r store.Run, event []byte) error {
+	if r.Status != store.RunStarted {
+		return nil
+	}
+	var data map[string]any
+	outputs := map[string]any{}
+	fail := func(i int, code, msg string) error {
+		for k := i + 1; k < len(r.Steps); k++ {
+			if r.Steps[k].Status == store.StepPending {
+				r.Steps[k].Status = store.StepSkipped
+			}
+		}
+		r.Status, r.FinishedAt = store.RunFailed, d.o.Now()
+		r.Error = &store.RunError{Code: code, Message: fmt.Sprintf("step %d (%s): %s", i+1, r.Steps[i].Name, msg)}
+		_, err := d.update(ctx, r)
+		return err
+	}
+	for i := range r.Steps {
+		s := &r.Steps[i]
+		switch s.Status {
+		case store.StepSucceeded:
+			var out any
+			if err := decodeNumbers(s.Output, &out); err == nil {
+				outputs[s.Name] = map[string]any{"output": out}
+			}
+			continue
+		case store.StepFailed, store.StepSkipped, store.StepInterrupted:
+			return nil // already settled
+		case store.StepRunning:
+			s.Status, s.FinishedAt = store.StepInterrupted, d.o.Now()
+			s.Error = &store.RunError{Code: "interrupted", Message: "the worker stopped while this step ran; it may have taken effect upstream, so it is not run again"}
+			return fail(i, "interrupted", s.Error.Message)
+		}
+		if data == nil {
+			if err := decodeNumbers(event, &data); err != nil {
+				return fail(i, "template", "the event could not be decoded for templates: "+err.Error())
+			}
+		}
+		data["steps"] = outputs
+		input, err := RenderInput(s.Input, data)
+		if err != nil {
+			s.Status, s.FinishedAt = store.StepFailed, d.o.Now()
+			s.Error = &store.RunError{Code: "template", Message: err.Error()}
+			return fail(i, "template", err.Error())
+		}
+		s.Input, s.Status, s.StartedAt = input, store.StepRunning, d.o.Now()
+		if r, err = d.update(ctx, r); err != nil {
+			return err
+		}
+		s = &r.Steps[i]
+		stepCtx, cancel := context.WithTimeout(ctx, d.o.StepTimeout)
+		out, err := d.o.Steps.Run(stepCtx, r.TenantID, s.Step, s.Account, s.Input)
+		cancel()
+		s.FinishedAt = d.o.Now()
+		d.metrics.steps.WithLabelValues(s.Step, stepResult(err)).Inc()
+		if err != nil {
+			s.Status, s.Error = store.StepFailed, stepRunError(err)
+			return fail(i, s.Error.Code, s.Error.Message)
+		}
+		s.Status, s.Output = store.StepSucceeded, out
+		var decoded any
+		if err := decodeNumbers(out, &decoded); err == nil {
+			outputs[s.Name] = map[string]any{"output": decoded}
+		}
+		if r, err = d.update(ctx, r); err != nil {
+			return err
+		}
+	}
+	r.Status, r.FinishedAt = store.RunSucceeded, d.o.Now()
+	_, err := d.update(ctx, r)
+	return err
+}
+
+func stepResult(err error) string {
+	if err == nil {
+		return "succeeded"
+	}
+	return string(stepRunError(err).Code)
+}
+
+// stepRunError turns a step runner's error into a typed run error.
+func stepRunError(err error) *store.RunError {
+	var ce *connectors.Error
+	if errors.As(err, &ce) {
+		return &store.RunError{Code: string(ce.Code), Message: ce.Message}
+	}
+	return &store.RunError{Code: string(connectors.CodeUpstream), Message: err.Error()}
+}
+
+func decodeNumbers(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	return dec.Decode(v)
+}
+
+// retry settles a job whose processing failed transiently: it comes back
+// after a delay (or, when another worker holds a run, after its claim).
+func (d *Dispatcher) retry(ctx context.Context, j *bus.Job, err error) {
+	delay := backoff(j.Delivered())
+	var busy errBusy
+	if errors.As(err, &busy) {
+		delay = max(time.Until(busy.until), 100*time.Millisecond)
+	}
+	d.log.Warn().Err(err).Str("subject", j.Subject()).Int("delivered", j.Delivered()).Dur("retry_in", delay).Msg("dispatch deferred")
+	if err := j.Retry(ctx, delay, err.Error()); err != nil {
+		d.log.Error().Err(err).Str("subject", j.Subject()).Msg("could not defer the message; it comes back after AckWait")
+	}
+}
+
+// dead dead-letters a job that can never be processed.
+func (d *Dispatcher) dead(ctx context.Context, j *bus.Job, reason string) {
+	d.metrics.dead.Inc()
+	d.log.Error().Str("subject", j.Subject()).Str("reason", reason).Msg("dead-lettered")
+	if err := j.Dead(ctx, reason); err != nil {
+		d.log.Error().Err(err).Str("subject", j.Subject()).Msg("dead-lettering failed; the message comes back")
+	}
+}
+
+// backoff is the delay before the n-th redelivery: exponential from 1s,
+// capped at 1 minute, with full jitter.
+func backoff(delivered int) time.Duration {
+	capped := min(time.Second<<min(max(delivered-1, 0), 6), time.Minute)
+	return max(time.Duration(float64(capped)*rand.Float64()), 100*time.Millisecond)
+}

@@ -1,0 +1,196 @@
+package dispatch
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"text/template"
+)
+
+// A pipeline step's input is JSON whose string values may be Go templates
+// over the run's data: the event envelope at the root ({{ .repository.full_name }},
+// {{ .resource.number }}, {{ .payload.issue.title }}) and the outputs of
+// earlier steps under .steps ({{ .steps.find.output.number }}).
+//
+// A string that is exactly one field reference ("{{ .resource.number }}")
+// takes the referenced value with its JSON type, so a number stays a
+// number and a list stays a list; any other template renders to a string.
+// A reference to a missing field is an error, not an empty string, so a
+// typo fails the step instead of commenting "<no value>".
+
+// fieldRef matches a string that is a single field reference.
+var fieldRef = regexp.MustCompile(`^\{\{-?\s*((?:\.[A-Za-z_][A-Za-z0-9_]*)+)\s*-?\}\}$`)
+
+// templateFuncs are the functions templates may call.
+var templateFuncs = template.FuncMap{
+	// json encodes a value as JSON text.
+	"json": func(v any) (string, error) {
+		b, err := json.Marshal(v)
+		return string(b), err
+	},
+	// default returns def when v is missing or empty.
+	"default": func(def, v any) any {
+		if v == nil || v == "" {
+			return def
+		}
+		return v
+	},
+}
+
+// TemplateError is a template that could not be parsed or executed.
+type TemplateError struct {
+	// Path is where in the input the template is ("body", "labels[1]").
+	Path string
+	Err  error
+}
+
+func (e *TemplateError) Error() string {
+	return fmt.Sprintf("input %s: %v", e.Path, e.Err)
+}
+
+func (e *TemplateError) Unwrap() error { return e.Err }
+
+// RenderInput renders the templates in a step's input against data and
+// returns the resulting JSON.
+func RenderInput(input json.RawMessage, data map[string]any) (json.RawMessage, error) {
+	if len(bytes.TrimSpace(input)) == 0 {
+		return json.RawMessage("{}"), nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(input))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, &TemplateError{Path: "(input)", Err: fmt.Errorf("not JSON: %w", err)}
+	}
+	out, err := render(v, "", data)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(out)
+}
+
+// CheckTemplates parses every template in input without running it, for
+// validating an agent's steps when it is created.
+func CheckTemplates(input json.RawMessage) error {
+	if len(bytes.TrimSpace(input)) == 0 {
+		return nil
+	}
+	var v any
+	if err := json.Unmarshal(input, &v); err != nil {
+		return &TemplateError{Path: "(input)", Err: fmt.Errorf("not JSON: %w", err)}
+	}
+	return walkStrings(v, "", func(path, s string) error {
+		if !strings.Contains(s, "{{") {
+			return nil
+		}
+		if _, err := template.New(path).Funcs(templateFuncs).Option("missingkey=error").Parse(s); err != nil {
+			return &TemplateError{Path: path, Err: err}
+		}
+		return nil
+	})
+}
+
+func walkStrings(v any, path string, fn func(path, s string) error) error {
+	switch t := v.(type) {
+	case string:
+		return fn(orRoot(path), t)
+	case map[string]any:
+		for k, e := range t {
+			if err := walkStrings(e, join(path, k), fn); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for i, e := range t {
+			if err := walkStrings(e, fmt.Sprintf("%s[%d]", path, i), fn); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func render(v any, path string, data map[string]any) (any, error) {
+	switch t := v.(type) {
+	case string:
+		return renderString(t, orRoot(path), data)
+	case map[string]any:
+		out := make(map[string]any, len(t))
+		for k, e := range t {
+			r, err := render(e, join(path, k), data)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = r
+		}
+		return out, nil
+	case []any:
+		out := make([]any, len(t))
+		for i, e := range t {
+			r, err := render(e, fmt.Sprintf("%s[%d]", path, i), data)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = r
+		}
+		return out, nil
+	}
+	return v, nil
+}
+
+func renderString(s, path string, data map[string]any) (any, error) {
+	if !strings.Contains(s, "{{") {
+		return s, nil
+	}
+	if m := fieldRef.FindStringSubmatch(s); m != nil {
+		v, err := lookup(data, m[1])
+		if err != nil {
+			return nil, &TemplateError{Path: path, Err: err}
+		}
+		return v, nil
+	}
+	tmpl, err := template.New(path).Funcs(templateFuncs).Option("missingkey=error").Parse(s)
+	if err != nil {
+		return nil, &TemplateError{Path: path, Err: err}
+	}
+	var buf strings.Builder
+	if err := tmpl.Execute(&buf, data); err != nil {
+		return nil, &TemplateError{Path: path, Err: err}
+	}
+	return buf.String(), nil
+}
+
+// lookup follows a field chain (".a.b.c") through maps.
+func lookup(data map[string]any, chain string) (any, error) {
+	var cur any = data
+	walked := ""
+	for _, name := range strings.Split(strings.TrimPrefix(chain, "."), ".") {
+		walked += "." + name
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("{{ %s }}: %s is not an object", chain, strings.TrimSuffix(walked, "."+name))
+		}
+		v, ok := m[name]
+		if !ok {
+			return nil, fmt.Errorf("{{ %s }}: no field %s", chain, walked)
+		}
+		cur = v
+	}
+	return cur, nil
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func orRoot(path string) string {
+	if path == "" {
+		return "(input)"
+	}
+	return path
+}

@@ -1,0 +1,319 @@
+package dispatch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/triggerd/triggerd/agent"
+	"github.com/triggerd/triggerd/bus"
+	"github.com/triggerd/triggerd/store"
+	"github.com/triggerd/triggerd/triggers"
+)
+
+// Pusher POSTs a run to an HTTP agent (package dispatch/push).
+type Pusher interface {
+	// Push delivers run, signed with secret; the agent's result, when its
+	// answer carried one, is returned.
+	Push(ctx context.Context, url, secret string, run agent.Run) (*agent.Result, error)
+	// Retry says whether a failed push is worth retrying and after how
+	// long, on the given attempt (1 for the first).
+	Retry(err error, attempt int) (delay time.Duration, retry bool)
+}
+
+// handlePush delivers one queued run to its HTTP agent.
+func (d *Dispatcher) handlePush(ctx context.Context, j *bus.Job) {
+	var run agent.Run
+	if err := json.Unmarshal(j.Data(), &run); err != nil || run.ID == "" {
+		d.dead(ctx, j, "decode: the message is not an agent run")
+		return
+	}
+	ag, err := d.o.Store.GetAgent(ctx, run.Tenant, run.Agent)
+	if errors.Is(err, store.ErrNotFound) {
+		d.settlePush(ctx, run, "dead_lettered", nil, "the agent was deleted")
+		d.dead(ctx, j, "agent "+run.Agent+" no longer exists")
+		return
+	}
+	if err != nil {
+		d.retry(ctx, j, fmt.Errorf("load agent %s: %w", run.Agent, err))
+		return
+	}
+	if d.o.Secrets == nil {
+		d.dead(ctx, j, "no secret opener configured for HTTP agents")
+		return
+	}
+	secret, err := d.o.Secrets.Open(ag.SealedSecret, AgentSecretAAD(ag.ID))
+	if err != nil {
+		d.settlePush(ctx, run, "dead_lettered", nil, "the agent's signing secret cannot be opened")
+		d.dead(ctx, j, "open the signing secret of agent "+ag.ID+": "+err.Error())
+		return
+	}
+	stop := bus.Heartbeat(j, d.o.AckWait/3)
+	res, err := d.o.Pusher.Push(ctx, ag.URL, string(secret), run)
+	stop()
+	if err == nil {
+		d.metrics.pushes.WithLabelValues("delivered").Inc()
+		d.settlePush(ctx, run, "delivered", res, "")
+		if err := j.Ack(ctx); err != nil {
+			d.log.Warn().Err(err).Str("run", run.ID).Msg("push ack failed; the agent may receive the run again with the same webhook-id")
+		}
+		return
+	}
+	delay, again := d.o.Pusher.Retry(err, j.Delivered())
+	if again && !j.LastDelivery() {
+		d.metrics.pushes.WithLabelValues("retried").Inc()
+		d.log.Info().Err(err).Str("run", run.ID).Int("attempt", j.Delivered()).Dur("retry_in", delay).Msg("agent push failed; retrying")
+		d.settlePush(ctx, run, "retrying", nil, err.Error())
+		if err := j.Retry(ctx, delay, err.Error()); err != nil {
+			d.log.Error().Err(err).Str("run", run.ID).Msg("could not defer the push")
+		}
+		return
+	}
+	d.metrics.pushes.WithLabelValues("dead_lettered").Inc()
+	d.settlePush(ctx, run, "dead_lettered", nil, err.Error())
+	reason := "push to agent " + ag.ID + ": " + err.Error()
+	if again {
+		reason = fmt.Sprintf("gave up after %d attempts: %s", j.Delivered(), reason)
+	}
+	d.dead(ctx, j, reason)
+}
+
+// settlePush records how far an HTTP agent's run got.
+func (d *Dispatcher) settlePush(ctx context.Context, run agent.Run, status string, res *agent.Result, detail string) {
+	d.modifyRun(ctx, run.Tenant, run.ID, func(r *store.Run) {
+		r.DeliveryStatus = status
+		if res != nil {
+			if b, err := json.Marshal(res); err == nil {
+				r.Result = b
+			}
+		}
+		r.DeliveryError = detail
+	})
+}
+
+// modifyRun applies fn to a stored run, retrying a lost compare-and-set a
+// few times; failures are logged (the run record is informational here).
+func (d *Dispatcher) modifyRun(ctx context.Context, tenantID, id string, fn func(*store.Run)) {
+	for range 5 {
+		r, err := d.o.Store.GetRun(ctx, tenantID, id)
+		if err != nil {
+			d.log.Warn().Err(err).Str("run", id).Msg("run record not updated")
+			return
+		}
+		fn(&r)
+		r.UpdatedAt = d.o.Now()
+		if _, err = d.o.Store.UpdateRun(ctx, r); err == nil {
+			return
+		}
+		if !errors.Is(err, store.ErrConflict) {
+			d.log.Warn().Err(err).Str("run", id).Msg("run record not updated")
+			return
+		}
+	}
+}
+
+// handleResult records an agent's reported result on its run.
+func (d *Dispatcher) handleResult(ctx context.Context, j *bus.Job) {
+	var res agent.Result
+	if err := json.Unmarshal(j.Data(), &res); err != nil || res.RunID == "" {
+		d.dead(ctx, j, "decode: the message is not an agent result")
+		return
+	}
+	// agents.<agent-id>.results: an agent reports only its own runs.
+	parts := strings.Split(j.Subject(), ".")
+	r, err := d.o.Store.GetRun(ctx, "", res.RunID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		d.dead(ctx, j, "result for unknown run "+res.RunID)
+		return
+	case err != nil:
+		d.retry(ctx, j, err)
+		return
+	case len(parts) != 3 || parts[1] != r.AgentID:
+		d.dead(ctx, j, "result for run "+res.RunID+" published by another agent ("+j.Subject()+")")
+		return
+	}
+	d.modifyRun(ctx, r.TenantID, r.ID, func(r *store.Run) { r.Result = append([]byte(nil), j.Data()...) })
+	if err := j.Ack(ctx); err != nil {
+		d.log.Warn().Err(err).Str("run", res.RunID).Msg("result ack failed")
+	}
+}
+
+// ReplayRequest asks for one event to be dispatched again to one trigger.
+type ReplayRequest struct {
+	TenantID  string `json:"tenant_id"`
+	EventID   string `json:"event_id"`
+	Seq       uint64 `json:"seq"`
+	TriggerID string `json:"trigger_id"`
+	AgentID   string `json:"agent_id"`
+	// BypassFilter skips the trigger's parameters and filter.
+	BypassFilter bool   `json:"bypass_filter"`
+	ReplayID     string `json:"replay_id"`
+	RunID        string `json:"run_id"`
+}
+
+// ReplayPlan is what a replay will do for one candidate trigger.
+type ReplayPlan struct {
+	TriggerID string `json:"trigger_id"`
+	Result    string `json:"result"`
+	Reason    string `json:"reason,omitempty"`
+	RunID     string `json:"run_id,omitempty"`
+}
+
+// Replay queues event eventID of tenantID again: to triggerID only (its
+// parameters and filter bypassed when bypass is set), or to every trigger
+// of the tenant that matches it now. It returns what each candidate will
+// get; the runs are started by the replay consumer, durably.
+func (d *Dispatcher) Replay(ctx context.Context, tenantID, eventID, triggerID string, bypass bool) ([]ReplayPlan, error) {
+	rec, err := d.o.Store.GetEvent(ctx, tenantID, eventID)
+	if err != nil {
+		return nil, fmt.Errorf("event %s: %w", eventID, err)
+	}
+	_, data, err := d.o.Queue.EventAt(ctx, rec.Seq)
+	if err != nil {
+		return nil, fmt.Errorf("event %s is no longer in the events stream: %w", eventID, err)
+	}
+	var ev triggers.Event
+	if err := json.Unmarshal(data, &ev); err != nil || ev.ID != eventID {
+		return nil, fmt.Errorf("event %s: the stream holds something else at sequence %d", eventID, rec.Seq)
+	}
+	// Replays are scoped to the tenant, whatever the original scope.
+	ev.Scope = &triggers.Scope{Tenant: tenantID}
+	var outcomes []Outcome
+	if triggerID != "" {
+		st, err := d.o.Store.GetTrigger(ctx, tenantID, triggerID)
+		if err != nil {
+			return nil, fmt.Errorf("trigger %s: %w", triggerID, err)
+		}
+		if st.Kind != string(ev.Kind) {
+			return nil, fmt.Errorf("trigger %s is for %s events, event %s is %s", triggerID, st.Kind, eventID, ev.Kind)
+		}
+		t, err := FromStore(st)
+		if err != nil {
+			return nil, err
+		}
+		o := Outcome{TriggerID: t.ID, TenantID: t.TenantID, Account: t.Account, Agent: t.Agent, Result: Matched}
+		if !bypass {
+			x := NewIndex()
+			if err := x.Put(t); err != nil {
+				return nil, err
+			}
+			ev.Scope = nil
+			if got := x.Match(&ev); len(got) == 1 {
+				o = got[0]
+			}
+		}
+		outcomes = []Outcome{o}
+	} else {
+		outcomes = d.index.Load().Match(&ev)
+	}
+	replayID := fmt.Sprintf("%d", d.o.Now().UnixNano())
+	var plans []ReplayPlan
+	for _, o := range outcomes {
+		p := ReplayPlan{TriggerID: o.TriggerID, Result: o.Result, Reason: o.Reason}
+		if o.Result == Matched {
+			req := ReplayRequest{
+				TenantID: tenantID, EventID: eventID, Seq: rec.Seq, TriggerID: o.TriggerID, AgentID: o.Agent,
+				BypassFilter: bypass, ReplayID: replayID, RunID: RunID(eventID, o.TriggerID, replayID),
+			}
+			body, err := json.Marshal(req)
+			if err != nil {
+				return nil, err
+			}
+			// The replay request shares the push stream with the run it
+			// starts, whose Msg-Id is the run id: its own id must differ.
+			if _, _, err := d.o.Queue.Publish(ctx, replaySubject(tenantID), "replay:"+req.RunID, body); err != nil {
+				return nil, fmt.Errorf("queue replay: %w", err)
+			}
+			p.Result, p.RunID = "queued", req.RunID
+		}
+		plans = append(plans, p)
+	}
+	return plans, nil
+}
+
+// handleReplay starts the run of one queued replay.
+func (d *Dispatcher) handleReplay(ctx context.Context, j *bus.Job) {
+	var req ReplayRequest
+	if err := json.Unmarshal(j.Data(), &req); err != nil || req.RunID == "" {
+		d.dead(ctx, j, "decode: the message is not a replay request")
+		return
+	}
+	_, data, err := d.o.Queue.EventAt(ctx, req.Seq)
+	if err != nil {
+		d.dead(ctx, j, "event "+req.EventID+" is no longer in the events stream")
+		return
+	}
+	var ev triggers.Event
+	if err := json.Unmarshal(data, &ev); err != nil {
+		d.dead(ctx, j, "decode: "+err.Error())
+		return
+	}
+	stop := bus.Heartbeat(j, d.o.AckWait/3)
+	defer stop()
+	spec := runSpec{
+		id: req.RunID, tenantID: req.TenantID, trigger: req.TriggerID, agentID: req.AgentID,
+		kind: ev.Kind, eventID: ev.ID, event: data, replay: true,
+	}
+	r, err := d.startRun(ctx, spec, time.Time{})
+	var perm permanentError
+	switch {
+	case errors.As(err, &perm):
+		d.dead(ctx, j, perm.msg)
+		return
+	case err != nil:
+		d.retry(ctx, j, err)
+		return
+	}
+	if err := d.runSteps(ctx, r, data); err != nil {
+		d.retry(ctx, j, err)
+		return
+	}
+	if err := j.Ack(ctx); err != nil {
+		d.log.Warn().Err(err).Str("run", r.ID).Msg("replay ack failed")
+	}
+}
+
+// metrics are the dispatcher's Prometheus metrics.
+type metrics struct {
+	outcomes     *prometheus.CounterVec
+	steps        *prometheus.CounterVec
+	pushes       *prometheus.CounterVec
+	dead         prometheus.Counter
+	startLatency prometheus.Histogram
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "triggerd_dispatch_outcomes_total", Help: "Candidate triggers per outcome (started, filtered_out, disabled, account_removed, failed).",
+		}, []string{"result"}),
+		steps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "triggerd_dispatch_steps_total", Help: "Pipeline steps run, by step id and result (succeeded or the error code).",
+		}, []string{"step", "result"}),
+		pushes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "triggerd_dispatch_pushes_total", Help: "Runs POSTed to HTTP agents, by result (delivered, retried, dead_lettered).",
+		}, []string{"result"}),
+		dead: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "triggerd_dispatch_dead_letters_total", Help: "Messages dead-lettered by the dispatcher.",
+		}),
+		startLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "triggerd_dispatch_start_latency_seconds",
+			Help:    "Time from a webhook's receipt to its agent run being published.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.outcomes, m.steps, m.pushes, m.dead, m.startLatency} {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("register dispatch metrics: %w", err)
+			}
+		}
+	}
+	return m, nil
+}
