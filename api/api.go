@@ -51,6 +51,11 @@ type Options struct {
 	Tenants  tenantCreator
 	// Steps is the tool step catalogue; nil leaves /v1/steps out.
 	Steps stepRunner
+	// Registry manages agents and triggers; nil leaves them out.
+	Registry registryService
+	// Records reads runs and event outcomes; Replayer replays events.
+	Records  records
+	Replayer replayer
 	// AdminKey authenticates tenant creation; empty disables it.
 	AdminKey string
 	Logger   zerolog.Logger
@@ -81,6 +86,7 @@ func (a *API) Register(e *echo.Echo) {
 	authed.GET("/accounts/:id", a.getAccount)
 	authed.DELETE("/accounts/:id", a.removeAccount)
 	a.registerSteps(authed)
+	a.registerDispatch(authed)
 }
 
 const tenantKey = "tenant_id"
@@ -187,6 +193,11 @@ func (a *API) callback(c echo.Context) error {
 		a.log.Error().Err(err).Str("connector", connector).Msg("completing a connect flow")
 		return fail(c, http.StatusBadGateway, "upstream", "the provider could not complete the connection; start it again")
 	}
+	if a.o.Registry != nil {
+		if err := a.o.Registry.AccountConnected(c.Request().Context(), acc.TenantID, acc.ID); err != nil {
+			a.log.Warn().Err(err).Str("account", acc.ID).Msg("reactivating the account's triggers")
+		}
+	}
 	if returnTo != "" {
 		u, _ := url.Parse(returnTo)
 		q := u.Query()
@@ -223,7 +234,17 @@ func (a *API) getAccount(c echo.Context) error {
 }
 
 func (a *API) removeAccount(c echo.Context) error {
-	acc, report, err := a.o.Accounts.Remove(c.Request().Context(), tenantOf(c), c.Param("id"))
+	ctx := c.Request().Context()
+	if a.o.Registry != nil {
+		// Deactivate the account's triggers and delete its hooks while its
+		// token still works; the removal goes ahead even if that fails.
+		if acc, err := a.o.Accounts.Get(ctx, tenantOf(c), c.Param("id")); err == nil && acc.Status != store.StatusRemoved {
+			if err := a.o.Registry.AccountRemoving(ctx, tenantOf(c), acc); err != nil {
+				a.log.Warn().Err(err).Str("account", acc.ID).Msg("deactivating the account's triggers")
+			}
+		}
+	}
+	acc, report, err := a.o.Accounts.Remove(ctx, tenantOf(c), c.Param("id"))
 	if errors.Is(err, accounts.ErrAccountNotFound) {
 		return fail(c, http.StatusNotFound, "not_found", "no such account")
 	}

@@ -13,6 +13,11 @@
 //	triggerctl tenants create NAME
 //	triggerctl accounts list | get ID | connect CONNECTOR | remove ID
 //	triggerctl steps list [QUERY] | show ID | run ID --account ACCOUNT --input JSON
+//	triggerctl agents list | get ID | endpoint ID | delete ID | create --name NAME [--webhook-url URL] [--steps JSON]
+//	triggerctl triggers kinds | list | get ID | events ID | enable ID | disable ID | delete ID | create ...
+//	triggerctl runs list [flags] | get RUN_ID
+//	triggerctl events get EVENT_ID
+//	triggerctl replay-event [--trigger ID [--bypass-filter]] EVENT_ID
 //
 // Every flag can also be set from the environment as TRIGGERD_ + the flag
 // name in upper snake case (--data-dir → TRIGGERD_DATA_DIR); the command line
@@ -53,6 +58,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"tenants":        {summary: "create a tenant and print its API key (needs the admin key)", run: tenantsCmd},
 		"accounts":       {summary: "list, inspect, connect and remove connected accounts", run: accountsCmd},
 		"steps":          {summary: "list, show and run tool steps as a connected account", run: stepsCmd},
+		"agents":         {summary: "create, list, inspect and delete agents (NATS or HTTP)", run: agentsCmd},
+		"triggers":       {summary: "create, list, enable, disable and delete triggers; list kinds; an event log per trigger", run: triggersCmd},
+		"runs":           {summary: "list runs and show one run with its steps", run: runsCmd},
+		"events":         {summary: "show what became of an event for each candidate trigger", run: eventsCmd},
+		"replay-event":   {summary: "dispatch a stored event again, to all matching triggers or one", run: replayEventCmd},
 	}
 	if len(args) == 0 {
 		printUsage(stderr, commands)

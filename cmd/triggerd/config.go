@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/triggerd/triggerd/bus"
+	"github.com/triggerd/triggerd/dispatch"
 	"github.com/triggerd/triggerd/ingest"
 	"github.com/triggerd/triggerd/internal/envflag"
 )
@@ -45,6 +46,30 @@ type config struct {
 	Sandbox          bool
 	CodeHostSecrets  []string
 	DeploySecrets    []string
+	Dispatch         dispatchConfig
+}
+
+// dispatchConfig configures the dispatcher and the webhook registry.
+type dispatchConfig struct {
+	Workers           bool
+	Concurrency       int
+	AckWait           time.Duration
+	MaxDeliver        int
+	StepTimeout       time.Duration
+	ReconcileInterval time.Duration
+	PollInterval      time.Duration
+	AllowPrivateURLs  bool
+}
+
+func (d *dispatchConfig) flags(fs *flag.FlagSet) {
+	fs.BoolVar(&d.Workers, "dispatch", true, "run dispatch workers in this process (match events, start agents, run tool steps); false serves only ingest and the API")
+	fs.IntVar(&d.Concurrency, "dispatch-concurrency", dispatch.DefaultConcurrency, "events (and, separately, HTTP agent pushes) one process works on at once")
+	fs.DurationVar(&d.AckWait, "dispatch-ack-wait", dispatch.DefaultAckWait, "how long a worker may hold an event without a heartbeat before another worker gets it")
+	fs.IntVar(&d.MaxDeliver, "dispatch-max-deliver", dispatch.DefaultMaxDeliver, "deliveries of one message before it is dead-lettered")
+	fs.DurationVar(&d.StepTimeout, "step-timeout", dispatch.DefaultStepTimeout, "bound on one pipeline tool step")
+	fs.DurationVar(&d.ReconcileInterval, "reconcile-interval", 5*time.Minute, "how often registered webhooks are compared with upstream and repaired (one process at a time)")
+	fs.DurationVar(&d.PollInterval, "poll-interval", time.Minute, "how often polled kinds (new_gist, account-wide new_mention) are polled; GitHub's X-Poll-Interval can lengthen it")
+	fs.BoolVar(&d.AllowPrivateURLs, "allow-private-agent-urls", false, "let HTTP agents' URLs resolve to loopback or private addresses (for agents on the same host or network; off blocks SSRF)")
 }
 
 // secretSource describes where a secret comes from: an environment
@@ -86,6 +111,7 @@ func parseConfig(args []string, lookup func(string) (string, bool), stderr io.Wr
 	fs.StringVar(&c.PublicURL, "public-url", "http://localhost:8080", "URL at which users' browsers and providers reach this server; OAuth callbacks are <public-url>/v1/connect/<connector>/callback")
 	fs.StringVar(&c.EncryptionKey, "encryption-key-file", "", "file holding the token encryption key(s) (base64 or hex of 32 bytes, comma-separated: the first encrypts, both decrypt); overrides a generated one, TRIGGERD_ENCRYPTION_KEY overrides both")
 	c.Providers.flags(fs)
+	c.Dispatch.flags(fs)
 	fs.BoolVar(&c.Sandbox, "sandbox", false, "run in-process fakes of the three providers and connect one account per connector to the default tenant, to try every tool step offline")
 	fs.StringVar(&c.DebugAddr, "debug-addr", "", "when set, serve Go's pprof profiles on this address (keep it private, e.g. 127.0.0.1:6060)")
 	files[codeHostSecret.fileFlag] = fs.String(codeHostSecret.fileFlag, "", "file holding the code-hosting webhook secret(s), comma-separated; overrides "+codeHostSecret.env)

@@ -203,17 +203,24 @@ func serve(ctx context.Context, cfg config, files map[string]string, lookup func
 	if err != nil {
 		return err
 	}
-	mgmt, err := api.New(api.Options{Accounts: acct, Auth: tenantSvc, Tenants: tenantSvc, Steps: runner, AdminKey: adminKeys[0], Logger: log})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	disp, err := newDispatch(cfg, b, st, acct, vault, runner, reg, log)
 	if err != nil {
 		return err
 	}
-
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	mgmt, err := api.New(api.Options{
+		Accounts: acct, Auth: tenantSvc, Tenants: tenantSvc, Steps: runner, AdminKey: adminKeys[0], Logger: log,
+		Registry: disp.registry, Records: st, Replayer: disp.dispatcher,
+	})
+	if err != nil {
+		return err
+	}
 	ing, err := ingest.New(ingest.Options{
 		Committer:     b,
 		CodeHost:      codeHost,
 		Deploy:        deploy,
+		Hooks:         disp.hooks,
 		Ready:         b.Ready,
 		MaxBodyBytes:  cfg.MaxBodyBytes,
 		CommitTimeout: cfg.CommitTimeout,
@@ -243,6 +250,7 @@ func serve(ctx context.Context, cfg config, files map[string]string, lookup func
 		}
 		defer stopDebug()
 	}
+	stopDispatch := disp.run(cfg, b, log)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	log.Info().Str("http_addr", ln.Addr().String()).Str("nats_url", natsURL).Msg("triggerd ready: POST webhooks to /webhooks/codehost and /webhooks/deploy")
@@ -251,6 +259,7 @@ func serve(ctx context.Context, cfg config, files map[string]string, lookup func
 	case <-ctx.Done():
 		log.Info().Msg("shutting down")
 	case err := <-serveErr:
+		stopDispatch(context.Background())
 		return fmt.Errorf("http server: %w", err)
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
@@ -261,6 +270,9 @@ func serve(ctx context.Context, cfg config, files map[string]string, lookup func
 		log.Warn().Err(err).Msg("http shutdown was cut short")
 	}
 	<-serveErr
+	// Workers stop fetching and finish the jobs in hand (or leave them to
+	// be redelivered) before NATS and the store close.
+	stopDispatch(shutdownCtx)
 	return nil
 }
 

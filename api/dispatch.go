@@ -1,0 +1,453 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/triggerd/triggerd/dispatch"
+	"github.com/triggerd/triggerd/registry"
+	"github.com/triggerd/triggerd/store"
+	"github.com/triggerd/triggerd/triggers"
+)
+
+// registryService is what the API needs of the registry.
+type registryService interface {
+	CreateAgent(ctx context.Context, tenantID string, in registry.AgentInput) (store.Agent, string, error)
+	GetAgent(ctx context.Context, tenantID, id string) (store.Agent, error)
+	ListAgents(ctx context.Context, tenantID string) ([]store.Agent, error)
+	DeleteAgent(ctx context.Context, tenantID, id string) error
+	AgentEndpoint(ctx context.Context, tenantID, agentID string) (store.Hook, bool, error)
+	EndpointSecret(ctx context.Context, h store.Hook) (string, error)
+	CreateTrigger(ctx context.Context, tenantID string, in registry.TriggerInput) (store.Trigger, error)
+	GetTrigger(ctx context.Context, tenantID, id string) (store.Trigger, error)
+	ListTriggers(ctx context.Context, tenantID string) ([]store.Trigger, error)
+	SetEnabled(ctx context.Context, tenantID, id string, enabled bool) (store.Trigger, error)
+	DeleteTrigger(ctx context.Context, tenantID, id string) error
+	HooksOf(ctx context.Context, t store.Trigger) ([]store.Hook, error)
+	HookURL(h store.Hook) string
+	AccountRemoving(ctx context.Context, tenantID string, acc store.Account) error
+	AccountConnected(ctx context.Context, tenantID, accountID string) error
+}
+
+// records is what the API reads of runs and events.
+type records interface {
+	GetRun(ctx context.Context, tenantID, id string) (store.Run, error)
+	ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, error)
+	GetEvent(ctx context.Context, tenantID, eventID string) (store.EventRecord, error)
+	ListTriggerEvents(ctx context.Context, tenantID, triggerID string, limit int) ([]store.EventRecord, error)
+}
+
+// replayer replays events (dispatch.Dispatcher).
+type replayer interface {
+	Replay(ctx context.Context, tenantID, eventID, triggerID string, bypass bool) ([]dispatch.ReplayPlan, error)
+}
+
+func (a *API) registerDispatch(g *echo.Group) {
+	if a.o.Registry == nil {
+		return
+	}
+	g.POST("/agents", a.createAgent)
+	g.GET("/agents", a.listAgents)
+	g.GET("/agents/:id", a.getAgent)
+	g.DELETE("/agents/:id", a.deleteAgent)
+	g.GET("/agents/:id/endpoint", a.agentEndpoint)
+	g.GET("/triggers/kinds", a.triggerKinds)
+	g.POST("/triggers", a.createTrigger)
+	g.GET("/triggers", a.listTriggers)
+	g.GET("/triggers/:id", a.getTrigger)
+	g.PATCH("/triggers/:id", a.patchTrigger)
+	g.DELETE("/triggers/:id", a.deleteTrigger)
+	if a.o.Records != nil {
+		g.GET("/triggers/:id/events", a.triggerEvents)
+		g.GET("/events/:id", a.getEvent)
+		g.GET("/runs", a.listRuns)
+		g.GET("/runs/:id", a.getRun)
+	}
+	if a.o.Replayer != nil {
+		g.POST("/events/:id/replay", a.replayEvent)
+	}
+}
+
+// registryFail maps the registry's errors onto answers.
+func (a *API) registryFail(c echo.Context, err error, what string) error {
+	switch {
+	case errors.Is(err, registry.ErrInvalid):
+		return fail(c, http.StatusBadRequest, "invalid_request", err.Error())
+	case errors.Is(err, registry.ErrNotFound), errors.Is(err, store.ErrNotFound):
+		return fail(c, http.StatusNotFound, "not_found", "no such "+what)
+	case errors.Is(err, registry.ErrConflict):
+		return fail(c, http.StatusConflict, "conflict", err.Error())
+	case errors.Is(err, registry.ErrHookRights):
+		return fail(c, http.StatusForbidden, "hook_rights", err.Error())
+	case errors.Is(err, registry.ErrUpstream):
+		return fail(c, http.StatusBadGateway, "upstream", err.Error())
+	}
+	a.log.Error().Err(err).Str("what", what).Msg("registry operation failed")
+	return fail(c, http.StatusServiceUnavailable, "unavailable", "the "+what+" could not be read or written right now; retry")
+}
+
+// endpointView is a deployment endpoint as the API shows it.
+type endpointView struct {
+	ID  string `json:"id"`
+	URL string `json:"url"`
+	// Events are the event types to select in the project's webhook
+	// settings.
+	Events []string `json:"events"`
+	// Secret is shown only where the user needs to paste it.
+	Secret string `json:"secret,omitempty"`
+}
+
+type agentView struct {
+	ID       string               `json:"id"`
+	Name     string               `json:"name"`
+	Delivery store.AgentDelivery  `json:"delivery"`
+	URL      string               `json:"url,omitempty"`
+	Subject  string               `json:"runs_subject,omitempty"`
+	Steps    []store.PipelineStep `json:"steps"`
+	// WebhookSecret is the Standard Webhooks signing secret of an HTTP
+	// agent, shown once, at creation.
+	WebhookSecret string        `json:"webhook_secret,omitempty"`
+	Endpoint      *endpointView `json:"deploy_endpoint,omitempty"`
+	CreatedAt     time.Time     `json:"created_at"`
+	UpdatedAt     time.Time     `json:"updated_at"`
+}
+
+func (a *API) agentView(c echo.Context, ag store.Agent) agentView {
+	v := agentView{
+		ID: ag.ID, Name: ag.Name, Delivery: ag.Delivery, URL: ag.URL, Steps: ag.Steps,
+		CreatedAt: ag.CreatedAt, UpdatedAt: ag.UpdatedAt,
+	}
+	if v.Steps == nil {
+		v.Steps = []store.PipelineStep{}
+	}
+	if ag.Delivery == store.DeliverNATS {
+		v.Subject = dispatch.RunsSubject(ag.ID)
+	}
+	if h, ok, err := a.o.Registry.AgentEndpoint(c.Request().Context(), ag.TenantID, ag.ID); err == nil && ok {
+		v.Endpoint = &endpointView{ID: h.ID, URL: a.o.Registry.HookURL(h), Events: h.Events}
+	}
+	return v
+}
+
+func (a *API) createAgent(c echo.Context) error {
+	var in registry.AgentInput
+	if ok, err := decodeStrict(c, &in); !ok {
+		return err
+	}
+	ag, secret, err := a.o.Registry.CreateAgent(c.Request().Context(), tenantOf(c), in)
+	if err != nil {
+		return a.registryFail(c, err, "agent")
+	}
+	v := a.agentView(c, ag)
+	v.WebhookSecret = secret
+	return c.JSON(http.StatusCreated, v)
+}
+
+func (a *API) listAgents(c echo.Context) error {
+	ags, err := a.o.Registry.ListAgents(c.Request().Context(), tenantOf(c))
+	if err != nil {
+		return a.registryFail(c, err, "agents")
+	}
+	out := make([]agentView, len(ags))
+	for i, ag := range ags {
+		out[i] = a.agentView(c, ag)
+	}
+	return c.JSON(http.StatusOK, map[string]any{"agents": out})
+}
+
+func (a *API) getAgent(c echo.Context) error {
+	ag, err := a.o.Registry.GetAgent(c.Request().Context(), tenantOf(c), c.Param("id"))
+	if err != nil {
+		return a.registryFail(c, err, "agent")
+	}
+	return c.JSON(http.StatusOK, a.agentView(c, ag))
+}
+
+func (a *API) deleteAgent(c echo.Context) error {
+	if err := a.o.Registry.DeleteAgent(c.Request().Context(), tenantOf(c), c.Param("id")); err != nil {
+		return a.registryFail(c, err, "agent")
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+// agentEndpoint reveals an agent's deployment endpoint with its secret, for
+// pasting into the project's webhook settings.
+func (a *API) agentEndpoint(c echo.Context) error {
+	ctx := c.Request().Context()
+	ag, err := a.o.Registry.GetAgent(ctx, tenantOf(c), c.Param("id"))
+	if err != nil {
+		return a.registryFail(c, err, "agent")
+	}
+	h, ok, err := a.o.Registry.AgentEndpoint(ctx, ag.TenantID, ag.ID)
+	if err != nil {
+		return a.registryFail(c, err, "endpoint")
+	}
+	if !ok {
+		return fail(c, http.StatusNotFound, "not_found", "agent "+ag.ID+" has no deployment endpoint: create a deployment trigger for it first")
+	}
+	secret, err := a.o.Registry.EndpointSecret(ctx, h)
+	if err != nil {
+		return a.registryFail(c, err, "endpoint")
+	}
+	c.Response().Header().Set("Cache-Control", "no-store")
+	return c.JSON(http.StatusOK, endpointView{ID: h.ID, URL: a.o.Registry.HookURL(h), Events: h.Events, Secret: secret})
+}
+
+// kindView is one trigger kind of the catalogue.
+type kindView struct {
+	triggers.KindInfo
+	Params []string `json:"params"`
+	// Delivery says how events of the kind reach triggerd: "webhook"
+	// (registered on the repository or organisation), "polling" or
+	// "endpoint" (the agent's deployment endpoint).
+	Delivery string `json:"delivery"`
+}
+
+func (a *API) triggerKinds(c echo.Context) error {
+	var out []kindView
+	for _, info := range triggers.Kinds() {
+		v := kindView{KindInfo: info, Params: dispatch.ParamsFor(info.Kind), Delivery: "webhook"}
+		if v.Params == nil {
+			v.Params = []string{}
+		}
+		switch {
+		case info.Connector == triggers.Deploy:
+			v.Delivery = "endpoint"
+		case info.Kind == triggers.NewGist:
+			v.Delivery = "polling"
+		case info.Kind == triggers.NewMention:
+			v.Delivery = "webhook with repositories, polling (notifications) without"
+		}
+		out = append(out, v)
+	}
+	return c.JSON(http.StatusOK, map[string]any{"kinds": out})
+}
+
+type hookView struct {
+	ID           string           `json:"id"`
+	Scope        store.HookScope  `json:"scope"`
+	Target       string           `json:"target"`
+	URL          string           `json:"url"`
+	Events       []string         `json:"events"`
+	Status       store.HookStatus `json:"status"`
+	StatusReason string           `json:"status_reason,omitempty"`
+	ExternalID   int64            `json:"external_id,omitempty"`
+	CheckedAt    time.Time        `json:"checked_at,omitzero"`
+}
+
+type triggerView struct {
+	ID           string              `json:"id"`
+	Kind         string              `json:"kind"`
+	Account      string              `json:"account"`
+	Agent        string              `json:"agent"`
+	Enabled      bool                `json:"enabled"`
+	Status       store.TriggerStatus `json:"status"`
+	StatusCode   string              `json:"status_code,omitempty"`
+	StatusReason string              `json:"status_reason,omitempty"`
+	Params       json.RawMessage     `json:"params"`
+	Filter       string              `json:"filter,omitempty"`
+	Hooks        []hookView          `json:"hooks"`
+	// Endpoint is the agent's deployment endpoint, for deployment kinds.
+	Endpoint  *endpointView `json:"deploy_endpoint,omitempty"`
+	CreatedAt time.Time     `json:"created_at"`
+	UpdatedAt time.Time     `json:"updated_at"`
+}
+
+func (a *API) triggerView(c echo.Context, t store.Trigger, withSecret bool) triggerView {
+	v := triggerView{
+		ID: t.ID, Kind: t.Kind, Account: t.AccountID, Agent: t.AgentID, Enabled: t.Enabled, Status: t.Status,
+		StatusCode: t.StatusCode, StatusReason: t.StatusReason, Params: t.Params, Filter: t.Filter,
+		Hooks: []hookView{}, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
+	}
+	if len(v.Params) == 0 {
+		v.Params = json.RawMessage("{}")
+	}
+	ctx := c.Request().Context()
+	hooks, err := a.o.Registry.HooksOf(ctx, t)
+	if err != nil {
+		a.log.Warn().Err(err).Str("trigger", t.ID).Msg("reading a trigger's hooks")
+	}
+	for _, h := range hooks {
+		if h.Scope == store.HookAgentEndpoint {
+			ev := &endpointView{ID: h.ID, URL: a.o.Registry.HookURL(h), Events: h.Events}
+			if withSecret {
+				ev.Secret, _ = a.o.Registry.EndpointSecret(ctx, h)
+			}
+			v.Endpoint = ev
+			continue
+		}
+		v.Hooks = append(v.Hooks, hookView{
+			ID: h.ID, Scope: h.Scope, Target: h.Target, URL: a.o.Registry.HookURL(h), Events: h.Events,
+			Status: h.Status, StatusReason: h.StatusReason, ExternalID: h.ExternalID, CheckedAt: h.CheckedAt,
+		})
+	}
+	return v
+}
+
+func (a *API) createTrigger(c echo.Context) error {
+	var in registry.TriggerInput
+	if ok, err := decodeStrict(c, &in); !ok {
+		return err
+	}
+	t, err := a.o.Registry.CreateTrigger(c.Request().Context(), tenantOf(c), in)
+	if err != nil {
+		return a.registryFail(c, err, "trigger")
+	}
+	return c.JSON(http.StatusCreated, a.triggerView(c, t, true))
+}
+
+func (a *API) listTriggers(c echo.Context) error {
+	ts, err := a.o.Registry.ListTriggers(c.Request().Context(), tenantOf(c))
+	if err != nil {
+		return a.registryFail(c, err, "triggers")
+	}
+	out := make([]triggerView, len(ts))
+	for i, t := range ts {
+		out[i] = a.triggerView(c, t, false)
+	}
+	return c.JSON(http.StatusOK, map[string]any{"triggers": out})
+}
+
+func (a *API) getTrigger(c echo.Context) error {
+	t, err := a.o.Registry.GetTrigger(c.Request().Context(), tenantOf(c), c.Param("id"))
+	if err != nil {
+		return a.registryFail(c, err, "trigger")
+	}
+	return c.JSON(http.StatusOK, a.triggerView(c, t, false))
+}
+
+func (a *API) patchTrigger(c echo.Context) error {
+	var in struct {
+		Enabled *bool `json:"enabled"`
+	}
+	if ok, err := decodeStrict(c, &in); !ok {
+		return err
+	}
+	if in.Enabled == nil {
+		return fail(c, http.StatusBadRequest, "invalid_request", `send {"enabled": true} or {"enabled": false}; other fields cannot be changed (delete and create the trigger instead)`)
+	}
+	t, err := a.o.Registry.SetEnabled(c.Request().Context(), tenantOf(c), c.Param("id"), *in.Enabled)
+	if err != nil {
+		return a.registryFail(c, err, "trigger")
+	}
+	return c.JSON(http.StatusOK, a.triggerView(c, t, false))
+}
+
+func (a *API) deleteTrigger(c echo.Context) error {
+	if err := a.o.Registry.DeleteTrigger(c.Request().Context(), tenantOf(c), c.Param("id")); err != nil {
+		return a.registryFail(c, err, "trigger")
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+// limitParam reads ?limit= (1..1000, default 100).
+func limitParam(c echo.Context) (int, error) {
+	s := c.QueryParam("limit")
+	if s == "" {
+		return 100, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > 1000 {
+		return 0, fail(c, http.StatusBadRequest, "invalid_request", "limit must be an integer from 1 to 1000")
+	}
+	return n, nil
+}
+
+func (a *API) triggerEvents(c echo.Context) error {
+	ctx := c.Request().Context()
+	if _, err := a.o.Registry.GetTrigger(ctx, tenantOf(c), c.Param("id")); err != nil {
+		return a.registryFail(c, err, "trigger")
+	}
+	limit, err := limitParam(c)
+	if err != nil {
+		return err
+	}
+	recs, err := a.o.Records.ListTriggerEvents(ctx, tenantOf(c), c.Param("id"), limit)
+	if err != nil {
+		return a.registryFail(c, err, "events")
+	}
+	if recs == nil {
+		recs = []store.EventRecord{}
+	}
+	return c.JSON(http.StatusOK, map[string]any{"events": recs})
+}
+
+func (a *API) getEvent(c echo.Context) error {
+	rec, err := a.o.Records.GetEvent(c.Request().Context(), tenantOf(c), c.Param("id"))
+	if err != nil {
+		return a.registryFail(c, err, "event (or no trigger of this tenant was a candidate for it)")
+	}
+	return c.JSON(http.StatusOK, rec)
+}
+
+func (a *API) listRuns(c echo.Context) error {
+	limit, err := limitParam(c)
+	if err != nil {
+		return err
+	}
+	f := store.RunFilter{
+		TenantID: tenantOf(c), TriggerID: c.QueryParam("trigger"), AgentID: c.QueryParam("agent"),
+		EventID: c.QueryParam("event"), Status: store.RunStatus(c.QueryParam("status")), Limit: limit,
+	}
+	runs, err := a.o.Records.ListRuns(c.Request().Context(), f)
+	if err != nil {
+		return a.registryFail(c, err, "runs")
+	}
+	if runs == nil {
+		runs = []store.Run{}
+	}
+	return c.JSON(http.StatusOK, map[string]any{"runs": runs})
+}
+
+func (a *API) getRun(c echo.Context) error {
+	r, err := a.o.Records.GetRun(c.Request().Context(), tenantOf(c), c.Param("id"))
+	if err != nil {
+		return a.registryFail(c, err, "run")
+	}
+	return c.JSON(http.StatusOK, r)
+}
+
+func (a *API) replayEvent(c echo.Context) error {
+	var in struct {
+		TriggerID    string `json:"trigger_id"`
+		BypassFilter bool   `json:"bypass_filter"`
+	}
+	if c.Request().ContentLength != 0 {
+		if ok, err := decodeStrict(c, &in); !ok {
+			return err
+		}
+	}
+	if in.BypassFilter && in.TriggerID == "" {
+		return fail(c, http.StatusBadRequest, "invalid_request", "bypass_filter needs trigger_id: only a replay to one trigger may skip its filter")
+	}
+	plans, err := a.o.Replayer.Replay(c.Request().Context(), tenantOf(c), c.Param("id"), in.TriggerID, in.BypassFilter)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return fail(c, http.StatusNotFound, "not_found", err.Error())
+		}
+		a.log.Warn().Err(err).Msg("replay failed")
+		return fail(c, http.StatusBadRequest, "replay_failed", err.Error())
+	}
+	if plans == nil {
+		plans = []dispatch.ReplayPlan{}
+	}
+	return c.JSON(http.StatusAccepted, map[string]any{"event_id": c.Param("id"), "replay": plans})
+}
+
+// decodeStrict decodes the JSON body into v, refusing unknown fields. On
+// failure it writes the answer and returns ok false with the write's
+// result.
+func decodeStrict(c echo.Context, v any) (ok bool, err error) {
+	dec := json.NewDecoder(http.MaxBytesReader(c.Response(), c.Request().Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return false, fail(c, http.StatusBadRequest, "invalid_json", "the body must be a JSON object of the documented fields: "+err.Error())
+	}
+	return true, nil
+}

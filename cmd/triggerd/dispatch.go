@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/triggerd/triggerd/accounts"
+	"github.com/triggerd/triggerd/agent"
+	"github.com/triggerd/triggerd/bus"
+	"github.com/triggerd/triggerd/connectors/codehost"
+	"github.com/triggerd/triggerd/dispatch"
+	"github.com/triggerd/triggerd/dispatch/push"
+	"github.com/triggerd/triggerd/ingest"
+	"github.com/triggerd/triggerd/registry"
+	"github.com/triggerd/triggerd/steps"
+	"github.com/triggerd/triggerd/store"
+	"github.com/triggerd/triggerd/triggers"
+)
+
+// dispatchParts are the dispatcher, the registry and what runs them.
+type dispatchParts struct {
+	registry   *registry.Registry
+	dispatcher *dispatch.Dispatcher
+	hooks      ingest.Hooks
+}
+
+// newDispatch builds the registry and the dispatcher.
+func newDispatch(cfg config, b *bus.Bus, st store.Store, acct *accounts.Service, vault *accounts.Vault,
+	runner *steps.Runner, reg prometheus.Registerer, log zerolog.Logger) (*dispatchParts, error) {
+	dc := cfg.Dispatch
+	pusher := &pusher{sender: &push.Sender{Client: push.NewClient(30*time.Second, dc.AllowPrivateURLs), UserAgent: "triggerd"}}
+	d, err := dispatch.New(dispatch.Options{
+		Store: st, Queue: b, Steps: runner, Secrets: vault, Pusher: pusher,
+		AckWait: dc.AckWait, MaxDeliver: dc.MaxDeliver, Concurrency: dc.Concurrency, StepTimeout: dc.StepTimeout,
+		Logger: log, Registerer: reg,
+	})
+	if err != nil {
+		return nil, err
+	}
+	r, err := registry.New(registry.Options{
+		Store: st, Accounts: acct, Secrets: vault, Steps: stepCatalog{runner},
+		Notifier: notifier{b: b, log: log},
+		HookAPI: func(client *http.Client) registry.HookAPI {
+			return codehost.Hooks{HTTP: client, BaseURL: cfg.Providers.CodeHostAPIBaseURL}
+		},
+		PublicURL:      cfg.PublicURL,
+		CheckAgentURL:  func(raw string) error { return push.CheckURL(raw, dc.AllowPrivateURLs) },
+		NewAgentSecret: agent.NewSecret,
+		Logger:         log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &dispatchParts{registry: r, dispatcher: d, hooks: hookSecrets{r}}, nil
+}
+
+// run starts the dispatcher's workers, the change listener and the
+// reconciler; the returned stop waits for them, at most until ctx ends.
+func (p *dispatchParts) run(cfg config, b *bus.Bus, log zerolog.Logger) (stop func(ctx context.Context)) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	if err := b.Listen(ctx, dispatch.ControlSubject, func(data []byte) { p.dispatcher.HandleChange(ctx, data) }); err != nil {
+		log.Warn().Err(err).Msg("trigger changes from other processes arrive only with the periodic resync")
+	}
+	if cfg.Dispatch.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				err := p.dispatcher.Run(ctx)
+				if err == nil || ctx.Err() != nil {
+					return
+				}
+				log.Error().Err(err).Msg("dispatch workers stopped; restarting in 5s")
+				select {
+				case <-ctx.Done():
+				case <-time.After(5 * time.Second):
+				}
+			}
+		}()
+	} else if err := p.dispatcher.Resync(ctx); err != nil {
+		// Replays still need the index.
+		log.Warn().Err(err).Msg("loading triggers failed")
+	}
+	if cfg.Dispatch.ReconcileInterval > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.registry.RunReconciler(ctx, cfg.Dispatch.ReconcileInterval)
+		}()
+	}
+	return func(shutdown context.Context) {
+		cancel()
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-shutdown.Done():
+			log.Warn().Msg("dispatch did not stop within the shutdown timeout; unacked work is redelivered")
+		}
+	}
+}
+
+// notifier broadcasts trigger changes over core NATS.
+type notifier struct {
+	b   *bus.Bus
+	log zerolog.Logger
+}
+
+func (n notifier) TriggerChanged(_ context.Context, tenantID, triggerID string) {
+	data, _ := json.Marshal(dispatch.Change{TenantID: tenantID, TriggerID: triggerID})
+	if err := n.b.Notify(dispatch.ControlSubject, data); err != nil {
+		n.log.Warn().Err(err).Str("trigger", triggerID).Msg("trigger change not broadcast; the periodic resync applies it")
+	}
+}
+
+// stepCatalog answers the registry's questions about steps.
+type stepCatalog struct{ r *steps.Runner }
+
+func (c stepCatalog) Has(id string) (string, bool) {
+	s, ok := c.r.Get(id)
+	return s.Connector, ok
+}
+
+// hookSecrets resolves per-hook endpoints for ingest.
+type hookSecrets struct{ r *registry.Registry }
+
+func (h hookSecrets) Hook(ctx context.Context, c triggers.Connector, id string) (triggers.Scope, *ingest.Verifier, error) {
+	scope, secret, err := h.r.HookSecret(ctx, string(c), id)
+	if errors.Is(err, registry.ErrNotFound) {
+		return triggers.Scope{}, nil, fmt.Errorf("%w: %s", ingest.ErrUnknownHook, id)
+	}
+	if err != nil {
+		return triggers.Scope{}, nil, err
+	}
+	scheme := ingest.CodeHostScheme
+	if c == triggers.Deploy {
+		scheme = ingest.DeployScheme
+	}
+	v, err := ingest.NewVerifier(scheme, secret)
+	return scope, v, err
+}
+
+// pusher adapts push.Sender to the dispatcher.
+type pusher struct{ sender *push.Sender }
+
+func (p *pusher) Push(ctx context.Context, url, secret string, run agent.Run) (*agent.Result, error) {
+	d, err := p.sender.Send(ctx, url, secret, run)
+	if err != nil {
+		return nil, err
+	}
+	return d.Result, nil
+}
+
+func (p *pusher) Retry(err error, attempt int) (time.Duration, bool) {
+	var se *push.SendError
+	if errors.As(err, &se) && se.Permanent {
+		return 0, false
+	}
+	return push.Delay(err, attempt), true
+}

@@ -1,0 +1,404 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/triggerd/triggerd/agent"
+	"github.com/triggerd/triggerd/bus"
+	"github.com/triggerd/triggerd/connectors/codehost/fakegithub"
+	"github.com/triggerd/triggerd/connectors/oauthtest"
+)
+
+// e2e is triggerd run as a process against a fake GitHub in the test
+// process, with one agent started over NATS and one over HTTP.
+type e2e struct {
+	t          *testing.T
+	dir        string
+	httpAddr   string
+	natsAddr   string
+	args       []string
+	env        []string
+	p          *proc
+	gh         *fakegithub.Server
+	key        string
+	account    string
+	httpRuns   sync.Map // webhook-id → count
+	httpCalls  atomic.Int64
+	natsRuns   sync.Map // run id → count
+	natsCancel context.CancelFunc
+	natsDone   chan struct{}
+}
+
+func newE2E(t *testing.T) *e2e {
+	t.Helper()
+	v := &e2e{t: t, dir: t.TempDir(), httpAddr: freeAddr(t), natsAddr: freeAddr(t)}
+	v.gh = fakegithub.New(fakegithub.Options{})
+	v.gh.Start()
+	t.Cleanup(v.gh.Close)
+	auth := oauthtest.NewGitHub(t)
+	public := "http://" + v.httpAddr
+	auth.Config(public + "/v1/connect/codehost/callback")
+	v.args = []string{
+		"--http-addr", v.httpAddr, "--public-url", public, "--nats-listen", v.natsAddr, "--data-dir", v.dir,
+		"--codehost-client-id", auth.ClientID, "--codehost-auth-base-url", auth.URL(), "--codehost-api-base-url", v.gh.URL(),
+		"--allow-private-agent-urls", "--dispatch-ack-wait", "2s", "--step-timeout", "3s", "--reconcile-interval", "0",
+	}
+	v.env = []string{"TRIGGERD_CODEHOST_CLIENT_SECRET=" + auth.ClientSecret}
+	v.start()
+	b, err := os.ReadFile(filepath.Join(v.dir, "default_tenant_key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.key = strings.TrimSpace(string(b))
+
+	// Connect the code-hosting account the way a user does.
+	_, start := v.api(http.MethodGet, "/v1/connect/codehost/start", "", http.StatusOK)
+	query, err := auth.SignIn(context.Background(), start["authorize_url"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, cb := v.api(http.MethodGet, "/v1/connect/codehost/callback?"+query.Encode(), "", http.StatusOK)
+	v.account = cb["account"].(map[string]any)["id"].(string)
+	return v
+}
+
+// start runs triggerd on the test's fixed addresses (its flags come after
+// startTriggerd's own and win), so agents and hooks find it again after a
+// restart.
+func (v *e2e) start() {
+	v.p = startTriggerd(v.t, v.env, v.args...)
+}
+
+func (v *e2e) api(method, path, body string, want int) (int, map[string]any) {
+	v.t.Helper()
+	req, _ := http.NewRequest(method, "http://"+v.httpAddr+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+v.key)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		v.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	json.NewDecoder(resp.Body).Decode(&out)
+	if want != 0 && resp.StatusCode != want {
+		v.t.Fatalf("%s %s: %d %v, want %d", method, path, resp.StatusCode, out, want)
+	}
+	return resp.StatusCode, out
+}
+
+// httpAgent serves an HTTP agent that counts runs by webhook-id.
+func (v *e2e) httpAgent() (url string, setSecret func(string)) {
+	var h atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hh, _ := h.Load().(http.Handler)
+		if hh == nil {
+			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		hh.ServeHTTP(w, r)
+	}))
+	v.t.Cleanup(srv.Close)
+	return srv.URL, func(secret string) {
+		h.Store(agent.NewHTTPHandler(secret, func(_ context.Context, run agent.Run) (agent.Result, error) {
+			v.httpCalls.Add(1)
+			n, _ := v.httpRuns.LoadOrStore(run.ID, new(atomic.Int64))
+			n.(*atomic.Int64).Add(1)
+			return agent.Result{Status: agent.StatusSucceeded, Output: json.RawMessage(`{"triaged": true}`)}, nil
+		}))
+	}
+}
+
+// natsAgent consumes agentID's runs over NATS until the test ends.
+func (v *e2e) natsAgent(agentID string) {
+	nc, err := nats.Connect("nats://"+v.natsAddr, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		v.t.Fatal(err)
+	}
+	v.t.Cleanup(nc.Close)
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			err := agent.Consume(ctx, js, agentID, func(_ context.Context, run agent.Run) (agent.Result, error) {
+				n, _ := v.natsRuns.LoadOrStore(run.ID, new(atomic.Int64))
+				n.(*atomic.Int64).Add(1)
+				return agent.Result{Status: agent.StatusSucceeded, Output: json.RawMessage(`{"seen": true}`)}, nil
+			}, agent.WithAckWait(2*time.Second))
+			if err != nil && ctx.Err() == nil {
+				// triggerd restarting: consume again once it is back.
+				select {
+				case <-ctx.Done():
+				case <-time.After(200 * time.Millisecond):
+				}
+			}
+		}
+	}()
+	v.t.Cleanup(func() { cancel(); <-done })
+}
+
+// runs returns the tenant's runs.
+func (v *e2e) runs(query string) []map[string]any {
+	v.t.Helper()
+	_, body := v.api(http.MethodGet, "/v1/runs?limit=1000&"+query, "", http.StatusOK)
+	var out []map[string]any
+	for _, r := range body["runs"].([]any) {
+		out = append(out, r.(map[string]any))
+	}
+	return out
+}
+
+func countOf(m *sync.Map, id string) int64 {
+	n, ok := m.Load(id)
+	if !ok {
+		return 0
+	}
+	return n.(*atomic.Int64).Load()
+}
+
+func TestEndToEndTriggerStartsAgentsAndRunsPipeline(t *testing.T) {
+	v := newE2E(t)
+	pipeline := fmt.Sprintf(`[
+		{"name": "look", "step": "codehost.get_issue", "account": %q, "input": {"owner": "{{ .repository.owner }}", "repo": "{{ .repository.name }}", "issue_number": "{{ .resource.number }}"}},
+		{"name": "comment", "step": "codehost.create_issue_comment", "account": %q, "input": {"owner": "{{ .repository.owner }}", "repo": "{{ .repository.name }}", "issue_number": "{{ .steps.look.output.number }}", "body": "Triaging: {{ .steps.look.output.title }}"}}]`,
+		v.account, v.account)
+	_, natsAgent := v.api(http.MethodPost, "/v1/agents", `{"name": "triage-nats", "steps": `+pipeline+`}`, http.StatusCreated)
+	agentURL, setSecret := v.httpAgent()
+	_, httpAgent := v.api(http.MethodPost, "/v1/agents", `{"name": "triage-http", "delivery": "http", "url": "`+agentURL+`"}`, http.StatusCreated)
+	secret, _ := httpAgent["webhook_secret"].(string)
+	if !strings.HasPrefix(secret, "whsec_") {
+		t.Fatalf("HTTP agent answer lacks its signing secret: %v", httpAgent)
+	}
+	setSecret(secret)
+	natsID, httpID := natsAgent["id"].(string), httpAgent["id"].(string)
+	v.natsAgent(natsID)
+
+	// Creating the triggers registers one hook on the repository, through
+	// the account, with the union of the events they need.
+	trig := func(agentID, kind string) map[string]any {
+		_, tr := v.api(http.MethodPost, "/v1/triggers", fmt.Sprintf(`{"kind": %q, "account": %q, "agent": %q, "params": {"repositories": ["octocat/hello-world"]}}`,
+			kind, v.account, agentID), http.StatusCreated)
+		return tr
+	}
+	t1 := trig(natsID, "new_issue")
+	t2 := trig(httpID, "new_issue")
+	trig(httpID, "new_comment")
+	hooks := v.gh.Hooks("octocat", "hello-world")
+	if len(hooks) != 1 || !hooks[0].Active || strings.Join(hooks[0].Events, ",") != "issue_comment,issues,pull_request_review_comment" ||
+		!strings.HasPrefix(hooks[0].URL, "http://"+v.httpAddr+"/webhooks/codehost/h_") {
+		t.Fatalf("hooks on the fake = %+v; want one active hook for issues and the comment events at triggerd", hooks)
+	}
+
+	// An issue opened on GitHub: the fake delivers the signed webhook to
+	// the hook, and both agents start once.
+	issue := createIssue(t, v.gh, "Crash on start")
+	var natsRun, httpRun map[string]any
+	waitFor(t, 20*time.Second, func() bool {
+		rs := v.runs("trigger=" + t1["id"].(string))
+		if len(rs) == 1 && rs[0]["status"] == "succeeded" {
+			natsRun = rs[0]
+		}
+		rs = v.runs("trigger=" + t2["id"].(string))
+		if len(rs) == 1 && rs[0]["delivery_status"] == "delivered" {
+			httpRun = rs[0]
+		}
+		return natsRun != nil && httpRun != nil
+	})
+	if c := countOf(&v.natsRuns, natsRun["id"].(string)); c != 1 {
+		t.Errorf("the NATS agent received the run %d times, want 1", c)
+	}
+	if c := countOf(&v.httpRuns, httpRun["id"].(string)); c != 1 {
+		t.Errorf("the HTTP agent received the run %d times, want 1", c)
+	}
+	steps := natsRun["steps"].([]any)
+	comment := steps[1].(map[string]any)
+	if len(steps) != 2 || comment["status"] != "succeeded" || comment["input"].(map[string]any)["body"] != "Triaging: Crash on start" {
+		t.Fatalf("pipeline steps = %v", steps)
+	}
+	got, _ := v.gh.Issue("octocat", "hello-world", issue)
+	if len(got.Comments) != 1 || got.Comments[0] != "Triaging: Crash on start" {
+		t.Fatalf("comments on the issue = %q, want the pipeline's one comment", got.Comments)
+	}
+	// The HTTP agent's answer is recorded as the run's result; the NATS
+	// agent's arrives over agents.<id>.results.
+	if !strings.Contains(fmt.Sprint(httpRun["result"]), "triaged") {
+		t.Errorf("HTTP run result = %v", httpRun["result"])
+	}
+	waitFor(t, 10*time.Second, func() bool {
+		_, r := v.api(http.MethodGet, "/v1/runs/"+natsRun["id"].(string), "", http.StatusOK)
+		return strings.Contains(fmt.Sprint(r["result"]), "seen")
+	})
+	// The event's outcomes are readable, per candidate trigger.
+	_, ev := v.api(http.MethodGet, "/v1/events/"+natsRun["event_id"].(string), "", http.StatusOK)
+	outcomes := map[string]string{}
+	for _, o := range ev["outcomes"].([]any) {
+		om := o.(map[string]any)
+		outcomes[om["trigger_id"].(string)] = om["result"].(string)
+	}
+	if outcomes[t1["id"].(string)] != "started" || outcomes[t2["id"].(string)] != "started" || len(outcomes) != 2 {
+		t.Fatalf("outcomes = %v", outcomes)
+	}
+	// The pipeline's own comment came back as a new_comment event and
+	// started the HTTP agent's comment trigger.
+	waitFor(t, 20*time.Second, func() bool { return len(v.runs("agent="+httpID)) == 2 })
+
+	// A replay to one trigger starts a new, separate run.
+	_, rep := v.api(http.MethodPost, "/v1/events/"+natsRun["event_id"].(string)+"/replay", `{"trigger_id": "`+t2["id"].(string)+`"}`, http.StatusAccepted)
+	plans := rep["replay"].([]any)
+	if len(plans) != 1 || plans[0].(map[string]any)["result"] != "queued" {
+		t.Fatalf("replay = %v", rep)
+	}
+	replayRun := plans[0].(map[string]any)["run_id"].(string)
+	deadline := time.Now().Add(20 * time.Second)
+	for countOf(&v.httpRuns, replayRun) != 1 {
+		if time.Now().After(deadline) {
+			_, run := v.api(http.MethodGet, "/v1/runs/"+replayRun, "", 0)
+			t.Fatalf("the replayed run %s did not reach the HTTP agent: %v\n%s", replayRun, run, v.p.logs())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	// Deleting the last trigger on the repository removes the hook.
+	_, list := v.api(http.MethodGet, "/v1/triggers", "", http.StatusOK)
+	for _, tr := range list["triggers"].([]any) {
+		v.api(http.MethodDelete, "/v1/triggers/"+tr.(map[string]any)["id"].(string), "", http.StatusNoContent)
+	}
+	if hooks := v.gh.Hooks("octocat", "hello-world"); len(hooks) != 0 {
+		t.Fatalf("hooks left after deleting every trigger: %+v", hooks)
+	}
+}
+
+func TestEndToEndWorkerKilledMidRunStartsNothingTwice(t *testing.T) {
+	v := newE2E(t)
+	pipeline := fmt.Sprintf(`[{"name": "comment", "step": "codehost.create_issue_comment", "account": %q,
+		"input": {"owner": "{{ .repository.owner }}", "repo": "{{ .repository.name }}", "issue_number": "{{ .resource.number }}", "body": "run for #{{ .resource.number }}"}}]`, v.account)
+	_, natsAgent := v.api(http.MethodPost, "/v1/agents", `{"name": "n", "steps": `+pipeline+`}`, http.StatusCreated)
+	agentURL, setSecret := v.httpAgent()
+	_, httpAgent := v.api(http.MethodPost, "/v1/agents", `{"name": "h", "delivery": "http", "url": "`+agentURL+`"}`, http.StatusCreated)
+	setSecret(httpAgent["webhook_secret"].(string))
+	natsID := natsAgent["id"].(string)
+	v.natsAgent(natsID)
+	for _, id := range []string{natsID, httpAgent["id"].(string)} {
+		v.api(http.MethodPost, "/v1/triggers", fmt.Sprintf(`{"kind": "new_issue", "account": %q, "agent": %q, "params": {"repositories": ["octocat/hello-world"]}}`, v.account, id), http.StatusCreated)
+	}
+
+	// The comment hangs upstream: the worker is killed in the middle of
+	// the pipeline's step.
+	route := fakegithub.Route("POST /repos/{owner}/{repo}/issues/{issue_number}/comments")
+	if err := v.gh.HangNext(route, 1); err != nil {
+		t.Fatal(err)
+	}
+	issue := createIssue(t, v.gh, "Kill me")
+	waitFor(t, 20*time.Second, func() bool { return len(v.gh.RequestsTo(route)) == 1 })
+	v.p.kill()
+
+	// More work arrives while triggerd is down; GitHub retries nothing,
+	// so these deliveries fail and are redelivered by hand after restart.
+	v.start()
+	waitFor(t, 30*time.Second, func() bool {
+		rs := v.runs("agent=" + natsID)
+		return len(rs) == 1 && rs[0]["status"] == "failed"
+	})
+	r := v.runs("agent=" + natsID)[0]
+	step := r["steps"].([]any)[0].(map[string]any)
+	if step["status"] != "interrupted" || r["attempts"].(float64) < 2 {
+		t.Fatalf("killed run = %v; want its step interrupted (not run again) after a second attempt", r)
+	}
+	waitFor(t, 20*time.Second, func() bool { return v.httpCalls.Load() >= 1 })
+	// A new issue after the restart runs normally.
+	next := createIssue(t, v.gh, "After restart")
+	waitFor(t, 20*time.Second, func() bool {
+		got, _ := v.gh.Issue("octocat", "hello-world", next)
+		return len(got.Comments) == 1
+	})
+	waitFor(t, 20*time.Second, func() bool { return len(v.runs("")) == 4 })
+
+	// Nothing started twice: one NATS run message per run (JetStream
+	// holds exactly one per run id) and one HTTP run per webhook-id.
+	nc, err := nats.Connect("nats://" + v.natsAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	s, err := js.Stream(context.Background(), bus.AgentsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(context.Background(), jetstream.WithSubjectFilter(agent.RunsSubject(natsID)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := info.State.Subjects[agent.RunsSubject(natsID)]; n != 2 {
+		t.Errorf("the NATS agent's subject holds %d runs, want 2 (one per issue)", n)
+	}
+	for _, run := range v.runs("") {
+		id := run["id"].(string)
+		if n := countOf(&v.natsRuns, id) + countOf(&v.httpRuns, id); n > 1 && run["delivery"] == "nats" {
+			t.Errorf("run %s was processed by the NATS agent %d times", id, n)
+		}
+	}
+	// The interrupted comment was never retried: the hung request is the
+	// only comment request for that issue.
+	got, _ := v.gh.Issue("octocat", "hello-world", issue)
+	if len(got.Comments) > 1 {
+		t.Errorf("issue #%d has %d comments; the interrupted step ran again", issue, len(got.Comments))
+	}
+	t.Logf("killed run: attempts %v, step %v; HTTP agent calls %d for %d distinct runs", r["attempts"], step["status"], v.httpCalls.Load(), mapLen(&v.httpRuns))
+}
+
+func mapLen(m *sync.Map) int {
+	n := 0
+	m.Range(func(any, any) bool { n++; return true })
+	return n
+}
+
+// createIssue opens an issue on the fake as octocat and returns its number.
+func createIssue(t *testing.T, gh *fakegithub.Server, title string) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, gh.URL()+"/repos/octocat/hello-world/issues", strings.NewReader(`{"title": `+fmt.Sprintf("%q", title)+`}`))
+	req.Header.Set("Authorization", "Bearer test-token")
+	req.Header.Set("User-Agent", "e2e-test")
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Number int `json:"number"`
+	}
+	if resp.StatusCode != http.StatusCreated || json.NewDecoder(resp.Body).Decode(&out) != nil {
+		t.Fatalf("create issue on the fake: %d", resp.StatusCode)
+	}
+	return out.Number
+}
+
+// freeAddr returns a loopback address nothing listens on right now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}

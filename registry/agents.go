@@ -1,0 +1,157 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/triggerd/triggerd/dispatch"
+	"github.com/triggerd/triggerd/store"
+)
+
+// AgentInput is what an agent is created from.
+type AgentInput struct {
+	Name string `json:"name"`
+	// Delivery is "nats" (default) or "http".
+	Delivery store.AgentDelivery  `json:"delivery"`
+	URL      string               `json:"url,omitempty"`
+	Steps    []store.PipelineStep `json:"steps,omitempty"`
+}
+
+// stepName is what a pipeline step's name must look like, so templates can
+// refer to it as .steps.<name>.
+var stepName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
+
+// CreateAgent validates and stores an agent. For an HTTP agent it returns
+// the Standard Webhooks signing secret, which is shown only here.
+func (r *Registry) CreateAgent(ctx context.Context, tenantID string, in AgentInput) (store.Agent, string, error) {
+	in.Name = strings.TrimSpace(in.Name)
+	if in.Name == "" || len(in.Name) > 200 {
+		return store.Agent{}, "", invalidf("name must be 1 to 200 characters")
+	}
+	if in.Delivery == "" {
+		in.Delivery = store.DeliverNATS
+	}
+	switch in.Delivery {
+	case store.DeliverNATS:
+		if in.URL != "" {
+			return store.Agent{}, "", invalidf("url is only for agents with delivery \"http\"")
+		}
+	case store.DeliverHTTP:
+		if in.URL == "" {
+			return store.Agent{}, "", invalidf("delivery \"http\" needs a url the runs are POSTed to")
+		}
+		if r.o.CheckAgentURL != nil {
+			if err := r.o.CheckAgentURL(in.URL); err != nil {
+				return store.Agent{}, "", invalidf("url: %v", err)
+			}
+		}
+	default:
+		return store.Agent{}, "", invalidf("delivery %q: use \"nats\" (runs on agents.<agent-id>.runs) or \"http\" (runs POSTed to url)", in.Delivery)
+	}
+	if err := r.checkSteps(ctx, tenantID, in.Steps); err != nil {
+		return store.Agent{}, "", err
+	}
+	now := r.o.Now()
+	a := store.Agent{
+		ID: uuid.NewString(), TenantID: tenantID, Name: in.Name, Delivery: in.Delivery, URL: in.URL,
+		Steps: in.Steps, CreatedAt: now, UpdatedAt: now,
+	}
+	var secret string
+	if a.Delivery == store.DeliverHTTP {
+		var err error
+		if secret, err = r.o.NewAgentSecret(); err != nil {
+			return store.Agent{}, "", fmt.Errorf("agent secret: %w", err)
+		}
+		if a.SealedSecret, err = r.o.Secrets.Seal([]byte(secret), dispatch.AgentSecretAAD(a.ID)); err != nil {
+			return store.Agent{}, "", fmt.Errorf("seal agent secret: %w", err)
+		}
+	}
+	a, err := r.o.Store.CreateAgent(ctx, a)
+	if err != nil {
+		return store.Agent{}, "", fmt.Errorf("store agent: %w", err)
+	}
+	return a, secret, nil
+}
+
+// checkSteps validates a pipeline: known steps, unique names, accounts of
+// the tenant and of the step's connector, templates that parse.
+func (r *Registry) checkSteps(ctx context.Context, tenantID string, steps []store.PipelineStep) error {
+	seen := map[string]bool{}
+	for i, s := range steps {
+		where := fmt.Sprintf("steps[%d]", i)
+		if !stepName.MatchString(s.Name) {
+			return invalidf("%s: name %q must be a letter or _ followed by letters, digits or _ (templates use .steps.<name>)", where, s.Name)
+		}
+		if seen[s.Name] {
+			return invalidf("%s: name %q is used twice", where, s.Name)
+		}
+		seen[s.Name] = true
+		if r.o.Steps != nil {
+			conn, ok := r.o.Steps.Has(s.Step)
+			if !ok {
+				return invalidf("%s: unknown step %q; GET /v1/steps lists them", where, s.Step)
+			}
+			acc, err := r.o.Accounts.Get(ctx, tenantID, s.Account)
+			if err != nil {
+				return invalidf("%s: account %q: %v", where, s.Account, err)
+			}
+			if acc.Connector != conn {
+				return invalidf("%s: step %s needs a %s account; %s is a %s account", where, s.Step, conn, acc.ID, acc.Connector)
+			}
+		}
+		if err := dispatch.CheckTemplates(s.Input); err != nil {
+			return invalidf("%s: %v", where, err)
+		}
+	}
+	return nil
+}
+
+// GetAgent returns the tenant's agent.
+func (r *Registry) GetAgent(ctx context.Context, tenantID, id string) (store.Agent, error) {
+	a, err := r.o.Store.GetAgent(ctx, tenantID, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Agent{}, fmt.Errorf("agent %s: %w", id, ErrNotFound)
+	}
+	return a, err
+}
+
+// ListAgents returns the tenant's agents.
+func (r *Registry) ListAgents(ctx context.Context, tenantID string) ([]store.Agent, error) {
+	return r.o.Store.ListAgents(ctx, tenantID)
+}
+
+// DeleteAgent deletes an agent no trigger starts any more.
+func (r *Registry) DeleteAgent(ctx context.Context, tenantID, id string) error {
+	if _, err := r.GetAgent(ctx, tenantID, id); err != nil {
+		return err
+	}
+	ts, err := r.o.Store.ListTriggers(ctx, store.TriggerFilter{TenantID: tenantID, AgentID: id})
+	if err != nil {
+		return err
+	}
+	if len(ts) > 0 {
+		ids := make([]string, len(ts))
+		for i, t := range ts {
+			ids[i] = t.ID
+		}
+		return fmt.Errorf("%w: agent %s is started by triggers %s; delete them first", ErrConflict, id, strings.Join(ids, ", "))
+	}
+	if err := r.o.Store.DeleteAgent(ctx, tenantID, id); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	return nil
+}
+
+// AgentEndpoint returns an agent's deployment endpoint, if it has one.
+func (r *Registry) AgentEndpoint(ctx context.Context, tenantID, agentID string) (store.Hook, bool, error) {
+	h, err := r.o.Store.FindHook(ctx, store.HookKey{TenantID: tenantID, Connector: "deploy", Scope: store.HookAgentEndpoint, Target: agentID})
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Hook{}, false, nil
+	}
+	return h, err == nil, err
+}

@@ -1,0 +1,185 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/triggerd/triggerd/store"
+	"github.com/triggerd/triggerd/triggers"
+)
+
+// CodeAccountRemoved is the status code of triggers whose account was
+// removed.
+const CodeAccountRemoved = "account_removed"
+
+// AccountRemoving deactivates the account's triggers and deletes its hooks
+// upstream. Call it before the account's grant is revoked, while its token
+// still works.
+func (r *Registry) AccountRemoving(ctx context.Context, tenantID string, acc store.Account) error {
+	ts, err := r.o.Store.ListTriggers(ctx, store.TriggerFilter{TenantID: tenantID, AccountID: acc.ID})
+	if err != nil {
+		return fmt.Errorf("list the account's triggers: %w", err)
+	}
+	reason := fmt.Sprintf("account %s (%s) was removed on %s; reconnect it to reactivate this trigger",
+		acc.ID, acc.Login, r.o.Now().UTC().Format(time.RFC3339))
+	var errs []error
+	for _, t := range ts {
+		if err := r.setStatus(ctx, t, store.TriggerInactive, CodeAccountRemoved, reason); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	hooks, err := r.o.Store.ListHooks(ctx, tenantID)
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	for _, h := range hooks {
+		if h.AccountID != acc.ID {
+			continue
+		}
+		release, err := r.lockHook(ctx, h.Key())
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		err = r.removeHook(ctx, h)
+		release()
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// AccountConnected reactivates the triggers that were deactivated when the
+// account was removed and registers their hooks again.
+func (r *Registry) AccountConnected(ctx context.Context, tenantID, accountID string) error {
+	ts, err := r.o.Store.ListTriggers(ctx, store.TriggerFilter{TenantID: tenantID, AccountID: accountID})
+	if err != nil {
+		return fmt.Errorf("list the account's triggers: %w", err)
+	}
+	var errs []error
+	for _, t := range ts {
+		if t.Status != store.TriggerInactive || t.StatusCode != CodeAccountRemoved {
+			continue
+		}
+		if err := r.setStatus(ctx, t, store.TriggerActive, "", ""); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := r.syncFor(ctx, t); err != nil {
+			// The trigger is active again but its hook is failing; the
+			// hook's status says why and the reconcile retries.
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// setStatus changes a trigger's status, retrying lost compare-and-sets.
+func (r *Registry) setStatus(ctx context.Context, t store.Trigger, status store.TriggerStatus, code, reason string) error {
+	for {
+		t.Status, t.StatusCode, t.StatusReason, t.UpdatedAt = status, code, reason, r.o.Now()
+		updated, err := r.o.Store.UpdateTrigger(ctx, t)
+		if err == nil {
+			r.changed(ctx, updated)
+			return nil
+		}
+		if !errors.Is(err, store.ErrConflict) {
+			return fmt.Errorf("update trigger %s: %w", t.ID, err)
+		}
+		if t, err = r.o.Store.GetTrigger(ctx, t.TenantID, t.ID); err != nil {
+			return fmt.Errorf("reread trigger %s: %w", t.ID, err)
+		}
+	}
+}
+
+// ReconcileReport says what a reconcile pass did.
+type ReconcileReport struct {
+	// Skipped is true when another process held the reconcile lease.
+	Skipped  bool `json:"skipped"`
+	Checked  int  `json:"checked"`
+	Repaired int  `json:"repaired"`
+	Removed  int  `json:"removed"`
+	Failed   int  `json:"failed"`
+}
+
+// reconcileLease is the lease that lets one process reconcile at a time.
+const reconcileLease = "registry:reconcile"
+
+// Reconcile compares every code-hosting hook with upstream and repairs
+// drift: a hook deleted upstream is re-created, a disabled one re-enabled,
+// events put back, and a hook no trigger needs removed. Only one process
+// reconciles at a time (a store lease); the others skip.
+func (r *Registry) Reconcile(ctx context.Context) (ReconcileReport, error) {
+	release, held, err := r.o.Store.TryLock(ctx, reconcileLease, 10*time.Minute)
+	if err != nil {
+		return ReconcileReport{}, fmt.Errorf("reconcile lease: %w", err)
+	}
+	if !held {
+		return ReconcileReport{Skipped: true}, nil
+	}
+	defer release()
+	hooks, err := r.o.Store.ListHooks(ctx, "")
+	if err != nil {
+		return ReconcileReport{}, fmt.Errorf("list hooks: %w", err)
+	}
+	var rep ReconcileReport
+	for _, h := range hooks {
+		if h.Connector != string(triggers.CodeHost) {
+			continue
+		}
+		rep.Checked++
+		changed, removed, err := r.reconcileHook(ctx, h)
+		switch {
+		case err != nil:
+			rep.Failed++
+			r.log.Warn().Err(err).Str("hook", h.ID).Str("target", h.Target).Msg("hook repair failed")
+		case removed:
+			rep.Removed++
+		case changed:
+			rep.Repaired++
+			r.log.Info().Str("hook", h.ID).Str("target", h.Target).Msg("hook repaired upstream")
+		}
+	}
+	return rep, nil
+}
+
+func (r *Registry) reconcileHook(ctx context.Context, h store.Hook) (changed, removed bool, err error) {
+	release, err := r.lockHook(ctx, h.Key())
+	if err != nil {
+		return false, false, err
+	}
+	defer release()
+	want, err := r.desiredEvents(ctx, h.Key())
+	if err != nil {
+		return false, false, err
+	}
+	if h, err = r.o.Store.GetHook(ctx, h.ID); err != nil {
+		return false, false, err
+	}
+	if len(want) == 0 {
+		return false, true, r.removeHook(ctx, h)
+	}
+	changed, err = r.register(ctx, h, want)
+	return changed, false, err
+}
+
+// RunReconciler reconciles every interval until ctx ends.
+func (r *Registry) RunReconciler(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if rep, err := r.Reconcile(ctx); err != nil {
+				r.log.Warn().Err(err).Msg("reconcile failed")
+			} else if rep.Repaired+rep.Removed+rep.Failed > 0 {
+				r.log.Info().Interface("report", rep).Msg("reconciled hooks")
+			}
+		}
+	}
+}

@@ -1,0 +1,654 @@
+// Package registry manages what tenants subscribe: agents, triggers, and
+// the webhooks that feed them. Creating the first trigger on a repository
+// registers one webhook there through the trigger's connected account
+// (events: the union its triggers need; a secret of its own; the URL
+// <public-url>/webhooks/codehost/<hook-id>); later triggers reuse and widen
+// it; deleting the last one removes it. A periodic Reconcile, run by one
+// process at a time, repairs hooks deleted or disabled upstream.
+//
+// Deployment-platform triggers get a per-agent endpoint instead
+// (/webhooks/deploy/<endpoint-id>, its own secret) that the user pastes
+// into the project's webhook settings; nothing is registered upstream.
+//
+// Every change to a trigger is broadcast so that every process's
+// dispatcher index follows.
+package registry
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/rs/zerolog"
+
+	"github.com/triggerd/triggerd/connectors/codehost"
+	"github.com/triggerd/triggerd/dispatch"
+	"github.com/triggerd/triggerd/store"
+	"github.com/triggerd/triggerd/triggers"
+)
+
+// Store is what the registry persists.
+type Store interface {
+	store.Agents
+	store.Triggers
+	store.Hooks
+	store.Locker
+}
+
+// Accounts is the registry's view of connected accounts.
+type Accounts interface {
+	Get(ctx context.Context, tenantID, id string) (store.Account, error)
+	Client(ctx context.Context, tenantID, id string) (*http.Client, store.Account, error)
+}
+
+// HookAPI manages a code-hosting account's webhooks (codehost.Hooks).
+type HookAPI interface {
+	List(ctx context.Context, t codehost.HookTarget) ([]codehost.Hook, error)
+	Create(ctx context.Context, t codehost.HookTarget, s codehost.HookSpec) (codehost.Hook, error)
+	Update(ctx context.Context, t codehost.HookTarget, id int64, s codehost.HookSpec) (codehost.Hook, error)
+	Delete(ctx context.Context, t codehost.HookTarget, id int64) error
+}
+
+// Sealer seals and opens secrets at rest (accounts.Vault).
+type Sealer interface {
+	Seal(plaintext []byte, aad string) ([]byte, error)
+	Open(sealed []byte, aad string) ([]byte, error)
+}
+
+// Steps is the tool step catalogue, to validate agents' pipelines.
+type Steps interface {
+	Has(id string) (connector string, ok bool)
+}
+
+// Notifier broadcasts trigger changes to every process's dispatcher.
+type Notifier interface {
+	TriggerChanged(ctx context.Context, tenantID, triggerID string)
+}
+
+// Errors callers decide on. Each is wrapped with what went wrong and how
+// to fix it.
+var (
+	// ErrInvalid: the request is wrong (unknown kind, bad parameters, an
+	// account of another connector, ...).
+	ErrInvalid = errors.New("invalid")
+	// ErrNotFound: no such agent or trigger in the tenant.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: the operation conflicts with other records (deleting an
+	// agent that triggers still start).
+	ErrConflict = errors.New("conflict")
+	// ErrHookRights: the account may not manage webhooks on the target.
+	ErrHookRights = errors.New("the account cannot manage webhooks there")
+	// ErrUpstream: the provider failed while registering a hook.
+	ErrUpstream = errors.New("upstream")
+)
+
+// Options configures a Registry.
+type Options struct {
+	Store    Store
+	Accounts Accounts
+	Secrets  Sealer
+	Steps    Steps
+	Notifier Notifier
+	// HookAPI returns the hook API acting as a connected account's client.
+	HookAPI func(client *http.Client) HookAPI
+	// PublicURL is where providers reach this service
+	// ("https://triggers.example.com"); hooks deliver to
+	// PublicURL/webhooks/<connector>/<hook-id>.
+	PublicURL string
+	// CheckAgentURL validates an HTTP agent's URL (SSRF rules); nil accepts
+	// any http(s) URL.
+	CheckAgentURL func(raw string) error
+	// NewAgentSecret makes an HTTP agent's Standard Webhooks secret.
+	NewAgentSecret func() (string, error)
+	Logger         zerolog.Logger
+	Now            func() time.Time
+}
+
+// Registry manages agents, triggers and their hooks.
+type Registry struct {
+	o   Options
+	log zerolog.Logger
+}
+
+// New returns a Registry.
+func New(o Options) (*Registry, error) {
+	switch {
+	case o.Store == nil || o.Accounts == nil || o.Secrets == nil || o.HookAPI == nil:
+		return nil, errors.New("registry: Store, Accounts, Secrets and HookAPI are required")
+	case o.PublicURL == "":
+		return nil, errors.New("registry: PublicURL is required")
+	case o.NewAgentSecret == nil:
+		return nil, errors.New("registry: NewAgentSecret is required")
+	}
+	o.PublicURL = strings.TrimRight(o.PublicURL, "/")
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Registry{o: o, log: o.Logger.With().Str("component", "registry").Logger()}, nil
+}
+
+// hookSecretAAD is the additional data a hook's secret is sealed with.
+func hookSecretAAD(id string) string { return "hook:" + id }
+
+// HookURL is where a hook delivers.
+func (r *Registry) HookURL(h store.Hook) string {
+	return r.o.PublicURL + "/webhooks/" + h.Connector + "/" + h.ID
+}
+
+// HookSecret returns a hook's scope and its signing secret, for ingest.
+func (r *Registry) HookSecret(ctx context.Context, connector, id string) (triggers.Scope, string, error) {
+	h, err := r.o.Store.GetHook(ctx, id)
+	if errors.Is(err, store.ErrNotFound) || err == nil && h.Connector != connector {
+		return triggers.Scope{}, "", fmt.Errorf("hook %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return triggers.Scope{}, "", err
+	}
+	secret, err := r.o.Secrets.Open(h.SealedSecret, hookSecretAAD(h.ID))
+	if err != nil {
+		return triggers.Scope{}, "", fmt.Errorf("open the secret of hook %s: %w", id, err)
+	}
+	scope := triggers.Scope{Hook: h.ID, Tenant: h.TenantID, Account: h.AccountID}
+	if h.Scope == store.HookAgentEndpoint {
+		scope.Agent = h.Target
+	}
+	return scope, string(secret), nil
+}
+
+// newSecret returns a random hook secret.
+func newSecret() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// invalidError is an ErrInvalid that reads as its message alone.
+type invalidError struct{ msg string }
+
+func (e invalidError) Error() string        { return e.msg }
+func (e invalidError) Is(target error) bool { return target == ErrInvalid }
+
+func invalidf(format string, args ...any) error {
+	return invalidError{fmt.Sprintf(format, args...)}
+}
+
+// TriggerInput is what a trigger is created from.
+type TriggerInput struct {
+	Kind    string          `json:"kind"`
+	Account string          `json:"account"`
+	Agent   string          `json:"agent"`
+	Params  json.RawMessage `json:"params,omitempty"`
+	Filter  string          `json:"filter,omitempty"`
+	// Enabled defaults to true.
+	Enabled *bool `json:"enabled,omitempty"`
+}
+
+// delivery says how a trigger's events arrive.
+type delivery int
+
+const (
+	viaHooks    delivery = iota // repository or organisation hooks
+	viaEndpoint                 // the agent's deployment endpoint
+	viaPolling                  // the account's gists or notifications
+)
+
+// deliveryOf returns how events of kind k with params p arrive.
+func deliveryOf(k triggers.Kind, p dispatch.Params) delivery {
+	switch {
+	case k.Connector() == triggers.Deploy:
+		return viaEndpoint
+	case k == triggers.NewGist, k == triggers.NewMention && len(p.Repositories) == 0:
+		return viaPolling
+	}
+	return viaHooks
+}
+
+// Polled reports whether a stored trigger is served by polling.
+func Polled(t store.Trigger) bool {
+	var p dispatch.Params
+	_ = json.Unmarshal(t.Params, &p)
+	return deliveryOf(triggers.Kind(t.Kind), p) == viaPolling
+}
+
+// CreateTrigger validates in, stores the trigger and makes sure its events
+// will arrive: hooks registered (or widened) upstream, or the agent's
+// deployment endpoint created. If a hook cannot be registered, nothing is
+// kept and the error says why.
+func (r *Registry) CreateTrigger(ctx context.Context, tenantID string, in TriggerInput) (store.Trigger, error) {
+	k := triggers.Kind(in.Kind)
+	if !k.Valid() {
+		return store.Trigger{}, invalidf("unknown trigger kind %q; GET /v1/triggers/kinds lists them", in.Kind)
+	}
+	var p dispatch.Params
+	if len(in.Params) > 0 {
+		dec := json.NewDecoder(strings.NewReader(string(in.Params)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&p); err != nil {
+			return store.Trigger{}, invalidf("params: %v; %s takes %v", err, k, dispatch.ParamsFor(k))
+		}
+	}
+	if err := dispatch.ValidateParams(k, p); err != nil {
+		return store.Trigger{}, invalidf("params: %v", err)
+	}
+	how := deliveryOf(k, p)
+	if how == viaHooks && !dispatch.OrgKinds(k) && len(p.Repositories) == 0 {
+		return store.Trigger{}, invalidf("%s needs at least one repository in params.repositories (owner/repo): triggerd registers a webhook on each", k)
+	}
+	acc, err := r.o.Accounts.Get(ctx, tenantID, in.Account)
+	if err != nil {
+		return store.Trigger{}, invalidf("account %q: %v", in.Account, err)
+	}
+	if acc.Connector != string(k.Connector()) {
+		return store.Trigger{}, invalidf("account %s is a %s account; %s triggers need a %s account", acc.ID, acc.Connector, k, k.Connector())
+	}
+	if acc.Status != store.StatusActive {
+		return store.Trigger{}, invalidf("account %s is %s (%s); reconnect it first", acc.ID, acc.Status, acc.StatusReason)
+	}
+	if _, err := r.o.Store.GetAgent(ctx, tenantID, in.Agent); err != nil {
+		return store.Trigger{}, invalidf("agent %q: %v", in.Agent, err)
+	}
+	params, err := json.Marshal(p)
+	if err != nil {
+		return store.Trigger{}, err
+	}
+	now := r.o.Now()
+	t := store.Trigger{
+		ID: uuid.NewString(), TenantID: tenantID, Kind: in.Kind, AccountID: acc.ID, AgentID: in.Agent,
+		Enabled: in.Enabled == nil || *in.Enabled, Params: params, Filter: in.Filter,
+		Status: store.TriggerActive, CreatedAt: now, UpdatedAt: now,
+	}
+	// The index validates parameters and compiles the filter exactly as
+	// the dispatcher will.
+	dt, err := dispatch.FromStore(t)
+	if err == nil {
+		err = dispatch.NewIndex().Put(dt)
+	}
+	if err != nil {
+		return store.Trigger{}, invalidf("%v", err)
+	}
+	if t, err = r.o.Store.CreateTrigger(ctx, t); err != nil {
+		return store.Trigger{}, fmt.Errorf("store trigger: %w", err)
+	}
+	if err := r.syncFor(ctx, t); err != nil {
+		// Leave nothing behind: the trigger and any hook made for it.
+		if derr := r.o.Store.DeleteTrigger(ctx, tenantID, t.ID); derr != nil {
+			r.log.Error().Err(derr).Str("trigger", t.ID).Msg("could not delete a trigger whose hook failed")
+		}
+		if serr := r.syncFor(ctx, t); serr != nil {
+			r.log.Warn().Err(serr).Str("trigger", t.ID).Msg("could not narrow hooks after a failed trigger creation; the reconcile retries")
+		}
+		return store.Trigger{}, err
+	}
+	r.changed(ctx, t)
+	return t, nil
+}
+
+// GetTrigger returns the tenant's trigger.
+func (r *Registry) GetTrigger(ctx context.Context, tenantID, id string) (store.Trigger, error) {
+	t, err := r.o.Store.GetTrigger(ctx, tenantID, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Trigger{}, fmt.Errorf("trigger %s: %w", id, ErrNotFound)
+	}
+	return t, err
+}
+
+// ListTriggers returns the tenant's triggers.
+func (r *Registry) ListTriggers(ctx context.Context, tenantID string) ([]store.Trigger, error) {
+	return r.o.Store.ListTriggers(ctx, store.TriggerFilter{TenantID: tenantID})
+}
+
+// SetEnabled enables or disables a trigger. A disabled trigger keeps its
+// hook (its events still arrive, and are recorded as "disabled").
+func (r *Registry) SetEnabled(ctx context.Context, tenantID, id string, enabled bool) (store.Trigger, error) {
+	for {
+		t, err := r.GetTrigger(ctx, tenantID, id)
+		if err != nil {
+			return store.Trigger{}, err
+		}
+		if t.Enabled == enabled {
+			return t, nil
+		}
+		t.Enabled, t.UpdatedAt = enabled, r.o.Now()
+		t, err = r.o.Store.UpdateTrigger(ctx, t)
+		if errors.Is(err, store.ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return store.Trigger{}, err
+		}
+		r.changed(ctx, t)
+		return t, nil
+	}
+}
+
+// DeleteTrigger deletes a trigger and narrows or removes its hooks.
+func (r *Registry) DeleteTrigger(ctx context.Context, tenantID, id string) error {
+	t, err := r.GetTrigger(ctx, tenantID, id)
+	if err != nil {
+		return err
+	}
+	if err := r.o.Store.DeleteTrigger(ctx, tenantID, id); err != nil {
+		return err
+	}
+	r.changed(ctx, t)
+	if err := r.syncFor(ctx, t); err != nil {
+		// The trigger is gone; a hook left too wide is repaired by the
+		// reconcile.
+		r.log.Warn().Err(err).Str("trigger", id).Msg("could not narrow the trigger's hooks; the reconcile retries")
+	}
+	return nil
+}
+
+func (r *Registry) changed(ctx context.Context, t store.Trigger) {
+	if r.o.Notifier != nil {
+		r.o.Notifier.TriggerChanged(ctx, t.TenantID, t.ID)
+	}
+}
+
+// keysFor returns the hooks a trigger's events arrive through.
+func keysFor(t store.Trigger) []store.HookKey {
+	var p dispatch.Params
+	_ = json.Unmarshal(t.Params, &p)
+	k := triggers.Kind(t.Kind)
+	switch deliveryOf(k, p) {
+	case viaEndpoint:
+		return []store.HookKey{{TenantID: t.TenantID, Connector: string(triggers.Deploy), Scope: store.HookAgentEndpoint, Target: t.AgentID}}
+	case viaPolling:
+		return nil
+	}
+	base := store.HookKey{TenantID: t.TenantID, AccountID: t.AccountID, Connector: string(triggers.CodeHost)}
+	if dispatch.OrgKinds(k) {
+		base.Scope, base.Target = store.HookOrganization, strings.ToLower(p.Organization)
+		return []store.HookKey{base}
+	}
+	var keys []store.HookKey
+	for _, repo := range p.Repositories {
+		key := base
+		key.Scope, key.Target = store.HookRepository, strings.ToLower(repo)
+		if !slices.Contains(keys, key) {
+			keys = append(keys, key)
+		}
+	}
+	return keys
+}
+
+// syncFor brings every hook of t's in line with the triggers using it.
+func (r *Registry) syncFor(ctx context.Context, t store.Trigger) error {
+	var errs []error
+	for _, key := range keysFor(t) {
+		if err := r.syncHook(ctx, key); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// desiredEvents returns the events the active triggers of key need, or nil
+// when none uses it.
+func (r *Registry) desiredEvents(ctx context.Context, key store.HookKey) ([]string, error) {
+	f := store.TriggerFilter{TenantID: key.TenantID, AccountID: key.AccountID}
+	if key.Scope == store.HookAgentEndpoint {
+		f = store.TriggerFilter{TenantID: key.TenantID, AgentID: key.Target}
+	}
+	ts, err := r.o.Store.ListTriggers(ctx, f)
+	if err != nil {
+		return nil, fmt.Errorf("list triggers: %w", err)
+	}
+	var events []string
+	for _, t := range ts {
+		if t.Status != store.TriggerActive || !slices.Contains(keysFor(t), key) {
+			continue
+		}
+		for _, e := range triggers.Kind(t.Kind).HookEvents() {
+			if !slices.Contains(events, e) {
+				events = append(events, e)
+			}
+		}
+	}
+	slices.Sort(events)
+	return events, nil
+}
+
+// lockHook takes the lease on one hook key, waiting for a holder to finish.
+func (r *Registry) lockHook(ctx context.Context, key store.HookKey) (func(), error) {
+	name := fmt.Sprintf("hook:%s:%s:%s:%s:%s", key.TenantID, key.AccountID, key.Connector, key.Scope, key.Target)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		release, held, err := r.o.Store.TryLock(ctx, name, time.Minute)
+		if err != nil {
+			return nil, fmt.Errorf("lock %s: %w", name, err)
+		}
+		if held {
+			return release, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("hook %s/%s is being changed by another process; try again", key.Scope, key.Target)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// syncHook makes the hook of key match what its triggers need: created
+// (and registered upstream) when first needed, widened or narrowed as
+// triggers come and go, removed with the last one.
+func (r *Registry) syncHook(ctx context.Context, key store.HookKey) error {
+	release, err := r.lockHook(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer release()
+	want, err := r.desiredEvents(ctx, key)
+	if err != nil {
+		return err
+	}
+	h, err := r.o.Store.FindHook(ctx, key)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		if len(want) == 0 {
+			return nil
+		}
+		h, err = r.newHook(ctx, key)
+		if err != nil {
+			return err
+		}
+	case err != nil:
+		return fmt.Errorf("find hook: %w", err)
+	}
+	if len(want) == 0 {
+		return r.removeHook(ctx, h)
+	}
+	if key.Connector != string(triggers.CodeHost) {
+		if !slices.Equal(h.Events, want) {
+			h.Events, h.UpdatedAt = want, r.o.Now()
+			_, err = r.o.Store.UpdateHook(ctx, h)
+		}
+		return err
+	}
+	_, err = r.register(ctx, h, want)
+	return err
+}
+
+// newHook stores a new hook record with a fresh secret.
+func (r *Registry) newHook(ctx context.Context, key store.HookKey) (store.Hook, error) {
+	now := r.o.Now()
+	h := store.Hook{
+		ID: "h_" + strings.ReplaceAll(uuid.NewString(), "-", ""), TenantID: key.TenantID, AccountID: key.AccountID,
+		Connector: key.Connector, Scope: key.Scope, Target: key.Target, Status: store.HookActive,
+		CreatedAt: now, UpdatedAt: now,
+	}
+	secret, err := newSecret()
+	if err != nil {
+		return store.Hook{}, err
+	}
+	if h.SealedSecret, err = r.o.Secrets.Seal([]byte(secret), hookSecretAAD(h.ID)); err != nil {
+		return store.Hook{}, fmt.Errorf("seal hook secret: %w", err)
+	}
+	h, err = r.o.Store.CreateHook(ctx, h)
+	if err != nil {
+		return store.Hook{}, fmt.Errorf("store hook: %w", err)
+	}
+	return h, nil
+}
+
+// target returns the upstream target of a code-hosting hook.
+func target(h store.Hook) codehost.HookTarget {
+	if h.Scope == store.HookOrganization {
+		return codehost.HookTarget{Org: h.Target}
+	}
+	owner, repo, _ := strings.Cut(h.Target, "/")
+	return codehost.HookTarget{Owner: owner, Repo: repo}
+}
+
+// register makes the upstream hook exist, be active and carry events want
+// and the hook's URL and secret. It finds an existing hook with the URL
+// (listing every page) before creating one, so it never makes duplicates.
+// A hook that vanished upstream is created again. It returns
+// whether anything upstream changed.
+func (r *Registry) register(ctx context.Context, h store.Hook, want []string) (bool, error) {
+	api, err := r.api(ctx, h)
+	if err != nil {
+		return false, r.failHook(ctx, h, err)
+	}
+	secret, err := r.o.Secrets.Open(h.SealedSecret, hookSecretAAD(h.ID))
+	if err != nil {
+		return false, fmt.Errorf("open the secret of hook %s: %w", h.ID, err)
+	}
+	url, tgt := r.HookURL(h), target(h)
+	spec := codehost.HookSpec{URL: url, Secret: string(secret), Events: want, Active: true}
+	hooks, err := api.List(ctx, tgt)
+	if err != nil {
+		return false, r.failHook(ctx, h, r.upstreamError(h, err))
+	}
+	var found *codehost.Hook
+	for i := range hooks {
+		if hooks[i].ID == h.ExternalID && h.ExternalID != 0 || hooks[i].URL == url {
+			found = &hooks[i]
+			break
+		}
+	}
+	changed := false
+	switch {
+	case found == nil:
+		created, err := api.Create(ctx, tgt, spec)
+		if err != nil {
+			return false, r.failHook(ctx, h, r.upstreamError(h, err))
+		}
+		h.ExternalID, changed = created.ID, true
+	case !found.Active || !sameSet(found.Events, want) || found.ID != h.ExternalID || !slices.Equal(h.Events, want):
+		// Updating also resets the secret: a hook adopted from an earlier
+		// record (or tampered with) signs with ours again.
+		if _, err := api.Update(ctx, tgt, found.ID, spec); err != nil {
+			return false, r.failHook(ctx, h, r.upstreamError(h, err))
+		}
+		h.ExternalID, changed = found.ID, true
+	}
+	now := r.o.Now()
+	h.Events, h.Status, h.StatusReason, h.CheckedAt, h.UpdatedAt = want, store.HookActive, "", now, now
+	if _, err := r.o.Store.UpdateHook(ctx, h); err != nil {
+		return changed, fmt.Errorf("store hook %s: %w", h.ID, err)
+	}
+	return changed, nil
+}
+
+// sameSet reports whether a and b hold the same strings.
+func sameSet(a, b []string) bool {
+	x, y := slices.Clone(a), slices.Clone(b)
+	slices.Sort(x)
+	slices.Sort(y)
+	return slices.Equal(x, y)
+}
+
+// api returns the hook API acting as the hook's account.
+func (r *Registry) api(ctx context.Context, h store.Hook) (HookAPI, error) {
+	client, _, err := r.o.Accounts.Client(ctx, h.TenantID, h.AccountID)
+	if err != nil {
+		return nil, fmt.Errorf("%w: account %s cannot be used: %v", ErrHookRights, h.AccountID, err)
+	}
+	return r.o.HookAPI(client), nil
+}
+
+// upstreamError explains a failed hook call.
+func (r *Registry) upstreamError(h store.Hook, err error) error {
+	where := "repository " + h.Target
+	scope := "admin:repo_hook"
+	if h.Scope == store.HookOrganization {
+		where, scope = "organisation "+h.Target, "admin:org_hook"
+	}
+	switch {
+	case errors.Is(err, codehost.ErrHookPermission):
+		return fmt.Errorf("%w: account %s may not manage webhooks on %s: it needs admin rights there and the %s scope (reconnect the account with that scope, or use an account that administers it): %v",
+			ErrHookRights, h.AccountID, where, scope, err)
+	case errors.Is(err, codehost.ErrHookLimit):
+		return invalidf("%s already has GitHub's maximum of 20 webhooks; remove one there and retry", where)
+	}
+	return fmt.Errorf("%w: registering the webhook on %s failed: %v", ErrUpstream, where, err)
+}
+
+// failHook records why a hook is failing and returns err.
+func (r *Registry) failHook(ctx context.Context, h store.Hook, err error) error {
+	h.Status, h.StatusReason, h.CheckedAt, h.UpdatedAt = store.HookFailing, err.Error(), r.o.Now(), r.o.Now()
+	if _, uerr := r.o.Store.UpdateHook(ctx, h); uerr != nil {
+		r.log.Warn().Err(uerr).Str("hook", h.ID).Msg("could not record the hook's failure")
+	}
+	return err
+}
+
+// removeHook deletes a hook upstream (if registered) and its record.
+func (r *Registry) removeHook(ctx context.Context, h store.Hook) error {
+	if h.Connector == string(triggers.CodeHost) && h.ExternalID != 0 {
+		api, err := r.api(ctx, h)
+		if err == nil {
+			err = api.Delete(ctx, target(h), h.ExternalID)
+		}
+		if err != nil {
+			// An account that lost its rights or was removed cannot delete
+			// the hook; its deliveries will answer 404 unknown_hook.
+			r.log.Warn().Err(err).Str("hook", h.ID).Str("target", h.Target).Msg("could not delete the webhook upstream; deleting the record anyway")
+		}
+	}
+	if err := r.o.Store.DeleteHook(ctx, h.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("delete hook %s: %w", h.ID, err)
+	}
+	return nil
+}
+
+// HooksOf returns the hooks a trigger's events arrive through (none for
+// polled kinds; for deployment kinds, the agent's endpoint).
+func (r *Registry) HooksOf(ctx context.Context, t store.Trigger) ([]store.Hook, error) {
+	var out []store.Hook
+	for _, key := range keysFor(t) {
+		h, err := r.o.Store.FindHook(ctx, key)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, h)
+	}
+	return out, nil
+}
+
+// EndpointSecret returns the signing secret of an agent's deployment
+// endpoint, for the user to paste into the project's webhook settings.
+func (r *Registry) EndpointSecret(ctx context.Context, h store.Hook) (string, error) {
+	if h.Scope != store.HookAgentEndpoint {
+		return "", fmt.Errorf("%w: hook %s is not a deployment endpoint", ErrInvalid, h.ID)
+	}
+	b, err := r.o.Secrets.Open(h.SealedSecret, hookSecretAAD(h.ID))
+	return string(b), err
+}
