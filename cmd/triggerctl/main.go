@@ -8,6 +8,7 @@
 //	triggerctl replay [flags] FILE...
 //	triggerctl bench [flags]
 //	triggerctl bench-baseline [--listen 127.0.0.1:8099]
+//	triggerctl bench-dispatch [flags]
 //	triggerctl tail [flags] [SUBJECT]
 //	triggerctl redeliver [flags] DELIVERY_ID...
 //	triggerctl tenants create NAME
@@ -62,6 +63,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"triggers":       {summary: "create, list, enable, disable and delete triggers; list kinds; an event log per trigger", run: triggersCmd},
 		"runs":           {summary: "list runs and show one run with its steps", run: runsCmd},
 		"events":         {summary: "show what became of an event for each candidate trigger", run: eventsCmd},
+		"bench-dispatch": {summary: "measure webhook receipt → agent run latency through a real trigger", run: benchDispatch},
 		"replay-event":   {summary: "dispatch a stored event again, to all matching triggers or one", run: replayEventCmd},
 	}
 	if len(args) == 0 {

@@ -79,6 +79,10 @@ import (
 	"github.com/triggerd/triggerd/store"
 )
 
+// batchDelay is how long a batched write waits for others to share its
+// commit.
+const batchDelay = 500 * time.Microsecond
+
 // ErrLocked is wrapped by the error Open returns when another process still
 // holds the file's lock after Options.OpenTimeout.
 var ErrLocked = errors.New("boltstore: database file is locked")
@@ -152,6 +156,11 @@ func Open(path string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
 	}
+	// The dispatcher's writes (runs, event outcomes) go through db.Batch:
+	// concurrent workers then share one fsync. Bolt's default 10 ms window
+	// would add that much to every lone write; a short one still groups
+	// the writes of a busy moment.
+	db.MaxBatchDelay = batchDelay
 	err = db.Update(func(tx *bolt.Tx) error {
 		buckets := [][]byte{bucketTenants, bucketAPIKeys, bucketAPIKeyIDs, bucketAccounts, bucketAccountExt, bucketFlows, bucketFlowExpiry}
 		for _, name := range slices.Concat(buckets, dispatchBuckets) {

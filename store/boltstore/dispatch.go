@@ -755,7 +755,7 @@ func (s *Store) CreateRun(ctx context.Context, r store.Run) (store.Run, error) {
 	if err != nil {
 		return store.Run{}, fmt.Errorf("boltstore: create run: %w", err)
 	}
-	err = s.db.Update(func(tx *bolt.Tx) error {
+	err = s.db.Batch(func(tx *bolt.Tx) error {
 		runs := tx.Bucket(bucketRuns)
 		if runs.Get([]byte(r.ID)) != nil {
 			return store.ErrConflict
@@ -806,7 +806,7 @@ func (s *Store) UpdateRun(ctx context.Context, r store.Run) (store.Run, error) {
 	if err != nil {
 		return store.Run{}, fmt.Errorf("boltstore: update run: %w", err)
 	}
-	err = s.db.Update(func(tx *bolt.Tx) error {
+	err = s.db.Batch(func(tx *bolt.Tx) error {
 		cur, err := getRun(tx, r.TenantID, r.ID)
 		if err != nil {
 			return err
@@ -925,7 +925,7 @@ func (s *Store) PutEvent(ctx context.Context, e store.EventRecord) error {
 	if err != nil {
 		return fmt.Errorf("boltstore: put event: %w", err)
 	}
-	err = s.db.Update(func(tx *bolt.Tx) error {
+	err = s.db.Batch(func(tx *bolt.Tx) error {
 		events := tx.Bucket(bucketEvents)
 		k := eventKey(e.TenantID, e.EventID)
 		old, err := getJSON[store.EventRecord](events, k)
