@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -13,9 +16,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/triggerd/triggerd/agent"
 	"github.com/triggerd/triggerd/bus"
 	"github.com/triggerd/triggerd/connectors"
 	"github.com/triggerd/triggerd/dispatch"
+	"github.com/triggerd/triggerd/dispatch/push"
 	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/store/boltstore"
 	"github.com/triggerd/triggerd/triggers"
@@ -387,5 +392,93 @@ func TestScopedEventsReachOnlyTheirTenant(t *testing.T) {
 	}
 	if _, err := h.store.GetEvent(context.Background(), "t2", scoped.ID); err == nil {
 		t.Error("another tenant got an outcome record for a scoped event")
+	}
+}
+
+// testPusher sends with push.Sender but retries quickly.
+type testPusher struct{ s *push.Sender }
+
+func (p testPusher) Push(ctx context.Context, url, secret string, run agent.Run) (*agent.Result, error) {
+	d, err := p.s.Send(ctx, url, secret, run)
+	if err != nil {
+		return nil, err
+	}
+	return d.Result, nil
+}
+
+func (p testPusher) Retry(err error, attempt int) (time.Duration, bool) {
+	return 50 * time.Millisecond, !push.IsPermanent(err)
+}
+
+// sealer is a vault stand-in that stores secrets in clear.
+type sealer struct{}
+
+func (sealer) Open(sealed []byte, aad string) ([]byte, error) { return sealed, nil }
+
+func TestHTTPAgentRetriedThenDeadLettered(t *testing.T) {
+	h := newHarness(t, dispatch.Options{
+		Pusher: testPusher{&push.Sender{Client: push.NewClient(5*time.Second, true)}}, Secrets: sealer{}, MaxDeliver: 4,
+	})
+	secret, _ := agent.NewSecret()
+	var mu sync.Mutex
+	answers := map[string][]int{} // path → statuses to answer, in order
+	seen := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if err := agent.Verify([]string{secret}, r.Header, body, time.Now(), 0); err != nil {
+			t.Errorf("push not verifiable: %v", err)
+		}
+		mu.Lock()
+		n := seen[r.URL.Path]
+		seen[r.URL.Path]++
+		status := http.StatusOK
+		if n < len(answers[r.URL.Path]) {
+			status = answers[r.URL.Path][n]
+		}
+		mu.Unlock()
+		w.WriteHeader(status)
+	}))
+	defer srv.Close()
+	answers["/flaky"] = []int{502, 503}
+	answers["/gone"] = []int{400}
+	answers["/down"] = []int{500, 500, 500, 500, 500}
+	for _, name := range []string{"flaky", "gone", "down"} {
+		if _, err := h.store.CreateAgent(context.Background(), store.Agent{ID: name, TenantID: "t1", Name: name, Delivery: store.DeliverHTTP,
+			URL: srv.URL + "/" + name, SealedSecret: []byte(secret), CreatedAt: time.Now(), UpdatedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		h.trigger("trig-"+name, name, triggers.NewIssue, dispatch.Params{Repositories: []string{"octo-org/api"}}, "")
+	}
+	h.start()
+	ev := h.deliver("d-http", "octo-org/api", 3)
+	status := func(name string) store.Run {
+		r, _ := h.store.GetRun(context.Background(), "t1", dispatch.RunID(ev.ID, "trig-"+name, ""))
+		return r
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for status("flaky").DeliveryStatus != "delivered" || status("gone").DeliveryStatus != "dead_lettered" || status("down").DeliveryStatus != "dead_lettered" {
+		if time.Now().After(deadline) {
+			t.Fatalf("flaky %q, gone %q, down %q", status("flaky").DeliveryStatus, status("gone").DeliveryStatus, status("down").DeliveryStatus)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	mu.Lock()
+	if seen["/flaky"] != 3 || seen["/gone"] != 1 || seen["/down"] != 4 {
+		t.Errorf("attempts = %v; want flaky 3 (two failures, then delivered), gone 1 (permanent), down 4 (MaxDeliver)", seen)
+	}
+	mu.Unlock()
+	dead, err := h.bus.DeadLetters(context.Background(), dispatch.PushConsumer, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reasons := map[string]string{}
+	for _, m := range dead {
+		reasons[m.Subject+" "+m.Header.Get(bus.HeaderDeadSubject)] = m.Header.Get(bus.HeaderDeadReason)
+	}
+	if len(dead) != 2 || !strings.Contains(reasons["dead.push push.agent.down"], "gave up after 4 attempts") || !strings.Contains(reasons["dead.push push.agent.gone"], "400") {
+		t.Errorf("dead letters = %v", reasons)
+	}
+	if r := status("down"); !strings.Contains(r.DeliveryError, "500") {
+		t.Errorf("down run's delivery error = %q", r.DeliveryError)
 	}
 }
