@@ -40,8 +40,7 @@ type e2e struct {
 	httpRuns   sync.Map // webhook-id → count
 	httpCalls  atomic.Int64
 	natsRuns   sync.Map // run id → count
-	natsCancel context.CancelFunc
-	natsDone   chan struct{}
+	auth       *oauthtest.GitHub
 }
 
 func newE2E(t *testing.T) *e2e {
@@ -51,6 +50,7 @@ func newE2E(t *testing.T) *e2e {
 	v.gh.Start()
 	t.Cleanup(v.gh.Close)
 	auth := oauthtest.NewGitHub(t)
+	v.auth = auth
 	public := "http://" + v.httpAddr
 	auth.Config(public + "/v1/connect/codehost/callback")
 	v.args = []string{
@@ -66,15 +66,21 @@ func newE2E(t *testing.T) *e2e {
 	}
 	v.key = strings.TrimSpace(string(b))
 
-	// Connect the code-hosting account the way a user does.
+	v.account = v.reconnect()
+	return v
+}
+
+// reconnect connects the code-hosting account the way a user does and
+// returns its id.
+func (v *e2e) reconnect() string {
+	v.t.Helper()
 	_, start := v.api(http.MethodGet, "/v1/connect/codehost/start", "", http.StatusOK)
-	query, err := auth.SignIn(context.Background(), start["authorize_url"].(string))
+	query, err := v.auth.SignIn(context.Background(), start["authorize_url"].(string))
 	if err != nil {
-		t.Fatal(err)
+		v.t.Fatal(err)
 	}
 	_, cb := v.api(http.MethodGet, "/v1/connect/codehost/callback?"+query.Encode(), "", http.StatusOK)
-	v.account = cb["account"].(map[string]any)["id"].(string)
-	return v
+	return cb["account"].(map[string]any)["id"].(string)
 }
 
 // start runs triggerd on the test's fixed addresses (its flags come after
@@ -401,4 +407,31 @@ func freeAddr(t *testing.T) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+func TestEndToEndAccountRemovalDeactivatesTriggers(t *testing.T) {
+	v := newE2E(t)
+	_, ag := v.api(http.MethodPost, "/v1/agents", `{"name": "a"}`, http.StatusCreated)
+	_, tr := v.api(http.MethodPost, "/v1/triggers", fmt.Sprintf(`{"kind": "new_star", "account": %q, "agent": %q, "params": {"repositories": ["octocat/hello-world"]}}`,
+		v.account, ag["id"]), http.StatusCreated)
+	if n := len(v.gh.Hooks("octocat", "hello-world")); n != 1 {
+		t.Fatalf("%d hooks after creating the trigger, want 1", n)
+	}
+	v.api(http.MethodDelete, "/v1/accounts/"+v.account, "", http.StatusOK)
+	_, got := v.api(http.MethodGet, "/v1/triggers/"+tr["id"].(string), "", http.StatusOK)
+	if got["status"] != "inactive" || got["status_code"] != "account_removed" || !strings.Contains(fmt.Sprint(got["status_reason"]), "reconnect") {
+		t.Fatalf("trigger after its account was removed = %v", got)
+	}
+	if n := len(v.gh.Hooks("octocat", "hello-world")); n != 0 {
+		t.Fatalf("%d hooks left upstream after the account was removed, want 0", n)
+	}
+	// Reconnecting the same external account reactivates the trigger and
+	// registers its hook again.
+	if id := v.reconnect(); id != v.account {
+		t.Fatalf("reconnecting gave account %s, want the same %s back", id, v.account)
+	}
+	_, got = v.api(http.MethodGet, "/v1/triggers/"+tr["id"].(string), "", http.StatusOK)
+	if got["status"] != "active" || len(v.gh.Hooks("octocat", "hello-world")) != 1 {
+		t.Fatalf("after reconnecting: trigger %v, hooks %d", got, len(v.gh.Hooks("octocat", "hello-world")))
+	}
 }
