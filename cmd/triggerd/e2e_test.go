@@ -27,20 +27,20 @@ import (
 // e2e is triggerd run as a process against a fake GitHub in the test
 // process, with one agent started over NATS and one over HTTP.
 type e2e struct {
-	t          *testing.T
-	dir        string
-	httpAddr   string
-	natsAddr   string
-	args       []string
-	env        []string
-	p          *proc
-	gh         *fakegithub.Server
-	key        string
-	account    string
-	httpRuns   sync.Map // webhook-id → count
-	httpCalls  atomic.Int64
-	natsRuns   sync.Map // run id → count
-	auth       *oauthtest.GitHub
+	t         *testing.T
+	dir       string
+	httpAddr  string
+	natsAddr  string
+	args      []string
+	env       []string
+	p         *proc
+	gh        *fakegithub.Server
+	key       string
+	account   string
+	httpRuns  sync.Map // webhook-id → count
+	httpCalls atomic.Int64
+	natsRuns  sync.Map // run id → count
+	auth      *oauthtest.GitHub
 }
 
 func newE2E(t *testing.T) *e2e {
