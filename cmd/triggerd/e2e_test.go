@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -22,6 +23,7 @@ import (
 	"github.com/triggerd/triggerd/bus"
 	"github.com/triggerd/triggerd/connectors/codehost/fakegithub"
 	"github.com/triggerd/triggerd/connectors/oauthtest"
+	"github.com/triggerd/triggerd/store/storetest"
 )
 
 // e2e is triggerd run as a process against a fake GitHub in the test
@@ -45,6 +47,12 @@ type e2e struct {
 
 func newE2E(t *testing.T) *e2e {
 	t.Helper()
+	return newE2EWith(t, nil, nil)
+}
+
+// newE2EWith is newE2E with extra flags and environment for triggerd.
+func newE2EWith(t *testing.T, args, env []string) *e2e {
+	t.Helper()
 	v := &e2e{t: t, dir: t.TempDir(), httpAddr: freeAddr(t), natsAddr: freeAddr(t)}
 	v.gh = fakegithub.New(fakegithub.Options{})
 	v.gh.Start()
@@ -58,7 +66,8 @@ func newE2E(t *testing.T) *e2e {
 		"--codehost-client-id", auth.ClientID, "--codehost-auth-base-url", auth.URL(), "--codehost-api-base-url", v.gh.URL(),
 		"--allow-private-agent-urls", "--dispatch-ack-wait", "2s", "--step-timeout", "3s", "--reconcile-interval", "0",
 	}
-	v.env = []string{"TRIGGERD_CODEHOST_CLIENT_SECRET=" + auth.ClientSecret}
+	v.args = append(v.args, args...)
+	v.env = append([]string{"TRIGGERD_CODEHOST_CLIENT_SECRET=" + auth.ClientSecret}, env...)
 	v.start()
 	b, err := os.ReadFile(filepath.Join(v.dir, "default_tenant_key"))
 	if err != nil {
@@ -434,4 +443,55 @@ func TestEndToEndAccountRemovalDeactivatesTriggers(t *testing.T) {
 	if got["status"] != "active" || len(v.gh.Hooks("octocat", "hello-world")) != 1 {
 		t.Fatalf("after reconnecting: trigger %v, hooks %d", got, len(v.gh.Hooks("octocat", "hello-world")))
 	}
+}
+
+// startedCount reads triggerd_dispatch_outcomes_total{result="started"}.
+func startedCount(t *testing.T, httpURL string) int {
+	t.Helper()
+	resp, err := client.Get(httpURL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, `triggerd_dispatch_outcomes_total{result="started"} `); ok {
+			var n float64
+			fmt.Sscan(rest, &n)
+			return int(n)
+		}
+	}
+	return 0
+}
+
+func TestEndToEndTwoProcessesShareDispatch(t *testing.T) {
+	url, prefix := storetest.RedisURL(t), storetest.Prefix(t)
+	v := newE2EWith(t, []string{"--redis-url", url, "--redis-prefix", prefix}, []string{"TRIGGERD_ENCRYPTION_KEY=" + strings.Repeat("ab", 32)})
+	// A second process on the same store and NATS, dispatching too.
+	second := startTriggerd(t, append(v.env, "TRIGGERD_ENCRYPTION_KEY="+strings.Repeat("ab", 32)),
+		"--redis-url", url, "--redis-prefix", prefix, "--nats-url", "nats://"+v.natsAddr, "--data-dir", v.dir,
+		"--public-url", "http://"+v.httpAddr, "--reconcile-interval", "0", "--dispatch-ack-wait", "2s")
+	_, ag := v.api(http.MethodPost, "/v1/agents", `{"name": "shared"}`, http.StatusCreated)
+	v.natsAgent(ag["id"].(string))
+	v.api(http.MethodPost, "/v1/triggers", fmt.Sprintf(`{"kind": "new_issue", "account": %q, "agent": %q, "params": {"repositories": ["octocat/hello-world"]}}`,
+		v.account, ag["id"]), http.StatusCreated)
+	const n = 60
+	for i := range n {
+		createIssue(t, v.gh, fmt.Sprintf("shared %d", i))
+	}
+	waitFor(t, 30*time.Second, func() bool { return mapLen(&v.natsRuns) == n })
+	runs := v.runs("")
+	if len(runs) != n {
+		t.Fatalf("%d runs, want %d", len(runs), n)
+	}
+	for _, r := range runs {
+		if c := countOf(&v.natsRuns, r["id"].(string)); c != 1 {
+			t.Errorf("run %s reached the agent %d times", r["id"], c)
+		}
+	}
+	a, b := startedCount(t, "http://"+v.httpAddr), startedCount(t, second.httpURL)
+	if a+b != n || a == 0 || b == 0 {
+		t.Errorf("runs started by the two processes: %d and %d; want both to share the %d", a, b, n)
+	}
+	t.Logf("the two processes started %d and %d runs", a, b)
 }
