@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -26,11 +28,21 @@ type AgentInput struct {
 // refer to it as .steps.<name>.
 var stepName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
 
+// checkHTTPURL accepts any absolute http or https URL: the check when
+// Options.CheckAgentURL is nil.
+func checkHTTPURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%q is not an absolute http or https URL", raw)
+	}
+	return nil
+}
+
 // CreateAgent validates and stores an agent. For an HTTP agent it returns
 // the Standard Webhooks signing secret, which is shown only here.
 func (r *Registry) CreateAgent(ctx context.Context, tenantID string, in AgentInput) (store.Agent, string, error) {
 	in.Name = strings.TrimSpace(in.Name)
-	if in.Name == "" || len(in.Name) > 200 {
+	if in.Name == "" || utf8.RuneCountInString(in.Name) > 200 {
 		return store.Agent{}, "", invalidf("name must be 1 to 200 characters")
 	}
 	if in.Delivery == "" {
@@ -45,10 +57,12 @@ func (r *Registry) CreateAgent(ctx context.Context, tenantID string, in AgentInp
 		if in.URL == "" {
 			return store.Agent{}, "", invalidf("delivery \"http\" needs a url the runs are POSTed to")
 		}
-		if r.o.CheckAgentURL != nil {
-			if err := r.o.CheckAgentURL(in.URL); err != nil {
-				return store.Agent{}, "", invalidf("url: %v", err)
-			}
+		check := r.o.CheckAgentURL
+		if check == nil {
+			check = checkHTTPURL
+		}
+		if err := check(in.URL); err != nil {
+			return store.Agent{}, "", invalidf("url: %v", err)
 		}
 	default:
 		return store.Agent{}, "", invalidf("delivery %q: use \"nats\" (runs on agents.<agent-id>.runs) or \"http\" (runs POSTed to url)", in.Delivery)

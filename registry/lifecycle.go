@@ -89,8 +89,9 @@ func (r *Registry) setStatus(ctx context.Context, t store.Trigger, status store.
 		if !errors.Is(err, store.ErrConflict) {
 			return fmt.Errorf("update trigger %s: %w", t.ID, err)
 		}
-		if t, err = r.o.Store.GetTrigger(ctx, t.TenantID, t.ID); err != nil {
-			return fmt.Errorf("reread trigger %s: %w", t.ID, err)
+		id := t.ID
+		if t, err = r.o.Store.GetTrigger(ctx, t.TenantID, id); err != nil {
+			return fmt.Errorf("reread trigger %s: %w", id, err)
 		}
 	}
 }
@@ -156,7 +157,11 @@ func (r *Registry) reconcileHook(ctx context.Context, h store.Hook) (changed, re
 	if err != nil {
 		return false, false, err
 	}
-	if h, err = r.o.Store.GetHook(ctx, h.ID); err != nil {
+	if h, err = r.o.Store.GetHook(ctx, h.ID); errors.Is(err, store.ErrNotFound) {
+		// Removed since the list was read (its last trigger deleted, its
+		// account removed): nothing to repair.
+		return false, false, nil
+	} else if err != nil {
 		return false, false, err
 	}
 	if len(want) == 0 {

@@ -135,6 +135,10 @@ func New(o Options) (*Registry, error) {
 	return &Registry{o: o, log: o.Logger.With().Str("component", "registry").Logger()}, nil
 }
 
+// cleanupTimeout bounds undoing a trigger whose hooks failed, which goes
+// on after the caller gave up.
+const cleanupTimeout = time.Minute
+
 // hookSecretAAD is the additional data a hook's secret is sealed with.
 func hookSecretAAD(id string) string { return "hook:" + id }
 
@@ -280,11 +284,15 @@ func (r *Registry) CreateTrigger(ctx context.Context, tenantID string, in Trigge
 		return store.Trigger{}, fmt.Errorf("store trigger: %w", err)
 	}
 	if err := r.syncFor(ctx, t); err != nil {
-		// Leave nothing behind: the trigger and any hook made for it.
-		if derr := r.o.Store.DeleteTrigger(ctx, tenantID, t.ID); derr != nil {
+		// Leave nothing behind: the trigger and any hook made for it, even
+		// when the failure is the caller giving up (a cancelled context
+		// must not keep a trigger whose events never arrive).
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		if derr := r.o.Store.DeleteTrigger(cctx, tenantID, t.ID); derr != nil {
 			r.log.Error().Err(derr).Str("trigger", t.ID).Msg("could not delete a trigger whose hook failed")
 		}
-		if serr := r.syncFor(ctx, t); serr != nil {
+		if serr := r.syncFor(cctx, t); serr != nil {
 			r.log.Warn().Err(serr).Str("trigger", t.ID).Msg("could not narrow hooks after a failed trigger creation; the reconcile retries")
 		}
 		return store.Trigger{}, err
@@ -341,9 +349,11 @@ func (r *Registry) DeleteTrigger(ctx context.Context, tenantID, id string) error
 		return err
 	}
 	r.changed(ctx, t)
-	if err := r.syncFor(ctx, t); err != nil {
-		// The trigger is gone; a hook left too wide is repaired by the
-		// reconcile.
+	// The trigger is gone: narrow its hooks even if the caller gives up now.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	if err := r.syncFor(sctx, t); err != nil {
+		// A hook left too wide is repaired by the reconcile.
 		r.log.Warn().Err(err).Str("trigger", id).Msg("could not narrow the trigger's hooks; the reconcile retries")
 	}
 	return nil
@@ -394,10 +404,14 @@ func (r *Registry) syncFor(ctx context.Context, t store.Trigger) error {
 }
 
 // desiredEvents returns the events the active triggers of key need, or nil
-// when none uses it.
+// when none uses it. An agent's deployment endpoint counts its inactive
+// triggers too: its URL and secret are pasted into the project's settings
+// by hand, so it lives as long as the agent has deployment triggers (an
+// account removed and connected again must not change it).
 func (r *Registry) desiredEvents(ctx context.Context, key store.HookKey) ([]string, error) {
 	f := store.TriggerFilter{TenantID: key.TenantID, AccountID: key.AccountID}
-	if key.Scope == store.HookAgentEndpoint {
+	endpoint := key.Scope == store.HookAgentEndpoint
+	if endpoint {
 		f = store.TriggerFilter{TenantID: key.TenantID, AgentID: key.Target}
 	}
 	ts, err := r.o.Store.ListTriggers(ctx, f)
@@ -406,7 +420,7 @@ func (r *Registry) desiredEvents(ctx context.Context, key store.HookKey) ([]stri
 	}
 	var events []string
 	for _, t := range ts {
-		if t.Status != store.TriggerActive || !slices.Contains(keysFor(t), key) {
+		if t.Status != store.TriggerActive && !endpoint || !slices.Contains(keysFor(t), key) {
 			continue
 		}
 		for _, e := range triggers.Kind(t.Kind).HookEvents() {
@@ -609,12 +623,8 @@ func (r *Registry) failHook(ctx context.Context, h store.Hook, err error) error 
 
 // removeHook deletes a hook upstream (if registered) and its record.
 func (r *Registry) removeHook(ctx context.Context, h store.Hook) error {
-	if h.Connector == string(triggers.CodeHost) && h.ExternalID != 0 {
-		api, err := r.api(ctx, h)
-		if err == nil {
-			err = api.Delete(ctx, target(h), h.ExternalID)
-		}
-		if err != nil {
+	if h.Connector == string(triggers.CodeHost) {
+		if err := r.deleteUpstream(ctx, h); err != nil {
 			// An account that lost its rights or was removed cannot delete
 			// the hook; its deliveries will answer 404 unknown_hook.
 			r.log.Warn().Err(err).Str("hook", h.ID).Str("target", h.Target).Msg("could not delete the webhook upstream; deleting the record anyway")
@@ -622,6 +632,36 @@ func (r *Registry) removeHook(ctx context.Context, h store.Hook) error {
 	}
 	if err := r.o.Store.DeleteHook(ctx, h.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("delete hook %s: %w", h.ID, err)
+	}
+	return nil
+}
+
+// deleteUpstream deletes a code-hosting hook upstream. A record without
+// the provider's id may still have been registered (GitHub created it but
+// its answer was lost, or the process stopped before recording it): the
+// hook with the record's URL is looked for and deleted, unless the account
+// cannot even list the hooks there, in which case it could not have
+// created one.
+func (r *Registry) deleteUpstream(ctx context.Context, h store.Hook) error {
+	api, err := r.api(ctx, h)
+	if err != nil {
+		return err
+	}
+	if h.ExternalID != 0 {
+		return api.Delete(ctx, target(h), h.ExternalID)
+	}
+	hooks, err := api.List(ctx, target(h))
+	if errors.Is(err, codehost.ErrHookPermission) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	url := r.HookURL(h)
+	for _, up := range hooks {
+		if up.URL == url {
+			return api.Delete(ctx, target(h), up.ID)
+		}
 	}
 	return nil
 }

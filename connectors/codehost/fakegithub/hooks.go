@@ -169,7 +169,7 @@ type hookIn struct {
 	} `json:"config"`
 }
 
-var eventName = regexp.MustCompile(`^(\*|[a-z][a-z_]*)$`)
+var eventName = regexp.MustCompile(`^(\*|[a-z][a-z0-9_]*)$`)
 
 func hookError(msg string) *reply {
 	return validation(M{"resource": "Hook", "code": "custom", "message": msg})
