@@ -233,7 +233,7 @@ func (x *Index) Match(ev *triggers.Event) []Outcome {
 		} else {
 			e, wild = wild[0], wild[1:]
 		}
-		if !inScope(ev.Scope, &e.t) {
+		if !inScope(ev.Scope, &e.t) || !mentionSource(ev, e) {
 			continue
 		}
 		out = append(out, m.outcome(e))
@@ -256,6 +256,17 @@ func inScope(s *triggers.Scope, t *Trigger) bool {
 		return false
 	}
 	return true
+}
+
+// mentionSource keeps the two sources of new_mention apart, so no mention
+// starts a trigger twice: account-wide triggers (no repositories) take the
+// poller's events from the account's notifications, which are about the
+// account's own login; repository triggers take the webhooks' events.
+func mentionSource(ev *triggers.Event, e *entry) bool {
+	if ev.Kind != triggers.NewMention {
+		return true
+	}
+	return ev.Scope.Polled() == (len(e.repos) == 0)
 }
 
 // matcher matches one event, holding its filter activation once built.

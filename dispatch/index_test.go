@@ -349,3 +349,46 @@ func TestMatchTouchesOnlyTheEventsBuckets(t *testing.T) {
 		t.Errorf("no trigger matched: %v", results(out))
 	}
 }
+
+func TestScopeAndMentionSources(t *testing.T) {
+	x := NewIndex()
+	other := trig("other-tenant", triggers.NewIssue, Params{Repositories: []string{"octo-org/api"}})
+	other.TenantID = "ten-2"
+	otherAccount := trig("other-account", triggers.NewIssue, Params{Repositories: []string{"octo-org/api"}})
+	otherAccount.Account = "acct-2"
+	mustPut(t, x, trig("mine", triggers.NewIssue, Params{Repositories: []string{"octo-org/api"}}), other, otherAccount,
+		trig("m-wide", triggers.NewMention, Params{}),
+		trig("m-repo", triggers.NewMention, Params{Repositories: []string{"octo-org/api"}}))
+
+	ev := issueEvent("octo-org/api")
+	if got := results(x.Match(ev)); len(got) != 3 {
+		t.Errorf("unscoped event: %v, want every tenant's triggers", got)
+	}
+	ev.Scope = &triggers.Scope{Hook: "h1", Tenant: "ten-1", Account: "acct-1"}
+	if got := results(x.Match(ev)); len(got) != 1 || got["mine"] == "" {
+		t.Errorf("scoped event: %v, want only the hook's tenant and account", got)
+	}
+
+	m := event(triggers.NewMention, "octo-org/api", triggers.Resource{Type: "mention", Mentioned: "octocat"})
+	m.Scope = &triggers.Scope{Hook: "h1", Tenant: "ten-1", Account: "acct-1"}
+	if got := results(x.Match(m)); len(got) != 1 || got["m-repo"] == "" {
+		t.Errorf("webhook mention: %v, want the repository trigger only", got)
+	}
+	m.Scope = &triggers.Scope{Hook: triggers.PolledHookPrefix + "acct-1", Tenant: "ten-1", Account: "acct-1"}
+	if got := results(x.Match(m)); len(got) != 1 || got["m-wide"] == "" {
+		t.Errorf("polled mention: %v, want the account-wide trigger only", got)
+	}
+}
+
+func TestInactiveAndOrganization(t *testing.T) {
+	x := NewIndex()
+	removed := trig("removed", triggers.NewRepository, Params{Organization: "octo-org"})
+	removed.Inactive, removed.InactiveCode = "account acct-1 was removed", "account_removed"
+	mustPut(t, x, removed, trig("org", triggers.NewRepository, Params{Organization: "Octo-Org"}),
+		trig("elsewhere", triggers.NewRepository, Params{Organization: "other-org"}))
+	got := results(x.Match(event(triggers.NewRepository, "octo-org/new", triggers.Resource{Type: "repository"})))
+	if got["removed"] != "account_removed: account acct-1 was removed" || got["org"] != "matched" ||
+		got["elsewhere"] != "filtered_out: organization octo-org is not other-org" {
+		t.Errorf("outcomes = %v", got)
+	}
+}

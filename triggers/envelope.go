@@ -4,6 +4,7 @@ import (
 	"crypto/sha1"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -43,6 +44,13 @@ type Scope struct {
 	// Agent is the agent a deployment endpoint belongs to.
 	Agent string `json:"agent,omitempty"`
 }
+
+// PolledHookPrefix starts the Hook of the scope of events a poller made
+// (new_gist, account-wide new_mention): "poll-<account-id>".
+const PolledHookPrefix = "poll-"
+
+// Polled reports whether the scope is a poller's rather than a webhook's.
+func (s *Scope) Polled() bool { return s != nil && strings.HasPrefix(s.Hook, PolledHookPrefix) }
 
 // DeliveryKey returns what makes a delivery unique: its id, prefixed with
 // the hook's id for scoped deliveries ("<hook>/<id>"), since a provider's

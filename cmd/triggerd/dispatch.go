@@ -19,6 +19,7 @@ import (
 	"github.com/triggerd/triggerd/dispatch"
 	"github.com/triggerd/triggerd/dispatch/push"
 	"github.com/triggerd/triggerd/ingest"
+	"github.com/triggerd/triggerd/poll"
 	"github.com/triggerd/triggerd/registry"
 	"github.com/triggerd/triggerd/steps"
 	"github.com/triggerd/triggerd/store"
@@ -29,6 +30,7 @@ import (
 type dispatchParts struct {
 	registry   *registry.Registry
 	dispatcher *dispatch.Dispatcher
+	poller     *poll.Poller
 	hooks      ingest.Hooks
 }
 
@@ -59,7 +61,14 @@ func newDispatch(cfg config, b *bus.Bus, st store.Store, acct *accounts.Service,
 	if err != nil {
 		return nil, err
 	}
-	return &dispatchParts{registry: r, dispatcher: d, hooks: hookSecrets{r}}, nil
+	p, err := poll.New(poll.Options{
+		Store: st, Accounts: acct, Committer: b, CodeHostAPI: cfg.Providers.CodeHostAPIBaseURL,
+		Interval: dc.PollInterval, Logger: log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &dispatchParts{registry: r, dispatcher: d, poller: p, hooks: hookSecrets{r}}, nil
 }
 
 // run starts the dispatcher's workers, the change listener and the
@@ -89,6 +98,13 @@ func (p *dispatchParts) run(cfg config, b *bus.Bus, log zerolog.Logger) (stop fu
 	} else if err := p.dispatcher.Resync(ctx); err != nil {
 		// Replays still need the index.
 		log.Warn().Err(err).Msg("loading triggers failed")
+	}
+	if cfg.Dispatch.PollInterval > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.poller.Run(ctx)
+		}()
 	}
 	if cfg.Dispatch.ReconcileInterval > 0 {
 		wg.Add(1)

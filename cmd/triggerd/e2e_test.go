@@ -495,3 +495,26 @@ func TestEndToEndTwoProcessesShareDispatch(t *testing.T) {
 	}
 	t.Logf("the two processes started %d and %d runs", a, b)
 }
+
+func TestEndToEndPolledGistStartsAgent(t *testing.T) {
+	v := newE2EWith(t, []string{"--poll-interval", "200ms"}, nil)
+	_, ag := v.api(http.MethodPost, "/v1/agents", `{"name": "gists"}`, http.StatusCreated)
+	v.natsAgent(ag["id"].(string))
+	_, tr := v.api(http.MethodPost, "/v1/triggers", fmt.Sprintf(`{"kind": "new_gist", "account": %q, "agent": %q}`, v.account, ag["id"]), http.StatusCreated)
+	if hooks := tr["hooks"].([]any); len(hooks) != 0 {
+		t.Fatalf("a polled kind registered hooks: %v", hooks)
+	}
+	req, _ := http.NewRequest(http.MethodPost, v.gh.URL()+"/gists", strings.NewReader(`{"description": "notes", "public": true, "files": {"a.md": {"content": "hi"}}}`))
+	req.Header.Set("Authorization", "Bearer test-token")
+	req.Header.Set("User-Agent", "e2e-test")
+	resp, err := client.Do(req)
+	if err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create gist: %v %v", err, resp)
+	}
+	resp.Body.Close()
+	waitFor(t, 20*time.Second, func() bool { return mapLen(&v.natsRuns) == 1 })
+	runs := v.runs("trigger=" + tr["id"].(string))
+	if len(runs) != 1 || runs[0]["kind"] != "new_gist" {
+		t.Fatalf("runs = %v", runs)
+	}
+}

@@ -1,0 +1,123 @@
+package poll
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"time"
+
+	"github.com/triggerd/triggerd/connectors/codehost"
+	"github.com/triggerd/triggerd/triggers"
+)
+
+// gistsAdvanceAt is the size of a GET /gists answer past which the poller
+// asks for fewer gists (a later since) next time.
+const gistsAdvanceAt = 50
+
+// gistCursor is what the poller keeps about an account's gists.
+type gistCursor struct {
+	// ETag is the last fully processed answer's, sent as If-None-Match;
+	// Since is the since that answer was asked with, kept so that the ETag
+	// still describes the same question.
+	ETag  string    `json:"etag,omitempty"`
+	Since time.Time `json:"since,omitzero"`
+	// High is the newest created_at emitted; IDs are the gists emitted
+	// with exactly that created_at.
+	High time.Time `json:"high,omitzero"`
+	IDs  []string  `json:"ids,omitempty"`
+}
+
+// seen reports whether g is at or below the high-water mark.
+func (c *gistCursor) seen(g codehost.PolledGist) bool {
+	return g.CreatedAt.Before(c.High) || g.CreatedAt.Equal(c.High) && slices.Contains(c.IDs, g.ID)
+}
+
+// advance records g as emitted; gists come oldest first.
+func (c *gistCursor) advance(g codehost.PolledGist) {
+	switch {
+	case g.CreatedAt.After(c.High):
+		c.High, c.IDs = g.CreatedAt, []string{g.ID}
+	case g.CreatedAt.Equal(c.High):
+		c.IDs = append(c.IDs, g.ID)
+	}
+}
+
+func (c gistCursor) equal(o gistCursor) bool {
+	return c.ETag == o.ETag && c.Since.Equal(o.Since) && c.High.Equal(o.High) && slices.Equal(c.IDs, o.IDs)
+}
+
+// pollGists emits a new_gist event per gist of the account created at or
+// after from (the earliest trigger's creation) and not emitted before, and
+// returns what it emitted.
+//
+// It asks for the gists updated at or after a since no later than the
+// high-water mark (a gist created then was updated then too), with the
+// ETag of the last answer it fully processed: nothing new answers 304,
+// which costs no budget. The since stays the same from poll to poll, so
+// that the ETag stays comparable; it moves up to the high-water mark only
+// when an answer grows past gistsAdvanceAt gists (the next poll then
+// costs one request). GET /gists reads one page of 100, most recently
+// updated first: a gist is missed only if more than 100 others were
+// updated after it between two polls.
+func (p *Poller) pollGists(ctx context.Context, a account, from time.Time) (counts, error) {
+	key := CursorKey(a.tenant, a.id, triggers.NewGist)
+	var cur gistCursor
+	stored, err := p.loadCursor(ctx, key, &cur)
+	if err != nil {
+		return counts{}, err
+	}
+	since := later(cur.Since, from)
+	gists, etag, notModified, err := a.api.ListGists(ctx, since, cur.ETag)
+	if err != nil {
+		return counts{}, err
+	}
+	next := cur
+	next.IDs = slices.Clone(cur.IDs)
+	var failed error
+	var n counts
+	if !notModified {
+		slices.SortFunc(gists, func(x, y codehost.PolledGist) int {
+			return cmp.Or(x.CreatedAt.Compare(y.CreatedAt), cmp.Compare(x.ID, y.ID))
+		})
+		for _, g := range gists {
+			if g.CreatedAt.Before(from) || next.seen(g) {
+				continue
+			}
+			dup, err := p.emit(ctx, a, gistItem(g))
+			if err != nil {
+				failed = err
+				break
+			}
+			next.advance(g)
+			n.add(dup)
+		}
+	}
+	// An answer processed only in part must be read again: keep the old
+	// ETag.
+	if failed == nil {
+		next.ETag, next.Since = etag, since
+		if len(gists) > gistsAdvanceAt {
+			next.Since = later(since, next.High)
+		}
+	}
+	if !next.equal(cur) {
+		if err := p.saveCursor(ctx, stored, next); err != nil {
+			return n, err
+		}
+	}
+	return n, failed
+}
+
+// gistItem is the new_gist event of g.
+func gistItem(g codehost.PolledGist) item {
+	return item{
+		kind:       triggers.NewGist,
+		deliveryID: "gist-" + g.ID,
+		source:     SourceGists,
+		action:     "created",
+		sender:     g.Owner,
+		resource:   triggers.Resource{Type: "gist", ID: g.ID, Title: g.Description, URL: g.HTMLURL, Author: g.Owner},
+		raw:        g.Raw,
+		marker:     "gists",
+	}
+}
