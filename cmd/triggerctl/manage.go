@@ -75,7 +75,7 @@ func callAPI(ctx context.Context, method, url, key string, body any, out any) er
 		}
 		return fmt.Errorf("%s %s: status %d", method, url, resp.StatusCode)
 	}
-	if out != nil {
+	if out != nil && len(bytes.TrimSpace(raw)) > 0 {
 		return json.Unmarshal(raw, out)
 	}
 	return nil

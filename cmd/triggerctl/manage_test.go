@@ -101,3 +101,57 @@ func TestStepsCommand(t *testing.T) {
 		t.Fatalf("bad --input: exit %d, want 2", code)
 	}
 }
+
+func TestDispatchCommands(t *testing.T) {
+	dir := setTestEnv(t)
+	os.WriteFile(filepath.Join(dir, "default_tenant_key"), []byte("tdk_default\n"), 0o600)
+	var seen []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		seen = append(seen, strings.TrimSpace(r.Method+" "+r.URL.RequestURI()+" "+string(body)))
+		if r.Method == http.MethodDelete {
+			w.WriteHeader(http.StatusNoContent) // no body: must not be an error
+			return
+		}
+		json.NewEncoder(w).Encode(map[string]any{"ok": true})
+	}))
+	defer srv.Close()
+	steps := filepath.Join(dir, "steps.json")
+	os.WriteFile(steps, []byte(`[{"name":"c","step":"codehost.get_issue","account":"a1","input":{}}]`), 0o600)
+	for _, args := range [][]string{
+		{"agents", "create", "--name", "triage", "--steps", "@" + steps},
+		{"agents", "create", "--name", "hook", "--webhook-url", "https://agent.example/runs"},
+		{"agents", "endpoint", "ag1"},
+		{"agents", "delete", "ag1"},
+		{"triggers", "create", "--kind", "new_issue", "--account", "a1", "--agent", "ag1", "--repos", "o/r,o/s", "--params", `{"labels":["bug"]}`, "--filter", "true"},
+		{"triggers", "disable", "t1"},
+		{"triggers", "events", "t1", "--limit", "5"},
+		{"triggers", "delete", "t1"},
+		{"runs", "list", "--trigger", "t1", "--status", "failed"},
+		{"runs", "get", "r1"},
+		{"events", "get", "e1"},
+		{"replay-event", "--trigger", "t1", "--bypass-filter", "e1"},
+	} {
+		var out, errOut bytes.Buffer
+		if code := run(append(args, "--url", srv.URL, "--data-dir", dir), &out, &errOut); code != 0 {
+			t.Fatalf("%v: %d %s", args, code, errOut.String())
+		}
+	}
+	want := []string{
+		`POST /v1/agents {"delivery":"nats","name":"triage","steps":[{"name":"c","step":"codehost.get_issue","account":"a1","input":{}}]}`,
+		`POST /v1/agents {"delivery":"http","name":"hook","url":"https://agent.example/runs"}`,
+		`GET /v1/agents/ag1/endpoint`,
+		`DELETE /v1/agents/ag1`,
+		`POST /v1/triggers {"account":"a1","agent":"ag1","enabled":true,"filter":"true","kind":"new_issue","params":{"labels":["bug"],"repositories":["o/r","o/s"]}}`,
+		`PATCH /v1/triggers/t1 {"enabled":false}`,
+		`GET /v1/triggers/t1/events?limit=5`,
+		`DELETE /v1/triggers/t1`,
+		`GET /v1/runs?limit=20&status=failed&trigger=t1`,
+		`GET /v1/runs/r1`,
+		`GET /v1/events/e1`,
+		`POST /v1/events/e1/replay {"bypass_filter":true,"trigger_id":"t1"}`,
+	}
+	if strings.Join(seen, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("requests:\n%s\nwant:\n%s", strings.Join(seen, "\n"), strings.Join(want, "\n"))
+	}
+}
