@@ -1,8 +1,11 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"fmt"
+	"slices"
 	"time"
 )
 
@@ -380,4 +383,53 @@ type Cursors interface {
 	// stored), ErrConflict otherwise, and returns it with Version
 	// increased.
 	PutCursor(ctx context.Context, c Cursor) (Cursor, error)
+}
+
+// Helpers the backends share.
+
+// DefaultListLimit is what a zero (or negative) list limit means.
+const DefaultListLimit = 100
+
+// ListLimit returns limit, or DefaultListLimit when it is not positive.
+func ListLimit(limit int) int {
+	if limit <= 0 {
+		return DefaultListLimit
+	}
+	return limit
+}
+
+// RequireIDs reports the first of a record's identifiers that is empty;
+// names and values alternate.
+func RequireIDs(what string, nameValues ...string) error {
+	for i := 0; i+1 < len(nameValues); i += 2 {
+		if nameValues[i+1] == "" {
+			return fmt.Errorf("%s: empty %s", what, nameValues[i])
+		}
+	}
+	return nil
+}
+
+// ValidateHook reports the first identifier a hook to be stored lacks. The
+// account is optional: agent endpoints have none.
+func ValidateHook(what string, h Hook) error {
+	return RequireIDs(what, "id", h.ID, "tenant id", h.TenantID, "connector", h.Connector, "scope", string(h.Scope), "target", h.Target)
+}
+
+// Stamp fills a zero created with now and a zero updated with created, as
+// records are stored on creation.
+func Stamp(created, updated *time.Time, now time.Time) {
+	if created.IsZero() {
+		*created = now
+	}
+	if updated.IsZero() {
+		*updated = *created
+	}
+}
+
+// SortOldestFirst sorts xs by creation time, then id, exactly (to the
+// nanosecond, whatever the zone).
+func SortOldestFirst[T any](xs []T, created func(T) time.Time, id func(T) string) {
+	slices.SortStableFunc(xs, func(a, b T) int {
+		return cmp.Or(created(a).Compare(created(b)), cmp.Compare(id(a), id(b)))
+	})
 }

@@ -2,7 +2,6 @@ package boltstore
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -46,10 +45,6 @@ var dispatchBuckets = [][]byte{
 	bucketEvents, bucketEventTrigger,
 	bucketCursors,
 }
-
-// defaultLimit is the number of runs or events a list returns when the
-// caller sets no limit.
-const defaultLimit = 100
 
 // sep separates the parts of index keys.
 const sep = "\x00"
@@ -156,43 +151,6 @@ func tenantRecords[T any](tx *bolt.Tx, index, records []byte, tenantID string) (
 	return out, nil
 }
 
-// oldestFirst sorts xs by creation time, then id.
-func oldestFirst[T any](xs []T, created func(T) time.Time, id func(T) string) {
-	slices.SortStableFunc(xs, func(a, b T) int {
-		return cmp.Or(created(a).Compare(created(b)), cmp.Compare(id(a), id(b)))
-	})
-}
-
-// limitOr returns limit, or defaultLimit when it is not positive.
-func limitOr(limit int) int {
-	if limit <= 0 {
-		return defaultLimit
-	}
-	return limit
-}
-
-// validIDs reports the first of a record's identifiers that is empty;
-// names and values alternate.
-func validIDs(what string, nameValues ...string) error {
-	for i := 0; i+1 < len(nameValues); i += 2 {
-		if nameValues[i+1] == "" {
-			return fmt.Errorf("%s: empty %s", what, nameValues[i])
-		}
-	}
-	return nil
-}
-
-// stamp fills a zero created with now and a zero updated with created,
-// as records are stored on creation.
-func stamp(created, updated *time.Time, now time.Time) {
-	if created.IsZero() {
-		*created = now
-	}
-	if updated.IsZero() {
-		*updated = *created
-	}
-}
-
 // Agents.
 
 // getAgent reads the tenant's agent in tx; store.ErrNotFound if absent or
@@ -215,10 +173,10 @@ func (s *Store) CreateAgent(ctx context.Context, a store.Agent) (store.Agent, er
 	if err := ctx.Err(); err != nil {
 		return store.Agent{}, fmt.Errorf("boltstore: create agent: %w", err)
 	}
-	if err := validIDs("boltstore: create agent", "id", a.ID, "tenant id", a.TenantID); err != nil {
+	if err := store.RequireIDs("boltstore: create agent", "id", a.ID, "tenant id", a.TenantID); err != nil {
 		return store.Agent{}, err
 	}
-	stamp(&a.CreatedAt, &a.UpdatedAt, s.now())
+	store.Stamp(&a.CreatedAt, &a.UpdatedAt, s.now())
 	a.Version = 1
 	v, err := json.Marshal(a)
 	if err != nil {
@@ -277,7 +235,7 @@ func (s *Store) ListAgents(ctx context.Context, tenantID string) ([]store.Agent,
 	if err != nil {
 		return nil, fmt.Errorf("boltstore: list agents: %w", err)
 	}
-	oldestFirst(as, func(a store.Agent) time.Time { return a.CreatedAt }, func(a store.Agent) string { return a.ID })
+	store.SortOldestFirst(as, func(a store.Agent) time.Time { return a.CreatedAt }, func(a store.Agent) string { return a.ID })
 	return as, nil
 }
 
@@ -288,7 +246,7 @@ func (s *Store) UpdateAgent(ctx context.Context, a store.Agent) (store.Agent, er
 	if err := ctx.Err(); err != nil {
 		return store.Agent{}, fmt.Errorf("boltstore: update agent: %w", err)
 	}
-	if err := validIDs("boltstore: update agent", "id", a.ID, "tenant id", a.TenantID); err != nil {
+	if err := store.RequireIDs("boltstore: update agent", "id", a.ID, "tenant id", a.TenantID); err != nil {
 		return store.Agent{}, err
 	}
 	want := a.Version
@@ -362,10 +320,10 @@ func (s *Store) CreateTrigger(ctx context.Context, t store.Trigger) (store.Trigg
 	if err := ctx.Err(); err != nil {
 		return store.Trigger{}, fmt.Errorf("boltstore: create trigger: %w", err)
 	}
-	if err := validIDs("boltstore: create trigger", "id", t.ID, "tenant id", t.TenantID); err != nil {
+	if err := store.RequireIDs("boltstore: create trigger", "id", t.ID, "tenant id", t.TenantID); err != nil {
 		return store.Trigger{}, err
 	}
-	stamp(&t.CreatedAt, &t.UpdatedAt, s.now())
+	store.Stamp(&t.CreatedAt, &t.UpdatedAt, s.now())
 	t.Version = 1
 	v, err := json.Marshal(t)
 	if err != nil {
@@ -430,7 +388,7 @@ func (s *Store) ListTriggers(ctx context.Context, f store.TriggerFilter) ([]stor
 	if err != nil {
 		return nil, fmt.Errorf("boltstore: list triggers: %w", err)
 	}
-	oldestFirst(ts, func(t store.Trigger) time.Time { return t.CreatedAt }, func(t store.Trigger) string { return t.ID })
+	store.SortOldestFirst(ts, func(t store.Trigger) time.Time { return t.CreatedAt }, func(t store.Trigger) string { return t.ID })
 	return ts, nil
 }
 
@@ -442,7 +400,7 @@ func (s *Store) UpdateTrigger(ctx context.Context, t store.Trigger) (store.Trigg
 	if err := ctx.Err(); err != nil {
 		return store.Trigger{}, fmt.Errorf("boltstore: update trigger: %w", err)
 	}
-	if err := validIDs("boltstore: update trigger", "id", t.ID, "tenant id", t.TenantID); err != nil {
+	if err := store.RequireIDs("boltstore: update trigger", "id", t.ID, "tenant id", t.TenantID); err != nil {
 		return store.Trigger{}, err
 	}
 	want := t.Version
@@ -494,22 +452,16 @@ func hookKey(k store.HookKey) []byte {
 	return []byte(k.TenantID + sep + k.AccountID + sep + k.Connector + sep + string(k.Scope) + sep + k.Target)
 }
 
-// validHook reports the first identifier a hook to be stored lacks. The
-// account is optional: agent endpoints have none.
-func validHook(what string, h store.Hook) error {
-	return validIDs(what, "id", h.ID, "tenant id", h.TenantID, "connector", h.Connector, "scope", string(h.Scope), "target", h.Target)
-}
-
 // CreateHook stores a new hook with Version 1; store.ErrConflict if its id
 // or its Key is taken.
 func (s *Store) CreateHook(ctx context.Context, h store.Hook) (store.Hook, error) {
 	if err := ctx.Err(); err != nil {
 		return store.Hook{}, fmt.Errorf("boltstore: create hook: %w", err)
 	}
-	if err := validHook("boltstore: create hook", h); err != nil {
+	if err := store.ValidateHook("boltstore: create hook", h); err != nil {
 		return store.Hook{}, err
 	}
-	stamp(&h.CreatedAt, &h.UpdatedAt, s.now())
+	store.Stamp(&h.CreatedAt, &h.UpdatedAt, s.now())
 	h.Version = 1
 	v, err := json.Marshal(h)
 	if err != nil {
@@ -601,7 +553,7 @@ func (s *Store) ListHooks(ctx context.Context, tenantID string) ([]store.Hook, e
 	if err != nil {
 		return nil, fmt.Errorf("boltstore: list hooks: %w", err)
 	}
-	oldestFirst(hs, func(h store.Hook) time.Time { return h.CreatedAt }, func(h store.Hook) string { return h.ID })
+	store.SortOldestFirst(hs, func(h store.Hook) time.Time { return h.CreatedAt }, func(h store.Hook) string { return h.ID })
 	return hs, nil
 }
 
@@ -613,7 +565,7 @@ func (s *Store) UpdateHook(ctx context.Context, h store.Hook) (store.Hook, error
 	if err := ctx.Err(); err != nil {
 		return store.Hook{}, fmt.Errorf("boltstore: update hook: %w", err)
 	}
-	if err := validHook("boltstore: update hook", h); err != nil {
+	if err := store.ValidateHook("boltstore: update hook", h); err != nil {
 		return store.Hook{}, err
 	}
 	want := h.Version
@@ -746,10 +698,10 @@ func (s *Store) CreateRun(ctx context.Context, r store.Run) (store.Run, error) {
 	if err := ctx.Err(); err != nil {
 		return store.Run{}, fmt.Errorf("boltstore: create run: %w", err)
 	}
-	if err := validIDs("boltstore: create run", "id", r.ID, "tenant id", r.TenantID); err != nil {
+	if err := store.RequireIDs("boltstore: create run", "id", r.ID, "tenant id", r.TenantID); err != nil {
 		return store.Run{}, err
 	}
-	stamp(&r.CreatedAt, &r.UpdatedAt, s.now())
+	store.Stamp(&r.CreatedAt, &r.UpdatedAt, s.now())
 	r.Version = 1
 	v, err := json.Marshal(r)
 	if err != nil {
@@ -797,7 +749,7 @@ func (s *Store) UpdateRun(ctx context.Context, r store.Run) (store.Run, error) {
 	if err := ctx.Err(); err != nil {
 		return store.Run{}, fmt.Errorf("boltstore: update run: %w", err)
 	}
-	if err := validIDs("boltstore: update run", "id", r.ID, "tenant id", r.TenantID); err != nil {
+	if err := store.RequireIDs("boltstore: update run", "id", r.ID, "tenant id", r.TenantID); err != nil {
 		return store.Run{}, err
 	}
 	want := r.Version
@@ -837,7 +789,7 @@ func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, e
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("boltstore: list runs: %w", err)
 	}
-	limit := limitOr(f.Limit)
+	limit := store.ListLimit(f.Limit)
 	var bucket []byte
 	var scope string
 	switch {
@@ -915,7 +867,7 @@ func (s *Store) PutEvent(ctx context.Context, e store.EventRecord) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("boltstore: put event: %w", err)
 	}
-	if err := validIDs("boltstore: put event", "tenant id", e.TenantID, "event id", e.EventID); err != nil {
+	if err := store.RequireIDs("boltstore: put event", "tenant id", e.TenantID, "event id", e.EventID); err != nil {
 		return err
 	}
 	if e.DispatchedAt.IsZero() {
@@ -988,7 +940,7 @@ func (s *Store) ListTriggerEvents(ctx context.Context, tenantID, triggerID strin
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("boltstore: list trigger events: %w", err)
 	}
-	limit = limitOr(limit)
+	limit = store.ListLimit(limit)
 	es := []store.EventRecord{}
 	err := s.db.View(func(tx *bolt.Tx) error {
 		seen := make(map[string]bool)
@@ -1046,7 +998,7 @@ func (s *Store) PutCursor(ctx context.Context, c store.Cursor) (store.Cursor, er
 	if err := ctx.Err(); err != nil {
 		return store.Cursor{}, fmt.Errorf("boltstore: put cursor: %w", err)
 	}
-	if err := validIDs("boltstore: put cursor", "key", c.Key); err != nil {
+	if err := store.RequireIDs("boltstore: put cursor", "key", c.Key); err != nil {
 		return store.Cursor{}, err
 	}
 	if c.UpdatedAt.IsZero() {

@@ -16,10 +16,6 @@ import (
 	"github.com/triggerd/triggerd/store"
 )
 
-// defaultLimit is the number of runs or events a list returns when the
-// caller sets no limit.
-const defaultLimit = 100
-
 // maxPutEventTries bounds PutEvent's optimistic retries under contention.
 const maxPutEventTries = 100
 
@@ -177,44 +173,6 @@ func (s *Store) hookKeyKey(k store.HookKey) string {
 	return s.prefix + "hook-key:" + k.TenantID + ":" + k.AccountID + ":" + k.Connector + ":" + string(k.Scope) + ":" + k.Target
 }
 
-// limitOr returns limit, or defaultLimit when it is not positive.
-func limitOr(limit int) int {
-	if limit <= 0 {
-		return defaultLimit
-	}
-	return limit
-}
-
-// validIDs reports the first of a record's identifiers that is empty;
-// names and values alternate.
-func validIDs(what string, nameValues ...string) error {
-	for i := 0; i+1 < len(nameValues); i += 2 {
-		if nameValues[i+1] == "" {
-			return fmt.Errorf("%s: empty %s", what, nameValues[i])
-		}
-	}
-	return nil
-}
-
-// stamp fills a zero created with now and a zero updated with created,
-// as records are stored on creation.
-func stamp(created, updated *time.Time, now time.Time) {
-	if created.IsZero() {
-		*created = now
-	}
-	if updated.IsZero() {
-		*updated = *created
-	}
-}
-
-// oldestFirst sorts xs by creation time, then id. Scores are float64, too
-// coarse for nanoseconds, so lists are sorted exactly here.
-func oldestFirst[T any](xs []T, created func(T) time.Time, id func(T) string) {
-	slices.SortStableFunc(xs, func(a, b T) int {
-		return cmp.Or(created(a).Compare(created(b)), cmp.Compare(id(a), id(b)))
-	})
-}
-
 // listSet returns the records whose ids the sorted set zkey holds, read
 // at recordKey(id), that keep accepts.
 func listSet[T any](ctx context.Context, s *Store, zkey string, recordKey func(id string) string, keep func(T) bool) ([]T, error) {
@@ -339,10 +297,10 @@ func updateResult(n int) error {
 // id exists, in any tenant (agent ids are global: runs are published to
 // agents.<agent-id>.runs).
 func (s *Store) CreateAgent(ctx context.Context, a store.Agent) (store.Agent, error) {
-	if err := validIDs("redisstore: create agent", "id", a.ID, "tenant id", a.TenantID); err != nil {
+	if err := store.RequireIDs("redisstore: create agent", "id", a.ID, "tenant id", a.TenantID); err != nil {
 		return store.Agent{}, err
 	}
-	stamp(&a.CreatedAt, &a.UpdatedAt, s.now())
+	store.Stamp(&a.CreatedAt, &a.UpdatedAt, s.now())
 	a.Version = 1
 	v, err := json.Marshal(a)
 	if err != nil {
@@ -380,7 +338,7 @@ func (s *Store) ListAgents(ctx context.Context, tenantID string) ([]store.Agent,
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: list agents: %w", err)
 	}
-	oldestFirst(as, func(a store.Agent) time.Time { return a.CreatedAt }, func(a store.Agent) string { return a.ID })
+	store.SortOldestFirst(as, func(a store.Agent) time.Time { return a.CreatedAt }, func(a store.Agent) string { return a.ID })
 	return as, nil
 }
 
@@ -388,7 +346,7 @@ func (s *Store) ListAgents(ctx context.Context, tenantID string) ([]store.Agent,
 // and returns it with Version increased; store.ErrConflict if another
 // write came first, store.ErrNotFound if the tenant has no such agent.
 func (s *Store) UpdateAgent(ctx context.Context, a store.Agent) (store.Agent, error) {
-	if err := validIDs("redisstore: update agent", "id", a.ID, "tenant id", a.TenantID); err != nil {
+	if err := store.RequireIDs("redisstore: update agent", "id", a.ID, "tenant id", a.TenantID); err != nil {
 		return store.Agent{}, err
 	}
 	want := a.Version
@@ -436,10 +394,10 @@ func matchTrigger(t store.Trigger, f store.TriggerFilter) bool {
 // the id exists, in any tenant (trigger ids are global: run ids are
 // derived from them).
 func (s *Store) CreateTrigger(ctx context.Context, t store.Trigger) (store.Trigger, error) {
-	if err := validIDs("redisstore: create trigger", "id", t.ID, "tenant id", t.TenantID); err != nil {
+	if err := store.RequireIDs("redisstore: create trigger", "id", t.ID, "tenant id", t.TenantID); err != nil {
 		return store.Trigger{}, err
 	}
-	stamp(&t.CreatedAt, &t.UpdatedAt, s.now())
+	store.Stamp(&t.CreatedAt, &t.UpdatedAt, s.now())
 	t.Version = 1
 	v, err := json.Marshal(t)
 	if err != nil {
@@ -482,7 +440,7 @@ func (s *Store) ListTriggers(ctx context.Context, f store.TriggerFilter) ([]stor
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: list triggers: %w", err)
 	}
-	oldestFirst(ts, func(t store.Trigger) time.Time { return t.CreatedAt }, func(t store.Trigger) string { return t.ID })
+	store.SortOldestFirst(ts, func(t store.Trigger) time.Time { return t.CreatedAt }, func(t store.Trigger) string { return t.ID })
 	return ts, nil
 }
 
@@ -491,7 +449,7 @@ func (s *Store) ListTriggers(ctx context.Context, f store.TriggerFilter) ([]stor
 // another write came first, store.ErrNotFound if the tenant has no such
 // trigger.
 func (s *Store) UpdateTrigger(ctx context.Context, t store.Trigger) (store.Trigger, error) {
-	if err := validIDs("redisstore: update trigger", "id", t.ID, "tenant id", t.TenantID); err != nil {
+	if err := store.RequireIDs("redisstore: update trigger", "id", t.ID, "tenant id", t.TenantID); err != nil {
 		return store.Trigger{}, err
 	}
 	want := t.Version
@@ -529,12 +487,6 @@ func (s *Store) DeleteTrigger(ctx context.Context, tenantID, id string) error {
 
 // Hooks.
 
-// validHook reports the first identifier a hook to be stored lacks. The
-// account is optional: agent endpoints have none.
-func validHook(what string, h store.Hook) error {
-	return validIDs(what, "id", h.ID, "tenant id", h.TenantID, "connector", h.Connector, "scope", string(h.Scope), "target", h.Target)
-}
-
 // hookKeyArgs returns a hook key as script arguments.
 func hookKeyArgs(k store.HookKey) []any {
 	return []any{k.TenantID, k.AccountID, k.Connector, string(k.Scope), k.Target}
@@ -543,10 +495,10 @@ func hookKeyArgs(k store.HookKey) []any {
 // CreateHook stores a new hook with Version 1; store.ErrConflict if its id
 // or its Key is taken.
 func (s *Store) CreateHook(ctx context.Context, h store.Hook) (store.Hook, error) {
-	if err := validHook("redisstore: create hook", h); err != nil {
+	if err := store.ValidateHook("redisstore: create hook", h); err != nil {
 		return store.Hook{}, err
 	}
-	stamp(&h.CreatedAt, &h.UpdatedAt, s.now())
+	store.Stamp(&h.CreatedAt, &h.UpdatedAt, s.now())
 	h.Version = 1
 	v, err := json.Marshal(h)
 	if err != nil {
@@ -615,7 +567,7 @@ func (s *Store) ListHooks(ctx context.Context, tenantID string) ([]store.Hook, e
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: list hooks: %w", err)
 	}
-	oldestFirst(hs, func(h store.Hook) time.Time { return h.CreatedAt }, func(h store.Hook) string { return h.ID })
+	store.SortOldestFirst(hs, func(h store.Hook) time.Time { return h.CreatedAt }, func(h store.Hook) string { return h.ID })
 	return hs, nil
 }
 
@@ -624,7 +576,7 @@ func (s *Store) ListHooks(ctx context.Context, tenantID string) ([]store.Hook, e
 // came first or if h's Key differs from the stored one (the Key cannot
 // change), store.ErrNotFound if it does not exist.
 func (s *Store) UpdateHook(ctx context.Context, h store.Hook) (store.Hook, error) {
-	if err := validHook("redisstore: update hook", h); err != nil {
+	if err := store.ValidateHook("redisstore: update hook", h); err != nil {
 		return store.Hook{}, err
 	}
 	want := h.Version
@@ -716,10 +668,10 @@ func newerRun(a, b store.Run) int {
 // CreateRun stores a new run with Version 1; store.ErrConflict if the id
 // exists, in any tenant: the run was already claimed by someone.
 func (s *Store) CreateRun(ctx context.Context, r store.Run) (store.Run, error) {
-	if err := validIDs("redisstore: create run", "id", r.ID, "tenant id", r.TenantID); err != nil {
+	if err := store.RequireIDs("redisstore: create run", "id", r.ID, "tenant id", r.TenantID); err != nil {
 		return store.Run{}, err
 	}
-	stamp(&r.CreatedAt, &r.UpdatedAt, s.now())
+	store.Stamp(&r.CreatedAt, &r.UpdatedAt, s.now())
 	r.Version = 1
 	v, err := json.Marshal(r)
 	if err != nil {
@@ -765,7 +717,7 @@ func (s *Store) GetRun(ctx context.Context, tenantID, id string) (store.Run, err
 // came first, store.ErrNotFound if the tenant has no such run. The sorted
 // sets follow the new run's trigger, agent, event and CreatedAt.
 func (s *Store) UpdateRun(ctx context.Context, r store.Run) (store.Run, error) {
-	if err := validIDs("redisstore: update run", "id", r.ID, "tenant id", r.TenantID); err != nil {
+	if err := store.RequireIDs("redisstore: update run", "id", r.ID, "tenant id", r.TenantID); err != nil {
 		return store.Run{}, err
 	}
 	// The script must name the sets the run leaves, so read it first. Runs
@@ -823,7 +775,7 @@ func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, e
 	default:
 		zkey = s.allRunsKey()
 	}
-	rs, err := newestFirst(ctx, s.rdb, zkey, s.runKey, func(r store.Run) bool { return matchRun(r, f) }, newerRun, limitOr(f.Limit))
+	rs, err := newestFirst(ctx, s.rdb, zkey, s.runKey, func(r store.Run) bool { return matchRun(r, f) }, newerRun, store.ListLimit(f.Limit))
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: list runs: %w", err)
 	}
@@ -854,7 +806,7 @@ func hasOutcome(e store.EventRecord, triggerID string) bool {
 // outcomes no longer lists it. A zero DispatchedAt is stored as the time
 // of the write.
 func (s *Store) PutEvent(ctx context.Context, e store.EventRecord) error {
-	if err := validIDs("redisstore: put event", "tenant id", e.TenantID, "event id", e.EventID); err != nil {
+	if err := store.RequireIDs("redisstore: put event", "tenant id", e.TenantID, "event id", e.EventID); err != nil {
 		return err
 	}
 	if e.DispatchedAt.IsZero() {
@@ -929,7 +881,7 @@ func (s *Store) ListTriggerEvents(ctx context.Context, tenantID, triggerID strin
 	newer := func(a, b store.EventRecord) int {
 		return cmp.Or(b.DispatchedAt.Compare(a.DispatchedAt), cmp.Compare(b.EventID, a.EventID))
 	}
-	es, err := newestFirst(ctx, s.rdb, s.triggerEventsKey(tenantID, triggerID), recordKey, keep, newer, limitOr(limit))
+	es, err := newestFirst(ctx, s.rdb, s.triggerEventsKey(tenantID, triggerID), recordKey, keep, newer, store.ListLimit(limit))
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: list trigger events %s: %w", triggerID, err)
 	}
@@ -956,7 +908,7 @@ func (s *Store) GetCursor(ctx context.Context, key string) (store.Cursor, error)
 // stored), store.ErrConflict otherwise, and returns it with Version
 // increased. A zero UpdatedAt is stored as the time of the write.
 func (s *Store) PutCursor(ctx context.Context, c store.Cursor) (store.Cursor, error) {
-	if err := validIDs("redisstore: put cursor", "key", c.Key); err != nil {
+	if err := store.RequireIDs("redisstore: put cursor", "key", c.Key); err != nil {
 		return store.Cursor{}, err
 	}
 	if c.UpdatedAt.IsZero() {
