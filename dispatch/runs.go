@@ -134,24 +134,24 @@ func (d *Dispatcher) handleEvent(ctx context.Context, j *bus.Job) {
 // started (by this or another worker, before a crash or a late ack) is
 // returned as it is.
 func (d *Dispatcher) startRun(ctx context.Context, spec runSpec, received time.Time) (store.Run, error) {
-	r, err := d.claim(ctx, spec)
+	ag, agentErr := d.o.Store.GetAgent(ctx, spec.tenantID, spec.agentID)
+	if agentErr != nil && !errors.Is(agentErr, store.ErrNotFound) {
+		return store.Run{}, fmt.Errorf("load agent %s: %w", spec.agentID, agentErr)
+	}
+	r, err := d.claim(ctx, spec, ag.Delivery)
 	if err != nil {
 		return store.Run{}, err
 	}
 	if r.Status != store.RunClaimed {
 		return r, nil
 	}
-	ag, err := d.o.Store.GetAgent(ctx, spec.tenantID, spec.agentID)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(agentErr, store.ErrNotFound) {
 		msg := "agent " + spec.agentID + " no longer exists"
 		r.Status, r.Error, r.FinishedAt = store.RunFailed, &store.RunError{Code: "agent_not_found", Message: msg}, d.o.Now()
 		if _, err := d.update(ctx, r); err != nil {
 			return store.Run{}, err
 		}
 		return store.Run{}, permanentError{msg}
-	}
-	if err != nil {
-		return store.Run{}, fmt.Errorf("load agent %s: %w", spec.agentID, err)
 	}
 	body, err := json.Marshal(agent.Run{
 		ID: r.ID, Tenant: r.TenantID, Agent: r.AgentID, Trigger: r.TriggerID, Kind: r.Kind,
@@ -188,13 +188,8 @@ func (d *Dispatcher) startRun(ctx context.Context, spec runSpec, received time.T
 
 // claim creates the run, or takes over a claim that expired. It returns
 // errBusy while another worker's claim holds.
-func (d *Dispatcher) claim(ctx context.Context, spec runSpec) (store.Run, error) {
+func (d *Dispatcher) claim(ctx context.Context, spec runSpec, delivery store.AgentDelivery) (store.Run, error) {
 	now := d.o.Now()
-	ag, err := d.o.Store.GetAgent(ctx, spec.tenantID, spec.agentID)
-	delivery := store.DeliverNATS
-	if err == nil {
-		delivery = ag.Delivery
-	}
 	r, err := d.o.Store.CreateRun(ctx, store.Run{
 		ID: spec.id, TenantID: spec.tenantID, EventID: spec.eventID, TriggerID: spec.trigger,
 		AgentID: spec.agentID, Kind: string(spec.kind), Replay: spec.replay, Status: store.RunClaimed,
