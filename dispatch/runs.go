@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/google/uuid"
@@ -14,16 +13,16 @@ import (
 	"github.com/triggerd/triggerd/agent"
 	"github.com/triggerd/triggerd/bus"
 	"github.com/triggerd/triggerd/connectors"
+	"github.com/triggerd/triggerd/dispatch/push"
 	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/triggers"
 )
 
-// Outcome results as stored (store.Outcome.Result).
+// Outcome results a match turns into (store.Outcome.Result); the others
+// are the index's (FilteredOut, Disabled, an inactive trigger's code).
 const (
-	ResultStarted     = "started"
-	ResultFailed      = "failed"
-	ResultFilteredOut = FilteredOut
-	ResultDisabled    = Disabled
+	ResultStarted = "started"
+	ResultFailed  = "failed"
 )
 
 // errBusy says another worker holds a run's claim; try again later.
@@ -271,7 +270,15 @@ func (d *Dispatcher) runSteps(ctx context.Context, r store.Run, event []byte) er
 		return nil
 	}
 	var data map[string]any
+	// outputs are earlier steps' outputs, as templates see them:
+	// .steps.<name>.output.
 	outputs := map[string]any{}
+	remember := func(s *store.StepRun) {
+		var out any
+		if err := decodeNumbers(s.Output, &out); err == nil {
+			outputs[s.Name] = map[string]any{"output": out}
+		}
+	}
 	fail := func(i int, code, msg string) error {
 		for k := i + 1; k < len(r.Steps); k++ {
 			if r.Steps[k].Status == store.StepPending {
@@ -287,10 +294,7 @@ func (d *Dispatcher) runSteps(ctx context.Context, r store.Run, event []byte) er
 		s := &r.Steps[i]
 		switch s.Status {
 		case store.StepSucceeded:
-			var out any
-			if err := decodeNumbers(s.Output, &out); err == nil {
-				outputs[s.Name] = map[string]any{"output": out}
-			}
+			remember(s)
 			continue
 		case store.StepFailed, store.StepSkipped, store.StepInterrupted:
 			return nil // already settled
@@ -326,10 +330,7 @@ func (d *Dispatcher) runSteps(ctx context.Context, r store.Run, event []byte) er
 			return fail(i, s.Error.Code, s.Error.Message)
 		}
 		s.Status, s.Output = store.StepSucceeded, out
-		var decoded any
-		if err := decodeNumbers(out, &decoded); err == nil {
-			outputs[s.Name] = map[string]any{"output": decoded}
-		}
+		remember(s)
 		if r, err = d.update(ctx, r); err != nil {
 			return err
 		}
@@ -385,8 +386,7 @@ func (d *Dispatcher) dead(ctx context.Context, j *bus.Job, reason string) {
 }
 
 // backoff is the delay before the n-th redelivery: exponential from 1s,
-// capped at 1 minute, with full jitter.
+// capped at 1 minute, with full jitter (push.Backoff), never under 100ms.
 func backoff(delivered int) time.Duration {
-	capped := min(time.Second<<min(max(delivered-1, 0), 6), time.Minute)
-	return max(time.Duration(float64(capped)*rand.Float64()), 100*time.Millisecond)
+	return max(push.Backoff(delivered, time.Second, time.Minute, nil), 100*time.Millisecond)
 }
