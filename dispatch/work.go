@@ -185,7 +185,9 @@ func (d *Dispatcher) Replay(ctx context.Context, tenantID, eventID, triggerID st
 	// Replays are scoped to the tenant, whatever the original scope.
 	ev.Scope = &triggers.Scope{Tenant: tenantID}
 	var outcomes []Outcome
-	if triggerID != "" {
+	if triggerID == "" {
+		outcomes = d.index.Load().Match(&ev)
+	} else {
 		st, err := d.o.Store.GetTrigger(ctx, tenantID, triggerID)
 		if err != nil {
 			return nil, fmt.Errorf("trigger %s: %w", triggerID, err)
@@ -193,24 +195,17 @@ func (d *Dispatcher) Replay(ctx context.Context, tenantID, eventID, triggerID st
 		if st.Kind != string(ev.Kind) {
 			return nil, fmt.Errorf("trigger %s is for %s events, event %s is %s", triggerID, st.Kind, eventID, ev.Kind)
 		}
-		t, err := FromStore(st)
-		if err != nil {
-			return nil, err
-		}
-		o := Outcome{TriggerID: t.ID, TenantID: t.TenantID, Account: t.Account, Agent: t.Agent, Result: Matched}
+		o := Outcome{TriggerID: st.ID, TenantID: st.TenantID, Account: st.AccountID, Agent: st.AgentID, Result: Matched}
 		if !bypass {
-			x := NewIndex()
-			if err := x.Put(t); err != nil {
-				return nil, err
-			}
-			ev.Scope = nil
-			if got := x.Match(&ev); len(got) == 1 {
-				o = got[0]
+			// The trigger's outcome as the dispatcher decides it now.
+			o.Result, o.Reason = FilteredOut, "not a candidate for this event (its repositories or scope do not include it)"
+			for _, c := range d.index.Load().Match(&ev) {
+				if c.TriggerID == triggerID {
+					o = c
+				}
 			}
 		}
 		outcomes = []Outcome{o}
-	} else {
-		outcomes = d.index.Load().Match(&ev)
 	}
 	replayID := fmt.Sprintf("%d", d.o.Now().UnixNano())
 	var plans []ReplayPlan
