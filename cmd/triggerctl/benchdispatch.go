@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -34,29 +35,23 @@ type dispatchBenchResult struct {
 	// Ingest is the webhook's answer time as the sender sees it (the
 	// baseline); EndToEnd is from the webhook's receipt (the event's
 	// received_at) to the agent receiving its run over NATS.
-	Ingest   latencySummary `json:"ingest"`
-	EndToEnd latencySummary `json:"end_to_end"`
+	Ingest   latencyMS `json:"ingest_ms"`
+	EndToEnd latencyMS `json:"end_to_end_ms"`
 	// Ratios are EndToEnd over Ingest at p50 and p99.
 	RatioP50 float64 `json:"ratio_p50"`
 	RatioP99 float64 `json:"ratio_p99"`
 	Duration string  `json:"duration"`
 }
 
-type latencySummary struct {
-	P50 string `json:"p50"`
-	P90 string `json:"p90"`
-	P99 string `json:"p99"`
-	Max string `json:"max"`
-}
-
-func summarizeLatencies(ds []time.Duration) (latencySummary, time.Duration, time.Duration) {
+// latencies summarises ds (sorted in place) the way bench does, and
+// returns its p50 and p99.
+func latencies(ds []time.Duration) (latencyMS, time.Duration, time.Duration) {
 	if len(ds) == 0 {
-		return latencySummary{}, 0, 0
+		return latencyMS{}, 0, 0
 	}
 	slices.Sort(ds)
-	q := func(p float64) time.Duration { return ds[min(len(ds)-1, int(p*float64(len(ds))))] }
-	r := func(d time.Duration) string { return d.Round(10 * time.Microsecond).String() }
-	return latencySummary{P50: r(q(0.50)), P90: r(q(0.90)), P99: r(q(0.99)), Max: r(ds[len(ds)-1])}, q(0.50), q(0.99)
+	p50, p99 := percentile(ds, 0.50), percentile(ds, 0.99)
+	return latencyMS{P50: ms(p50), P90: ms(percentile(ds, 0.90)), P99: ms(p99), Max: ms(ds[len(ds)-1])}, p50, p99
 }
 
 // benchDispatch measures the latency from a webhook's receipt to the agent
@@ -227,13 +222,13 @@ func benchDispatch(ctx context.Context, args []string, stdout, stderr io.Writer)
 	mu.Lock()
 	defer mu.Unlock()
 	res := dispatchBenchResult{Deliveries: *n, Accepted: accepted, RunsStarted: len(e2e), Concurrency: *conc, Rate: *rate,
-		Throughput: float64(int(float64(len(e2e))/elapsed.Seconds()*10)) / 10, Duration: elapsed.Round(time.Millisecond).String()}
+		Throughput: math.Round(float64(len(e2e))/elapsed.Seconds()*10) / 10, Duration: elapsed.Round(time.Millisecond).String()}
 	var i50, i99, e50, e99 time.Duration
-	res.Ingest, i50, i99 = summarizeLatencies(ingestLat)
-	res.EndToEnd, e50, e99 = summarizeLatencies(e2e)
+	res.Ingest, i50, i99 = latencies(ingestLat)
+	res.EndToEnd, e50, e99 = latencies(e2e)
 	if i50 > 0 && i99 > 0 {
-		res.RatioP50 = float64(int(float64(e50)/float64(i50)*100)) / 100
-		res.RatioP99 = float64(int(float64(e99)/float64(i99)*100)) / 100
+		res.RatioP50 = math.Round(float64(e50)/float64(i50)*100) / 100
+		res.RatioP99 = math.Round(float64(e99)/float64(i99)*100) / 100
 	}
 	out, _ := json.MarshalIndent(res, "", "  ")
 	fmt.Fprintln(stdout, string(out))

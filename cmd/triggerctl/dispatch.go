@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -122,7 +123,7 @@ func triggersCmd(ctx context.Context, args []string, stdout, stderr io.Writer) i
 				p["repositories"] = strings.Split(*repos, ",")
 			}
 			if *kind == "" || *account == "" || *agent == "" {
-				return request{}, fmt.Errorf("create needs --kind, --account and --agent")
+				return request{}, errors.New("create needs --kind, --account and --agent")
 			}
 			enabled := !*disabled
 			body := map[string]any{"kind": *kind, "account": *account, "agent": *agent, "params": p, "enabled": enabled}
@@ -131,7 +132,7 @@ func triggersCmd(ctx context.Context, args []string, stdout, stderr io.Writer) i
 			}
 			return request{http.MethodPost, "/triggers", body}, nil
 		}
-		return request{}, fmt.Errorf("want: triggers kinds | list | get ID | events ID | enable ID | disable ID | delete ID | create --kind ...")
+		return request{}, errors.New("want: triggers kinds | list | get ID | events ID | enable ID | disable ID | delete ID | create --kind KIND ...")
 	}
 	return apiCommand(ctx, "triggers", synopsis, args, stdout, stderr, define, route)
 }
@@ -174,7 +175,7 @@ func agentsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			}
 			return request{http.MethodPost, "/agents", body}, nil
 		}
-		return request{}, fmt.Errorf("want: agents list | get ID | endpoint ID | delete ID | create --name NAME ...")
+		return request{}, errors.New("want: agents list | get ID | endpoint ID | delete ID | create --name NAME [flags]")
 	}
 	return apiCommand(ctx, "agents", synopsis, args, stdout, stderr, define, route)
 }
@@ -207,7 +208,7 @@ func runsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		case len(a) == 2 && a[0] == "get":
 			return request{http.MethodGet, "/runs/" + url.PathEscape(a[1]), nil}, nil
 		}
-		return request{}, fmt.Errorf("want: runs list [flags] | get RUN_ID")
+		return request{}, errors.New("want: runs list [flags] | get RUN_ID")
 	}
 	return apiCommand(ctx, "runs", synopsis, args, stdout, stderr, define, route)
 }
@@ -219,7 +220,7 @@ func eventsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		if a := fs.Args(); len(a) == 2 && a[0] == "get" {
 			return request{http.MethodGet, "/events/" + url.PathEscape(a[1]), nil}, nil
 		}
-		return request{}, fmt.Errorf("want: events get EVENT_ID")
+		return request{}, errors.New("want: events get EVENT_ID")
 	})
 }
 
@@ -236,7 +237,7 @@ func replayEventCmd(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	return apiCommand(ctx, "replay-event", synopsis, args, stdout, stderr, define, func(fs *flag.FlagSet) (request, error) {
 		if fs.NArg() != 1 {
-			return request{}, fmt.Errorf("want one EVENT_ID")
+			return request{}, errors.New("want one EVENT_ID")
 		}
 		body := map[string]any{"trigger_id": *trigger, "bypass_filter": *bypass}
 		return request{http.MethodPost, "/events/" + url.PathEscape(fs.Arg(0)) + "/replay", body}, nil
