@@ -76,19 +76,19 @@ func (b *Bus) provisionWork(ctx context.Context) error {
 }
 
 // Publish publishes data to subject with msgID as Nats-Msg-Id and waits for
-// JetStream to store it. duplicate is true when the stream already held a
-// message with that id (within its dedup window).
-func (b *Bus) Publish(ctx context.Context, subject, msgID string, data []byte) (seq uint64, duplicate bool, err error) {
+// JetStream to store it, or to recognise msgID as one it already holds
+// within its dedup window (which is what makes republishing safe).
+func (b *Bus) Publish(ctx context.Context, subject, msgID string, data []byte) error {
 	msg := &nats.Msg{Subject: subject, Data: data}
-	ack, err := b.js.PublishMsg(ctx, msg, jetstream.WithMsgID(msgID))
-	if err != nil {
-		return 0, false, fmt.Errorf("publish %s: %w", subject, err)
+	if _, err := b.js.PublishMsg(ctx, msg, jetstream.WithMsgID(msgID)); err != nil {
+		return fmt.Errorf("publish %s: %w", subject, err)
 	}
-	return ack.Sequence, ack.Duplicate, nil
+	return nil
 }
 
 // EventAt returns the event at sequence seq of EventsStream: its subject
-// and data. ErrNotArchived-like absence is jetstream.ErrMsgNotFound.
+// and data. A sequence the stream no longer holds is an error wrapping
+// jetstream.ErrMsgNotFound.
 func (b *Bus) EventAt(ctx context.Context, seq uint64) (subject string, data []byte, err error) {
 	msg, err := b.events.GetMsg(ctx, seq)
 	if err != nil {
@@ -112,9 +112,6 @@ type WorkSpec struct {
 	MaxDeliver int
 	// Concurrency is how many jobs this process works on at once.
 	Concurrency int
-	// DeliverNew starts a new consumer at new messages instead of the
-	// stream's first.
-	DeliverNew bool
 }
 
 // Job is one message of a WorkSpec's consumer. Exactly one of Ack, Retry,
@@ -126,10 +123,9 @@ type Job struct {
 	meta *jetstream.MsgMetadata
 }
 
-// Subject, Data and Header return the message's.
-func (j *Job) Subject() string     { return j.msg.Subject() }
-func (j *Job) Data() []byte        { return j.msg.Data() }
-func (j *Job) Header() nats.Header { return j.msg.Headers() }
+// Subject and Data return the message's.
+func (j *Job) Subject() string { return j.msg.Subject() }
+func (j *Job) Data() []byte    { return j.msg.Data() }
 
 // Delivered is how many times the message has been delivered, this time
 // included.
@@ -259,9 +255,6 @@ func (b *Bus) Work(ctx context.Context, spec WorkSpec, handle func(ctx context.C
 		AckWait:       spec.AckWait,
 		MaxDeliver:    spec.MaxDeliver,
 		MaxAckPending: max(1000, spec.Concurrency*4),
-	}
-	if spec.DeliverNew {
-		cfg.DeliverPolicy = jetstream.DeliverNewPolicy
 	}
 	cons, err := b.js.CreateOrUpdateConsumer(ctx, spec.Stream, cfg)
 	if err != nil {

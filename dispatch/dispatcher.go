@@ -29,7 +29,7 @@ type Store interface {
 // Queue is the dispatcher's view of JetStream (package bus).
 type Queue interface {
 	Work(ctx context.Context, spec bus.WorkSpec, handle func(ctx context.Context, j *bus.Job)) error
-	Publish(ctx context.Context, subject, msgID string, data []byte) (seq uint64, duplicate bool, err error)
+	Publish(ctx context.Context, subject, msgID string, data []byte) error
 	EventAt(ctx context.Context, seq uint64) (subject string, data []byte, err error)
 }
 

@@ -286,7 +286,7 @@ func TestDispatchStartsAgentAndRunsPipeline(t *testing.T) {
 	// The same event again (a redelivery JetStream could not deduplicate)
 	// starts nothing and runs no step twice.
 	data, _ := json.Marshal(ev)
-	if _, _, err := h.bus.Publish(context.Background(), ev.Subject(), "again-"+ev.ID, data); err != nil {
+	if err := h.bus.Publish(context.Background(), ev.Subject(), "again-"+ev.ID, data); err != nil {
 		t.Fatal(err)
 	}
 	h.waitPending()
@@ -352,7 +352,7 @@ func TestInterruptedStepIsNotRunAgain(t *testing.T) {
 func TestPoisonMessageIsDeadLettered(t *testing.T) {
 	h := newHarness(t, dispatch.Options{})
 	h.start()
-	if _, _, err := h.bus.Publish(context.Background(), "triggers.codehost.new_issue.a.b", "poison-1", []byte("{not json")); err != nil {
+	if err := h.bus.Publish(context.Background(), "triggers.codehost.new_issue.a.b", "poison-1", []byte("{not json")); err != nil {
 		t.Fatal(err)
 	}
 	h.waitPending()
@@ -382,7 +382,7 @@ func TestScopedEventsReachOnlyTheirTenant(t *testing.T) {
 	scoped.Scope = &triggers.Scope{Hook: "h1", Tenant: "t1", Account: "acc1"}
 	scoped.ID = triggers.EventID(triggers.CodeHost, "h1/d-4", triggers.NewIssue, 0)
 	data, _ := json.Marshal(scoped)
-	if _, _, err := h.bus.Publish(context.Background(), scoped.Subject(), scoped.ID, data); err != nil {
+	if err := h.bus.Publish(context.Background(), scoped.Subject(), scoped.ID, data); err != nil {
 		t.Fatal(err)
 	}
 	h.waitRun(dispatch.RunID(scoped.ID, "trig-a", ""))

@@ -166,7 +166,7 @@ func (d *Dispatcher) startRun(ctx context.Context, spec runSpec, received time.T
 	if ag.Delivery == store.DeliverHTTP {
 		subject, status = pushSubject(ag.ID), "queued"
 	}
-	if _, _, err := d.o.Queue.Publish(ctx, subject, r.ID, body); err != nil {
+	if err := d.o.Queue.Publish(ctx, subject, r.ID, body); err != nil {
 		return store.Run{}, fmt.Errorf("start agent %s: %w", ag.ID, err)
 	}
 	now := d.o.Now()

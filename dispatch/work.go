@@ -222,7 +222,7 @@ func (d *Dispatcher) Replay(ctx context.Context, tenantID, eventID, triggerID st
 			}
 			// The replay request shares the push stream with the run it
 			// starts, whose Msg-Id is the run id: its own id must differ.
-			if _, _, err := d.o.Queue.Publish(ctx, replaySubject(tenantID), "replay:"+req.RunID, body); err != nil {
+			if err := d.o.Queue.Publish(ctx, replaySubject(tenantID), "replay:"+req.RunID, body); err != nil {
 				return nil, fmt.Errorf("queue replay: %w", err)
 			}
 			p.Result, p.RunID = "queued", req.RunID
