@@ -38,11 +38,14 @@ type client struct {
 	now  func() time.Time
 }
 
-// answer is a successful response.
+// answer is GitHub's answer to one request.
 type answer struct {
 	status int
 	header http.Header
 	body   []byte
+	// path is the path of the request answered (after redirects), for
+	// messages.
+	path string
 }
 
 // seg escapes one path parameter: a slash inside it becomes %2F.
@@ -67,20 +70,40 @@ func repoPath(owner, repo string, rest ...string) string {
 // when not nil, is sent as JSON. GETs follow same-host redirects. Any
 // answer outside 2xx becomes a *connectors.Error.
 func (c *client) do(ctx context.Context, method, path string, q url.Values, in any) (*answer, error) {
-	u := *c.base
-	u.RawPath = c.base.EscapedPath() + path
-	unescaped, err := url.PathUnescape(u.RawPath)
-	if err != nil {
+	if _, err := url.PathUnescape(path); err != nil {
 		return nil, connectors.Errorf(connectors.CodeValidation, "bad request path %q: %v", path, err)
 	}
-	u.Path = unescaped
+	return c.doURL(ctx, method, c.url(path, q), in)
+}
+
+// doURL is do for an absolute URL (a next page link).
+func (c *client) doURL(ctx context.Context, method, rawURL string, in any) (*answer, error) {
+	a, err := c.exchange(ctx, method, rawURL, nil, in)
+	if err != nil {
+		return nil, err
+	}
+	if a.status/100 != 2 {
+		return nil, c.statusError(method, a.path, a.status, a.header, a.body)
+	}
+	return a, nil
+}
+
+// url is the absolute URL of path (escaped, below the API root) with q.
+func (c *client) url(path string, q url.Values) string {
+	u := *c.base
+	u.RawPath = c.base.EscapedPath() + path
+	u.Path, _ = url.PathUnescape(u.RawPath)
 	if len(q) > 0 {
 		u.RawQuery = q.Encode()
 	}
-	return c.doURL(ctx, method, u.String(), in)
+	return u.String()
 }
 
-func (c *client) doURL(ctx context.Context, method, rawURL string, in any) (*answer, error) {
+// exchange sends one request with GitHub's headers plus hdr, in as JSON
+// when not nil. GETs follow same-host redirects. It returns the answer
+// whatever its status; an error is a transport failure or an answer too
+// large to read (a *connectors.Error).
+func (c *client) exchange(ctx context.Context, method, rawURL string, hdr http.Header, in any) (*answer, error) {
 	var payload []byte
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -98,10 +121,13 @@ func (c *client) doURL(ctx context.Context, method, rawURL string, in any) (*ans
 		if err != nil {
 			return nil, connectors.Errorf(connectors.CodeValidation, "build the request: %v", err)
 		}
+		for k, v := range hdr {
+			req.Header[k] = v
+		}
+		setAPIHeaders(req)
 		if payload != nil {
 			req.Header.Set("Content-Type", "application/json")
 		}
-		req.Header.Set("Accept", mediaType)
 		resp, err := c.hc.Do(req)
 		if err != nil {
 			return nil, transportError(ctx, method, req.URL.Path, err)
@@ -122,15 +148,23 @@ func (c *client) doURL(ctx context.Context, method, rawURL string, in any) (*ans
 				continue
 			}
 		}
-		if resp.StatusCode/100 == 2 {
-			return &answer{status: resp.StatusCode, header: resp.Header, body: b}, nil
-		}
-		return nil, c.statusError(method, req.URL.Path, resp.StatusCode, resp.Header, b)
+		return &answer{status: resp.StatusCode, header: resp.Header, body: b, path: req.URL.Path}, nil
 	}
 }
 
 func (c *client) sameHost(u *url.URL) bool {
 	return strings.EqualFold(u.Scheme, c.base.Scheme) && strings.EqualFold(u.Host, c.base.Host)
+}
+
+// pageLink checks a Link rel="next" URL before it is followed: GitHub
+// builds them, and one that is not absolute or not on the API's host is
+// refused (ok false).
+func (c *client) pageLink(link string) (next string, ok bool) {
+	u, err := url.Parse(link)
+	if err != nil || !u.IsAbs() || !c.sameHost(u) {
+		return "", false
+	}
+	return u.String(), true
 }
 
 // transportError maps a failed round trip: the policy's own errors (rate
@@ -298,12 +332,12 @@ func listPages[T any](ctx context.Context, c *client, path string, q url.Values,
 		if len(items) >= maxItems || pages >= maxPages {
 			return items, total, true, nil
 		}
-		u, perr := url.Parse(next)
-		if perr != nil || !u.IsAbs() || !c.sameHost(u) {
+		u, ok := c.pageLink(next)
+		if !ok {
 			return nil, 0, false, &connectors.Error{Code: connectors.CodeUpstream, Status: a.status,
 				Message: fmt.Sprintf("refusing GitHub's next page link for %s: it is not on %s", path, c.base.Host)}
 		}
-		a, err = c.doURL(ctx, http.MethodGet, u.String(), nil)
+		a, err = c.doURL(ctx, http.MethodGet, u, nil)
 	}
 }
 

@@ -1,12 +1,10 @@
 package codehost
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -201,7 +199,7 @@ func (h Hooks) List(ctx context.Context, t HookTarget) ([]Hook, error) {
 	for pages := 1; ; pages++ {
 		a, err := h.exchange(ctx, c, http.MethodGet, next, nil, nil)
 		if err != nil {
-			return nil, h.fail(c, what, http.MethodGet, next, a, err, ErrHookPermission, "")
+			return nil, h.fail(c, what, http.MethodGet, a, err, ErrHookPermission, "")
 		}
 		var page []hookJSON
 		if err := decodeAnswer(a, "page of webhooks", &page); err != nil {
@@ -218,12 +216,12 @@ func (h Hooks) List(ctx context.Context, t HookTarget) ([]Hook, error) {
 			return nil, wrapHook(what, &connectors.Error{Code: connectors.CodeUpstream, Status: a.status,
 				Message: fmt.Sprintf("GitHub's list did not end after %d pages", maxHookPages)})
 		}
-		u, perr := url.Parse(link)
-		if perr != nil || !u.IsAbs() || !c.sameHost(u) {
+		u, ok := c.pageLink(link)
+		if !ok {
 			return nil, wrapHook(what, &connectors.Error{Code: connectors.CodeUpstream, Status: a.status,
 				Message: fmt.Sprintf("refusing GitHub's next page link: it is not on %s", c.base.Host)})
 		}
-		next = u.String()
+		next = u
 	}
 }
 
@@ -272,7 +270,7 @@ func (h Hooks) Delete(ctx context.Context, t HookTarget, id int64) error {
 		return nil
 	}
 	if err != nil {
-		return h.fail(c, what, http.MethodDelete, u, a, err, ErrHookNotFound, "")
+		return h.fail(c, what, http.MethodDelete, a, err, ErrHookNotFound, "")
 	}
 	return nil
 }
@@ -294,7 +292,7 @@ func (h Hooks) one(ctx context.Context, what string, t HookTarget, method string
 	u := c.url(p, nil)
 	a, err := h.exchange(ctx, c, method, u, nil, in)
 	if err != nil {
-		return Hook{}, h.fail(c, what, method, u, a, err, notFound, secret)
+		return Hook{}, h.fail(c, what, method, a, err, notFound, secret)
 	}
 	var j hookJSON
 	if err := decodeAnswer(a, "webhook", &j); err != nil {
@@ -319,78 +317,19 @@ func (h Hooks) client() (*client, error) {
 	return &client{hc: h.HTTP, base: u, now: time.Now}, nil
 }
 
-// url is the absolute URL of path (escaped, below the API root) with q.
-func (c *client) url(path string, q url.Values) string {
-	u := *c.base
-	u.RawPath = c.base.EscapedPath() + path
-	u.Path, _ = url.PathUnescape(u.RawPath)
-	if len(q) > 0 {
-		u.RawQuery = q.Encode()
-	}
-	return u.String()
-}
-
 // errStatus marks an answer outside 2xx (and 304, which callers of
 // conditional requests handle): exchange returns it with the answer.
 var errStatus = errors.New("unexpected status")
 
-// exchange sends one request with GitHub's headers plus hdr, in as JSON
-// when not nil. GETs follow same-host redirects. It returns the answer
-// for every status; err is errStatus for one outside 2xx and 304, or a
+// exchange sends one request (client.exchange). It returns the answer for
+// every status; err is errStatus for one outside 2xx and 304, or a
 // transport failure (a *connectors.Error, with a nil answer).
 func (h Hooks) exchange(ctx context.Context, c *client, method, rawURL string, hdr http.Header, in any) (*answer, error) {
-	var payload []byte
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return nil, connectors.Errorf(connectors.CodeValidation, "encode the request: %v", err)
-		}
-		payload = b
+	a, err := c.exchange(ctx, method, rawURL, hdr, in)
+	if err == nil && a.status/100 != 2 && a.status != http.StatusNotModified {
+		err = errStatus
 	}
-	for redirects := 0; ; redirects++ {
-		var body io.Reader
-		if payload != nil {
-			body = bytes.NewReader(payload)
-		}
-		req, err := http.NewRequestWithContext(ctx, method, rawURL, body)
-		if err != nil {
-			return nil, connectors.Errorf(connectors.CodeValidation, "build the request: %v", err)
-		}
-		for k, v := range hdr {
-			req.Header[k] = v
-		}
-		req.Header.Set("Accept", mediaType)
-		req.Header.Set("User-Agent", userAgent)
-		req.Header.Set("X-GitHub-Api-Version", apiVersion)
-		if payload != nil {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		resp, err := c.hc.Do(req)
-		if err != nil {
-			return nil, transportError(ctx, method, req.URL.Path, err)
-		}
-		b, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse+1))
-		resp.Body.Close()
-		if err != nil {
-			return nil, &connectors.Error{Code: connectors.CodeUpstream, Message: fmt.Sprintf("read GitHub's answer to %s %s: %v", method, req.URL.Path, err), Retryable: true}
-		}
-		if len(b) > maxResponse {
-			return nil, &connectors.Error{Code: connectors.CodeUpstream, Status: resp.StatusCode, Message: fmt.Sprintf("GitHub's answer to %s %s is larger than %d bytes", method, req.URL.Path, maxResponse)}
-		}
-		a := &answer{status: resp.StatusCode, header: resp.Header, body: b}
-		switch resp.StatusCode {
-		case http.StatusMovedPermanently, http.StatusFound, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
-			loc, lerr := resp.Location()
-			if method == http.MethodGet && lerr == nil && redirects < maxRedirects && c.sameHost(loc) {
-				rawURL = loc.String()
-				continue
-			}
-		}
-		if a.status/100 == 2 || a.status == http.StatusNotModified {
-			return a, nil
-		}
-		return a, errStatus
-	}
+	return a, err
 }
 
 // fail maps a failed hooks call: 404 is notFound, a 403 that is no rate
@@ -398,7 +337,7 @@ func (h Hooks) exchange(ctx context.Context, c *client, method, rawURL string, h
 // hook limit are ErrHookExists and ErrHookLimit, anything else the
 // *connectors.Error the steps would report. secret, when set, is scrubbed
 // from GitHub's message.
-func (h Hooks) fail(c *client, what, method, rawURL string, a *answer, err error, notFound error, secret string) error {
+func (h Hooks) fail(c *client, what, method string, a *answer, err error, notFound error, secret string) error {
 	if a == nil {
 		var ce *connectors.Error
 		if errors.As(err, &ce) && secret != "" {
@@ -410,7 +349,7 @@ func (h Hooks) fail(c *client, what, method, rawURL string, a *answer, err error
 		}
 		return wrapHook(what, err)
 	}
-	ce, _ := c.statusError(method, pathOf(rawURL), a.status, a.header, a.body).(*connectors.Error)
+	ce, _ := c.statusError(method, a.path, a.status, a.header, a.body).(*connectors.Error)
 	if ce == nil {
 		ce = &connectors.Error{Code: connectors.CodeUpstream, Status: a.status, Message: http.StatusText(a.status)}
 	}
@@ -463,14 +402,6 @@ func hookConflict(body []byte) error {
 		}
 	}
 	return nil
-}
-
-// pathOf is the path of a request URL, for messages.
-func pathOf(rawURL string) string {
-	if u, err := url.Parse(rawURL); err == nil {
-		return u.Path
-	}
-	return rawURL
 }
 
 // wrapHook adds what was attempted to err.

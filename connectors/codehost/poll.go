@@ -63,7 +63,7 @@ func (h Hooks) ListGists(ctx context.Context, since time.Time, etag string) (gis
 	u := c.url("/gists", q)
 	a, err := h.exchange(ctx, c, http.MethodGet, u, hdr, nil)
 	if err != nil {
-		return nil, "", false, h.poll(c, what, u, a, err)
+		return nil, "", false, h.poll(c, what, a, err)
 	}
 	newETag = a.header.Get("ETag")
 	if a.status == http.StatusNotModified {
@@ -161,7 +161,7 @@ func (h Hooks) Notifications(ctx context.Context, lastModified string, since tim
 	for pages := 1; ; pages++ {
 		a, err := h.exchange(ctx, c, http.MethodGet, next, hdr, nil)
 		if err != nil {
-			return nil, "", 0, false, h.poll(c, what, next, a, err)
+			return nil, "", 0, false, h.poll(c, what, a, err)
 		}
 		if pages == 1 {
 			pollInterval = DefaultPollInterval
@@ -192,12 +192,12 @@ func (h Hooks) Notifications(ctx context.Context, lastModified string, since tim
 		if link == "" || len(raws) == 0 || pages >= maxNotificationPages {
 			return threads, newLastModified, pollInterval, false, nil
 		}
-		u, perr := url.Parse(link)
-		if perr != nil || !u.IsAbs() || !c.sameHost(u) {
+		u, ok := c.pageLink(link)
+		if !ok {
 			return nil, "", 0, false, wrapHook(what, &connectors.Error{Code: connectors.CodeUpstream, Status: a.status,
 				Message: fmt.Sprintf("refusing GitHub's next page link: it is not on %s", c.base.Host)})
 		}
-		next = u.String()
+		next = u
 	}
 }
 
@@ -232,9 +232,9 @@ func decodeNotification(raw json.RawMessage) (Notification, error) {
 }
 
 // poll maps a failed polling read onto the steps' *connectors.Error.
-func (h Hooks) poll(c *client, what, rawURL string, a *answer, err error) error {
+func (h Hooks) poll(c *client, what string, a *answer, err error) error {
 	if a == nil {
 		return wrapHook(what, err)
 	}
-	return wrapHook(what, c.statusError(http.MethodGet, pathOf(rawURL), a.status, a.header, a.body))
+	return wrapHook(what, c.statusError(http.MethodGet, a.path, a.status, a.header, a.body))
 }
