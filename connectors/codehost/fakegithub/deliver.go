@@ -73,17 +73,20 @@ type outgoing struct {
 // hooksFor returns the active hooks that receive event for repository r:
 // its own and, when an organisation owns it, the organisation's.
 func (st *state) hooksFor(r *repo, event string) []hookAt {
-	var out []hookAt
-	add := func(sc hookScope) {
-		for _, h := range *sc.list() {
-			if h.active && h.wants(event) {
-				out = append(out, hookAt{sc, h})
-			}
-		}
+	out := hookScope{repo: r}.wanting(event)
+	if o := st.orgOf(r); o != nil {
+		out = append(out, hookScope{org: o}.wanting(event)...)
 	}
-	add(hookScope{repo: r})
-	if o := st.users[strings.ToLower(r.owner)]; o != nil && o.org {
-		add(hookScope{org: o})
+	return out
+}
+
+// wanting returns sc's own active hooks that receive event.
+func (sc hookScope) wanting(event string) []hookAt {
+	var out []hookAt
+	for _, h := range *sc.list() {
+		if h.active && h.wants(event) {
+			out = append(out, hookAt{sc, h})
+		}
 	}
 	return out
 }
@@ -112,11 +115,11 @@ func newOutgoing(at hookAt, event string, payload []byte, now time.Time) outgoin
 	}
 }
 
-// emitLocked delivers payload for event to every hook of r that wants it
-// and returns the delivery ids.
-func (s *Server) emitLocked(r *repo, event string, payload []byte, now time.Time) []string {
+// emitLocked delivers payload for event to each of hooks and returns the
+// delivery ids.
+func (s *Server) emitLocked(hooks []hookAt, event string, payload []byte, now time.Time) []string {
 	var ids []string
-	for _, at := range s.st.hooksFor(r, event) {
+	for _, at := range hooks {
 		o := newOutgoing(at, event, payload, now)
 		s.launchLocked(o)
 		ids = append(ids, o.id)
@@ -168,19 +171,14 @@ func (s *Server) send(o outgoing) {
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, sc := range s.st.scopes() {
-		for _, hk := range *sc.list() {
-			if hk.id != o.hookID {
-				continue
-			}
-			switch {
-			case d.StatusCode/100 == 2:
-				hk.lastCode, hk.lastStatus, hk.lastMessage = d.StatusCode, "active", "OK"
-			case d.StatusCode != 0:
-				hk.lastCode, hk.lastStatus, hk.lastMessage = d.StatusCode, "misconfigured", fmt.Sprintf("Invalid HTTP Response: %d", d.StatusCode)
-			default:
-				hk.lastCode, hk.lastStatus, hk.lastMessage = 0, "timeout", "We couldn't deliver this payload: "+d.Error
-			}
+	if _, hk := s.st.hookByID(o.hookID); hk != nil {
+		switch {
+		case d.StatusCode/100 == 2:
+			hk.lastCode, hk.lastStatus, hk.lastMessage = d.StatusCode, "active", "OK"
+		case d.StatusCode != 0:
+			hk.lastCode, hk.lastStatus, hk.lastMessage = d.StatusCode, "misconfigured", fmt.Sprintf("Invalid HTTP Response: %d", d.StatusCode)
+		default:
+			hk.lastCode, hk.lastStatus, hk.lastMessage = 0, "timeout", "We couldn't deliver this payload: "+d.Error
 		}
 	}
 	s.recordDeliveryLocked(d)
@@ -279,7 +277,7 @@ func (s *Server) Deliver(ctx context.Context, owner, repo, event string, payload
 	if r == nil {
 		return nil, fmt.Errorf("fakegithub: no repository %s/%s", owner, repo)
 	}
-	return s.emitLocked(r, event, slices.Clone(payload), s.o.Now()), nil
+	return s.emitLocked(s.st.hooksFor(r, event), event, slices.Clone(payload), s.o.Now()), nil
 }
 
 // DeliverOrg is Deliver for an organisation's own hooks, for events that
@@ -294,14 +292,5 @@ func (s *Server) DeliverOrg(ctx context.Context, org, event string, payload []by
 	if o == nil || !o.org {
 		return nil, fmt.Errorf("fakegithub: no organisation %s", org)
 	}
-	var ids []string
-	sc := hookScope{org: o}
-	for _, h := range o.hooks {
-		if h.active && h.wants(event) {
-			out := newOutgoing(hookAt{sc, h}, event, slices.Clone(payload), s.o.Now())
-			s.launchLocked(out)
-			ids = append(ids, out.id)
-		}
-	}
-	return ids, nil
+	return s.emitLocked(hookScope{org: o}.wanting(event), event, slices.Clone(payload), s.o.Now()), nil
 }

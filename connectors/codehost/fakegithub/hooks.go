@@ -390,10 +390,7 @@ var zen = []string{
 func (c *call) ping(sc hookScope, h *hook) {
 	m := M{"zen": zen[h.id%int64(len(zen))], "hook_id": h.id, "hook": c.hookJSON(sc, h), "sender": c.user(c.login)}
 	if sc.repo != nil {
-		m["repository"] = c.payloadRepo(sc.repo)
-		if o := c.s.st.users[strings.ToLower(sc.repo.owner)]; o != nil && o.org {
-			m["organization"] = c.orgJSON(o)
-		}
+		c.aboutRepo(m, sc.repo)
 	} else {
 		m["organization"] = c.orgJSON(sc.org)
 	}
@@ -406,12 +403,16 @@ func payloadBytes(m M) []byte {
 	return b
 }
 
-// payloadRepo is the repository object of a webhook payload: the API's,
-// without the caller's permissions.
-func (c *call) payloadRepo(r *repo) M {
-	m := c.repoJSON(r)
-	delete(m, "permissions")
-	return m
+// aboutRepo sets a webhook payload's repository (the API's object,
+// without the caller's permissions) and, for an organisation's
+// repository, its organization.
+func (c *call) aboutRepo(m M, r *repo) {
+	repo := c.repoJSON(r)
+	delete(repo, "permissions")
+	m["repository"] = repo
+	if o := c.s.st.orgOf(r); o != nil {
+		m["organization"] = c.orgJSON(o)
+	}
 }
 
 func (c *call) orgJSON(u *user) M {
@@ -428,17 +429,16 @@ func (c *call) orgJSON(u *user) M {
 // that want it: fields plus repository, sender and, for an organisation's
 // repository, organization.
 func (c *call) emit(r *repo, event string, fields M) {
-	if len(c.s.st.hooksFor(r, event)) == 0 {
+	hooks := c.s.st.hooksFor(r, event)
+	if len(hooks) == 0 {
 		return
 	}
-	m := M{"repository": c.payloadRepo(r), "sender": c.user(c.login)}
-	if o := c.s.st.users[strings.ToLower(r.owner)]; o != nil && o.org {
-		m["organization"] = c.orgJSON(o)
-	}
+	m := M{"sender": c.user(c.login)}
+	c.aboutRepo(m, r)
 	for k, v := range fields {
 		m[k] = v
 	}
-	c.s.emitLocked(r, event, payloadBytes(m), c.now)
+	c.s.emitLocked(hooks, event, payloadBytes(m), c.now)
 }
 
 // Hook is a read-only view of a webhook of the fake.

@@ -149,11 +149,11 @@ func (c *call) issueJSON(r *repo, is *issue) M {
 }
 
 func (c *call) association(r *repo, login string) string {
-	o := c.s.st.users[strings.ToLower(r.owner)]
+	o := c.s.st.orgOf(r)
 	switch role := c.s.st.role(r, login); {
 	case strings.EqualFold(login, r.owner):
 		return "OWNER"
-	case o != nil && o.org && o.roles[login] != "":
+	case o != nil && o.roles[login] != "":
 		return "MEMBER"
 	case role != "":
 		return "COLLABORATOR"

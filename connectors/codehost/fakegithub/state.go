@@ -281,6 +281,14 @@ func (st *state) repoByID(id int64) *repo {
 // repositories (GitHub's default base permission, read).
 const orgBasePermission = "pull"
 
+// orgOf is the organisation that owns r, or nil when a user does.
+func (st *state) orgOf(r *repo) *user {
+	if o := st.users[strings.ToLower(r.owner)]; o != nil && o.org {
+		return o
+	}
+	return nil
+}
+
 // role is login's permission on r: admin for the owner or an admin of the
 // owning organisation, else the better of the collaborator permission and
 // the organisation's base permission for its members, or "" for none.
@@ -289,7 +297,7 @@ func (st *state) role(r *repo, login string) string {
 		return "admin"
 	}
 	best := r.collaborators[login]
-	if o := st.users[strings.ToLower(r.owner)]; o != nil && o.org {
+	if o := st.orgOf(r); o != nil {
 		switch o.roles[login] {
 		case OrgAdmin:
 			return "admin"
