@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/triggerd/triggerd/connectors/codehost/fakegithub"
 )
@@ -487,10 +488,11 @@ func TestCloseWaitsForDeliveries(t *testing.T) {
 	do(t, "POST", u+"/repos/octocat/hello-world/hooks", `{"config":{"url":"`+recv.URL+`"}}`, nil)
 	closed := make(chan struct{})
 	go func() { s.Close(); close(closed) }()
+	// A Close that does not wait returns at once; give it the chance to.
 	select {
 	case <-closed:
 		t.Fatal("Close returned with a delivery in flight")
-	default:
+	case <-time.After(50 * time.Millisecond):
 	}
 	close(release)
 	<-closed
