@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -77,7 +76,7 @@ func (cl *client) do(ctx context.Context, c call, out any) error {
 	}
 	resp, err := cl.hc.Do(req)
 	if err != nil {
-		return transportError(ctx, c.op, err)
+		return provhttp.TransportError(ctx, c.op, "google", err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxDataBody+1))
@@ -96,23 +95,6 @@ func (cl *client) do(ctx context.Context, c call, out any) error {
 		}
 	}
 	return nil
-}
-
-// transportError keeps a policy refusal (*connectors.Error) as it is and
-// describes any other failure to get an answer.
-func transportError(ctx context.Context, op string, err error) error {
-	var ce *connectors.Error
-	if errors.As(err, &ce) {
-		return ce
-	}
-	if ctxErr := ctx.Err(); ctxErr != nil {
-		return &connectors.Error{Code: connectors.CodeUpstream, Message: fmt.Sprintf("%s: %v", op, ctxErr), Retryable: true}
-	}
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err
-	}
-	return &connectors.Error{Code: connectors.CodeUpstream, Message: fmt.Sprintf("%s: google could not be reached: %v", op, err), Retryable: true}
 }
 
 // apiError maps a non-2xx answer: 400 → CodeValidation with Google's

@@ -70,7 +70,7 @@ func (c *client) do(ctx context.Context, op, method, path string, query url.Valu
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return transportError(ctx, op, err)
+		return provhttp.TransportError(ctx, op, "vercel", err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAPIBody+1))
@@ -89,23 +89,6 @@ func (c *client) do(ctx context.Context, op, method, path string, query url.Valu
 		}
 	}
 	return nil
-}
-
-// transportError keeps a policy refusal (*connectors.Error) as it is and
-// describes any other failure to get an answer.
-func transportError(ctx context.Context, op string, err error) error {
-	var ce *connectors.Error
-	if errors.As(err, &ce) {
-		return ce
-	}
-	if ctxErr := ctx.Err(); ctxErr != nil {
-		return &connectors.Error{Code: connectors.CodeUpstream, Message: fmt.Sprintf("%s: %v", op, ctxErr), Retryable: true}
-	}
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err // the URL is the caller's own; keep the cause
-	}
-	return &connectors.Error{Code: connectors.CodeUpstream, Message: fmt.Sprintf("%s: vercel could not be reached: %v", op, err), Retryable: true}
 }
 
 // vercelError is Vercel's error envelope.

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"golang.org/x/oauth2"
+
+	"github.com/triggerd/triggerd/connectors"
 )
 
 // MaxBody bounds how much of a response is read.
@@ -45,6 +47,25 @@ func Do(c *http.Client, req *http.Request) (int, http.Header, []byte, error) {
 		return 0, nil, nil, fmt.Errorf("read response: %w", err)
 	}
 	return resp.StatusCode, resp.Header, body, nil
+}
+
+// TransportError describes a step request (op) that got no answer from
+// upstream ("google", "vercel"): a policy's refusal (*connectors.Error)
+// stays as it is; a context that ended or a network failure is a
+// retryable CodeUpstream error carrying the cause, not the URL.
+func TransportError(ctx context.Context, op, upstream string, err error) error {
+	var ce *connectors.Error
+	if errors.As(err, &ce) {
+		return ce
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return &connectors.Error{Code: connectors.CodeUpstream, Message: fmt.Sprintf("%s: %v", op, ctxErr), Retryable: true}
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return &connectors.Error{Code: connectors.CodeUpstream, Message: fmt.Sprintf("%s: %s could not be reached: %v", op, upstream, err), Retryable: true}
 }
 
 // CheckURL accepts absolute http and https URLs.
