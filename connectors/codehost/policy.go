@@ -469,7 +469,7 @@ func classify(status int, h http.Header, body []byte, now time.Time) *connectors
 	if msg == "" {
 		msg = http.StatusText(status)
 	}
-	retryAfter, hasRetryAfter := parseRetryAfter(h.Get("Retry-After"), now)
+	retryAfter, hasRetryAfter := provhttp.RetryAfter(h, now)
 	primary := h.Get("X-RateLimit-Remaining") == "0"
 	secondary := hasRetryAfter || strings.Contains(strings.ToLower(ge.Message), "secondary rate limit") ||
 		strings.HasSuffix(ge.DocumentationURL, "secondary-rate-limits") || strings.HasSuffix(ge.DocumentationURL, "#abuse-rate-limits")
@@ -485,7 +485,7 @@ func classify(status int, h http.Header, body []byte, now time.Time) *connectors
 	}
 	switch {
 	case hasRetryAfter:
-		wait = retryAfter
+		wait = max(time.Second, retryAfter)
 	case primary:
 		if reset, err := strconv.ParseInt(h.Get("X-RateLimit-Reset"), 10, 64); err == nil {
 			wait = max(time.Second, time.Unix(reset, 0).Sub(now))
@@ -498,21 +498,6 @@ func classify(status int, h http.Header, body []byte, now time.Time) *connectors
 		RetryAfter: wait,
 		Retryable:  true,
 	}
-}
-
-// parseRetryAfter reads Retry-After as seconds or an HTTP date.
-func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0, false
-	}
-	if s, err := strconv.Atoi(v); err == nil && s >= 0 {
-		return max(time.Second, time.Duration(s)*time.Second), true
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return max(time.Second, t.Sub(now)), true
-	}
-	return 0, false
 }
 
 // accountCache is one account's bounded LRU of GET answers with an ETag.
