@@ -110,10 +110,11 @@ func (p problems) err() error {
 	return connectors.Errorf(connectors.CodeValidation, "input: %s", strings.Join(p, "; "))
 }
 
-// nameRE matches GitHub owner, repository and user names.
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,100}$`)
-
+// namePattern matches GitHub owner, repository and user names; the input
+// schemas carry it and nameRE checks it.
 const namePattern = `^[A-Za-z0-9_.-]{1,100}$`
+
+var nameRE = regexp.MustCompile(namePattern)
 
 func (p *problems) name(field, v string) {
 	switch {

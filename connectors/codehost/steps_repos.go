@@ -239,9 +239,11 @@ type gitPersona struct {
 	Email string `json:"email"`
 }
 
-var shaRE = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
-
+// shaPattern matches a commit or blob sha (SHA-1 or SHA-256); the input
+// schemas carry it and shaRE checks it.
 const shaPattern = `^[0-9a-f]{40}([0-9a-f]{24})?$`
+
+var shaRE = regexp.MustCompile(shaPattern)
 
 func (p *problems) sha(field, v string, required bool) {
 	switch {
