@@ -369,7 +369,7 @@ func (c *consumer) heartbeat(msg jetstream.Msg) (stop func()) {
 }
 
 func (c *consumer) backoff(attempt int) time.Duration {
-	return backoff(attempt, c.o.retryBase, c.o.retryMax, rand.Float64)
+	return Backoff(attempt, c.o.retryBase, c.o.retryMax, nil)
 }
 
 func (c *consumer) report(err error) {
@@ -405,9 +405,20 @@ func decodeRun(data []byte, agentID string) (Run, error) {
 	return run, nil
 }
 
-// backoff returns a random delay before attempt+1: uniform in
-// [0, min(limit, base*2^(attempt-1))], rnd giving numbers in [0, 1).
-func backoff(attempt int, base, limit time.Duration, rnd func() float64) time.Duration {
+// Backoff returns the delay before delivery attempt+1 of a run whose
+// attempt-th delivery failed, "full jitter" style, as WithRetryBackoff
+// describes: uniform in [0, min(limit, base*2^(attempt-1))], rnd giving
+// numbers in [0, 1) (math/rand/v2's Float64 when nil; values outside are
+// clamped). It is zero when base or limit is not positive, and it does not
+// overflow, however large attempt is. Agents that read their runs their
+// own way can pace their redeliveries with it.
+func Backoff(attempt int, base, limit time.Duration, rnd func() float64) time.Duration {
+	if base <= 0 || limit <= 0 {
+		return 0
+	}
+	if rnd == nil {
+		rnd = rand.Float64
+	}
 	ceiling := base
 	for i := 1; i < attempt && ceiling < limit; i++ {
 		if ceiling > limit/2 {

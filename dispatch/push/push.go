@@ -20,7 +20,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -274,7 +273,9 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 // [0, min(max, base * 2^(attempt-1))], rnd giving numbers in [0, 1)
 // (math/rand/v2's Float64 when nil). An attempt below 1 counts as 1; a
 // base or max that is not positive means DefaultBackoffBase or
-// DefaultBackoffMax. It does not overflow, however large attempt is.
+// DefaultBackoffMax. It does not overflow, however large attempt is. It is
+// agent.Backoff, the delay agents' own consumers wait, with these
+// defaults.
 func Backoff(attempt int, base, max time.Duration, rnd func() float64) time.Duration {
 	if base <= 0 {
 		base = DefaultBackoffBase
@@ -282,27 +283,7 @@ func Backoff(attempt int, base, max time.Duration, rnd func() float64) time.Dura
 	if max <= 0 {
 		max = DefaultBackoffMax
 	}
-	if rnd == nil {
-		rnd = rand.Float64
-	}
-	ceiling := base
-	for i := 1; i < attempt && ceiling < max; i++ {
-		if ceiling > max/2 {
-			ceiling = max
-			break
-		}
-		ceiling *= 2
-	}
-	if ceiling > max {
-		ceiling = max
-	}
-	f := rnd()
-	if f < 0 {
-		f = 0
-	} else if f > 1 {
-		f = 1
-	}
-	return time.Duration(f * float64(ceiling))
+	return agent.Backoff(attempt, base, max, rnd)
 }
 
 // Delay is how long to wait before sending again after err, the attempt-th

@@ -1,4 +1,0 @@
-package agent
-
-// Backoff exposes backoff to the external tests.
-var Backoff = backoff
