@@ -60,7 +60,7 @@ func (c gistCursor) equal(o gistCursor) bool {
 // updated first: a gist is missed only if more than 100 others were
 // updated after it between two polls.
 func (p *Poller) pollGists(ctx context.Context, a account, from time.Time) (counts, error) {
-	key := CursorKey(a.tenant, a.id, triggers.NewGist)
+	key := cursorKey(a.tenant, a.id, triggers.NewGist)
 	var cur gistCursor
 	stored, err := p.loadCursor(ctx, key, &cur)
 	if err != nil {

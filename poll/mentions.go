@@ -69,7 +69,7 @@ func (c mentionCursor) equal(o mentionCursor) bool {
 // mark, read ones included, with If-Modified-Since: nothing new answers
 // 304, which costs no budget.
 func (p *Poller) pollMentions(ctx context.Context, a account, from time.Time) (counts, error) {
-	key := CursorKey(a.tenant, a.id, triggers.NewMention)
+	key := cursorKey(a.tenant, a.id, triggers.NewMention)
 	var cur mentionCursor
 	stored, err := p.loadCursor(ctx, key, &cur)
 	if err != nil {

@@ -53,9 +53,6 @@ const (
 	// instead of a webhook's headers; its value is "gists" or
 	// "notifications".
 	HeaderPoll = "X-Triggerd-Poll"
-	// ScopeHookPrefix prefixes the account id in the Hook of a polled
-	// event's scope ("poll-<account-id>").
-	ScopeHookPrefix = triggers.PolledHookPrefix
 	// SourceGists and SourceNotifications are the SourceEvent of polled
 	// new_gist and new_mention events.
 	SourceGists         = "poll.gists"
@@ -250,7 +247,7 @@ type account struct {
 // scope is the scope of the account's polled events: only the tenant's
 // triggers of the account are candidates.
 func (a account) scope() *triggers.Scope {
-	return &triggers.Scope{Hook: ScopeHookPrefix + a.id, Tenant: a.tenant, Account: a.id}
+	return &triggers.Scope{Hook: triggers.PolledHookPrefix + a.id, Tenant: a.tenant, Account: a.id}
 }
 
 func (p *Poller) accountTimeout() time.Duration { return max(p.o.Interval, minAccountTimeout) }
@@ -259,12 +256,12 @@ func (p *Poller) accountTimeout() time.Duration { return max(p.o.Interval, minAc
 // lease only expires when its holder died.
 func (p *Poller) leaseTTL() time.Duration { return p.accountTimeout() + 30*time.Second }
 
-// LockKey is the name of the store lease held while an account is polled.
-func LockKey(tenantID, accountID string) string { return "poll:" + tenantID + ":" + accountID }
+// lockKey is the name of the store lease held while an account is polled.
+func lockKey(tenantID, accountID string) string { return "poll:" + tenantID + ":" + accountID }
 
-// CursorKey is the name of the cursor of an account's polled kind
+// cursorKey is the name of the cursor of an account's polled kind
 // (new_gist or new_mention).
-func CursorKey(tenantID, accountID string, k triggers.Kind) string {
+func cursorKey(tenantID, accountID string, k triggers.Kind) string {
 	return "poll:" + tenantID + ":" + accountID + ":" + string(k)
 }
 
@@ -276,7 +273,7 @@ func (p *Poller) pollAccount(ctx context.Context, t target) {
 			log.Error().Interface("panic", r).Msg("polling the account panicked; skipped this pass")
 		}
 	}()
-	release, held, err := p.o.Store.TryLock(ctx, LockKey(t.tenant, t.account), p.leaseTTL())
+	release, held, err := p.o.Store.TryLock(ctx, lockKey(t.tenant, t.account), p.leaseTTL())
 	if err != nil {
 		if ctx.Err() == nil {
 			log.Warn().Err(err).Msg("poll lease not taken; account skipped this pass")
