@@ -163,7 +163,7 @@ func (r *Registry) DeleteAgent(ctx context.Context, tenantID, id string) error {
 
 // AgentEndpoint returns an agent's deployment endpoint, if it has one.
 func (r *Registry) AgentEndpoint(ctx context.Context, tenantID, agentID string) (store.Hook, bool, error) {
-	h, err := r.o.Store.FindHook(ctx, store.HookKey{TenantID: tenantID, Connector: "deploy", Scope: store.HookAgentEndpoint, Target: agentID})
+	h, err := r.o.Store.FindHook(ctx, endpointKey(tenantID, agentID))
 	if errors.Is(err, store.ErrNotFound) {
 		return store.Hook{}, false, nil
 	}

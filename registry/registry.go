@@ -365,6 +365,11 @@ func (r *Registry) changed(ctx context.Context, t store.Trigger) {
 	}
 }
 
+// endpointKey is the key of an agent's deployment endpoint.
+func endpointKey(tenantID, agentID string) store.HookKey {
+	return store.HookKey{TenantID: tenantID, Connector: string(triggers.Deploy), Scope: store.HookAgentEndpoint, Target: agentID}
+}
+
 // keysFor returns the hooks a trigger's events arrive through.
 func keysFor(t store.Trigger) []store.HookKey {
 	var p dispatch.Params
@@ -372,7 +377,7 @@ func keysFor(t store.Trigger) []store.HookKey {
 	k := triggers.Kind(t.Kind)
 	switch deliveryOf(k, p) {
 	case viaEndpoint:
-		return []store.HookKey{{TenantID: t.TenantID, Connector: string(triggers.Deploy), Scope: store.HookAgentEndpoint, Target: t.AgentID}}
+		return []store.HookKey{endpointKey(t.TenantID, t.AgentID)}
 	case viaPolling:
 		return nil
 	}
