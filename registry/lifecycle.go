@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/triggerd/triggerd/store"
@@ -60,6 +61,7 @@ func (r *Registry) AccountConnected(ctx context.Context, tenantID, accountID str
 		return fmt.Errorf("list the account's triggers: %w", err)
 	}
 	var errs []error
+	var keys []store.HookKey
 	for _, t := range ts {
 		if t.Status != store.TriggerInactive || t.StatusCode != CodeAccountRemoved {
 			continue
@@ -68,9 +70,18 @@ func (r *Registry) AccountConnected(ctx context.Context, tenantID, accountID str
 			errs = append(errs, err)
 			continue
 		}
-		if err := r.syncFor(ctx, t); err != nil {
-			// The trigger is active again but its hook is failing; the
-			// hook's status says why and the reconcile retries.
+		for _, k := range keysFor(t) {
+			if !slices.Contains(keys, k) {
+				keys = append(keys, k)
+			}
+		}
+	}
+	// Each hook once, for all its reactivated triggers, rather than once
+	// per trigger, widening it step by step.
+	for _, k := range keys {
+		if err := r.syncHook(ctx, k); err != nil {
+			// The triggers are active again but the hook is failing; its
+			// status says why and the reconcile retries.
 			errs = append(errs, err)
 		}
 	}
