@@ -2,7 +2,9 @@ package registry_test
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -349,18 +351,8 @@ func TestOrganisationKindsShareTheOrganisationHook(t *testing.T) {
 	if err := h.gh.SetOrg("acme", map[string]string{"octocat": fakegithub.OrgAdmin}); err != nil {
 		t.Fatal(err)
 	}
-	// GitHub accepts projects_v2_item as an organisation hook's event.
-	// The fake's event-name pattern ([a-z][a-z_]*) refuses its digit: until
-	// the fake is fixed this part cannot run against it.
-	probe, err := h.hooksAs("octocat").Create(h.ctx, codehost.HookTarget{Org: "acme"},
-		codehost.HookSpec{URL: "https://probe.example.com/", Events: triggers.ProjectItemStatusChanged.HookEvents(), Active: false})
-	if err != nil {
-		t.Skipf("the GitHub fake refuses the event %v (%v): fakegithub's eventName pattern needs digits",
-			triggers.ProjectItemStatusChanged.HookEvents(), err)
-	}
-	if err := h.hooksAs("octocat").Delete(h.ctx, codehost.HookTarget{Org: "acme"}, probe.ID); err != nil {
-		t.Fatal(err)
-	}
+	// GitHub accepts projects_v2_item, digit and all, as an organisation
+	// hook's event; so does the fake.
 	created := len(h.gh.RequestsTo(orgHooksCreate))
 
 	repo := h.mustCreate(triggers.NewRepository, h.octo, org("acme"))
@@ -1035,12 +1027,33 @@ func TestDeleteAgent(t *testing.T) {
 }
 
 func TestNewChecksOptions(t *testing.T) {
-	for _, o := range []registry.Options{
-		{},
-		{Store: nil, PublicURL: "http://x"},
+	h := newHarness(t)
+	// complete has every required option; each case leaves one out, so
+	// that each check is the one that refuses it.
+	complete := func() registry.Options {
+		return registry.Options{
+			Store: h.st, Accounts: testAccounts{st: h.st}, Secrets: h.vault,
+			HookAPI:        func(*http.Client) registry.HookAPI { return h.hooksAs("octocat") },
+			PublicURL:      publicURL,
+			NewAgentSecret: func() (string, error) { return "whsec_" + rand.Text(), nil },
+		}
+	}
+	if _, err := registry.New(complete()); err != nil {
+		t.Fatalf("New with every option: %v", err)
+	}
+	for name, edit := range map[string]func(*registry.Options){
+		"nothing":          func(o *registry.Options) { *o = registry.Options{} },
+		"no store":         func(o *registry.Options) { o.Store = nil },
+		"no accounts":      func(o *registry.Options) { o.Accounts = nil },
+		"no secrets":       func(o *registry.Options) { o.Secrets = nil },
+		"no hook API":      func(o *registry.Options) { o.HookAPI = nil },
+		"no public URL":    func(o *registry.Options) { o.PublicURL = "" },
+		"no agent secrets": func(o *registry.Options) { o.NewAgentSecret = nil },
 	} {
+		o := complete()
+		edit(&o)
 		if _, err := registry.New(o); err == nil {
-			t.Errorf("New(%+v) succeeded", o)
+			t.Errorf("New with %s succeeded", name)
 		}
 	}
 }
