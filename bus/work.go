@@ -10,13 +10,15 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/triggerd/triggerd/agent"
 )
 
 // Streams of the dispatcher's work, besides the events themselves.
 const (
 	// AgentsStream holds agent runs on "agents.<agent-id>.runs" (agents
 	// consume them) and agents' results on "agents.<agent-id>.results".
-	AgentsStream = "TRIGGERD_AGENTS"
+	AgentsStream = agent.Stream
 	// PushStream is the work queue of runs to POST to HTTP agents, on
 	// "push.<agent-id>".
 	PushStream = "TRIGGERD_PUSH"

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/triggerd/triggerd/agent"
 	"github.com/triggerd/triggerd/bus"
 	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/triggers"
@@ -58,8 +59,9 @@ const (
 	ControlSubject = "triggerd.control.triggers"
 )
 
-// RunsSubject is where an agent started over NATS receives its runs.
-func RunsSubject(agentID string) string { return "agents." + agentID + ".runs" }
+// RunsSubject is where an agent started over NATS receives its runs (the
+// agent package's subject).
+func RunsSubject(agentID string) string { return agent.RunsSubject(agentID) }
 
 // pushSubject is where runs of an HTTP agent wait to be POSTed.
 func pushSubject(agentID string) string { return "push.agent." + agentID }

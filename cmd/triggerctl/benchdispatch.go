@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/triggerd/triggerd/agent"
 	"github.com/triggerd/triggerd/ingest"
 	"github.com/triggerd/triggerd/tenants"
 )
@@ -121,8 +122,8 @@ func benchDispatch(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
-	cons, err := js.OrderedConsumer(ctx, "TRIGGERD_AGENTS", jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{"agents." + ag.ID + ".runs"}, DeliverPolicy: jetstream.DeliverNewPolicy,
+	cons, err := js.OrderedConsumer(ctx, agent.Stream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{agent.RunsSubject(ag.ID)}, DeliverPolicy: jetstream.DeliverNewPolicy,
 	})
 	if err != nil {
 		return fail(err)

@@ -177,8 +177,7 @@ func (p *pusher) Push(ctx context.Context, url, secret string, run agent.Run) (*
 }
 
 func (p *pusher) Retry(err error, attempt int) (time.Duration, bool) {
-	var se *push.SendError
-	if errors.As(err, &se) && se.Permanent {
+	if push.IsPermanent(err) {
 		return 0, false
 	}
 	return push.Delay(err, attempt), true
