@@ -11,7 +11,8 @@
 //     its Result. Sign and Verify implement the scheme for agents that serve
 //     HTTP their own way.
 //   - NATS agents pull their runs from JetStream: runs are published to
-//     RunsSubject(agentID) in Stream, and results to ResultsSubject(agentID).
+//     RunsSubject(agentID) in Stream, and results to
+//     ResultsSubject(agentID, runID).
 //     Consume runs a durable pull consumer, calls the RunFunc for each run
 //     and reports its Result; Report publishes a Result for agents that read
 //     runs their own way.
@@ -19,7 +20,9 @@
 // Delivery is at least once both ways: a run can reach an agent more than
 // once (a lost answer, a crash before the acknowledgement), always with the
 // same Run.ID, so agents that act on the outside world deduplicate on it.
-// Results are deduplicated by the stream on their run id.
+// Consume does so for runs it already reported: a redelivered run whose
+// result is in the stream is acknowledged without calling the RunFunc
+// again. Results are deduplicated by the stream on their run id.
 //
 // A RunFunc distinguishes two kinds of failure. A Result with Status
 // StatusFailed is an outcome: it is reported and the run is over. An error
@@ -102,9 +105,12 @@ type RunFunc func(ctx context.Context, run Run) (Result, error)
 // must pass CheckAgentID.
 func RunsSubject(agentID string) string { return "agents." + agentID + ".runs" }
 
-// ResultsSubject is the subject agentID's results are published to.
-// agentID must pass CheckAgentID.
-func ResultsSubject(agentID string) string { return "agents." + agentID + ".results" }
+// ResultsSubject is the subject the result of agentID's run runID is
+// published to; runID "*" gives the filter of all the agent's results. Both
+// ids must pass CheckAgentID.
+func ResultsSubject(agentID, runID string) string {
+	return "agents." + agentID + ".results." + runID
+}
 
 // resultMsgID is the Nats-Msg-Id of a run's result, so that a result
 // reported twice is stored once.
@@ -117,14 +123,22 @@ var ErrAgentID = errors.New("agent: invalid agent id")
 // and free of '.', '*', '>' and white space. Agent ids are UUIDs, which
 // always pass.
 func CheckAgentID(id string) error {
+	if err := checkToken(id); err != nil {
+		return fmt.Errorf("%w%s", ErrAgentID, err)
+	}
+	return nil
+}
+
+// checkToken says what keeps id from being one subject token.
+func checkToken(id string) error {
 	if id == "" {
-		return fmt.Errorf("%w: empty", ErrAgentID)
+		return errors.New(": empty")
 	}
 	if i := strings.IndexFunc(id, func(r rune) bool {
 		return r == '.' || r == '*' || r == '>' || unicode.IsSpace(r) || unicode.IsControl(r)
 	}); i >= 0 {
 		r, _ := utf8.DecodeRuneInString(id[i:])
-		return fmt.Errorf("%w %q: %q is not allowed", ErrAgentID, id, r)
+		return fmt.Errorf(" %q: %q is not allowed", id, r)
 	}
 	return nil
 }
@@ -151,6 +165,9 @@ func complete(res Result, run Run, agentID string, now time.Time) Result {
 func (res Result) check() error {
 	if res.RunID == "" {
 		return errors.New("agent: result has no run id")
+	}
+	if err := checkToken(res.RunID); err != nil {
+		return fmt.Errorf("agent: result run id%w", err)
 	}
 	if err := CheckAgentID(res.Agent); err != nil {
 		return err

@@ -31,7 +31,9 @@ const (
 // pollWait is how long one pull request waits for a run; errorPause how
 // long a worker waits after a failed pull before it pulls again.
 const (
-	pollWait   = 30 * time.Second
+	// pollWait bounds one pull: a pull the server forgot (it restarted)
+	// is noticed within it.
+	pollWait   = 5 * time.Second
 	errorPause = time.Second
 )
 
@@ -161,7 +163,14 @@ func Consume(ctx context.Context, js jetstream.JetStream, agentID string, fn Run
 		}
 		return fmt.Errorf("agent: consumer %s on %s: %w", ConsumerName(agentID), Stream, err)
 	}
-	c := &consumer{js: js, cons: cons, agentID: agentID, fn: fn, o: o}
+	stream, err := js.Stream(ctx, Stream)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("agent: stream %s: %w", Stream, err)
+	}
+	c := &consumer{js: js, stream: stream, cons: cons, agentID: agentID, fn: fn, o: o}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -188,6 +197,7 @@ const flushWait = 5 * time.Second
 
 type consumer struct {
 	js      jetstream.JetStream
+	stream  jetstream.Stream
 	cons    jetstream.Consumer
 	agentID string
 	fn      RunFunc
@@ -292,6 +302,12 @@ func (c *consumer) handle(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 
+	if attempt > 1 && c.reported(ctx, run.ID) {
+		// Done before: the acknowledgement was lost (a crash, a server
+		// restart), not the work.
+		c.reportIf(msg.DoubleAck(ctx), "agent: acknowledging run %s, already reported", run.ID)
+		return
+	}
 	stop := c.heartbeat(msg)
 	res, err := c.fn(context.WithValue(ctx, attemptKey{}, attempt), run)
 	if err == nil {
@@ -317,6 +333,16 @@ func (c *consumer) handle(ctx context.Context, msg jetstream.Msg) {
 	if err := msg.DoubleAck(octx); err != nil {
 		c.report(fmt.Errorf("agent: acknowledging run %s: %w", run.ID, err))
 	}
+}
+
+// reported tells whether the stream holds a result for runID. When it
+// cannot tell, it says no: the run is then done again (at least once).
+func (c *consumer) reported(ctx context.Context, runID string) bool {
+	_, err := c.stream.GetLastMsgForSubject(ctx, ResultsSubject(c.agentID, runID))
+	if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		c.report(fmt.Errorf("agent: looking for run %s's result: %w", runID, err))
+	}
+	return err == nil
 }
 
 // retry disposes of a run whose attempt failed with cause.
@@ -439,7 +465,7 @@ func truncate(s string, n int) string {
 	return s[:n]
 }
 
-// Report publishes res to ResultsSubject(res.Agent) with the Nats-Msg-Id
+// Report publishes res to ResultsSubject(res.Agent, res.RunID) with the Nats-Msg-Id
 // "result:" + res.RunID, so that a result reported twice within the
 // stream's duplicate window is stored once. FinishedAt is set to now when
 // zero. It fails if res has no RunID, an invalid Agent, a Status other than
@@ -455,7 +481,7 @@ func Report(ctx context.Context, js jetstream.JetStream, res Result) error {
 	if err != nil {
 		return fmt.Errorf("agent: encoding result: %w", err)
 	}
-	if _, err := js.Publish(ctx, ResultsSubject(res.Agent), data, jetstream.WithMsgID(resultMsgID(res.RunID))); err != nil {
+	if _, err := js.Publish(ctx, ResultsSubject(res.Agent, res.RunID), data, jetstream.WithMsgID(resultMsgID(res.RunID))); err != nil {
 		return fmt.Errorf("agent: publishing result of run %s: %w", res.RunID, err)
 	}
 	return nil

@@ -124,7 +124,7 @@ func (e *env) consume(id string, fn agent.RunFunc, opts ...agent.Option) (stop f
 func (e *env) results(id string) jetstream.Consumer {
 	e.t.Helper()
 	c, err := e.js.OrderedConsumer(ctxT(e.t), agent.Stream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{agent.ResultsSubject(id)},
+		FilterSubjects: []string{agent.ResultsSubject(id, "*")},
 	})
 	if err != nil {
 		e.t.Fatal(err)
@@ -459,7 +459,7 @@ func TestReport(t *testing.T) {
 		}
 	}
 	got, msg := e.nextResult(results)
-	if got.RunID != "run_1" || got.Status != agent.StatusFailed || got.FinishedAt.IsZero() || msg.Subject() != agent.ResultsSubject(id) {
+	if got.RunID != "run_1" || got.Status != agent.StatusFailed || got.FinishedAt.IsZero() || msg.Subject() != agent.ResultsSubject(id, "run_1") {
 		t.Fatalf("result %+v on %s", got, msg.Subject())
 	}
 	stream, err := e.js.Stream(ctx, agent.Stream)
@@ -498,5 +498,29 @@ func TestBackoff(t *testing.T) {
 		if got := agent.Backoff(attempt, base, limit, zero); got != 0 {
 			t.Errorf("attempt %d with 0: %s", attempt, got)
 		}
+	}
+}
+
+func TestConsumeDoesNotRedoAReportedRun(t *testing.T) {
+	e := startJS(t)
+	id := uuid.NewString()
+	var calls atomic.Int32
+	// The first attempt reports its result, then fails as if its
+	// acknowledgement were lost (a crash, a server restart): the
+	// redelivery finds the result and does not call the RunFunc again.
+	e.consume(id, func(ctx context.Context, r agent.Run) (agent.Result, error) {
+		calls.Add(1)
+		if err := agent.Report(ctx, e.js, agent.Result{RunID: r.ID, Agent: id, Status: agent.StatusSucceeded}); err != nil {
+			return agent.Result{}, err
+		}
+		return agent.Result{}, errors.New("acknowledgement lost")
+	}, agent.WithRetryBackoff(time.Millisecond, 20*time.Millisecond))
+	e.publishRun(runFor(id))
+	eventually(t, "the run to be acknowledged", e.settled(id))
+	if info := e.consumerInfo(id); info.Delivered.Consumer != 2 {
+		t.Fatalf("delivered %d times, want 2 (the redelivery acknowledged)", info.Delivered.Consumer)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("the RunFunc ran %d times, want 1", n)
 	}
 }

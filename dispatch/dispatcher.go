@@ -203,7 +203,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	}
 	run("results", func(ctx context.Context) error {
 		return d.o.Queue.Work(ctx, bus.WorkSpec{
-			Stream: bus.AgentsStream, Durable: ResultsConsumer, Filter: "agents.*.results",
+			Stream: bus.AgentsStream, Durable: ResultsConsumer, Filter: agent.ResultsSubject("*", "*"),
 			AckWait: d.o.AckWait, MaxDeliver: d.o.MaxDeliver, Concurrency: 2,
 		}, d.handleResult)
 	})

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -124,8 +123,7 @@ func (d *Dispatcher) handleResult(ctx context.Context, j *bus.Job) {
 		d.dead(ctx, j, "decode: the message is not an agent result")
 		return
 	}
-	// agents.<agent-id>.results: an agent reports only its own runs.
-	parts := strings.Split(j.Subject(), ".")
+	// agents.<agent-id>.results.<run-id>: an agent reports only its own runs.
 	r, err := d.o.Store.GetRun(ctx, "", res.RunID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -134,7 +132,7 @@ func (d *Dispatcher) handleResult(ctx context.Context, j *bus.Job) {
 	case err != nil:
 		d.retry(ctx, j, err)
 		return
-	case len(parts) != 3 || parts[1] != r.AgentID:
+	case j.Subject() != agent.ResultsSubject(r.AgentID, r.ID):
 		d.dead(ctx, j, "result for run "+res.RunID+" published by another agent ("+j.Subject()+")")
 		return
 	}
