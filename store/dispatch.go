@@ -99,6 +99,13 @@ type TriggerFilter struct {
 	AgentID   string
 }
 
+// Match reports whether f selects t.
+func (f TriggerFilter) Match(t Trigger) bool {
+	return (f.TenantID == "" || t.TenantID == f.TenantID) &&
+		(f.AccountID == "" || t.AccountID == f.AccountID) &&
+		(f.AgentID == "" || t.AgentID == f.AgentID)
+}
+
 // HookScope says what a hook is registered on.
 type HookScope string
 
@@ -257,6 +264,15 @@ type RunFilter struct {
 	Limit     int
 }
 
+// Match reports whether f selects r (its Limit aside).
+func (f RunFilter) Match(r Run) bool {
+	return (f.TenantID == "" || r.TenantID == f.TenantID) &&
+		(f.TriggerID == "" || r.TriggerID == f.TriggerID) &&
+		(f.AgentID == "" || r.AgentID == f.AgentID) &&
+		(f.EventID == "" || r.EventID == f.EventID) &&
+		(f.Status == "" || r.Status == f.Status)
+}
+
 // Outcome is what became of one candidate trigger for one event.
 type Outcome struct {
 	TriggerID string `json:"trigger_id"`
@@ -283,6 +299,23 @@ type EventRecord struct {
 	// DispatchedAt is when the outcomes were (last) decided.
 	DispatchedAt time.Time `json:"dispatched_at"`
 	Outcomes     []Outcome `json:"outcomes"`
+}
+
+// HasOutcome reports whether e has an outcome for the trigger.
+func (e EventRecord) HasOutcome(triggerID string) bool {
+	return slices.ContainsFunc(e.Outcomes, func(o Outcome) bool { return o.TriggerID == triggerID })
+}
+
+// TriggerIDs returns the triggers e has an outcome for, each once, in the
+// order of their first outcome: the triggers whose lists show e.
+func (e EventRecord) TriggerIDs() []string {
+	var ids []string
+	for _, o := range e.Outcomes {
+		if o.TriggerID != "" && !slices.Contains(ids, o.TriggerID) {
+			ids = append(ids, o.TriggerID)
+		}
+	}
+	return ids
 }
 
 // Cursor is a small piece of state a poller keeps between polls (an ETag,

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -306,13 +305,6 @@ func getTrigger(tx *bolt.Tx, tenantID, id string) (store.Trigger, error) {
 	return t, nil
 }
 
-// matchTrigger reports whether f selects t.
-func matchTrigger(t store.Trigger, f store.TriggerFilter) bool {
-	return (f.TenantID == "" || t.TenantID == f.TenantID) &&
-		(f.AccountID == "" || t.AccountID == f.AccountID) &&
-		(f.AgentID == "" || t.AgentID == f.AgentID)
-}
-
 // CreateTrigger stores a new trigger with Version 1; store.ErrConflict if
 // the id exists, in any tenant (trigger ids are global: run ids are
 // derived from them).
@@ -379,7 +371,7 @@ func (s *Store) ListTriggers(ctx context.Context, f store.TriggerFilter) ([]stor
 			all, err = tenantRecords[store.Trigger](tx, bucketTriggerTenant, bucketTriggers, f.TenantID)
 		}
 		for _, t := range all {
-			if matchTrigger(t, f) {
+			if f.Match(t) {
 				ts = append(ts, t)
 			}
 		}
@@ -683,15 +675,6 @@ func getRun(tx *bolt.Tx, tenantID, id string) (store.Run, error) {
 	return r, nil
 }
 
-// matchRun reports whether f selects r (its Limit aside).
-func matchRun(r store.Run, f store.RunFilter) bool {
-	return (f.TenantID == "" || r.TenantID == f.TenantID) &&
-		(f.TriggerID == "" || r.TriggerID == f.TriggerID) &&
-		(f.AgentID == "" || r.AgentID == f.AgentID) &&
-		(f.EventID == "" || r.EventID == f.EventID) &&
-		(f.Status == "" || r.Status == f.Status)
-}
-
 // CreateRun stores a new run with Version 1; store.ErrConflict if the id
 // exists, in any tenant: the run was already claimed by someone.
 func (s *Store) CreateRun(ctx context.Context, r store.Run) (store.Run, error) {
@@ -820,7 +803,7 @@ func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, e
 			if err != nil {
 				return false, err
 			}
-			if matchRun(r, f) {
+			if f.Match(r) {
 				rs = append(rs, r)
 			}
 			return len(rs) < limit, nil
@@ -843,20 +826,10 @@ func eventKey(tenantID, eventID string) []byte {
 // trigger with an outcome.
 func eventIndexes(e store.EventRecord) []indexEntry {
 	var entries []indexEntry
-	seen := make(map[string]bool)
-	for _, o := range e.Outcomes {
-		if o.TriggerID == "" || seen[o.TriggerID] {
-			continue
-		}
-		seen[o.TriggerID] = true
-		entries = append(entries, indexEntry{bucketEventTrigger, timeIndexKey(e.TenantID+sep+o.TriggerID, e.DispatchedAt, e.EventID)})
+	for _, tr := range e.TriggerIDs() {
+		entries = append(entries, indexEntry{bucketEventTrigger, timeIndexKey(e.TenantID+sep+tr, e.DispatchedAt, e.EventID)})
 	}
 	return entries
-}
-
-// hasOutcome reports whether e has an outcome for the trigger.
-func hasOutcome(e store.EventRecord, triggerID string) bool {
-	return slices.ContainsFunc(e.Outcomes, func(o store.Outcome) bool { return o.TriggerID == triggerID })
 }
 
 // PutEvent stores or replaces the tenant's record of an event, and moves
@@ -956,7 +929,7 @@ func (s *Store) ListTriggerEvents(ctx context.Context, tenantID, triggerID strin
 			if err != nil {
 				return false, err
 			}
-			if hasOutcome(e, triggerID) {
+			if e.HasOutcome(triggerID) {
 				es = append(es, e)
 			}
 			return len(es) < limit, nil

@@ -383,13 +383,6 @@ func (s *Store) DeleteAgent(ctx context.Context, tenantID, id string) error {
 
 // Triggers.
 
-// matchTrigger reports whether f selects t.
-func matchTrigger(t store.Trigger, f store.TriggerFilter) bool {
-	return (f.TenantID == "" || t.TenantID == f.TenantID) &&
-		(f.AccountID == "" || t.AccountID == f.AccountID) &&
-		(f.AgentID == "" || t.AgentID == f.AgentID)
-}
-
 // CreateTrigger stores a new trigger with Version 1; store.ErrConflict if
 // the id exists, in any tenant (trigger ids are global: run ids are
 // derived from them).
@@ -436,7 +429,7 @@ func (s *Store) ListTriggers(ctx context.Context, f store.TriggerFilter) ([]stor
 	if f.TenantID != "" {
 		zkey = s.triggersKey(f.TenantID)
 	}
-	ts, err := listSet(ctx, s, zkey, s.triggerKey, func(t store.Trigger) bool { return matchTrigger(t, f) })
+	ts, err := listSet(ctx, s, zkey, s.triggerKey, f.Match)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: list triggers: %w", err)
 	}
@@ -651,15 +644,6 @@ func (s *Store) runSets(r store.Run) []string {
 	return sets
 }
 
-// matchRun reports whether f selects r (its Limit aside).
-func matchRun(r store.Run, f store.RunFilter) bool {
-	return (f.TenantID == "" || r.TenantID == f.TenantID) &&
-		(f.TriggerID == "" || r.TriggerID == f.TriggerID) &&
-		(f.AgentID == "" || r.AgentID == f.AgentID) &&
-		(f.EventID == "" || r.EventID == f.EventID) &&
-		(f.Status == "" || r.Status == f.Status)
-}
-
 // newerRun orders runs newest first, by CreatedAt then id.
 func newerRun(a, b store.Run) int {
 	return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), cmp.Compare(b.ID, a.ID))
@@ -775,7 +759,7 @@ func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, e
 	default:
 		zkey = s.allRunsKey()
 	}
-	rs, err := newestFirst(ctx, s.rdb, zkey, s.runKey, func(r store.Run) bool { return matchRun(r, f) }, newerRun, store.ListLimit(f.Limit))
+	rs, err := newestFirst(ctx, s.rdb, zkey, s.runKey, f.Match, newerRun, store.ListLimit(f.Limit))
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: list runs: %w", err)
 	}
@@ -788,17 +772,10 @@ func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, e
 // trigger with an outcome.
 func (s *Store) eventSets(e store.EventRecord) []string {
 	var sets []string
-	for _, o := range e.Outcomes {
-		if k := s.triggerEventsKey(e.TenantID, o.TriggerID); o.TriggerID != "" && !slices.Contains(sets, k) {
-			sets = append(sets, k)
-		}
+	for _, tr := range e.TriggerIDs() {
+		sets = append(sets, s.triggerEventsKey(e.TenantID, tr))
 	}
 	return sets
-}
-
-// hasOutcome reports whether e has an outcome for the trigger.
-func hasOutcome(e store.EventRecord, triggerID string) bool {
-	return slices.ContainsFunc(e.Outcomes, func(o store.Outcome) bool { return o.TriggerID == triggerID })
 }
 
 // PutEvent stores or replaces the tenant's record of an event, and moves
@@ -877,7 +854,7 @@ func (s *Store) GetEvent(ctx context.Context, tenantID, eventID string) (store.E
 // limit (100 if not positive).
 func (s *Store) ListTriggerEvents(ctx context.Context, tenantID, triggerID string, limit int) ([]store.EventRecord, error) {
 	recordKey := func(id string) string { return s.eventKey(tenantID, id) }
-	keep := func(e store.EventRecord) bool { return e.TenantID == tenantID && hasOutcome(e, triggerID) }
+	keep := func(e store.EventRecord) bool { return e.TenantID == tenantID && e.HasOutcome(triggerID) }
 	newer := func(a, b store.EventRecord) int {
 		return cmp.Or(b.DispatchedAt.Compare(a.DispatchedAt), cmp.Compare(b.EventID, a.EventID))
 	}
