@@ -104,12 +104,7 @@ func (a Account) Validate() error {
 // ForCreate returns a as CreateAccount stores it: Version 1, a zero
 // CreatedAt set to now, a zero UpdatedAt set to CreatedAt.
 func (a Account) ForCreate(now time.Time) Account {
-	if a.CreatedAt.IsZero() {
-		a.CreatedAt = now
-	}
-	if a.UpdatedAt.IsZero() {
-		a.UpdatedAt = a.CreatedAt
-	}
+	Stamp(&a.CreatedAt, &a.UpdatedAt, now)
 	a.Version = 1
 	return a
 }

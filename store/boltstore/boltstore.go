@@ -69,7 +69,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -257,12 +256,7 @@ func (s *Store) ListTenants(ctx context.Context) ([]store.Tenant, error) {
 	if err != nil {
 		return nil, fmt.Errorf("boltstore: list tenants: %w", err)
 	}
-	slices.SortStableFunc(ts, func(a, b store.Tenant) int {
-		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
-			return c
-		}
-		return strings.Compare(a.ID, b.ID)
-	})
+	store.SortOldestFirst(ts, func(t store.Tenant) time.Time { return t.CreatedAt }, func(t store.Tenant) string { return t.ID })
 	return ts, nil
 }
 
@@ -440,12 +434,7 @@ func (s *Store) ListAccounts(ctx context.Context, tenantID string) ([]store.Acco
 	if err != nil {
 		return nil, fmt.Errorf("boltstore: list accounts: %w", err)
 	}
-	slices.SortStableFunc(as, func(a, b store.Account) int {
-		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
-			return c
-		}
-		return strings.Compare(a.ID, b.ID)
-	})
+	store.SortOldestFirst(as, func(a store.Account) time.Time { return a.CreatedAt }, func(a store.Account) string { return a.ID })
 	return as, nil
 }
 

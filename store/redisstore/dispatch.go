@@ -173,30 +173,6 @@ func (s *Store) hookKeyKey(k store.HookKey) string {
 	return s.prefix + "hook-key:" + k.TenantID + ":" + k.AccountID + ":" + k.Connector + ":" + string(k.Scope) + ":" + k.Target
 }
 
-// listSet returns the records whose ids the sorted set zkey holds, read
-// at recordKey(id), that keep accepts.
-func listSet[T any](ctx context.Context, s *Store, zkey string, recordKey func(id string) string, keep func(T) bool) ([]T, error) {
-	ids, err := s.rdb.ZRange(ctx, zkey, 0, -1).Result()
-	if err != nil {
-		return nil, err
-	}
-	keys := make([]string, len(ids))
-	for i, id := range ids {
-		keys[i] = recordKey(id)
-	}
-	all, err := mgetJSON[T](ctx, s.rdb, keys)
-	if err != nil {
-		return nil, err
-	}
-	out := all[:0]
-	for _, x := range all {
-		if keep(x) {
-			out = append(out, x)
-		}
-	}
-	return out, nil
-}
-
 // newestFirst returns at most limit records that keep accepts among those
 // whose ids the sorted set zkey holds (scored by a time in unix nanos),
 // newest first as order sorts them. It reads the set from the highest

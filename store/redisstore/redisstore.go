@@ -70,7 +70,6 @@
 package redisstore
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -78,7 +77,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -302,21 +300,12 @@ func (s *Store) GetTenant(ctx context.Context, id string) (store.Tenant, error) 
 
 // ListTenants returns every tenant, oldest first.
 func (s *Store) ListTenants(ctx context.Context) ([]store.Tenant, error) {
-	ids, err := s.rdb.ZRange(ctx, s.tenantsKey(), 0, -1).Result()
+	ts, err := listSet(ctx, s, s.tenantsKey(), s.tenantKey, func(store.Tenant) bool { return true })
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: list tenants: %w", err)
 	}
-	keys := make([]string, len(ids))
-	for i, id := range ids {
-		keys[i] = s.tenantKey(id)
-	}
-	ts, err := mgetJSON[store.Tenant](ctx, s.rdb, keys)
-	if err != nil {
-		return nil, fmt.Errorf("redisstore: list tenants: %w", err)
-	}
-	slices.SortStableFunc(ts, func(a, b store.Tenant) int {
-		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
-	})
+	// Scores are float64, too coarse for nanoseconds: sort exactly here.
+	store.SortOldestFirst(ts, func(t store.Tenant) time.Time { return t.CreatedAt }, func(t store.Tenant) string { return t.ID })
 	return ts, nil
 }
 
@@ -425,28 +414,13 @@ func (s *Store) FindAccount(ctx context.Context, tenantID, connector, externalID
 // ListAccounts returns the tenant's accounts, oldest first (by CreatedAt,
 // then id).
 func (s *Store) ListAccounts(ctx context.Context, tenantID string) ([]store.Account, error) {
-	ids, err := s.rdb.ZRange(ctx, s.accountsKey(tenantID), 0, -1).Result()
+	accountKey := func(id string) string { return s.accountKey(tenantID, id) }
+	as, err := listSet(ctx, s, s.accountsKey(tenantID), accountKey, func(a store.Account) bool { return a.TenantID == tenantID })
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: list accounts: %w", err)
-	}
-	keys := make([]string, len(ids))
-	for i, id := range ids {
-		keys[i] = s.accountKey(tenantID, id)
-	}
-	all, err := mgetJSON[store.Account](ctx, s.rdb, keys)
-	if err != nil {
-		return nil, fmt.Errorf("redisstore: list accounts: %w", err)
-	}
-	as := all[:0]
-	for _, a := range all {
-		if a.TenantID == tenantID {
-			as = append(as, a)
-		}
 	}
 	// Scores are float64, too coarse for nanoseconds: sort exactly here.
-	slices.SortStableFunc(as, func(a, b store.Account) int {
-		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
-	})
+	store.SortOldestFirst(as, func(a store.Account) time.Time { return a.CreatedAt }, func(a store.Account) string { return a.ID })
 	return as, nil
 }
 
@@ -617,6 +591,30 @@ func mgetJSON[T any](ctx context.Context, rdb *redis.Client, keys []string) ([]T
 			return nil, fmt.Errorf("decode %s: %w", keys[i], err)
 		}
 		out = append(out, v)
+	}
+	return out, nil
+}
+
+// listSet returns the records whose ids the sorted set zkey holds, read
+// at recordKey(id), that keep accepts.
+func listSet[T any](ctx context.Context, s *Store, zkey string, recordKey func(id string) string, keep func(T) bool) ([]T, error) {
+	ids, err := s.rdb.ZRange(ctx, zkey, 0, -1).Result()
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]string, len(ids))
+	for i, id := range ids {
+		keys[i] = recordKey(id)
+	}
+	all, err := mgetJSON[T](ctx, s.rdb, keys)
+	if err != nil {
+		return nil, err
+	}
+	out := all[:0]
+	for _, x := range all {
+		if keep(x) {
+			out = append(out, x)
+		}
 	}
 	return out, nil
 }
