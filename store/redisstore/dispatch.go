@@ -211,28 +211,13 @@ func newestFirst[T any](ctx context.Context, rdb *redis.Client, zkey string, rec
 				scores = append(scores, z.Score)
 			}
 		}
-		if len(ids) > 0 {
-			keys := make([]string, len(ids))
-			for i, id := range ids {
-				keys[i] = recordKey(id)
+		err = mgetJSON(ctx, rdb, ids, recordKey, func(i int, v T) {
+			if keep(v) {
+				hits = append(hits, hit{v, scores[i]})
 			}
-			vals, err := rdb.MGet(ctx, keys...).Result()
-			if err != nil {
-				return nil, err
-			}
-			for i, val := range vals {
-				str, ok := val.(string)
-				if !ok {
-					continue // deleted since
-				}
-				var v T
-				if err := json.Unmarshal([]byte(str), &v); err != nil {
-					return nil, fmt.Errorf("decode %s: %w", keys[i], err)
-				}
-				if keep(v) {
-					hits = append(hits, hit{v, scores[i]})
-				}
-			}
+		})
+		if err != nil {
+			return nil, err
 		}
 		if !more {
 			break

@@ -571,28 +571,33 @@ func (s *Store) getJSON(ctx context.Context, key string, v any) error {
 	return nil
 }
 
-// mgetJSON reads and decodes the values at keys, skipping absent ones.
-func mgetJSON[T any](ctx context.Context, rdb *redis.Client, keys []string) ([]T, error) {
-	out := make([]T, 0, len(keys))
-	if len(keys) == 0 {
-		return out, nil
+// mgetJSON reads the records of ids, at recordKey(id), with one MGET and
+// calls found with the index in ids and the decoded value of each that
+// exists.
+func mgetJSON[T any](ctx context.Context, rdb *redis.Client, ids []string, recordKey func(id string) string, found func(i int, v T)) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	keys := make([]string, len(ids))
+	for i, id := range ids {
+		keys[i] = recordKey(id)
 	}
 	vals, err := rdb.MGet(ctx, keys...).Result()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for i, val := range vals {
 		str, ok := val.(string)
 		if !ok {
-			continue // absent
+			continue // absent (deleted since the ids were read)
 		}
 		var v T
 		if err := json.Unmarshal([]byte(str), &v); err != nil {
-			return nil, fmt.Errorf("decode %s: %w", keys[i], err)
+			return fmt.Errorf("decode %s: %w", keys[i], err)
 		}
-		out = append(out, v)
+		found(i, v)
 	}
-	return out, nil
+	return nil
 }
 
 // listSet returns the records whose ids the sorted set zkey holds, read
@@ -602,19 +607,14 @@ func listSet[T any](ctx context.Context, s *Store, zkey string, recordKey func(i
 	if err != nil {
 		return nil, err
 	}
-	keys := make([]string, len(ids))
-	for i, id := range ids {
-		keys[i] = recordKey(id)
-	}
-	all, err := mgetJSON[T](ctx, s.rdb, keys)
-	if err != nil {
-		return nil, err
-	}
-	out := all[:0]
-	for _, x := range all {
+	out := make([]T, 0, len(ids))
+	err = mgetJSON(ctx, s.rdb, ids, recordKey, func(_ int, x T) {
 		if keep(x) {
 			out = append(out, x)
 		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
