@@ -22,15 +22,6 @@ const maxPutEventTries = 100
 // Scripts of the dispatcher's records. KEYS and ARGV are documented here
 // and at each call.
 var (
-	// createRecordScript stores a new record and adds its id to sorted
-	// sets. KEYS: record, sorted sets. ARGV: JSON, id, score. Returns 1
-	// when written, 0 when the record exists.
-	createRecordScript = redis.NewScript(`
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('SET', KEYS[1], ARGV[1])
-for i = 2, #KEYS do redis.call('ZADD', KEYS[i], ARGV[3], ARGV[2]) end
-return 1`)
-
 	// updateRecordScript replaces a tenant's record if its version field
 	// is the expected one, removes its id from the sorted sets it leaves
 	// and adds it (with its new score) to those it is in. KEYS: record,
@@ -59,17 +50,6 @@ local cur = redis.call('GET', KEYS[1])
 if not cur or cjson.decode(cur).tenant_id ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
 for i = 2, #KEYS do redis.call('ZREM', KEYS[i], ARGV[2]) end
-return 1`)
-
-	// createHookScript stores a new hook unless its id or key is taken.
-	// KEYS: hook, hook-key, hooks:{tenant}, hooks. ARGV: JSON, id, score.
-	// Returns 1 when written, 0 on a conflict.
-	createHookScript = redis.NewScript(`
-if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
-redis.call('SET', KEYS[1], ARGV[1])
-redis.call('SET', KEYS[2], ARGV[2])
-redis.call('ZADD', KEYS[3], ARGV[3], ARGV[2])
-redis.call('ZADD', KEYS[4], ARGV[3], ARGV[2])
 return 1`)
 
 	// updateHookScript replaces a hook if its version is the expected one
@@ -240,12 +220,13 @@ func newestFirst[T any](ctx context.Context, rdb *redis.Client, zkey string, rec
 	return out, nil
 }
 
-// updateResult turns the result of updateRecordScript into an error.
-func updateResult(n int) error {
-	switch n {
-	case 1:
-		return nil
-	case -1:
+// updateResult turns the result of updateRecordScript (1: written, 0: a
+// version mismatch, -1: no such record) into an error.
+func updateResult(n int, err error) error {
+	switch {
+	case err != nil || n == 1:
+		return err
+	case n == -1:
 		return store.ErrNotFound
 	default:
 		return store.ErrConflict
@@ -268,12 +249,8 @@ func (s *Store) CreateAgent(ctx context.Context, a store.Agent) (store.Agent, er
 		return store.Agent{}, fmt.Errorf("redisstore: create agent: %w", err)
 	}
 	// KEYS: agent, agents:{tenant}. ARGV: JSON, id, score.
-	n, err := createRecordScript.Run(ctx, s.rdb, []string{s.agentKey(a.ID), s.agentsKey(a.TenantID)}, v, a.ID, score(a.CreatedAt)).Int()
-	if err != nil {
+	if err := createResult(createRecordScript.Run(ctx, s.rdb, []string{s.agentKey(a.ID), s.agentsKey(a.TenantID)}, v, a.ID, score(a.CreatedAt)).Int()); err != nil {
 		return store.Agent{}, fmt.Errorf("redisstore: create agent %s: %w", a.ID, err)
-	}
-	if n != 1 {
-		return store.Agent{}, fmt.Errorf("redisstore: create agent %s: %w", a.ID, store.ErrConflict)
 	}
 	return a, nil
 }
@@ -318,11 +295,8 @@ func (s *Store) UpdateAgent(ctx context.Context, a store.Agent) (store.Agent, er
 	}
 	// KEYS: agent, agents:{tenant} (to refresh the score).
 	// ARGV: tenant, expected version, JSON, id, score, 0 sets to leave.
-	n, err := updateRecordScript.Run(ctx, s.rdb, []string{s.agentKey(a.ID), s.agentsKey(a.TenantID)},
-		a.TenantID, want, v, a.ID, score(a.CreatedAt), 0).Int()
-	if err == nil {
-		err = updateResult(n)
-	}
+	err = updateResult(updateRecordScript.Run(ctx, s.rdb, []string{s.agentKey(a.ID), s.agentsKey(a.TenantID)},
+		a.TenantID, want, v, a.ID, score(a.CreatedAt), 0).Int())
 	if err != nil {
 		return store.Agent{}, fmt.Errorf("redisstore: update agent %s: %w", a.ID, err)
 	}
@@ -359,12 +333,8 @@ func (s *Store) CreateTrigger(ctx context.Context, t store.Trigger) (store.Trigg
 	}
 	// KEYS: trigger, triggers:{tenant}, triggers. ARGV: JSON, id, score.
 	keys := []string{s.triggerKey(t.ID), s.triggersKey(t.TenantID), s.allTriggersKey()}
-	n, err := createRecordScript.Run(ctx, s.rdb, keys, v, t.ID, score(t.CreatedAt)).Int()
-	if err != nil {
+	if err := createResult(createRecordScript.Run(ctx, s.rdb, keys, v, t.ID, score(t.CreatedAt)).Int()); err != nil {
 		return store.Trigger{}, fmt.Errorf("redisstore: create trigger %s: %w", t.ID, err)
-	}
-	if n != 1 {
-		return store.Trigger{}, fmt.Errorf("redisstore: create trigger %s: %w", t.ID, store.ErrConflict)
 	}
 	return t, nil
 }
@@ -415,11 +385,7 @@ func (s *Store) UpdateTrigger(ctx context.Context, t store.Trigger) (store.Trigg
 	// KEYS: trigger, triggers:{tenant}, triggers (to refresh the score).
 	// ARGV: tenant, expected version, JSON, id, score, 0 sets to leave.
 	keys := []string{s.triggerKey(t.ID), s.triggersKey(t.TenantID), s.allTriggersKey()}
-	n, err := updateRecordScript.Run(ctx, s.rdb, keys, t.TenantID, want, v, t.ID, score(t.CreatedAt), 0).Int()
-	if err == nil {
-		err = updateResult(n)
-	}
-	if err != nil {
+	if err := updateResult(updateRecordScript.Run(ctx, s.rdb, keys, t.TenantID, want, v, t.ID, score(t.CreatedAt), 0).Int()); err != nil {
 		return store.Trigger{}, fmt.Errorf("redisstore: update trigger %s: %w", t.ID, err)
 	}
 	return t, nil
@@ -460,12 +426,8 @@ func (s *Store) CreateHook(ctx context.Context, h store.Hook) (store.Hook, error
 	}
 	// KEYS: hook, hook-key, hooks:{tenant}, hooks. ARGV: JSON, id, score.
 	keys := []string{s.hookKey(h.ID), s.hookKeyKey(h.Key()), s.hooksKey(h.TenantID), s.allHooksKey()}
-	n, err := createHookScript.Run(ctx, s.rdb, keys, v, h.ID, score(h.CreatedAt)).Int()
-	if err != nil {
+	if err := createResult(createUniqueScript.Run(ctx, s.rdb, keys, v, h.ID, score(h.CreatedAt)).Int()); err != nil {
 		return store.Hook{}, fmt.Errorf("redisstore: create hook %s: %w", h.ID, err)
-	}
-	if n != 1 {
-		return store.Hook{}, fmt.Errorf("redisstore: create hook %s: %w", h.ID, store.ErrConflict)
 	}
 	return h, nil
 }
@@ -624,12 +586,8 @@ func (s *Store) CreateRun(ctx context.Context, r store.Run) (store.Run, error) {
 	}
 	// KEYS: run, its sorted sets. ARGV: JSON, id, score.
 	keys := append([]string{s.runKey(r.ID)}, s.runSets(r)...)
-	n, err := createRecordScript.Run(ctx, s.rdb, keys, v, r.ID, score(r.CreatedAt)).Int()
-	if err != nil {
+	if err := createResult(createRecordScript.Run(ctx, s.rdb, keys, v, r.ID, score(r.CreatedAt)).Int()); err != nil {
 		return store.Run{}, fmt.Errorf("redisstore: create run %s: %w", r.ID, err)
-	}
-	if n != 1 {
-		return store.Run{}, fmt.Errorf("redisstore: create run %s: %w", r.ID, store.ErrConflict)
 	}
 	return r, nil
 }
@@ -691,11 +649,7 @@ func (s *Store) UpdateRun(ctx context.Context, r store.Run) (store.Run, error) {
 	// KEYS: run, sets to leave, sets to be in.
 	// ARGV: tenant, expected version, JSON, id, score, number of sets to leave.
 	keys := slices.Concat([]string{s.runKey(r.ID)}, leave, sets)
-	n, err := updateRecordScript.Run(ctx, s.rdb, keys, r.TenantID, want, v, r.ID, score(r.CreatedAt), len(leave)).Int()
-	if err == nil {
-		err = updateResult(n)
-	}
-	if err != nil {
+	if err := updateResult(updateRecordScript.Run(ctx, s.rdb, keys, r.TenantID, want, v, r.ID, score(r.CreatedAt), len(leave)).Int()); err != nil {
 		return store.Run{}, fmt.Errorf("redisstore: update run %s: %w", r.ID, err)
 	}
 	return r, nil

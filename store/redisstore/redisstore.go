@@ -98,23 +98,25 @@ const releaseTimeout = 5 * time.Second
 
 // Scripts. KEYS and ARGV are documented at each call.
 var (
-	createTenantScript = redis.NewScript(`
+	// createRecordScript stores a new record and adds its id to sorted
+	// sets. KEYS: record, sorted sets. ARGV: JSON, id, score. Returns 1
+	// when written, 0 when the record exists.
+	createRecordScript = redis.NewScript(`
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('SET', KEYS[1], ARGV[1])
-redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
+for i = 2, #KEYS do redis.call('ZADD', KEYS[i], ARGV[3], ARGV[2]) end
 return 1`)
 
-	createAPIKeyScript = redis.NewScript(`
+	// createUniqueScript stores a new record and a second key that finds
+	// it (an account's external id, a hook's key, an API key's id), and
+	// adds ARGV[2] to sorted sets. KEYS: record, second key, sorted sets.
+	// ARGV: JSON, the second key's value (the record's id, or an API key's
+	// hash), score. Returns 1 when written, 0 when either key exists.
+	createUniqueScript = redis.NewScript(`
 if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
 redis.call('SET', KEYS[1], ARGV[1])
 redis.call('SET', KEYS[2], ARGV[2])
-return 1`)
-
-	createAccountScript = redis.NewScript(`
-if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
-redis.call('SET', KEYS[1], ARGV[1])
-redis.call('SET', KEYS[2], ARGV[2])
-redis.call('ZADD', KEYS[3], ARGV[3], ARGV[2])
+for i = 3, #KEYS do redis.call('ZADD', KEYS[i], ARGV[3], ARGV[2]) end
 return 1`)
 
 	// Returns 1 when written, 0 on a version mismatch, -1 when the account
@@ -278,13 +280,9 @@ func (s *Store) CreateTenant(ctx context.Context, t store.Tenant) error {
 	if err != nil {
 		return fmt.Errorf("redisstore: create tenant: %w", err)
 	}
-	// KEYS: tenant, tenants. ARGV: JSON, score, id.
-	n, err := createTenantScript.Run(ctx, s.rdb, []string{s.tenantKey(t.ID), s.tenantsKey()}, v, score(t.CreatedAt), t.ID).Int()
-	if err != nil {
+	// KEYS: tenant, tenants. ARGV: JSON, id, score.
+	if err := createResult(createRecordScript.Run(ctx, s.rdb, []string{s.tenantKey(t.ID), s.tenantsKey()}, v, t.ID, score(t.CreatedAt)).Int()); err != nil {
 		return fmt.Errorf("redisstore: create tenant %s: %w", t.ID, err)
-	}
-	if n != 1 {
-		return fmt.Errorf("redisstore: create tenant %s: %w", t.ID, store.ErrConflict)
 	}
 	return nil
 }
@@ -323,12 +321,8 @@ func (s *Store) CreateAPIKey(ctx context.Context, k store.APIKey) error {
 		return fmt.Errorf("redisstore: create api key: %w", err)
 	}
 	// KEYS: apikey, apikey-id. ARGV: JSON, hex hash.
-	n, err := createAPIKeyScript.Run(ctx, s.rdb, []string{s.apiKeyKey(k.Hash), s.apiKeyIDKey(k.ID)}, v, hex.EncodeToString(k.Hash[:])).Int()
-	if err != nil {
+	if err := createResult(createUniqueScript.Run(ctx, s.rdb, []string{s.apiKeyKey(k.Hash), s.apiKeyIDKey(k.ID)}, v, hex.EncodeToString(k.Hash[:])).Int()); err != nil {
 		return fmt.Errorf("redisstore: create api key %s: %w", k.ID, err)
-	}
-	if n != 1 {
-		return fmt.Errorf("redisstore: create api key %s: %w", k.ID, store.ErrConflict)
 	}
 	return nil
 }
@@ -358,12 +352,8 @@ func (s *Store) CreateAccount(ctx context.Context, a store.Account) (store.Accou
 	}
 	// KEYS: account, account-ext, accounts. ARGV: JSON, id, score.
 	keys := []string{s.accountKey(a.TenantID, a.ID), s.extKey(a.TenantID, a.Connector, a.ExternalID), s.accountsKey(a.TenantID)}
-	n, err := createAccountScript.Run(ctx, s.rdb, keys, v, a.ID, score(a.CreatedAt)).Int()
-	if err != nil {
+	if err := createResult(createUniqueScript.Run(ctx, s.rdb, keys, v, a.ID, score(a.CreatedAt)).Int()); err != nil {
 		return store.Account{}, fmt.Errorf("redisstore: create account %s: %w", a.ID, err)
-	}
-	if n != 1 {
-		return store.Account{}, fmt.Errorf("redisstore: create account %s: %w", a.ID, store.ErrConflict)
 	}
 	return a, nil
 }
@@ -554,6 +544,15 @@ func (s *Store) TryLock(ctx context.Context, key string, ttl time.Duration) (rel
 			_ = unlockScript.Run(ctx, s.rdb, []string{k}, token).Err()
 		})
 	}, true, nil
+}
+
+// createResult turns the result of a create script (1: written, 0: a key
+// was taken) into an error.
+func createResult(n int, err error) error {
+	if err == nil && n != 1 {
+		return store.ErrConflict
+	}
+	return err
 }
 
 // getJSON decodes the value at key into v; store.ErrNotFound if absent.
