@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -662,6 +663,24 @@ func deleteIndexes(tx *bolt.Tx, entries []indexEntry) error {
 	return nil
 }
 
+// moveIndexes replaces a record's entries old with now, touching only the
+// entries that differ: every bucket written costs pages at the commit, and
+// most updates (a run's status, an event's outcomes) leave most entries
+// where they were.
+func moveIndexes(tx *bolt.Tx, old, now []indexEntry) error {
+	if err := deleteIndexes(tx, without(old, now)); err != nil {
+		return err
+	}
+	return putIndexes(tx, without(now, old))
+}
+
+// without returns the entries of a that b does not hold.
+func without(a, b []indexEntry) []indexEntry {
+	return slices.DeleteFunc(slices.Clone(a), func(e indexEntry) bool {
+		return slices.ContainsFunc(b, func(f indexEntry) bool { return bytes.Equal(e.bucket, f.bucket) && bytes.Equal(e.key, f.key) })
+	})
+}
+
 // getRun reads a run in tx: the tenant's, or any tenant's for "";
 // store.ErrNotFound if absent or another tenant's.
 func getRun(tx *bolt.Tx, tenantID, id string) (store.Run, error) {
@@ -749,10 +768,7 @@ func (s *Store) UpdateRun(ctx context.Context, r store.Run) (store.Run, error) {
 		if cur.Version != want {
 			return store.ErrConflict
 		}
-		if err := deleteIndexes(tx, runIndexes(cur)); err != nil {
-			return err
-		}
-		if err := putIndexes(tx, runIndexes(r)); err != nil {
+		if err := moveIndexes(tx, runIndexes(cur), runIndexes(r)); err != nil {
 			return err
 		}
 		return tx.Bucket(bucketRuns).Put([]byte(r.ID), v)
@@ -853,22 +869,21 @@ func (s *Store) PutEvent(ctx context.Context, e store.EventRecord) error {
 	err = s.db.Batch(func(tx *bolt.Tx) error {
 		events := tx.Bucket(bucketEvents)
 		k := eventKey(e.TenantID, e.EventID)
+		var stale []indexEntry
 		old, err := getJSON[store.EventRecord](events, k)
 		switch {
 		case err == nil:
 			if old.TenantID != e.TenantID || old.EventID != e.EventID {
 				return store.ErrConflict // NUL in an id made two keys one
 			}
-			if err := deleteIndexes(tx, eventIndexes(old)); err != nil {
-				return err
-			}
+			stale = eventIndexes(old)
 		case !errors.Is(err, store.ErrNotFound):
 			return err
 		}
 		if err := events.Put(k, v); err != nil {
 			return err
 		}
-		return putIndexes(tx, eventIndexes(e))
+		return moveIndexes(tx, stale, eventIndexes(e))
 	})
 	if err != nil {
 		return fmt.Errorf("boltstore: put event %s: %w", e.EventID, err)
