@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/triggerd/triggerd/internal/testenv"
 )
 
 // DefaultRedisURL is the server RedisURL uses when TRIGGERD_TEST_REDIS_URL
@@ -15,9 +17,10 @@ import (
 const DefaultRedisURL = "redis://127.0.0.1:6379/0"
 
 // RedisURL returns the URL of the Redis server for tests: the environment
-// variable TRIGGERD_TEST_REDIS_URL, or DefaultRedisURL. If the server does
-// not answer PING within a second, the test fails when the environment
-// variable CI is "true" and is skipped, loudly, otherwise.
+// variable TRIGGERD_TEST_REDIS_URL, or DefaultRedisURL. A server that does
+// not answer PING within a second is a missing prerequisite
+// (testenv.Missing): the test fails when CI=true and is skipped, loudly,
+// otherwise.
 func RedisURL(t testing.TB) string {
 	t.Helper()
 	url := os.Getenv("TRIGGERD_TEST_REDIS_URL")
@@ -35,10 +38,7 @@ func RedisURL(t testing.TB) string {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if err := rdb.Ping(ctx).Err(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("storetest: no Redis at %s (%v); CI=true, so the Redis tests must run: start one or set TRIGGERD_TEST_REDIS_URL", opts.Addr, err)
-		}
-		t.Skipf("SKIPPING: no Redis at %s (%v); these tests did not run. Start redis-server or set TRIGGERD_TEST_REDIS_URL.", opts.Addr, err)
+		testenv.Missing(t, "Redis at "+opts.Addr+" (start redis-server or set TRIGGERD_TEST_REDIS_URL)", err)
 	}
 	return url
 }
