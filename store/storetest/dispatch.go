@@ -267,6 +267,15 @@ func oneWins[T any](t *testing.T, what string, n int, write func(i int) (T, erro
 	return winner
 }
 
+// upTo returns what a list with this limit keeps of xs: the first limit,
+// or the first 100 when limit is not positive.
+func upTo[T any](xs []T, limit int) []T {
+	if limit <= 0 {
+		limit = 100
+	}
+	return xs[:min(limit, len(xs))]
+}
+
 // ids returns the ids of xs, for short failure messages about order.
 func ids[T any](xs []T, id func(T) string) []string {
 	out := make([]string, len(xs))
@@ -891,11 +900,7 @@ func selectRuns(all []store.Run, f store.RunFilter) []store.Run {
 	slices.SortFunc(out, func(a, b store.Run) int {
 		return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), cmp.Compare(b.ID, a.ID))
 	})
-	limit := f.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	return out[:min(limit, len(out))]
+	return upTo(out, f.Limit)
 }
 
 // checkRunLists compares ListRuns with selectRuns for filters.
@@ -1193,11 +1198,7 @@ func (m eventModel) check(t *testing.T, s store.Store, tenantID, triggerID strin
 	slices.SortFunc(want, func(a, b store.EventRecord) int {
 		return cmp.Or(b.DispatchedAt.Compare(a.DispatchedAt), cmp.Compare(b.EventID, a.EventID))
 	})
-	if limit <= 0 {
-		want = want[:min(100, len(want))]
-	} else {
-		want = want[:min(limit, len(want))]
-	}
+	want = upTo(want, limit)
 	what := fmt.Sprintf("ListTriggerEvents(%s, %s, %d)", tenantID, triggerID, limit)
 	got, err := s.ListTriggerEvents(t.Context(), tenantID, triggerID, limit)
 	must(t, what, err)

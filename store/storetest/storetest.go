@@ -228,10 +228,6 @@ func account(tenantID, id, connector, externalID string, created time.Time) stor
 // fullAccount returns an account with every field set, to check that
 // everything round-trips.
 func fullAccount(tenantID, id string) store.Account {
-	sealed := make([]byte, 256)
-	for i := range sealed {
-		sealed[i] = byte(255 - i) // every byte value, NUL and invalid UTF-8 included
-	}
 	return store.Account{
 		ID:           id,
 		TenantID:     tenantID,
@@ -250,7 +246,7 @@ func fullAccount(tenantID, id string) store.Account {
 		CreatedAt:   base,
 		UpdatedAt:   base.Add(time.Hour + time.Nanosecond),
 		RemovedAt:   base.Add(2 * time.Hour).In(time.FixedZone("PDT", -7*3600)),
-		SealedToken: sealed,
+		SealedToken: everyByte(),
 		TokenExpiry: base.Add(3*time.Hour + 987654321),
 	}
 }
