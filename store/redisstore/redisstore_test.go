@@ -1,8 +1,6 @@
 package redisstore_test
 
 import (
-	"github.com/triggerd/triggerd/internal/testenv"
-
 	"bytes"
 	"context"
 	"encoding/json"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/triggerd/triggerd/internal/testenv"
 	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/store/redisstore"
 	"github.com/triggerd/triggerd/store/storetest"
@@ -239,12 +238,7 @@ func TestKeyLayout(t *testing.T) {
 	}
 	defer release()
 
-	opts, err := redis.ParseURL(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb := redis.NewClient(opts)
-	defer rdb.Close()
+	rdb := client(t, url)
 	hexHash := fmt.Sprintf("%x", hash)
 	want := map[string]string{ // key -> type
 		"tenant:t1":                  "string",
@@ -257,21 +251,8 @@ func TestKeyLayout(t *testing.T) {
 		"flow:st":                    "string",
 		"lock:refresh:a1":            "string",
 	}
-	var keys []string
-	iter := rdb.Scan(ctx, 0, prefix+"*", 100).Iterator()
-	for iter.Next(ctx) {
-		keys = append(keys, strings.TrimPrefix(iter.Val(), prefix))
-	}
-	if err := iter.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if len(keys) != len(want) {
-		t.Errorf("keys under the prefix: %q, want the %d of the layout", keys, len(want))
-	}
-	for key, typ := range want {
-		if got := rdb.Type(ctx, prefix+key).Val(); got != typ {
-			t.Errorf("%s: type %q, want %q", key, got, typ)
-		}
+	if got := keysUnder(t, rdb, prefix); !maps.Equal(got, want) {
+		t.Errorf("keys under the prefix (and their types):\n got %v\nwant %v", got, want)
 	}
 	if got := rdb.Get(ctx, prefix+"apikey-id:k1").Val(); got != hexHash {
 		t.Errorf("apikey-id:k1 = %q, want %q", got, hexHash)
@@ -328,37 +309,12 @@ func TestTwoStores(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		wins  int
-		start = make(chan struct{})
-	)
-	for i := range 20 {
-		s := s1
-		if i%2 == 1 {
-			s = s2
-		}
-		wg.Go(func() {
-			<-start
-			c := cur
-			c.Login = fmt.Sprint("writer-", i)
-			_, err := s.UpdateAccount(ctx, c)
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err == nil:
-				wins++
-			case !errors.Is(err, store.ErrConflict):
-				t.Errorf("UpdateAccount: %v", err)
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
-	if wins != 1 {
-		t.Fatalf("%d of 20 concurrent updates across two stores succeeded, want 1", wins)
-	}
+	race(t, "UpdateAccount", []*redisstore.Store{s1, s2}, func(s *redisstore.Store, i int) error {
+		c := cur
+		c.Login = fmt.Sprint("writer-", i)
+		_, err := s.UpdateAccount(ctx, c)
+		return err
+	})
 	if got, err := s1.GetAccount(ctx, "t1", "a1"); err != nil || got.Version != 3 {
 		t.Fatalf("GetAccount after concurrent updates: version %d, %v; want 3", got.Version, err)
 	}
@@ -424,6 +380,51 @@ func keysUnder(t *testing.T, rdb *redis.Client, prefix string) map[string]string
 	return keys
 }
 
+// client returns a plain client of the server at url, to look at the keys
+// under a prefix; it is closed when the test ends.
+func client(t *testing.T, url string) *redis.Client {
+	t.Helper()
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opts)
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+// race runs write from 20 goroutines released together, alternately on
+// each of stores, as processes would: exactly one must succeed, and the
+// others fail with store.ErrConflict.
+func race(t *testing.T, what string, stores []*redisstore.Store, write func(s *redisstore.Store, i int) error) {
+	t.Helper()
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		wins  int
+		start = make(chan struct{})
+	)
+	for i := range 20 {
+		wg.Go(func() {
+			<-start
+			err := write(stores[i%len(stores)], i)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				wins++
+			case !errors.Is(err, store.ErrConflict):
+				t.Errorf("%s: %v", what, err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if wins != 1 {
+		t.Fatalf("%s: %d of 20 concurrent writes across %d stores succeeded, want 1", what, wins, len(stores))
+	}
+}
+
 // TestDispatchKeyLayout pins the documented key names of the dispatcher's
 // records, and checks that updates, replacements and deletions keep the
 // sorted sets in step: nothing stale is left behind.
@@ -432,17 +433,12 @@ func TestDispatchKeyLayout(t *testing.T) {
 	url, prefix := storetest.RedisURL(t), storetest.Prefix(t)
 	s := open(t, url, prefix)
 	defer s.Close()
-	opts, err := redis.ParseURL(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb := redis.NewClient(opts)
-	defer rdb.Close()
+	rdb := client(t, url)
 
 	created := time.Unix(1700000000, 5)
 	var steps []error
 	step := func(err error) { steps = append(steps, err) }
-	_, err = s.CreateAgent(ctx, store.Agent{ID: "ag1", TenantID: "t1", CreatedAt: created})
+	_, err := s.CreateAgent(ctx, store.Agent{ID: "ag1", TenantID: "t1", CreatedAt: created})
 	step(err)
 	_, err = s.CreateTrigger(ctx, store.Trigger{ID: "tr1", TenantID: "t1", AccountID: "acc1", AgentID: "ag1", CreatedAt: created})
 	step(err)
@@ -538,35 +534,7 @@ func TestTwoStoresRuns(t *testing.T) {
 	defer stores[0].Close()
 	defer stores[1].Close()
 
-	race := func(what string, write func(s *redisstore.Store, i int) error) {
-		t.Helper()
-		var (
-			wg    sync.WaitGroup
-			mu    sync.Mutex
-			wins  int
-			start = make(chan struct{})
-		)
-		for i := range 20 {
-			wg.Go(func() {
-				<-start
-				err := write(stores[i%2], i)
-				mu.Lock()
-				defer mu.Unlock()
-				switch {
-				case err == nil:
-					wins++
-				case !errors.Is(err, store.ErrConflict):
-					t.Errorf("%s: %v", what, err)
-				}
-			})
-		}
-		close(start)
-		wg.Wait()
-		if wins != 1 {
-			t.Fatalf("%s: %d of 20 concurrent writes across two stores succeeded, want 1", what, wins)
-		}
-	}
-	race("CreateRun", func(s *redisstore.Store, i int) error {
+	race(t, "CreateRun", stores, func(s *redisstore.Store, i int) error {
 		_, err := s.CreateRun(ctx, store.Run{ID: "r1", TenantID: "t1", TriggerID: "tr1", ClaimedBy: fmt.Sprint("worker-", i)})
 		return err
 	})
@@ -574,14 +542,14 @@ func TestTwoStoresRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	race("UpdateRun", func(s *redisstore.Store, i int) error {
+	race(t, "UpdateRun", stores, func(s *redisstore.Store, i int) error {
 		r := cur
 		r.Status = store.RunStarted
 		r.ClaimedBy = fmt.Sprint("worker-", i)
 		_, err := s.UpdateRun(ctx, r)
 		return err
 	})
-	race("PutCursor", func(s *redisstore.Store, i int) error {
+	race(t, "PutCursor", stores, func(s *redisstore.Store, i int) error {
 		_, err := s.PutCursor(ctx, store.Cursor{Key: "k", Value: json.RawMessage(fmt.Sprint(i))})
 		return err
 	})
@@ -601,12 +569,7 @@ func TestConcurrentPutEvent(t *testing.T) {
 	stores := []*redisstore.Store{open(t, url, prefix), open(t, url, prefix)}
 	defer stores[0].Close()
 	defer stores[1].Close()
-	opts, err := redis.ParseURL(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb := redis.NewClient(opts)
-	defer rdb.Close()
+	rdb := client(t, url)
 
 	for round := range 5 {
 		var wg sync.WaitGroup
