@@ -103,8 +103,8 @@ type Options struct {
 	// ("https://triggers.example.com"); hooks deliver to
 	// PublicURL/webhooks/<connector>/<hook-id>.
 	PublicURL string
-	// CheckAgentURL validates an HTTP agent's URL (SSRF rules); nil accepts
-	// any http(s) URL.
+	// CheckAgentURL validates an HTTP agent's URL (SSRF rules); nil
+	// applies push.CheckURL's URL rules and leaves addresses to the dialer.
 	CheckAgentURL func(raw string) error
 	// NewAgentSecret makes an HTTP agent's Standard Webhooks secret.
 	NewAgentSecret func() (string, error)
