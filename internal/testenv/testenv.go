@@ -1,8 +1,8 @@
 // Package testenv is test support shared by the project's packages: where
 // the shared webhook corpus is, and one rule for a missing prerequisite —
 // skip loudly on a developer's machine, fail under CI=true, so a green CI
-// run can never hide a suite that did not run. Import it only from
-// _test.go files.
+// run can never hide a suite that did not run. Import it only from tests and
+// test-support packages (storetest).
 package testenv
 
 import (
