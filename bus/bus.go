@@ -2,16 +2,27 @@
 // streams, makes a delivery and its trigger events durable (Commit), reads
 // archived deliveries back, and tails event subjects.
 //
-// Two streams hold everything:
+// Two kinds of message make a delivery durable:
 //
-//   - EventsStream ("triggers.>") holds one message per trigger event, with
-//     the event id as Nats-Msg-Id.
-//   - DeliveriesStream ("deliveries.>") holds one message per accepted raw
-//     delivery (its HTTP headers as message headers, its raw body as data),
-//     on the subject "deliveries.<connector>.<delivery-id>". The archive
-//     record is written last and at most once per subject, so its presence
-//     means "this delivery was accepted": it is the duplicate check, for as
-//     long as the archive keeps it, across restarts and across processes.
+//   - Events, on "triggers.>" in EventsStream, one message per trigger
+//     event, with the event id as Nats-Msg-Id.
+//   - Archive records, on "deliveries.<connector>.<delivery-key>", one per
+//     accepted raw delivery (its HTTP headers as message headers, its raw
+//     body as data). The record is written last and at most once per
+//     subject, so its presence means "this delivery was accepted": it is the
+//     duplicate check, for as long as the archive keeps it, across restarts
+//     and across processes.
+//
+// Where the records live is the archive's layout, chosen once per NATS:
+//
+//   - Shared (NATS 2.11 and later, the default): records live in
+//     EventsStream beside the events. Each event is published on condition
+//     that its delivery has no record yet (Nats-Expected-Last-Subject-
+//     Sequence-Subject), so the server itself refuses the events of a
+//     delivery accepted before, and Commit needs no lookup first.
+//   - Separate (older servers, and a NATS that already holds
+//     DeliveriesStream): records live in DeliveriesStream, and Commit looks
+//     the record up before publishing.
 //
 // A record does not repeat a body that an event of the delivery already
 // carries byte for byte: it names that event's sequence instead, so each
@@ -28,6 +39,9 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -89,6 +103,11 @@ type Options struct {
 	// SkipProvision connects without creating or updating the streams
 	// (for tools that only read).
 	SkipProvision bool
+	// SeparateArchive keeps archive records in DeliveriesStream on a NATS
+	// that holds no triggerd streams yet, as servers before 2.11 require
+	// (Connect chooses it itself there). A NATS that already holds the
+	// streams keeps the layout it has.
+	SeparateArchive bool
 }
 
 func (o *Options) setDefaults() error {
@@ -124,7 +143,13 @@ type Bus struct {
 	events     jetstream.Stream
 	deliveries jetstream.Stream
 	bodies     jetstream.ObjectStore
-	closed     chan struct{}
+	// shared is true when archive records live in EventsStream (then
+	// deliveries is events).
+	shared bool
+	// eventTTL and recordTTL, when set, are the per-message TTLs that give
+	// events and records of a shared stream their own retention.
+	eventTTL, recordTTL time.Duration
+	closed              chan struct{}
 	// encodeBufs recycles event encoding buffers (*[]byte).
 	encodeBufs sync.Pool
 }
@@ -182,20 +207,27 @@ func Connect(ctx context.Context, url string, o Options) (*Bus, error) {
 }
 
 func (b *Bus) provision(ctx context.Context) error {
-	var err error
+	shared, err := b.layout(ctx)
+	if err != nil {
+		return err
+	}
+	b.shared = shared
 	if b.opts.SkipProvision {
 		if b.events, err = b.js.Stream(ctx, EventsStream); err != nil {
 			return fmt.Errorf("stream %s: %w (has triggerd run against this NATS?)", EventsStream, err)
 		}
-		if b.deliveries, err = b.js.Stream(ctx, DeliveriesStream); err != nil {
-			return fmt.Errorf("stream %s: %w (has triggerd run against this NATS?)", DeliveriesStream, err)
+		b.deliveries = b.events
+		if !shared {
+			if b.deliveries, err = b.js.Stream(ctx, DeliveriesStream); err != nil {
+				return fmt.Errorf("stream %s: %w (has triggerd run against this NATS?)", DeliveriesStream, err)
+			}
 		}
 		if b.bodies, err = b.js.ObjectStore(ctx, BodiesBucket); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
 			return fmt.Errorf("object store %s: %w", BodiesBucket, err)
 		}
 		return nil
 	}
-	b.events, err = b.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	events := jetstream.StreamConfig{
 		Name:        EventsStream,
 		Description: "triggerd trigger events, one message per event, Nats-Msg-Id = event id",
 		Subjects:    []string{"triggers.>"},
@@ -205,22 +237,39 @@ func (b *Bus) provision(ctx context.Context) error {
 		Duplicates:  b.opts.DedupWindow,
 		Discard:     jetstream.DiscardOld,
 		AllowDirect: true,
-	})
-	if err != nil {
+	}
+	if shared {
+		// One stream, two retentions: the stream keeps messages for the
+		// longer one and the shorter-lived kind carries a TTL.
+		events.Description = "triggerd trigger events (triggers.>, Nats-Msg-Id = event id) and raw webhook deliveries (deliveries.>, one per delivery)"
+		events.Subjects = append(events.Subjects, DeliveriesPrefix+".>")
+		events.MaxAge = max(b.opts.EventRetention, b.opts.ArchiveRetention)
+		events.AllowMsgTTL = true
+		if b.opts.EventRetention < events.MaxAge {
+			b.eventTTL = b.opts.EventRetention
+		}
+		if b.opts.ArchiveRetention < events.MaxAge {
+			b.recordTTL = b.opts.ArchiveRetention
+		}
+	}
+	if b.events, err = b.js.CreateOrUpdateStream(ctx, events); err != nil {
 		return fmt.Errorf("provision stream %s: %w", EventsStream, err)
 	}
-	b.deliveries, err = b.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:        DeliveriesStream,
-		Description: "triggerd raw webhook deliveries (headers and body), one per delivery id",
-		Subjects:    []string{DeliveriesPrefix + ".>"},
-		Retention:   jetstream.LimitsPolicy,
-		Storage:     jetstream.FileStorage,
-		MaxAge:      b.opts.ArchiveRetention,
-		Discard:     jetstream.DiscardOld,
-		AllowDirect: true,
-	})
-	if err != nil {
-		return fmt.Errorf("provision stream %s: %w", DeliveriesStream, err)
+	b.deliveries = b.events
+	if !shared {
+		b.deliveries, err = b.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+			Name:        DeliveriesStream,
+			Description: "triggerd raw webhook deliveries (headers and body), one per delivery id",
+			Subjects:    []string{DeliveriesPrefix + ".>"},
+			Retention:   jetstream.LimitsPolicy,
+			Storage:     jetstream.FileStorage,
+			MaxAge:      b.opts.ArchiveRetention,
+			Discard:     jetstream.DiscardOld,
+			AllowDirect: true,
+		})
+		if err != nil {
+			return fmt.Errorf("provision stream %s: %w", DeliveriesStream, err)
+		}
 	}
 	b.bodies, err = b.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
 		Bucket:      BodiesBucket,
@@ -232,6 +281,55 @@ func (b *Bus) provision(ctx context.Context) error {
 		return fmt.Errorf("provision object store %s: %w", BodiesBucket, err)
 	}
 	return b.provisionWork(ctx)
+}
+
+// sharedArchiveSince is the first NATS release that checks a subject other
+// than the published one (Nats-Expected-Last-Subject-Sequence-Subject) and
+// keeps per-message TTLs: what the shared layout relies on.
+var sharedArchiveSince = [3]int{2, 11, 0}
+
+// layout reports whether archive records live in EventsStream. A NATS that
+// holds triggerd's streams keeps the layout it has; a new one gets the
+// shared layout unless the server is too old or SeparateArchive asks.
+func (b *Bus) layout(ctx context.Context) (shared bool, err error) {
+	version := b.nc.ConnectedServerVersion()
+	capable := versionAtLeast(version, sharedArchiveSince)
+	if _, err := b.js.Stream(ctx, DeliveriesStream); err == nil {
+		return false, nil
+	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return false, fmt.Errorf("stream %s: %w", DeliveriesStream, err)
+	}
+	s, err := b.js.Stream(ctx, EventsStream)
+	switch {
+	case err == nil && slices.Contains(s.CachedInfo().Config.Subjects, DeliveriesPrefix+".>"):
+		if !capable {
+			return false, fmt.Errorf("stream %s holds the delivery archive, which needs NATS %d.%d or later; this server is %s", EventsStream, sharedArchiveSince[0], sharedArchiveSince[1], version)
+		}
+		return true, nil
+	case err != nil && !errors.Is(err, jetstream.ErrStreamNotFound):
+		return false, fmt.Errorf("stream %s: %w", EventsStream, err)
+	}
+	return capable && !b.opts.SeparateArchive, nil
+}
+
+// versionAtLeast reports whether a server version ("2.11.4",
+// "2.12.0-RC.1") is at least min.
+func versionAtLeast(version string, min [3]int) bool {
+	core, _, _ := strings.Cut(version, "-")
+	parts := strings.SplitN(core, ".", 3)
+	for i := range min {
+		if i >= len(parts) {
+			return false
+		}
+		n, err := strconv.Atoi(parts[i])
+		if err != nil {
+			return false
+		}
+		if n != min[i] {
+			return n > min[i]
+		}
+	}
+	return true
 }
 
 // Ready reports whether the connection to NATS is up.
@@ -259,11 +357,23 @@ func redactURL(raw string) string {
 	return u.String()
 }
 
-// EventCount returns how many messages EventsStream holds.
+// EventCount returns how many events EventsStream holds (archive records
+// sharing the stream are not counted).
 func (b *Bus) EventCount(ctx context.Context) (uint64, error) {
-	info, err := b.events.Info(ctx)
+	if !b.shared {
+		info, err := b.events.Info(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("stream %s: %w", EventsStream, err)
+		}
+		return info.State.Msgs, nil
+	}
+	info, err := b.events.Info(ctx, jetstream.WithSubjectFilter("triggers.>"))
 	if err != nil {
 		return 0, fmt.Errorf("stream %s: %w", EventsStream, err)
 	}
-	return info.State.Msgs, nil
+	var n uint64
+	for _, count := range info.State.Subjects {
+		n += count
+	}
+	return n, nil
 }

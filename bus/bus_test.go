@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/triggerd/triggerd/triggers"
 )
 
@@ -78,17 +80,39 @@ func (ts *testServer) connect(o Options) *Bus {
 	return b
 }
 
-func streamMsgs(t *testing.T, b *Bus, name string) uint64 {
+// eventMsgs returns how many events the events stream holds.
+func eventMsgs(t *testing.T, b *Bus) uint64 {
 	t.Helper()
-	s, err := b.js.Stream(context.Background(), name)
+	n, err := b.EventCount(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := s.Info(context.Background())
+	return n
+}
+
+// records returns how many archive records the archive holds.
+func records(t *testing.T, b *Bus) uint64 {
+	t.Helper()
+	info, err := b.deliveries.Info(context.Background(), jetstream.WithSubjectFilter(DeliveriesPrefix+".>"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return info.State.Msgs
+	var n uint64
+	for _, c := range info.State.Subjects {
+		n += c
+	}
+	return n
+}
+
+// layouts runs fn once per archive layout, with the options that choose it
+// on a fresh server.
+func layouts(t *testing.T, fn func(t *testing.T, o Options)) {
+	for _, l := range []struct {
+		name string
+		o    Options
+	}{{"shared", Options{}}, {"separate", Options{SeparateArchive: true}}} {
+		t.Run(l.name, func(t *testing.T) { fn(t, l.o) })
+	}
 }
 
 func testDelivery(id string, n int, payload []byte) (triggers.Capture, []triggers.Event) {
@@ -131,174 +155,185 @@ func commit(t *testing.T, b *Bus, c triggers.Capture, events []triggers.Event) b
 }
 
 func TestCommitPublishesEventsOnceAndArchives(t *testing.T) {
-	ts := startServer(t, 0)
-	b := ts.connect(Options{})
-	payload := []byte(`{"ref":"refs/heads/main"}`)
-	c, events := testDelivery("d-1", 3, payload)
+	layouts(t, func(t *testing.T, o Options) {
+		ts := startServer(t, 0)
+		b := ts.connect(o)
+		payload := []byte(`{"ref":"refs/heads/main"}`)
+		c, events := testDelivery("d-1", 3, payload)
 
-	if dup := commit(t, b, c, events); dup {
-		t.Fatal("first commit reported a duplicate")
-	}
-	if got := streamMsgs(t, b, EventsStream); got != 3 {
-		t.Fatalf("events stream holds %d messages, want 3", got)
-	}
-	// The same delivery again, also with freshly mapped events.
-	c2, events2 := testDelivery("d-1", 3, payload)
-	if dup := commit(t, b, c2, events2); !dup {
-		t.Fatal("second commit of d-1 was not recognised as a duplicate")
-	}
-	if got := streamMsgs(t, b, EventsStream); got != 3 {
-		t.Fatalf("events stream holds %d messages after a duplicate, want 3", got)
-	}
+		if dup := commit(t, b, c, events); dup {
+			t.Fatal("first commit reported a duplicate")
+		}
+		if got := eventMsgs(t, b); got != 3 {
+			t.Fatalf("events stream holds %d messages, want 3", got)
+		}
+		// The same delivery again, also with freshly mapped events.
+		c2, events2 := testDelivery("d-1", 3, payload)
+		if dup := commit(t, b, c2, events2); !dup {
+			t.Fatal("second commit of d-1 was not recognised as a duplicate")
+		}
+		if got := eventMsgs(t, b); got != 3 {
+			t.Fatalf("events stream holds %d messages after a duplicate, want 3", got)
+		}
 
-	// The event is on its subject, with the payload unchanged.
-	s, _ := b.js.Stream(context.Background(), EventsStream)
-	msg, err := s.GetLastMsgForSubject(context.Background(), "triggers.codehost.new_commit.octo-org.socket%2Eio")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got struct {
-		ID      string          `json:"id"`
-		Payload json.RawMessage `json:"payload"`
-	}
-	if err := json.Unmarshal(msg.Data, &got); err != nil {
-		t.Fatal(err)
-	}
-	if got.ID != events[2].ID || !bytes.Equal(got.Payload, payload) {
-		t.Fatalf("last event = %s %s, want %s with the payload unchanged", got.ID, got.Payload, events[2].ID)
-	}
-	if msg.Header.Get("Nats-Msg-Id") != events[2].ID {
-		t.Fatalf("Nats-Msg-Id = %q, want the event id", msg.Header.Get("Nats-Msg-Id"))
-	}
+		// The event is on its subject, with the payload unchanged.
+		s, _ := b.js.Stream(context.Background(), EventsStream)
+		msg, err := s.GetLastMsgForSubject(context.Background(), "triggers.codehost.new_commit.octo-org.socket%2Eio")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got struct {
+			ID      string          `json:"id"`
+			Payload json.RawMessage `json:"payload"`
+		}
+		if err := json.Unmarshal(msg.Data, &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.ID != events[2].ID || !bytes.Equal(got.Payload, payload) {
+			t.Fatalf("last event = %s %s, want %s with the payload unchanged", got.ID, got.Payload, events[2].ID)
+		}
+		if msg.Header.Get("Nats-Msg-Id") != events[2].ID {
+			t.Fatalf("Nats-Msg-Id = %q, want the event id", msg.Header.Get("Nats-Msg-Id"))
+		}
 
-	// The archive holds headers and body, minus credentials.
-	arch, err := b.Delivery(context.Background(), triggers.CodeHost, "d-1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(arch.Body, payload) || arch.DeliveryID != "d-1" || !arch.ReceivedAt.Equal(c.ReceivedAt) {
-		t.Fatalf("archived = %+v", arch)
-	}
-	if arch.Header["X-Github-Event"][0] != "push" {
-		t.Fatalf("archived headers = %v, want X-Github-Event", arch.Header)
-	}
-	if _, ok := arch.Header["Authorization"]; ok {
-		t.Fatal("the archive kept the Authorization header")
-	}
-	if _, err := b.Delivery(context.Background(), triggers.CodeHost, "never"); !errors.Is(err, ErrNotArchived) {
-		t.Fatalf("Delivery(never) = %v, want ErrNotArchived", err)
-	}
+		// The archive holds headers and body, minus credentials.
+		arch, err := b.Delivery(context.Background(), triggers.CodeHost, "d-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(arch.Body, payload) || arch.DeliveryID != "d-1" || !arch.ReceivedAt.Equal(c.ReceivedAt) {
+			t.Fatalf("archived = %+v", arch)
+		}
+		if arch.Header["X-Github-Event"][0] != "push" {
+			t.Fatalf("archived headers = %v, want X-Github-Event", arch.Header)
+		}
+		if _, ok := arch.Header["Authorization"]; ok {
+			t.Fatal("the archive kept the Authorization header")
+		}
+		if _, err := b.Delivery(context.Background(), triggers.CodeHost, "never"); !errors.Is(err, ErrNotArchived) {
+			t.Fatalf("Delivery(never) = %v, want ErrNotArchived", err)
+		}
+	})
 }
 
 func TestCommitAfterInterruptedAttemptPublishesNothingTwice(t *testing.T) {
-	ts := startServer(t, 0)
-	b := ts.connect(Options{})
-	c, events := testDelivery("d-crash", 5, []byte(`{}`))
-	// The interrupted attempt got the first three events out, then died
-	// before writing the archive record.
-	if _, err := b.PublishEvents(context.Background(), events[:3], ArchiveSubject(c.Connector, c.DeliveryID)); err != nil {
-		t.Fatal(err)
-	}
-	// The server restarts too; the sender retries.
-	ts.restart()
-	b2 := ts.connect(Options{})
-	c, events = testDelivery("d-crash", 5, []byte(`{}`))
-	if dup := commit(t, b2, c, events); dup {
-		t.Fatal("the retry of an unfinished delivery was called a duplicate")
-	}
-	if got := streamMsgs(t, b2, EventsStream); got != 5 {
-		t.Fatalf("events stream holds %d messages, want exactly 5", got)
-	}
+	layouts(t, func(t *testing.T, o Options) {
+		ts := startServer(t, 0)
+		b := ts.connect(o)
+		c, events := testDelivery("d-crash", 5, []byte(`{}`))
+		// The interrupted attempt got the first three events out, then died
+		// before writing the archive record.
+		if _, err := b.PublishEvents(context.Background(), events[:3], ArchiveSubject(c.Connector, c.DeliveryID)); err != nil {
+			t.Fatal(err)
+		}
+		// The server restarts too; the sender retries.
+		ts.restart()
+		b2 := ts.connect(o)
+		c, events = testDelivery("d-crash", 5, []byte(`{}`))
+		if dup := commit(t, b2, c, events); dup {
+			t.Fatal("the retry of an unfinished delivery was called a duplicate")
+		}
+		if got := eventMsgs(t, b2); got != 5 {
+			t.Fatalf("events stream holds %d messages, want exactly 5", got)
+		}
+	})
 }
 
 func TestDuplicateRecognisedAfterRestart(t *testing.T) {
-	ts := startServer(t, 0)
-	b := ts.connect(Options{})
-	c, events := testDelivery("d-restart", 1, []byte(`{}`))
-	commit(t, b, c, events)
-	ts.restart()
-	b2 := ts.connect(Options{})
-	c, events = testDelivery("d-restart", 1, []byte(`{}`))
-	if dup := commit(t, b2, c, events); !dup {
-		t.Fatal("a delivery accepted before the restart was not a duplicate after it")
-	}
-	if got := streamMsgs(t, b2, EventsStream); got != 1 {
-		t.Fatalf("events stream holds %d messages, want 1", got)
-	}
+	layouts(t, func(t *testing.T, o Options) {
+		ts := startServer(t, 0)
+		b := ts.connect(o)
+		c, events := testDelivery("d-restart", 1, []byte(`{}`))
+		commit(t, b, c, events)
+		ts.restart()
+		b2 := ts.connect(o)
+		c, events = testDelivery("d-restart", 1, []byte(`{}`))
+		if dup := commit(t, b2, c, events); !dup {
+			t.Fatal("a delivery accepted before the restart was not a duplicate after it")
+		}
+		if got := eventMsgs(t, b2); got != 1 {
+			t.Fatalf("events stream holds %d messages, want 1", got)
+		}
+	})
 }
 
 func TestConcurrentCommitsOfOneDelivery(t *testing.T) {
-	ts := startServer(t, 0)
-	// Several processes share one NATS.
-	buses := []*Bus{ts.connect(Options{}), ts.connect(Options{}), ts.connect(Options{})}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	accepted := 0
-	for i := 0; i < 12; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c, events := testDelivery("d-race", 4, []byte(`{}`))
-			dup, err := buses[i%len(buses)].Commit(context.Background(), c, events)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			if !dup {
-				mu.Lock()
-				accepted++
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	if accepted != 1 {
-		t.Fatalf("%d concurrent commits were accepted as new, want 1", accepted)
-	}
-	if got := streamMsgs(t, buses[0], EventsStream); got != 4 {
-		t.Fatalf("events stream holds %d messages, want 4", got)
-	}
-	if got := streamMsgs(t, buses[0], DeliveriesStream); got != 1 {
-		t.Fatalf("archive holds %d records, want 1", got)
-	}
+	layouts(t, func(t *testing.T, o Options) {
+		ts := startServer(t, 0)
+		// Several processes share one NATS.
+		buses := []*Bus{ts.connect(o), ts.connect(o), ts.connect(o)}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		accepted := 0
+		for i := 0; i < 12; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c, events := testDelivery("d-race", 4, []byte(`{}`))
+				dup, err := buses[i%len(buses)].Commit(context.Background(), c, events)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if !dup {
+					mu.Lock()
+					accepted++
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		if accepted != 1 {
+			t.Fatalf("%d concurrent commits were accepted as new, want 1", accepted)
+		}
+		if got := eventMsgs(t, buses[0]); got != 4 {
+			t.Fatalf("events stream holds %d messages, want 4", got)
+		}
+		if got := records(t, buses[0]); got != 1 {
+			t.Fatalf("archive holds %d records, want 1", got)
+		}
+	})
 }
 
 func TestLargePayloadsGoByReference(t *testing.T) {
-	ts := startServer(t, 64<<10) // a server with a 64 KiB max payload
-	b := ts.connect(Options{MaxInlineBytes: 40 << 10})
+	layouts(t, func(t *testing.T, o Options) {
+		ts := startServer(t, 64<<10) // a server with a 64 KiB max payload
+		o.MaxInlineBytes = 40 << 10
+		b := ts.connect(o)
 
-	big := []byte(`{"blob":"` + strings.Repeat("x", 200<<10) + `"}`)
-	c, events := testDelivery("d-big", 2, big)
-	commit(t, b, c, events)
-	ref := ArchiveSubject(triggers.CodeHost, "d-big")
-	for _, e := range events {
-		if e.Payload != nil || e.PayloadRef != ref {
-			t.Fatalf("event %s: payload %d bytes, ref %q; want null payload and ref %q", e.ID, len(e.Payload), e.PayloadRef, ref)
+		big := []byte(`{"blob":"` + strings.Repeat("x", 200<<10) + `"}`)
+		c, events := testDelivery("d-big", 2, big)
+		commit(t, b, c, events)
+		ref := ArchiveSubject(triggers.CodeHost, "d-big")
+		for _, e := range events {
+			if e.Payload != nil || e.PayloadRef != ref {
+				t.Fatalf("event %s: payload %d bytes, ref %q; want null payload and ref %q", e.ID, len(e.Payload), e.PayloadRef, ref)
+			}
 		}
-	}
-	arch, err := b.Delivery(context.Background(), triggers.CodeHost, "d-big")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(arch.Body, big) {
-		t.Fatalf("archived body is %d bytes, want the %d sent", len(arch.Body), len(big))
-	}
+		arch, err := b.Delivery(context.Background(), triggers.CodeHost, "d-big")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(arch.Body, big) {
+			t.Fatalf("archived body is %d bytes, want the %d sent", len(arch.Body), len(big))
+		}
 
-	// Small payloads go inline until the delivery's inline budget is spent.
-	mid := []byte(`{"blob":"` + strings.Repeat("y", 15<<10) + `"}`)
-	c, events = testDelivery("d-fanout", 4, mid)
-	commit(t, b, c, events)
-	inline := 0
-	for _, e := range events {
-		if e.Payload != nil {
-			inline++
-		} else if e.PayloadRef == "" {
-			t.Fatalf("event %s has neither payload nor payload_ref", e.ID)
+		// Small payloads go inline until the delivery's inline budget is spent.
+		mid := []byte(`{"blob":"` + strings.Repeat("y", 15<<10) + `"}`)
+		c, events = testDelivery("d-fanout", 4, mid)
+		commit(t, b, c, events)
+		inline := 0
+		for _, e := range events {
+			if e.Payload != nil {
+				inline++
+			} else if e.PayloadRef == "" {
+				t.Fatalf("event %s has neither payload nor payload_ref", e.ID)
+			}
 		}
-	}
-	if inline != 2 {
-		t.Fatalf("%d events carry the payload inline, want 2 (40 KiB budget, 15 KiB payload)", inline)
-	}
+		if inline != 2 {
+			t.Fatalf("%d events carry the payload inline, want 2 (40 KiB budget, 15 KiB payload)", inline)
+		}
+	})
 }
 
 func TestCommitFailsFastWhenNATSIsDown(t *testing.T) {
@@ -369,36 +404,158 @@ func TestTail(t *testing.T) {
 }
 
 func TestArchiveStoresTheBodyOnce(t *testing.T) {
+	layouts(t, func(t *testing.T, o Options) {
+		ts := startServer(t, 0)
+		for _, tc := range []struct {
+			name     string
+			opts     Options
+			inRecord bool
+		}{
+			{"events outlive the archive: body referenced", Options{}, false},
+			{"events expire first: body stored", Options{EventRetention: 73 * time.Hour, ArchiveRetention: 96 * time.Hour, DedupWindow: time.Hour}, true},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				tc.opts.SeparateArchive = o.SeparateArchive
+				b := ts.connect(tc.opts)
+				id := "d-once-" + fmt.Sprint(tc.inRecord)
+				body := []byte(`{"action":"opened"}`)
+				c, events := testDelivery(id, 1, body)
+				commit(t, b, c, events)
+				raw, err := b.deliveries.GetLastMsgForSubject(context.Background(), ArchiveSubject(triggers.CodeHost, id))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := len(raw.Data) > 0; got != tc.inRecord {
+					t.Fatalf("record holds %d body bytes (header %s=%q)", len(raw.Data), HeaderBodyEvent, raw.Header.Get(HeaderBodyEvent))
+				}
+				arch, err := b.Delivery(context.Background(), triggers.CodeHost, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(arch.Body, body) {
+					t.Fatalf("archived body %q, want %q", arch.Body, body)
+				}
+			})
+		}
+	})
+}
+
+// TestDuplicateBeyondDedupWindow redelivers an accepted delivery whose
+// event ids JetStream no longer remembers (as after the dedup window): the
+// archive alone must stop its events.
+func TestDuplicateBeyondDedupWindow(t *testing.T) {
+	layouts(t, func(t *testing.T, o Options) {
+		ts := startServer(t, 0)
+		b := ts.connect(o)
+		c, events := testDelivery("d-old", 3, []byte(`{}`))
+		commit(t, b, c, events)
+		c, events = testDelivery("d-old", 3, []byte(`{}`))
+		for i := range events {
+			events[i].ID += "-forgotten"
+		}
+		if dup := commit(t, b, c, events); !dup {
+			t.Fatal("a delivery in the archive was accepted again once its event ids were forgotten")
+		}
+		if got := eventMsgs(t, b); got != 3 {
+			t.Fatalf("events stream holds %d events, want 3", got)
+		}
+		if got := records(t, b); got != 1 {
+			t.Fatalf("archive holds %d records, want 1", got)
+		}
+	})
+}
+
+func TestArchiveLayout(t *testing.T) {
 	ts := startServer(t, 0)
+	b := ts.connect(Options{})
+	if !b.shared || b.deliveries != b.events {
+		t.Fatal("a fresh NATS 2.11+ did not get the shared layout")
+	}
+	if _, err := b.js.Stream(context.Background(), DeliveriesStream); err == nil {
+		t.Fatalf("the shared layout created %s", DeliveriesStream)
+	}
+	// Later processes, asking or not, keep the layout the NATS has.
+	if again := ts.connect(Options{SeparateArchive: true}); !again.shared {
+		t.Fatal("a second process changed the shared layout")
+	}
+	if r := ts.connect(Options{SkipProvision: true}); !r.shared {
+		t.Fatal("a reader did not see the shared layout")
+	}
+
+	old := startServer(t, 0)
+	sep := old.connect(Options{SeparateArchive: true})
+	if sep.shared {
+		t.Fatal("SeparateArchive was ignored on a fresh NATS")
+	}
+	for _, o := range []Options{{}, {SkipProvision: true}} {
+		if b := old.connect(o); b.shared {
+			t.Fatalf("a process with %+v moved the archive out of %s", o, DeliveriesStream)
+		}
+	}
+}
+
+func TestArchiveRetentionInSharedStream(t *testing.T) {
 	for _, tc := range []struct {
-		name     string
-		opts     Options
-		inRecord bool
+		name                string
+		opts                Options
+		eventTTL, recordTTL string
 	}{
-		{"events outlive the archive: body referenced", Options{}, false},
-		{"events expire first: body stored", Options{EventRetention: 73 * time.Hour, ArchiveRetention: 96 * time.Hour, DedupWindow: time.Hour}, true},
+		{"same retention", Options{}, "", ""},
+		{"events shorter", Options{EventRetention: 73 * time.Hour, ArchiveRetention: 96 * time.Hour, DedupWindow: time.Hour}, "73h0m0s", ""},
+		{"archive shorter", Options{EventRetention: 96 * time.Hour, ArchiveRetention: 73 * time.Hour}, "", "73h0m0s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			ts := startServer(t, 0)
 			b := ts.connect(tc.opts)
-			id := "d-once-" + fmt.Sprint(tc.inRecord)
-			body := []byte(`{"action":"opened"}`)
-			c, events := testDelivery(id, 1, body)
+			info, err := b.events.Info(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := max(b.opts.EventRetention, b.opts.ArchiveRetention); info.Config.MaxAge != want {
+				t.Fatalf("stream keeps messages %s, want the longer retention %s", info.Config.MaxAge, want)
+			}
+			c, events := testDelivery("d-ttl", 1, []byte(`{}`))
 			commit(t, b, c, events)
-			raw, err := b.deliveries.GetLastMsgForSubject(context.Background(), ArchiveSubject(triggers.CodeHost, id))
+			ev, err := b.events.GetLastMsgForSubject(context.Background(), events[0].Subject())
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := len(raw.Data) > 0; got != tc.inRecord {
-				t.Fatalf("record holds %d body bytes (header %s=%q)", len(raw.Data), HeaderBodyEvent, raw.Header.Get(HeaderBodyEvent))
-			}
-			arch, err := b.Delivery(context.Background(), triggers.CodeHost, id)
+			rec, err := b.events.GetLastMsgForSubject(context.Background(), ArchiveSubject(triggers.CodeHost, "d-ttl"))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !bytes.Equal(arch.Body, body) {
-				t.Fatalf("archived body %q, want %q", arch.Body, body)
+			if got := ttl(ev.Header.Get("Nats-TTL")); got != tc.eventTTL {
+				t.Fatalf("event TTL %q, want %q", got, tc.eventTTL)
+			}
+			if got := ttl(rec.Header.Get("Nats-TTL")); got != tc.recordTTL {
+				t.Fatalf("record TTL %q, want %q", got, tc.recordTTL)
 			}
 		})
+	}
+}
+
+// ttl normalises a Nats-TTL header ("262800s" or "73h") for comparison.
+func ttl(h string) string {
+	if h == "" {
+		return ""
+	}
+	if d, err := time.ParseDuration(h); err == nil {
+		return d.String()
+	}
+	return h
+}
+
+func TestVersionAtLeast(t *testing.T) {
+	for _, tc := range []struct {
+		version string
+		want    bool
+	}{
+		{"2.11.0", true}, {"2.15.2", true}, {"3.0.0", true}, {"2.12.0-RC.1", true},
+		{"2.10.22", false}, {"2.9.10", false}, {"1.99.0", false}, {"", false}, {"2", false}, {"two.eleven", false},
+	} {
+		if got := versionAtLeast(tc.version, sharedArchiveSince); got != tc.want {
+			t.Errorf("versionAtLeast(%q) = %v, want %v", tc.version, got, tc.want)
+		}
 	}
 }
 
@@ -418,19 +575,22 @@ func TestConnectErrorsHideCredentials(t *testing.T) {
 }
 
 func TestInProcessConnection(t *testing.T) {
-	ts := startServer(t, 0)
-	b := ts.connect(Options{Embedded: ts.emb})
-	c, events := testDelivery("d-inproc", 2, []byte(`{}`))
-	if dup := commit(t, b, c, events); dup {
-		t.Fatal("first commit over the in-process connection was a duplicate")
-	}
-	n, err := b.EventCount(context.Background())
-	if err != nil || n != 2 {
-		t.Fatalf("EventCount = %d, %v; want 2", n, err)
-	}
-	// Readers that must not change the streams connect without provisioning.
-	r := ts.connect(Options{SkipProvision: true})
-	if _, err := r.Delivery(context.Background(), triggers.CodeHost, "d-inproc"); err != nil {
-		t.Fatalf("a non-provisioning reader cannot read the archive: %v", err)
-	}
+	layouts(t, func(t *testing.T, o Options) {
+		ts := startServer(t, 0)
+		o.Embedded = ts.emb
+		b := ts.connect(o)
+		c, events := testDelivery("d-inproc", 2, []byte(`{}`))
+		if dup := commit(t, b, c, events); dup {
+			t.Fatal("first commit over the in-process connection was a duplicate")
+		}
+		n, err := b.EventCount(context.Background())
+		if err != nil || n != 2 {
+			t.Fatalf("EventCount = %d, %v; want 2", n, err)
+		}
+		// Readers that must not change the streams connect without provisioning.
+		r := ts.connect(Options{SkipProvision: true})
+		if _, err := r.Delivery(context.Background(), triggers.CodeHost, "d-inproc"); err != nil {
+			t.Fatalf("a non-provisioning reader cannot read the archive: %v", err)
+		}
+	})
 }

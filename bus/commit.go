@@ -50,21 +50,23 @@ func ArchiveSubject(c triggers.Connector, key string) string {
 // Commit makes one delivery and its events durable, exactly once per
 // delivery id, and reports whether the delivery had already been accepted.
 //
-// It proceeds in three steps:
+// It proceeds in two steps:
 //
-//  1. If the archive already holds the delivery, it was accepted before:
-//     Commit publishes nothing and returns duplicate true.
-//  2. It publishes the events (pipelined) with their ids as Nats-Msg-Id and
-//     waits for every acknowledgement.
-//  3. It writes the archive record, conditional on the subject having no
+//  1. It publishes the events (pipelined) with their ids as Nats-Msg-Id and
+//     waits for every acknowledgement. In the shared layout each event is
+//     conditional on the delivery having no archive record: the server
+//     refuses the events of a delivery accepted before, and Commit returns
+//     duplicate true. In the separate layout Commit looks the record up
+//     first instead (one more round trip).
+//  2. It writes the archive record, conditional on the subject having no
 //     record yet. The record is the commit point: once it exists, the
 //     delivery counts as accepted.
 //
-// An attempt interrupted between steps 2 and 3 (a crash, a NATS outage)
+// An attempt interrupted between steps 1 and 2 (a crash, a NATS outage)
 // leaves no record, so the sender's retry runs again; its events carry the
 // same ids and JetStream drops those it already holds, provided the retry
 // comes within the dedup window. Two concurrent attempts at one delivery
-// publish each event once, and the loser of step 3 returns duplicate true.
+// publish each event once, and the loser of step 2 returns duplicate true.
 //
 // Commit decides, per event, whether the payload travels inline: an event
 // whose encoding would exceed the server's max payload, or that would take
@@ -75,13 +77,19 @@ func ArchiveSubject(c triggers.Connector, key string) string {
 // ends; the caller must then not acknowledge the delivery.
 func (b *Bus) Commit(ctx context.Context, c triggers.Capture, events []triggers.Event) (duplicate bool, err error) {
 	subject := ArchiveSubject(c.Connector, c.Key())
-	if _, err := b.deliveries.GetLastMsgForSubject(ctx, subject); err == nil {
+	unlessArchived := ""
+	if b.shared {
+		unlessArchived = subject
+	} else if _, err := b.deliveries.GetLastMsgForSubject(ctx, subject); err == nil {
 		return true, nil
 	} else if !errors.Is(err, jetstream.ErrMsgNotFound) {
 		return false, fmt.Errorf("check archive for delivery %s: %w", c.DeliveryID, err)
 	}
-	published, err := b.PublishEvents(ctx, events, subject)
+	published, err := b.publishEvents(ctx, events, subject, unlessArchived)
 	if err != nil {
+		if unlessArchived != "" && isWrongLastSequence(err) {
+			return true, nil
+		}
 		return false, err
 	}
 	// The body need not be written twice when an event carries it inline
@@ -117,11 +125,24 @@ type Published struct {
 // until JetStream has stored (or recognised as duplicate) every one.
 // payloadRef is what events whose payload is left out point at.
 func (b *Bus) PublishEvents(ctx context.Context, events []triggers.Event, payloadRef string) ([]Published, error) {
+	return b.publishEvents(ctx, events, payloadRef, "")
+}
+
+// publishEvents is PublishEvents, each event conditional on the archive
+// subject unlessArchived holding no record when it is set (shared layout).
+func (b *Bus) publishEvents(ctx context.Context, events []triggers.Event, payloadRef, unlessArchived string) ([]Published, error) {
 	if len(events) == 0 {
 		return nil, nil
 	}
 	limit := b.MaxPayload() - headroom
 	budget := b.opts.MaxInlineBytes
+	opts := make([]jetstream.PublishOpt, 1, 3)
+	if unlessArchived != "" {
+		opts = append(opts, jetstream.WithExpectLastSequenceForSubject(0, unlessArchived))
+	}
+	if b.eventTTL > 0 {
+		opts = append(opts, jetstream.WithMsgTTL(b.eventTTL))
+	}
 	futures := make([]jetstream.PubAckFuture, 0, len(events))
 	// Encoding buffers go back to the pool only once every event is
 	// acknowledged: until then the client may resend a message's data.
@@ -147,7 +168,8 @@ func (b *Bus) PublishEvents(ctx context.Context, events []triggers.Event, payloa
 		}
 		budget -= len(e.Payload)
 		msg := &nats.Msg{Subject: e.Subject(), Data: data}
-		f, err := b.js.PublishMsgAsync(msg, jetstream.WithMsgID(e.ID))
+		opts[0] = jetstream.WithMsgID(e.ID)
+		f, err := b.js.PublishMsgAsync(msg, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("publish event %s: %w", e.ID, err)
 		}
@@ -206,7 +228,11 @@ func (b *Bus) archive(ctx context.Context, subject string, c triggers.Capture, n
 		data = nil
 	}
 	msg := &nats.Msg{Subject: subject, Header: h, Data: data}
-	if _, err := b.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(0)); err != nil {
+	opts := []jetstream.PublishOpt{jetstream.WithExpectLastSequencePerSubject(0)}
+	if b.recordTTL > 0 {
+		opts = append(opts, jetstream.WithMsgTTL(b.recordTTL))
+	}
+	if _, err := b.js.PublishMsg(ctx, msg, opts...); err != nil {
 		return fmt.Errorf("archive delivery %s: %w", c.DeliveryID, err)
 	}
 	return nil
