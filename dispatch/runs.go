@@ -53,7 +53,7 @@ type runSpec struct {
 // a run for every match, then the runs' tool steps.
 func (d *Dispatcher) handleEvent(ctx context.Context, j *bus.Job) {
 	var ev triggers.Event
-	if err := json.Unmarshal(j.Data(), &ev); err != nil {
+	if err := triggers.DecodeEvent(j.Data(), &ev); err != nil {
 		d.dead(ctx, j, "decode: the message is not a trigger event: "+err.Error())
 		return
 	}

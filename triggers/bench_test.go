@@ -1,6 +1,7 @@
 package triggers
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -39,5 +40,37 @@ func BenchmarkMapBigPush(b *testing.B) {
 		if _, err := Map(d); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkDecodeEvent decodes the event of an issues.opened delivery (13.5
+// KB payload inline), as the dispatcher does for every event, with
+// DecodeEvent and, for comparison, encoding/json.
+func BenchmarkDecodeEvent(b *testing.B) {
+	res, err := Map(fileDelivery(b, corpusDir(b), "github", "issues.opened.json"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	data, err := res.Events[0].AppendJSON(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, dec := range []struct {
+		name string
+		fn   func([]byte, *Event) error
+	}{
+		{"DecodeEvent", DecodeEvent},
+		{"encoding_json", func(d []byte, e *Event) error { return json.Unmarshal(d, e) }},
+	} {
+		b.Run(dec.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(data)))
+			for b.Loop() {
+				var e Event
+				if err := dec.fn(data, &e); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

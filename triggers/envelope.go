@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	fastjson "github.com/goccy/go-json"
 	"github.com/google/uuid"
 )
 
@@ -159,6 +160,14 @@ type Event struct {
 	// Scope is the hook's scope for deliveries on a tenant's hook; nil for
 	// the shared endpoints.
 	Scope *Scope `json:"scope,omitempty"`
+}
+
+// DecodeEvent decodes an event's JSON encoding into e. It gives what
+// encoding/json gives, with the mapper's decoder (goccy/go-json), which
+// skips the payload while validating it several times faster: consumers
+// decode every event the stream carries.
+func DecodeEvent(data []byte, e *Event) error {
+	return fastjson.Unmarshal(data, e)
 }
 
 // eventNamespace scopes the name-based (version 5) event ids.

@@ -28,6 +28,13 @@ func roundTrip(t *testing.T, e Event) (Event, map[string]json.RawMessage) {
 	if err := json.Unmarshal(b, &got); err != nil {
 		t.Fatalf("Unmarshal: %v", err)
 	}
+	var fast Event
+	if err := DecodeEvent(b, &fast); err != nil {
+		t.Fatalf("DecodeEvent: %v", err)
+	}
+	if !reflect.DeepEqual(fast, got) {
+		t.Errorf("DecodeEvent and encoding/json differ:\n got %+v\nwant %+v", fast, got)
+	}
 	if n := e.EncodedSizeWithoutPayload(); len(trimJSONSpace(e.Payload)) > 0 && n >= len(b) || n <= 0 {
 		t.Errorf("EncodedSizeWithoutPayload %d, full encoding %d", n, len(b))
 	}
@@ -63,6 +70,18 @@ func TestEventJSONRoundTrip(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestDecodeEventRejects(t *testing.T) {
+	for _, in := range []string{``, `{`, `[]`, `{"id":"x","kind":7}`, `{"id":"x","payload":{"a":}}`, `{"id":"x"} trailing`, `{"received_at":"yesterday"}`} {
+		var e Event
+		if err := DecodeEvent([]byte(in), &e); err == nil {
+			t.Errorf("DecodeEvent(%q) accepted it: %+v", in, e)
+		}
+		if err := json.Unmarshal([]byte(in), &e); err == nil {
+			t.Errorf("encoding/json accepts %q; the case is wrong", in)
+		}
 	}
 }
 
