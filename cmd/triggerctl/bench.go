@@ -9,7 +9,6 @@ import (
 	"io"
 	"maps"
 	"math"
-	"net"
 	"net/http"
 	"os"
 	"slices"
@@ -27,6 +26,8 @@ import (
 type benchTarget struct {
 	// header holds the headers every request of the file carries.
 	header http.Header
+	// fixed is header in the order requests write it.
+	fixed [][2]string
 	// body is a codehost file's body, sent as is.
 	body []byte
 	// env is a deploy file's envelope, rebuilt per request with a new id.
@@ -39,7 +40,6 @@ type benchRun struct {
 	connector string
 	secret    []byte
 	targets   []benchTarget
-	client    *http.Client
 	// Requests started before measureStart are warmup; requests still in
 	// flight at deadline are not counted.
 	measureStart, deadline time.Time
@@ -164,27 +164,16 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "triggerctl bench: %v\n", err)
 		return 1
 	}
-	transport := &http.Transport{
-		Proxy:               nil, // measure the server, not a proxy
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:        *concurrency,
-		MaxIdleConnsPerHost: *concurrency,
-		MaxConnsPerHost:     *concurrency,
-		IdleConnTimeout:     90 * time.Second,
-		DisableCompression:  true,
-	}
-	defer transport.CloseIdleConnections()
 	start := time.Now()
 	b := &benchRun{
 		endpoint:     endpointURL(*baseURL, *connector),
 		connector:    *connector,
 		secret:       secret,
 		targets:      targets,
-		client:       &http.Client{Transport: transport},
 		measureStart: start.Add(*warmup),
 		deadline:     start.Add(*warmup + *duration),
 	}
-	if _, err := http.NewRequest(http.MethodPost, b.endpoint, nil); err != nil {
+	if _, err := newBenchConn(b.endpoint); err != nil {
 		return usageError(fs, "--url %q is not a usable URL: %v", *baseURL, err)
 	}
 	if !*asJSONOut {
@@ -286,6 +275,7 @@ func benchTargets(connector string, secret []byte, files []string) ([]benchTarge
 			// The body never changes, so neither does its signature.
 			t.header[sigKey] = []string{scheme(connector).Sign(secret, raw)}
 		}
+		t.fixed = sortedHeader(t.header)
 		targets = append(targets, t)
 	}
 	return targets, nil
@@ -311,12 +301,20 @@ func (b *benchRun) run(ctx context.Context, concurrency int) []*workerStats {
 // stored can be checked), and counted as unfinished.
 func (b *benchRun) worker(ctx context.Context, n int, st *workerStats) {
 	var answer bytes.Buffer
+	conn, err := newBenchConn(b.endpoint)
+	if err != nil { // checked before the run, so not expected
+		st.transport++
+		b.firstErr.note(func() string { return "transport: " + err.Error() })
+		return
+	}
+	defer conn.Close()
+	header := make([][2]string, 0, 8)
 	next := n % len(b.targets)
 	for ctx.Err() == nil && time.Now().Before(b.deadline) {
 		t := &b.targets[next]
 		next = (next + 1) % len(b.targets)
 		start := time.Now()
-		status, events, size, err := b.post(ctx, t, &answer)
+		status, events, size, err := b.post(ctx, conn, t, header, &answer)
 		end := time.Now()
 		if err == nil && status >= 200 && status <= 299 {
 			st.allEvents += events
@@ -349,37 +347,26 @@ func (b *benchRun) worker(ctx context.Context, n int, st *workerStats) {
 	}
 }
 
-// post sends one request of t with a fresh delivery id and reads the whole
-// answer into answer. events counts the answer's "events" when the status
-// is 2xx; size is the request body's length.
-func (b *benchRun) post(ctx context.Context, t *benchTarget, answer *bytes.Buffer) (status, events, size int, err error) {
+// post sends one request of t over conn with a fresh delivery id and reads
+// the whole answer into answer. events counts the answer's "events" when
+// the status is 2xx; size is the request body's length. header is scratch
+// space.
+func (b *benchRun) post(ctx context.Context, conn *benchConn, t *benchTarget, header [][2]string, answer *bytes.Buffer) (status, events, size int, err error) {
 	id := uuid.NewString()
 	body := t.body
-	header := make(http.Header, len(t.header)+2)
-	maps.Copy(header, t.header)
+	header = append(header[:0], t.fixed...)
 	if b.connector == connectorDeploy {
 		body = t.env.withID(id)
 		s := scheme(connectorDeploy)
-		header[http.CanonicalHeaderKey(s.Header)] = []string{s.Sign(b.secret, body)}
+		header = append(header, [2]string{http.CanonicalHeaderKey(s.Header), s.Sign(b.secret, body)})
 	} else {
-		header["X-Github-Delivery"] = []string{id}
+		header = append(header, [2]string{"X-Github-Delivery", id})
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.endpoint, bytes.NewReader(body))
+	status, err = conn.post(ctx, header, body, answer)
 	if err != nil {
-		return 0, 0, len(body), err
+		return status, 0, len(body), err
 	}
-	req.Header = header
-	resp, err := b.client.Do(req)
-	if err != nil {
-		return 0, 0, len(body), err
-	}
-	answer.Reset()
-	_, err = answer.ReadFrom(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		return resp.StatusCode, 0, len(body), fmt.Errorf("read the answer: %w", err)
-	}
-	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
+	if status >= 200 && status <= 299 {
 		var a struct {
 			Events []struct{} `json:"events"`
 		}
@@ -387,7 +374,7 @@ func (b *benchRun) post(ctx context.Context, t *benchTarget, answer *bytes.Buffe
 			events = len(a.Events)
 		}
 	}
-	return resp.StatusCode, events, len(body), nil
+	return status, events, len(body), nil
 }
 
 // summarize merges the workers' measurements into a report over measured.
