@@ -358,7 +358,9 @@ func redactURL(raw string) string {
 }
 
 // EventCount returns how many events EventsStream holds (archive records
-// sharing the stream are not counted).
+// sharing the stream are not counted). In the shared layout it lists the
+// stream's event subjects with their counts: it is for tools and tests
+// (triggerctl bench checks durability with it), not a hot path.
 func (b *Bus) EventCount(ctx context.Context) (uint64, error) {
 	if !b.shared {
 		info, err := b.events.Info(ctx)
