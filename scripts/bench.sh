@@ -53,7 +53,7 @@ for c in "${concurrencies[@]}"; do
       "$(python3 -c "print(100*$t/$b)")" \
       "$(field "$work/td.json" "r['latency_ms']['p50']")" "$(field "$work/td.json" "r['latency_ms']['p99']")" \
       "$(field "$work/base.json" "r['latency_ms']['p99']")" \
-      "$(field "$work/td.json" "r.get('durable')")" "$(field "$work/td.json" "r.get('events_in_stream')")" \
+      "$(field "$work/td.json" "'yes' if r.get('durable') else 'NO'")" "$(field "$work/td.json" "r.get('events_in_stream')")" \
       "$(field "$work/td.json" "r['events_answered']")"
   done
 done
