@@ -24,10 +24,9 @@ import (
 // benchTarget is one payload file, prepared so that a request costs little
 // more than a fresh delivery id.
 type benchTarget struct {
-	// header holds the headers every request of the file carries.
-	header http.Header
-	// fixed is header in the order requests write it.
-	fixed [][2]string
+	// header holds the headers every request of the file carries, as
+	// canonical name/value pairs.
+	header [][2]string
 	// body is a codehost file's body, sent as is.
 	body []byte
 	// env is a deploy file's envelope, rebuilt per request with a new id.
@@ -257,9 +256,9 @@ func benchTargets(connector string, secret []byte, files []string) ([]benchTarge
 		if err != nil {
 			return nil, err
 		}
-		t := benchTarget{header: http.Header{
-			"Content-Type": {"application/json"},
-			"User-Agent":   {"triggerctl-bench"},
+		t := benchTarget{header: [][2]string{
+			{"Content-Type", "application/json"},
+			{"User-Agent", "triggerctl-bench"},
 		}}
 		if connector == connectorDeploy {
 			if t.env, err = splitEnvelope(raw); err != nil {
@@ -271,11 +270,9 @@ func benchTargets(connector string, secret []byte, files []string) ([]benchTarge
 				return nil, fmt.Errorf("%s: %w (bench has no --event: rename the file)", file, err)
 			}
 			t.body = raw
-			t.header["X-Github-Event"] = []string{event}
 			// The body never changes, so neither does its signature.
-			t.header[sigKey] = []string{scheme(connector).Sign(secret, raw)}
+			t.header = append(t.header, [2]string{"X-Github-Event", event}, [2]string{sigKey, scheme(connector).Sign(secret, raw)})
 		}
-		t.fixed = sortedHeader(t.header)
 		targets = append(targets, t)
 	}
 	return targets, nil
@@ -354,7 +351,7 @@ func (b *benchRun) worker(ctx context.Context, n int, st *workerStats) {
 func (b *benchRun) post(ctx context.Context, conn *benchConn, t *benchTarget, header [][2]string, answer *bytes.Buffer) (status, events, size int, err error) {
 	id := uuid.NewString()
 	body := t.body
-	header = append(header[:0], t.fixed...)
+	header = append(header[:0], t.header...)
 	if b.connector == connectorDeploy {
 		body = t.env.withID(id)
 		s := scheme(connectorDeploy)

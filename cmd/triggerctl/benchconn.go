@@ -6,11 +6,9 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"maps"
 	"net"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"time"
 )
@@ -141,16 +139,4 @@ func (bc *benchConn) post(ctx context.Context, header [][2]string, body []byte, 
 		bc.Close()
 	}
 	return resp.StatusCode, nil
-}
-
-// sortedHeader returns h as name/value pairs in a stable order, each name
-// canonical, for benchConn.post.
-func sortedHeader(h http.Header) [][2]string {
-	out := make([][2]string, 0, len(h))
-	for _, k := range slices.Sorted(maps.Keys(h)) {
-		for _, v := range h[k] {
-			out = append(out, [2]string{http.CanonicalHeaderKey(k), v})
-		}
-	}
-	return out
 }
