@@ -47,6 +47,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/triggerd/triggerd/triggers"
 )
 
 // Stream, bucket and subject names.
@@ -56,6 +58,9 @@ const (
 	BodiesBucket     = "triggerd_bodies"
 	// DeliveriesPrefix is the first token of archive subjects.
 	DeliveriesPrefix = "deliveries"
+	// EventsFilter matches every trigger event, and no archive record
+	// sharing EventsStream: consumers of events filter on it.
+	EventsFilter = triggers.SubjectPrefix + ".>"
 )
 
 // Defaults for Options.
@@ -230,7 +235,7 @@ func (b *Bus) provision(ctx context.Context) error {
 	events := jetstream.StreamConfig{
 		Name:        EventsStream,
 		Description: "triggerd trigger events, one message per event, Nats-Msg-Id = event id",
-		Subjects:    []string{"triggers.>"},
+		Subjects:    []string{EventsFilter},
 		Retention:   jetstream.LimitsPolicy,
 		Storage:     jetstream.FileStorage,
 		MaxAge:      b.opts.EventRetention,
@@ -369,9 +374,14 @@ func (b *Bus) EventCount(ctx context.Context) (uint64, error) {
 		}
 		return info.State.Msgs, nil
 	}
-	info, err := b.events.Info(ctx, jetstream.WithSubjectFilter("triggers.>"))
+	return subjectMsgs(ctx, b.events, EventsFilter)
+}
+
+// subjectMsgs returns how many messages s holds on subjects matching filter.
+func subjectMsgs(ctx context.Context, s jetstream.Stream, filter string) (uint64, error) {
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(filter))
 	if err != nil {
-		return 0, fmt.Errorf("stream %s: %w", EventsStream, err)
+		return 0, fmt.Errorf("stream %s: %w", s.CachedInfo().Config.Name, err)
 	}
 	var n uint64
 	for _, count := range info.State.Subjects {

@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/triggerd/triggerd/triggers"
 )
 
@@ -93,13 +91,9 @@ func eventMsgs(t *testing.T, b *Bus) uint64 {
 // records returns how many archive records the archive holds.
 func records(t *testing.T, b *Bus) uint64 {
 	t.Helper()
-	info, err := b.deliveries.Info(context.Background(), jetstream.WithSubjectFilter(DeliveriesPrefix+".>"))
+	n, err := subjectMsgs(context.Background(), b.deliveries, DeliveriesPrefix+".>")
 	if err != nil {
 		t.Fatal(err)
-	}
-	var n uint64
-	for _, c := range info.State.Subjects {
-		n += c
 	}
 	return n
 }

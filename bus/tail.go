@@ -25,7 +25,7 @@ const (
 // the server, so tails cannot disturb the dispatcher.
 func (b *Bus) Tail(ctx context.Context, filter string, from TailFrom, fn func(subject string, data []byte) error) error {
 	if filter == "" {
-		filter = "triggers.>"
+		filter = EventsFilter
 	}
 	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverNewPolicy}
 	if from == FromAll {

@@ -183,7 +183,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	}
 	run("events", func(ctx context.Context) error {
 		return d.o.Queue.Work(ctx, bus.WorkSpec{
-			Stream: bus.EventsStream, Durable: EventsConsumer, Filter: "triggers.>",
+			Stream: bus.EventsStream, Durable: EventsConsumer, Filter: bus.EventsFilter,
 			AckWait: d.o.AckWait, MaxDeliver: d.o.MaxDeliver, Concurrency: d.o.Concurrency,
 		}, d.handleEvent)
 	})
