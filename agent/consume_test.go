@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/triggerd/triggerd/agent"
+	"github.com/triggerd/triggerd/internal/testenv"
 )
 
 // waitFor bounds every wait of these tests.
@@ -160,18 +161,6 @@ func (e *env) consumerInfo(id string) *jetstream.ConsumerInfo {
 	return info
 }
 
-// eventually polls cond until it holds, failing the test after waitFor.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // settled reports whether id's consumer has every run delivered and
 // acknowledged (or terminated).
 func (e *env) settled(id string) func() bool {
@@ -208,7 +197,7 @@ func TestConsumeReportsResult(t *testing.T) {
 	if res.RunID != run.ID || res.Agent != id || res.Status != agent.StatusSucceeded || string(res.Output) != `{"done":true}` || res.FinishedAt.IsZero() {
 		t.Errorf("result %+v", res)
 	}
-	eventually(t, "the run to be acknowledged", e.settled(id))
+	testenv.Eventually(t, waitFor, "the run to be acknowledged", e.settled(id))
 	if got.ID != run.ID || got.Trigger != run.Trigger || string(got.Event) != string(run.Event) || attempt != 1 {
 		t.Errorf("fn got %+v at attempt %d", got, attempt)
 	}
@@ -245,7 +234,7 @@ func TestConsumeKeepsSlowRunInProgress(t *testing.T) {
 	if res, _ := e.nextResult(results); res.RunID != run.ID {
 		t.Fatalf("result %+v", res)
 	}
-	eventually(t, "the run to be acknowledged", e.settled(id))
+	testenv.Eventually(t, waitFor, "the run to be acknowledged", e.settled(id))
 	if n := calls.Load(); n != 1 {
 		t.Fatalf("fn called %d times", n)
 	}
@@ -299,7 +288,7 @@ func TestConsumeTerminatesWhatIsNotARun(t *testing.T) {
 	if res, _ := e.nextResult(results); res.RunID != run.ID {
 		t.Fatalf("result %+v", res)
 	}
-	eventually(t, "every message to be settled", e.settled(id))
+	testenv.Eventually(t, waitFor, "every message to be settled", e.settled(id))
 	if calls.Load() != 1 {
 		t.Fatalf("fn called %d times", calls.Load())
 	}
@@ -332,7 +321,7 @@ func TestConsumeRetriesFailedRun(t *testing.T) {
 	if res.Status != agent.StatusSucceeded || string(res.Output) != "2" {
 		t.Fatalf("result %+v", res)
 	}
-	eventually(t, "the run to be acknowledged", e.settled(id))
+	testenv.Eventually(t, waitFor, "the run to be acknowledged", e.settled(id))
 	mu.Lock()
 	defer mu.Unlock()
 	if fmt.Sprint(attempts) != "[1 2]" {
@@ -356,7 +345,7 @@ func TestConsumeReportsFailureOnLastAttempt(t *testing.T) {
 	if res.RunID != run.ID || res.Status != agent.StatusFailed || res.Error != "boom" {
 		t.Fatalf("result %+v", res)
 	}
-	eventually(t, "the run to be terminated", e.settled(id))
+	testenv.Eventually(t, waitFor, "the run to be terminated", e.settled(id))
 	if calls.Load() != 2 {
 		t.Fatalf("fn called %d times, want 2", calls.Load())
 	}
@@ -406,7 +395,7 @@ func TestConsumeIdleStopsPromptly(t *testing.T) {
 		return agent.Result{}, nil
 	}, agent.WithConcurrency(4))
 	// Let the workers get their pull requests out.
-	eventually(t, "pull requests", func() bool {
+	testenv.Eventually(t, waitFor, "pull requests", func() bool {
 		c, err := e.js.Consumer(ctxT(t), agent.Stream, agent.ConsumerName(id))
 		if err != nil {
 			return false
@@ -516,7 +505,7 @@ func TestConsumeDoesNotRedoAReportedRun(t *testing.T) {
 		return agent.Result{}, errors.New("acknowledgement lost")
 	}, agent.WithRetryBackoff(time.Millisecond, 20*time.Millisecond))
 	e.publishRun(runFor(id))
-	eventually(t, "the run to be acknowledged", e.settled(id))
+	testenv.Eventually(t, waitFor, "the run to be acknowledged", e.settled(id))
 	if info := e.consumerInfo(id); info.Delivered.Consumer != 2 {
 		t.Fatalf("delivered %d times, want 2 (the redelivery acknowledged)", info.Delivered.Consumer)
 	}

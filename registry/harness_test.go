@@ -430,15 +430,3 @@ func (h *harness) createRepo(login, name string) {
 func (h *harness) hooksAs(login string) codehost.Hooks {
 	return codehost.Hooks{HTTP: bearerClient(login), BaseURL: h.gh.URL()}
 }
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}

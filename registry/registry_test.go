@@ -13,6 +13,7 @@ import (
 
 	"github.com/triggerd/triggerd/connectors/codehost"
 	"github.com/triggerd/triggerd/connectors/codehost/fakegithub"
+	"github.com/triggerd/triggerd/internal/testenv"
 	"github.com/triggerd/triggerd/registry"
 	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/triggers"
@@ -263,7 +264,7 @@ func TestCancelledCreateTriggerLeavesNothing(t *testing.T) {
 		})
 		done <- err
 	}()
-	waitFor(t, "the hook creation to reach the fake", func() bool { return len(h.gh.RequestsTo(repoHooksCreate)) == 1 })
+	testenv.Eventually(t, 10*time.Second, "the hook creation to reach the fake", func() bool { return len(h.gh.RequestsTo(repoHooksCreate)) == 1 })
 	cancel()
 	if err := <-done; err == nil {
 		t.Fatal("CreateTrigger succeeded although its context was cancelled")
@@ -741,7 +742,7 @@ func TestConcurrentReconcilesRunOnce(t *testing.T) {
 		rep, _ := h.reg.Reconcile(ctx)
 		first <- rep
 	}()
-	waitFor(t, "the first reconcile to reach GitHub", func() bool { return len(h.gh.RequestsTo(repoHooksCreate)) == created+1 })
+	testenv.Eventually(t, 10*time.Second, "the first reconcile to reach GitHub", func() bool { return len(h.gh.RequestsTo(repoHooksCreate)) == created+1 })
 	rep, err := h.reg.Reconcile(h.ctx)
 	if err != nil || !rep.Skipped {
 		t.Errorf("second Reconcile = %+v, %v; want skipped", rep, err)

@@ -23,6 +23,7 @@ import (
 	"github.com/triggerd/triggerd/bus"
 	"github.com/triggerd/triggerd/connectors/codehost/fakegithub"
 	"github.com/triggerd/triggerd/connectors/oauthtest"
+	"github.com/triggerd/triggerd/internal/testenv"
 	"github.com/triggerd/triggerd/store/storetest"
 )
 
@@ -227,7 +228,7 @@ func TestEndToEndTriggerStartsAgentsAndRunsPipeline(t *testing.T) {
 	// the hook, and both agents start once.
 	issue := createIssue(t, v.gh, "Crash on start")
 	var natsRun, httpRun map[string]any
-	waitFor(t, 20*time.Second, func() bool {
+	testenv.Eventually(t, 20*time.Second, "the trigger's run to succeed", func() bool {
 		rs := v.runs("trigger=" + t1["id"].(string))
 		if len(rs) == 1 && rs[0]["status"] == "succeeded" {
 			natsRun = rs[0]
@@ -258,7 +259,7 @@ func TestEndToEndTriggerStartsAgentsAndRunsPipeline(t *testing.T) {
 	if !strings.Contains(fmt.Sprint(httpRun["result"]), "triaged") {
 		t.Errorf("HTTP run result = %v", httpRun["result"])
 	}
-	waitFor(t, 10*time.Second, func() bool {
+	testenv.Eventually(t, 10*time.Second, "the NATS agent's result on the run", func() bool {
 		_, r := v.api(http.MethodGet, "/v1/runs/"+natsRun["id"].(string), "", http.StatusOK)
 		return strings.Contains(fmt.Sprint(r["result"]), "seen")
 	})
@@ -274,7 +275,7 @@ func TestEndToEndTriggerStartsAgentsAndRunsPipeline(t *testing.T) {
 	}
 	// The pipeline's own comment came back as a new_comment event and
 	// started the HTTP agent's comment trigger.
-	waitFor(t, 20*time.Second, func() bool { return len(v.runs("agent="+httpID)) == 2 })
+	testenv.Eventually(t, 20*time.Second, "both HTTP agent runs", func() bool { return len(v.runs("agent="+httpID)) == 2 })
 
 	// A replay to one trigger starts a new, separate run.
 	_, rep := v.api(http.MethodPost, "/v1/events/"+natsRun["event_id"].(string)+"/replay", `{"trigger_id": "`+t2["id"].(string)+`"}`, http.StatusAccepted)
@@ -323,13 +324,13 @@ func TestEndToEndWorkerKilledMidRunStartsNothingTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	issue := createIssue(t, v.gh, "Kill me")
-	waitFor(t, 20*time.Second, func() bool { return len(v.gh.RequestsTo(route)) == 1 })
+	testenv.Eventually(t, 20*time.Second, "the comment request to reach the fake", func() bool { return len(v.gh.RequestsTo(route)) == 1 })
 	v.p.kill()
 
 	// After the restart the event is redelivered: the run is taken over
 	// and its step, found running, is not sent again.
 	v.start()
-	waitFor(t, 30*time.Second, func() bool {
+	testenv.Eventually(t, 30*time.Second, "the taken-over run to fail", func() bool {
 		rs := v.runs("agent=" + natsID)
 		return len(rs) == 1 && rs[0]["status"] == "failed"
 	})
@@ -338,14 +339,14 @@ func TestEndToEndWorkerKilledMidRunStartsNothingTwice(t *testing.T) {
 	if step["status"] != "interrupted" || r["attempts"].(float64) < 2 {
 		t.Fatalf("killed run = %v; want its step interrupted (not run again) after a second attempt", r)
 	}
-	waitFor(t, 20*time.Second, func() bool { return v.httpCalls.Load() >= 1 })
+	testenv.Eventually(t, 20*time.Second, "the HTTP agent's first call", func() bool { return v.httpCalls.Load() >= 1 })
 	// A new issue after the restart runs normally.
 	next := createIssue(t, v.gh, "After restart")
-	waitFor(t, 20*time.Second, func() bool {
+	testenv.Eventually(t, 20*time.Second, "the issue comment after the restart", func() bool {
 		got, _ := v.gh.Issue("octocat", "hello-world", next)
 		return len(got.Comments) == 1
 	})
-	waitFor(t, 20*time.Second, func() bool { return len(v.runs("")) == 4 })
+	testenv.Eventually(t, 20*time.Second, "four runs", func() bool { return len(v.runs("")) == 4 })
 
 	// Nothing started twice: one NATS run message per run (JetStream
 	// holds exactly one per run id) and one HTTP run per webhook-id.
@@ -369,7 +370,7 @@ func TestEndToEndWorkerKilledMidRunStartsNothingTwice(t *testing.T) {
 	runs := v.runs("")
 	// The agent reconnects to the restarted NATS on its own: every NATS run
 	// reaches it, once.
-	waitFor(t, 30*time.Second, func() bool {
+	testenv.Eventually(t, 30*time.Second, "every NATS run to reach the agent", func() bool {
 		for _, run := range runs {
 			if run["delivery"] == "nats" && countOf(&v.natsRuns, run["id"].(string)) == 0 {
 				return false
@@ -503,7 +504,7 @@ func TestEndToEndTwoProcessesShareDispatch(t *testing.T) {
 	for i := range n {
 		createIssue(t, v.gh, fmt.Sprintf("shared %d", i))
 	}
-	waitFor(t, 30*time.Second, func() bool { return mapLen(&v.natsRuns) == n })
+	testenv.Eventually(t, 30*time.Second, "every NATS run to reach the agent", func() bool { return mapLen(&v.natsRuns) == n })
 	runs := v.runs("")
 	if len(runs) != n {
 		t.Fatalf("%d runs, want %d", len(runs), n)
@@ -536,7 +537,7 @@ func TestEndToEndPolledGistStartsAgent(t *testing.T) {
 		t.Fatalf("create gist: %v %v", err, resp)
 	}
 	resp.Body.Close()
-	waitFor(t, 20*time.Second, func() bool { return mapLen(&v.natsRuns) == 1 })
+	testenv.Eventually(t, 20*time.Second, "the polled gist's run", func() bool { return mapLen(&v.natsRuns) == 1 })
 	runs := v.runs("trigger=" + tr["id"].(string))
 	if len(runs) != 1 || runs[0]["kind"] != "new_gist" {
 		t.Fatalf("runs = %v", runs)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/triggerd/triggerd/bus"
 	"github.com/triggerd/triggerd/ingest"
+	"github.com/triggerd/triggerd/internal/testenv"
 )
 
 // binary is the triggerd built once for the process tests.
@@ -407,10 +408,10 @@ func TestReadinessFollowsNATS(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	waitFor(t, 10*time.Second, func() bool { return ready() == 200 })
+	testenv.Eventually(t, 10*time.Second, "/readyz to answer 200", func() bool { return ready() == 200 })
 
 	emb.Shutdown()
-	waitFor(t, 10*time.Second, func() bool { return ready() == 503 })
+	testenv.Eventually(t, 10*time.Second, "/readyz to answer 503", func() bool { return ready() == 503 })
 	req, _ := http.NewRequest(http.MethodPost, p.httpURL+"/webhooks/codehost", bytes.NewReader(issueBody(5)))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-GitHub-Event", "issues")
@@ -430,7 +431,7 @@ func TestReadinessFollowsNATS(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer emb.Shutdown()
-	waitFor(t, 20*time.Second, func() bool { return ready() == 200 })
+	testenv.Eventually(t, 20*time.Second, "/readyz to answer 200 again", func() bool { return ready() == 200 })
 	r, err := post(p.httpURL, secret, delivery{event: "issues", id: "during-outage", body: issueBody(5)})
 	if err != nil || r.status != http.StatusAccepted {
 		t.Fatalf("the delivery refused during the outage, retried after: %v %d, want 202", err, r.status)
@@ -489,17 +490,6 @@ func TestGeneratedSecretsArePrivateAndNeverLogged(t *testing.T) {
 		if strings.Contains(p.logs(), s) {
 			t.Fatal("a webhook secret appears in the log")
 		}
-	}
-}
-
-func waitFor(t *testing.T, d time.Duration, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s", d)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // Missing reports a missing prerequisite: the test fails when CI=true and
@@ -65,4 +66,18 @@ func Binary(tb testing.TB, name string) string {
 		Missing(tb, name, err)
 	}
 	return p
+}
+
+// Eventually polls cond every few milliseconds until it holds, and fails
+// the test, naming what it waited for, if it does not within d. Tests wait
+// with it instead of sleeping.
+func Eventually(tb testing.TB, d time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
