@@ -74,10 +74,12 @@ func timeIndexKey(scope string, t time.Time, id string) []byte {
 
 // newestFirst calls f with the id of every entry of scope in the
 // time-ordered index b, newest first (of equal times, the greatest id
-// first), until f returns false or an error. Scopes may contain NUL, so
-// an entry can belong to a longer scope: f checks the record it reads.
+// first), once per id, until f returns false or an error. Scopes may
+// contain NUL, so an entry can belong to a longer scope (and an id can
+// come twice): f checks the record it reads.
 func newestFirst(b *bolt.Bucket, scope string, f func(id string) (more bool, err error)) error {
 	prefix := []byte(scope + sep)
+	seen := make(map[string]bool)
 	c := b.Cursor()
 	// The first key after every key with the prefix is scope + "\x01".
 	k, _ := c.Seek([]byte(scope + "\x01"))
@@ -90,7 +92,12 @@ func newestFirst(b *bolt.Bucket, scope string, f func(id string) (more bool, err
 		if len(k) < len(prefix)+timeKeyLen {
 			continue
 		}
-		more, err := f(string(k[len(prefix)+timeKeyLen:]))
+		id := string(k[len(prefix)+timeKeyLen:])
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		more, err := f(id)
 		if err != nil || !more {
 			return err
 		}
@@ -806,12 +813,7 @@ func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, e
 	rs := []store.Run{}
 	err := s.db.View(func(tx *bolt.Tx) error {
 		runs := tx.Bucket(bucketRuns)
-		seen := make(map[string]bool)
 		return newestFirst(tx.Bucket(bucket), scope, func(id string) (bool, error) {
-			if seen[id] {
-				return true, nil
-			}
-			seen[id] = true
 			r, err := getJSON[store.Run](runs, []byte(id))
 			if errors.Is(err, store.ErrNotFound) {
 				return true, nil
@@ -931,12 +933,7 @@ func (s *Store) ListTriggerEvents(ctx context.Context, tenantID, triggerID strin
 	limit = store.ListLimit(limit)
 	es := []store.EventRecord{}
 	err := s.db.View(func(tx *bolt.Tx) error {
-		seen := make(map[string]bool)
 		return newestFirst(tx.Bucket(bucketEventTrigger), tenantID+sep+triggerID, func(id string) (bool, error) {
-			if seen[id] {
-				return true, nil
-			}
-			seen[id] = true
 			e, err := getEvent(tx, tenantID, id)
 			if errors.Is(err, store.ErrNotFound) {
 				return true, nil

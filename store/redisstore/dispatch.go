@@ -233,6 +233,12 @@ func updateResult(n int, err error) error {
 	}
 }
 
+// leaving returns the sorted sets of old that now does not hold: those a
+// record listed in old and about to be listed in now leaves.
+func leaving(old, now []string) []string {
+	return slices.DeleteFunc(slices.Clone(old), func(k string) bool { return slices.Contains(now, k) })
+}
+
 // Agents.
 
 // CreateAgent stores a new agent with Version 1; store.ErrConflict if the
@@ -640,12 +646,7 @@ func (s *Store) UpdateRun(ctx context.Context, r store.Run) (store.Run, error) {
 		return store.Run{}, fmt.Errorf("redisstore: update run: %w", err)
 	}
 	sets := s.runSets(r)
-	var leave []string
-	for _, k := range s.runSets(cur) {
-		if !slices.Contains(sets, k) {
-			leave = append(leave, k)
-		}
-	}
+	leave := leaving(s.runSets(cur), sets)
 	// KEYS: run, sets to leave, sets to be in.
 	// ARGV: tenant, expected version, JSON, id, score, number of sets to leave.
 	keys := slices.Concat([]string{s.runKey(r.ID)}, leave, sets)
@@ -731,11 +732,7 @@ func (s *Store) PutEvent(ctx context.Context, e store.EventRecord) error {
 			}
 			h := sha1.Sum([]byte(raw))
 			sum = hex.EncodeToString(h[:])
-			for _, k := range s.eventSets(old) {
-				if !slices.Contains(sets, k) {
-					leave = append(leave, k)
-				}
-			}
+			leave = leaving(s.eventSets(old), sets)
 		}
 		// KEYS: event, sets to leave, sets to be in.
 		// ARGV: SHA-1 of the record read, JSON, event id, score, number of sets to leave.
