@@ -13,7 +13,6 @@
 package storetest
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"reflect"
@@ -22,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/triggerd/triggerd/internal/testenv"
 	"github.com/triggerd/triggerd/store"
 )
 
@@ -560,23 +560,14 @@ func testAccountConcurrentUpdates(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	a, err := s.CreateAccount(ctx, account("t1", "a1", "codehost", "1001", base))
 	must(t, "CreateAccount", err)
-	const n = 10
-	var winner atomic.Value
-	wins := runConcurrently(t, n, store.ErrConflict, func(i int) error {
+	winner := oneWins(t, "UpdateAccount from version 1", 10, func(i int) (store.Account, error) {
 		b := a
 		b.Login = fmt.Sprintf("writer-%d", i)
-		up, err := s.UpdateAccount(ctx, b)
-		if err == nil {
-			winner.Store(up)
-		}
-		return err
+		return s.UpdateAccount(ctx, b)
 	})
-	if wins != 1 {
-		t.Fatalf("%d of %d concurrent updates from version 1 succeeded, want exactly 1", wins, n)
-	}
 	got, err := s.GetAccount(ctx, "t1", "a1")
 	must(t, "GetAccount", err)
-	same(t, "GetAccount after concurrent updates", normAccount, got, winner.Load().(store.Account))
+	same(t, "GetAccount after concurrent updates", normAccount, got, winner)
 	if got.Version != 2 {
 		t.Fatalf("Version = %d after one successful update, want 2", got.Version)
 	}
@@ -719,16 +710,13 @@ func tryLock(t *testing.T, s store.Store, key string, ttl time.Duration) (func()
 // waitLock polls TryLock until it holds key.
 func waitLock(t *testing.T, s store.Store, key string, ttl time.Duration) func() {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		if release, held := tryLock(t, s, key, ttl); held {
-			return release
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("lease %s did not expire within %s", key, waitTimeout)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	var release func()
+	testenv.Eventually(t, waitTimeout, "lease "+key+" to expire", func() bool {
+		var held bool
+		release, held = tryLock(t, s, key, ttl)
+		return held
+	})
+	return release
 }
 
 func testLockHeld(t *testing.T, s store.Store) {
@@ -882,7 +870,7 @@ func testPersistence(t *testing.T, s store.Store, reopen func(store.Store) store
 // arrive out of order, so the same reset keeps the lower remaining, a later
 // reset replaces, an earlier one is ignored; keys are independent.
 func testRateLimits(t *testing.T, s store.Store) {
-	ctx := context.Background()
+	ctx := t.Context()
 	reset := time.Now().Add(time.Hour).Truncate(time.Millisecond)
 	if _, ok, err := s.GetRateLimit(ctx, "acc_1:core"); err != nil || ok {
 		t.Fatalf("unknown budget: ok=%v err=%v", ok, err)
@@ -919,7 +907,7 @@ func testRateLimits(t *testing.T, s store.Store) {
 		t.Fatal("budgets of different keys interfere")
 	}
 	put("acc_2:core", 1, time.Now().Add(-time.Second)) // already past its reset
-	if _, ok, _ := s.GetRateLimit(ctx, "acc_2:core"); ok {
-		t.Fatal("a budget past its reset is still reported")
+	if _, ok, err := s.GetRateLimit(ctx, "acc_2:core"); err != nil || ok {
+		t.Fatalf("a budget past its reset: ok=%v err=%v, want not reported", ok, err)
 	}
 }
