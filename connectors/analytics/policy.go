@@ -101,10 +101,7 @@ func (t *policyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !isData {
 		return provhttp.Retry(req, t.p.retryBase, read, t.base.RoundTrip)
 	}
-	cat := coreQuota
-	if method == "runRealtimeReport" {
-		cat = realtimeQuota
-	}
+	cat := categoryOf(method)
 	release, err := t.p.quota.acquire(req.Context(), prop)
 	if err != nil {
 		closeBody(req)

@@ -38,6 +38,14 @@ const (
 	realtimeQuota
 )
 
+// categoryOf is the quota category a Data API method charges.
+func categoryOf(method string) quotaCategory {
+	if method == "runRealtimeReport" {
+		return realtimeQuota
+	}
+	return coreQuota
+}
+
 // String names the category as Google does.
 func (c quotaCategory) String() string {
 	if c == realtimeQuota {

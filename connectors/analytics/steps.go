@@ -174,3 +174,18 @@ func defaultAccount(md map[string]string) string {
 	}
 	return acc
 }
+
+// accountOrDefault validates an optional account input, accounts/<id>,
+// defaulting to the connected account's first analytics account.
+func accountOrDefault(account string, md map[string]string) (string, error) {
+	if account == "" {
+		account = defaultAccount(md)
+		if account == "" {
+			return "", connectors.Errorf(connectors.CodeValidation, "account: the connected account lists no analytics account; name one as accounts/<id>")
+		}
+	}
+	if !accountPattern.MatchString(account) {
+		return "", connectors.Errorf(connectors.CodeValidation, "account %q: want accounts/<numeric id>", account)
+	}
+	return account, nil
+}

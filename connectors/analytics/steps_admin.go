@@ -181,15 +181,9 @@ func (tk *toolkit) createProperty(ctx context.Context, env connectors.Env, input
 	if in.IndustryCategory != "" && !slices.Contains(industryCategories, in.IndustryCategory) {
 		return nil, connectors.Errorf(connectors.CodeValidation, "industry_category %q is not one of %s", in.IndustryCategory, strings.Join(industryCategories, ", "))
 	}
-	account := in.Account
-	if account == "" {
-		account = defaultAccount(env.Account.Metadata)
-		if account == "" {
-			return nil, connectors.Errorf(connectors.CodeValidation, "account: the connected account lists no analytics account; name one as accounts/<id>")
-		}
-	}
-	if !accountPattern.MatchString(account) {
-		return nil, connectors.Errorf(connectors.CodeValidation, "account %q: want accounts/<numeric id>", account)
+	account, err := accountOrDefault(in.Account, env.Account.Metadata)
+	if err != nil {
+		return nil, err
 	}
 	body := map[string]string{"parent": account, "displayName": name, "timeZone": in.TimeZone, "currencyCode": in.CurrencyCode}
 	if in.IndustryCategory != "" {
@@ -246,15 +240,9 @@ func (tk *toolkit) listProperties(ctx context.Context, env connectors.Env, input
 	if err != nil {
 		return nil, err
 	}
-	account := in.Account
-	if account == "" {
-		account = defaultAccount(env.Account.Metadata)
-		if account == "" {
-			return nil, connectors.Errorf(connectors.CodeValidation, "account: the connected account lists no analytics account; name one as accounts/<id>")
-		}
-	}
-	if !accountPattern.MatchString(account) {
-		return nil, connectors.Errorf(connectors.CodeValidation, "account %q: want accounts/<numeric id>", account)
+	account, err := accountOrDefault(in.Account, env.Account.Metadata)
+	if err != nil {
+		return nil, err
 	}
 	c, err := tk.newClient(env)
 	if err != nil {

@@ -442,10 +442,7 @@ func checkFilter(path string, v any, depth int) error {
 
 // report sends a report request and shapes its answer.
 func (c *client) report(ctx context.Context, id, method string, req *gaReportRequest) (*Report, error) {
-	cat := coreQuota
-	if method == "runRealtimeReport" {
-		cat = realtimeQuota
-	}
+	cat := categoryOf(method)
 	var resp gaReportResponse
 	err := c.do(ctx, call{
 		op:       fmt.Sprintf("run %s report on properties/%s", cat, id),

@@ -286,8 +286,8 @@ func (c *client) sendJSON(ctx context.Context, method, path string, in, v any) (
 	return a.status, nil
 }
 
-// page is one list page: its items, the total GitHub reports for wrapped
-// lists, and the next page's URL.
+// page is one list page: its items and the total GitHub reports for
+// wrapped lists.
 type page[T any] struct {
 	items []T
 	total int

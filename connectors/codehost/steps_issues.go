@@ -266,7 +266,6 @@ func (k *kit) issueSteps() []connectors.Step {
 			}), "owner", "repo", "title"),
 			issueSchema,
 			func(ctx context.Context, c *client, in *createIssueInput) (any, error) {
-				body := *in
 				var g ghIssue
 				if _, err := c.sendJSON(ctx, http.MethodPost, in.path("/issues"), struct {
 					Title     string   `json:"title"`
@@ -274,7 +273,7 @@ func (k *kit) issueSteps() []connectors.Step {
 					Labels    []string `json:"labels,omitempty"`
 					Assignees []string `json:"assignees,omitempty"`
 					Milestone *int     `json:"milestone,omitempty"`
-				}{body.Title, body.Body, body.Labels, body.Assignees, body.Milestone}, &g); err != nil {
+				}{in.Title, in.Body, in.Labels, in.Assignees, in.Milestone}, &g); err != nil {
 					return nil, err
 				}
 				return g.out(), nil

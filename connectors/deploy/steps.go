@@ -538,11 +538,11 @@ func (tk *toolkit) listDeployments(ctx context.Context, env connectors.Env, inpu
 			}
 		}
 		next := page.Pagination.Next
-		out.Next = next
 		if next == nil || len(page.Deployments) == 0 {
 			out.Next = nil
 			break
 		}
+		out.Next = next
 		if hasCursor && *next >= cursor {
 			return nil, connectors.Errorf(connectors.CodeUpstream, "list deployments: vercel's pagination cursor did not advance (%d after %d)", *next, cursor)
 		}
