@@ -127,9 +127,13 @@ func page[T any](c *call, items []T) ([]T, string, bool) {
 	return items[start:end], next, true
 }
 
-// listAnswer writes {key: items, nextPageToken} leaving out what is empty,
-// as proto3 JSON does.
-func listAnswer[T any](c *call, key string, items []T, next string) {
+// listAnswer pages all (see page) and writes {key: items, nextPageToken}
+// leaving out what is empty, as proto3 JSON does.
+func listAnswer[T any](c *call, key string, all []T) {
+	items, next, ok := page(c, all)
+	if !ok {
+		return
+	}
 	out := map[string]any{}
 	if len(items) > 0 {
 		out[key] = items
@@ -173,10 +177,7 @@ func (s *Server) accountSummaries(c *call) {
 		}
 	}
 	s.mu.Unlock()
-	items, next, ok := page(c, all)
-	if ok {
-		listAnswer(c, "accountSummaries", items, next)
-	}
+	listAnswer(c, "accountSummaries", all)
 }
 
 func (s *Server) listProperties(c *call) {
@@ -200,10 +201,7 @@ func (s *Server) listProperties(c *call) {
 		}
 	}
 	s.mu.Unlock()
-	items, next, ok := page(c, all)
-	if ok {
-		listAnswer(c, "properties", items, next)
-	}
+	listAnswer(c, "properties", all)
 }
 
 // adminProperty finds property id with at least role for the caller,
@@ -306,10 +304,7 @@ func (s *Server) listKeyEvents(c *call) {
 	if !ok {
 		return
 	}
-	items, next, ok := page(c, all)
-	if ok {
-		listAnswer(c, "keyEvents", items, next)
-	}
+	listAnswer(c, "keyEvents", all)
 }
 
 func (s *Server) createKeyEvent(c *call) {
@@ -396,10 +391,7 @@ func (s *Server) listDataStreams(c *call) {
 	if !ok {
 		return
 	}
-	items, next, ok := page(c, all)
-	if ok {
-		listAnswer(c, "dataStreams", items, next)
-	}
+	listAnswer(c, "dataStreams", all)
 }
 
 func (s *Server) getDataStream(c *call) {

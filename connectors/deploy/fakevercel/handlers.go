@@ -110,6 +110,19 @@ func (d *Deployment) readyMs() *int64 {
 	return &v
 }
 
+// inspectorURL is the deployment's page on vercel.com.
+func (d *Deployment) inspectorURL() string {
+	return "https://vercel.com/" + username(d.OwnerID) + "/" + d.Name + "/" + strings.TrimPrefix(d.ID, "dpl_")
+}
+
+// metaJSON is a copy of the deployment's meta, {} rather than null.
+func (d *Deployment) metaJSON() map[string]string {
+	if d.Meta == nil {
+		return map[string]string{}
+	}
+	return maps.Clone(d.Meta)
+}
+
 func (d *Deployment) toJSON() deploymentJSON {
 	out := deploymentJSON{
 		ID:           d.ID,
@@ -126,13 +139,10 @@ func (d *Deployment) toJSON() deploymentJSON {
 		BuildingAt:   d.CreatedAt.UnixMilli(),
 		Ready:        d.readyMs(),
 		Creator:      creatorJSON{UID: d.CreatorID, Username: username(d.CreatorID)},
-		Meta:         maps.Clone(d.Meta),
+		Meta:         d.metaJSON(),
 		Alias:        []string{},
 		Regions:      []string{"iad1"},
-		InspectorURL: "https://vercel.com/" + username(d.OwnerID) + "/" + d.Name + "/" + strings.TrimPrefix(d.ID, "dpl_"),
-	}
-	if out.Meta == nil {
-		out.Meta = map[string]string{}
+		InspectorURL: d.inspectorURL(),
 	}
 	if !d.CanceledAt.IsZero() {
 		v := d.CanceledAt.UnixMilli()
@@ -149,10 +159,6 @@ func (d *Deployment) toJSON() deploymentJSON {
 }
 
 func (d *Deployment) toListItem() listItemJSON {
-	meta := maps.Clone(d.Meta)
-	if meta == nil {
-		meta = map[string]string{}
-	}
 	return listItemJSON{
 		UID:          d.ID,
 		Name:         d.Name,
@@ -166,9 +172,9 @@ func (d *Deployment) toListItem() listItemJSON {
 		ReadyState:   d.State,
 		Type:         "LAMBDAS",
 		Creator:      creatorJSON{UID: d.CreatorID, Username: username(d.CreatorID)},
-		Meta:         meta,
+		Meta:         d.metaJSON(),
 		Target:       targetPtr(d.Target),
-		InspectorURL: "https://vercel.com/" + username(d.OwnerID) + "/" + d.Name + "/" + strings.TrimPrefix(d.ID, "dpl_"),
+		InspectorURL: d.inspectorURL(),
 		Source:       "git",
 	}
 }
