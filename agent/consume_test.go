@@ -147,10 +147,24 @@ func (e *env) nextResult(c jetstream.Consumer) (agent.Result, jetstream.Msg) {
 	return res, msg
 }
 
-// consumerInfo returns the state of id's consumer.
+// consumerInfo returns the state of id's consumer, which must exist.
 func (e *env) consumerInfo(id string) *jetstream.ConsumerInfo {
 	e.t.Helper()
+	info, ok := e.findConsumer(id)
+	if !ok {
+		e.t.Fatalf("agent %s has no consumer", id)
+	}
+	return info
+}
+
+// findConsumer returns the state of id's consumer, or false while Consume
+// has yet to create it.
+func (e *env) findConsumer(id string) (*jetstream.ConsumerInfo, bool) {
+	e.t.Helper()
 	c, err := e.js.Consumer(ctxT(e.t), agent.Stream, agent.ConsumerName(id))
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil, false
+	}
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -158,15 +172,15 @@ func (e *env) consumerInfo(id string) *jetstream.ConsumerInfo {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return info
+	return info, true
 }
 
-// settled reports whether id's consumer has every run delivered and
-// acknowledged (or terminated).
+// settled reports whether id's consumer exists and has every run delivered
+// and acknowledged (or terminated).
 func (e *env) settled(id string) func() bool {
 	return func() bool {
-		info := e.consumerInfo(id)
-		return info.NumAckPending == 0 && info.NumPending == 0 && info.Delivered.Consumer > 0
+		info, ok := e.findConsumer(id)
+		return ok && info.NumAckPending == 0 && info.NumPending == 0 && info.Delivered.Consumer > 0
 	}
 }
 
