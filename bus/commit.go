@@ -31,8 +31,13 @@ const (
 	// not store the body a second time.
 	HeaderBodyEvent = "Triggerd-Body-Event-Seq"
 	// HeaderScope holds the JSON scope of a delivery that arrived on a
-	// tenant's hook.
+	// tenant's hook, and of its events.
 	HeaderScope = "Triggerd-Scope"
+	// HeaderRepository is set on every event: its repository's full name,
+	// lower-cased and encoded with triggers.EncodeToken ("~" for none).
+	// With the subject's connector and kind it tells the dispatcher
+	// whether any trigger could match, without reading the event.
+	HeaderRepository = "Triggerd-Repository"
 )
 
 // headroom is what a message needs besides its data (subject, reply,
@@ -167,7 +172,11 @@ func (b *Bus) publishEvents(ctx context.Context, events []triggers.Event, payloa
 			*buf = data
 		}
 		budget -= len(e.Payload)
-		msg := &nats.Msg{Subject: e.Subject(), Data: data}
+		h, err := routeHeader(e)
+		if err != nil {
+			return nil, err
+		}
+		msg := &nats.Msg{Subject: e.Subject(), Header: h, Data: data}
 		opts[0] = jetstream.WithMsgID(e.ID)
 		f, err := b.js.PublishMsgAsync(msg, opts...)
 		if err != nil {
@@ -192,6 +201,24 @@ func (b *Bus) publishEvents(ctx context.Context, events []triggers.Event, payloa
 		}
 	}
 	return acks, nil
+}
+
+// routeHeader returns the headers an event is published with besides its
+// id: HeaderRepository, and HeaderScope for a scoped event.
+func routeHeader(e *triggers.Event) (nats.Header, error) {
+	repo := ""
+	if e.Repository != nil {
+		repo = strings.ToLower(e.Repository.FullName)
+	}
+	h := nats.Header{HeaderRepository: []string{triggers.EncodeToken(repo)}}
+	if e.Scope != nil {
+		scope, err := json.Marshal(e.Scope)
+		if err != nil {
+			return nil, fmt.Errorf("encode scope of event %s: %w", e.ID, err)
+		}
+		h[HeaderScope] = []string{string(scope)}
+	}
+	return h, nil
 }
 
 // archive writes the delivery's record, only if the subject has none yet.

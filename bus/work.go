@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -125,9 +126,10 @@ type Job struct {
 	meta *jetstream.MsgMetadata
 }
 
-// Subject and Data return the message's.
-func (j *Job) Subject() string { return j.msg.Subject() }
-func (j *Job) Data() []byte    { return j.msg.Data() }
+// Subject, Header and Data return the message's.
+func (j *Job) Subject() string     { return j.msg.Subject() }
+func (j *Job) Header() nats.Header { return j.msg.Headers() }
+func (j *Job) Data() []byte        { return j.msg.Data() }
 
 // Delivered is how many times the message has been delivered, this time
 // included.
@@ -155,6 +157,15 @@ func (j *Job) LastDelivery() bool {
 // completed job is not delivered again.
 func (j *Job) Ack(ctx context.Context) error {
 	if err := j.msg.DoubleAck(ctx); err != nil {
+		return fmt.Errorf("ack %s: %w", j.msg.Subject(), err)
+	}
+	return nil
+}
+
+// AckNoWait acknowledges the job without waiting for the server: for jobs
+// whose redelivery, should the ack be lost, would do no harm.
+func (j *Job) AckNoWait() error {
+	if err := j.msg.Ack(); err != nil {
 		return fmt.Errorf("ack %s: %w", j.msg.Subject(), err)
 	}
 	return nil
@@ -193,7 +204,10 @@ func (j *Job) Dead(ctx context.Context, reason string) error {
 func (b *Bus) DeadLetter(ctx context.Context, source, stream string, seq uint64, delivered int, subject string, header nats.Header, data []byte, reason string) error {
 	h := nats.Header{}
 	for k, vs := range header {
-		if k == nats.MsgIdHdr || k == nats.ExpectedLastSubjSeqHdr {
+		// Nats-* headers are instructions to the server (msg id, expected
+		// sequences, TTL) or its annotations (Nats-Msg-Size): obeyed
+		// again on the dead stream they would refuse or expire the copy.
+		if strings.HasPrefix(strings.ToLower(k), "nats-") {
 			continue
 		}
 		h[k] = append([]string(nil), vs...)

@@ -109,6 +109,22 @@ func (e *Event) Subject() string {
 		"." + EncodeToken(owner) + "." + EncodeToken(repo)
 }
 
+// ParseSubject returns the connector and kind of an event subject
+// (Event.Subject); ok is false for any other subject.
+func ParseSubject(subject string) (c Connector, k Kind, ok bool) {
+	rest, found := strings.CutPrefix(subject, SubjectPrefix+".")
+	if !found {
+		return "", "", false
+	}
+	conn, rest, _ := strings.Cut(rest, ".")
+	kind, _, _ := strings.Cut(rest, ".")
+	c, k = Connector(conn), Kind(kind)
+	if !k.Valid() || k.Connector() != c {
+		return "", "", false
+	}
+	return c, k, true
+}
+
 // RepositorySubject returns the subject filter that matches every event of
 // kind k on a code-hosting repository; k "" matches every kind.
 func RepositorySubject(k Kind, owner, repo string) string {

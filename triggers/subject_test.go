@@ -91,6 +91,9 @@ func TestSubject(t *testing.T) {
 				t.Errorf("Subject() = %q, want %q", got, tc.want)
 			}
 			checkSubject(t, tc.ev.Subject())
+			if c, k, ok := ParseSubject(tc.ev.Subject()); c != tc.ev.Connector || k != tc.ev.Kind || !ok {
+				t.Errorf("ParseSubject = %q, %q, %v; want %q, %q, true", c, k, ok, tc.ev.Connector, tc.ev.Kind)
+			}
 		})
 	}
 }
@@ -101,5 +104,17 @@ func TestRepositorySubject(t *testing.T) {
 	}
 	if got, want := RepositorySubject("", "o", "r"), "triggers.codehost.*.o.r"; got != want {
 		t.Errorf("RepositorySubject = %q, want %q", got, want)
+	}
+}
+
+func TestParseSubjectRejects(t *testing.T) {
+	for _, s := range []string{
+		"", "triggers", "triggers.codehost", "deliveries.codehost.new_issue.a.b",
+		"triggers.codehost.no_such_kind.a.b", "triggers.deploy.new_issue.a.b",
+		"triggers.codehost.deployment_failed.a.b", "xtriggers.codehost.new_issue.a.b",
+	} {
+		if c, k, ok := ParseSubject(s); ok {
+			t.Errorf("ParseSubject(%q) = %q, %q, true; want false", s, c, k)
+		}
 	}
 }

@@ -1,0 +1,109 @@
+package bus
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/triggerd/triggerd/triggers"
+)
+
+// workJobs runs a Work consumer and hands each job to the test, which
+// settles it; the consumer stops when the test ends.
+func workJobs(t *testing.T, b *Bus, spec WorkSpec) <-chan *Job {
+	t.Helper()
+	jobs := make(chan *Job)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- b.Work(ctx, spec, func(ctx context.Context, j *Job) {
+			select {
+			case jobs <- j:
+			case <-ctx.Done():
+			}
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Work: %v", err)
+		}
+	})
+	return jobs
+}
+
+func nextJob(t *testing.T, jobs <-chan *Job) *Job {
+	t.Helper()
+	select {
+	case j := <-jobs:
+		return j
+	case <-time.After(10 * time.Second):
+		t.Fatal("no job within 10s")
+		return nil
+	}
+}
+
+func TestEventsCarryRoutingHeadersAndDeadLetterCleanly(t *testing.T) {
+	layouts(t, func(t *testing.T, o Options) {
+		ts := startServer(t, 0)
+		b := ts.connect(o)
+		c, events := testDelivery("d-1", 2, []byte(`{"action":"created"}`))
+		events[1].Repository = nil
+		events[1].Scope = &triggers.Scope{Hook: "h-1", Tenant: "t-1", Account: "a-1"}
+		if commit(t, b, c, events) {
+			t.Fatal("a fresh delivery was reported as a duplicate")
+		}
+		jobs := workJobs(t, b, WorkSpec{
+			Stream: EventsStream, Durable: "test", Filter: EventsFilter,
+			AckWait: 5 * time.Second, MaxDeliver: 3, Concurrency: 2,
+		})
+		ctx := context.Background()
+
+		// The first event: the lower-cased, token-encoded full name, no scope.
+		j := nextJob(t, jobs)
+		if got := j.Header().Get(HeaderRepository); got != "octo-org%2Fsocket%2Eio" {
+			t.Errorf("%s = %q; want the lower-cased, token-encoded full name", HeaderRepository, got)
+		}
+		if j.Header().Get(HeaderScope) != "" {
+			t.Errorf("an unscoped event carries %s", HeaderScope)
+		}
+		var ev triggers.Event
+		if err := json.Unmarshal(j.Data(), &ev); err != nil || ev.ID != events[0].ID {
+			t.Errorf("event = %q, %v; want %s", ev.ID, err, events[0].ID)
+		}
+		if err := j.AckNoWait(); err != nil {
+			t.Fatal(err)
+		}
+
+		// The second: no repository, a scope. Dead-lettered, its copy keeps
+		// the data and drops the Nats-* headers it was published with (the
+		// shared layout's expected-subject condition made the copy fail).
+		j = nextJob(t, jobs)
+		if got := j.Header().Get(HeaderRepository); got != triggers.MissingToken {
+			t.Errorf("%s = %q; want %q for an event without a repository", HeaderRepository, got, triggers.MissingToken)
+		}
+		var scope triggers.Scope
+		if err := json.Unmarshal([]byte(j.Header().Get(HeaderScope)), &scope); err != nil || scope != *events[1].Scope {
+			t.Errorf("%s = %q (%v); want %+v", HeaderScope, j.Header().Get(HeaderScope), err, *events[1].Scope)
+		}
+		if err := j.Dead(ctx, "test"); err != nil {
+			t.Fatal(err)
+		}
+		dead, err := b.DeadLetters(ctx, "test", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(dead) != 1 || !bytes.Equal(dead[0].Data, j.Data()) || dead[0].Header.Get(HeaderScope) == "" {
+			t.Fatalf("dead letters = %d; want one holding the event's data and headers", len(dead))
+		}
+		for k, v := range dead[0].Header {
+			// Its own id (one copy per stream sequence) is the only one.
+			if strings.HasPrefix(strings.ToLower(k), "nats-") && (k != "Nats-Msg-Id" || v[0] == events[1].ID) {
+				t.Errorf("dead letter kept %s: %v", k, v)
+			}
+		}
+	})
+}
