@@ -3,6 +3,7 @@ package dispatch_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/triggerd/triggerd/agent"
 	"github.com/triggerd/triggerd/bus"
@@ -163,6 +165,23 @@ func (h *harness) trigger(id, agentID string, kind triggers.Kind, params dispatc
 // deliver commits an issues.opened delivery and returns its new_issue event.
 func (h *harness) deliver(id, repo string, number int, labels ...string) triggers.Event {
 	h.t.Helper()
+	payload, events := h.deliverEvents(id, repo, number, labels...)
+	if _, err := h.bus.Commit(context.Background(), triggers.Capture{Connector: triggers.CodeHost, DeliveryID: id, ReceivedAt: time.Now(), Body: payload}, events); err != nil {
+		h.t.Fatal(err)
+	}
+	for _, e := range events {
+		if e.Kind == triggers.NewIssue {
+			return e
+		}
+	}
+	h.t.Fatal("no new_issue event")
+	return triggers.Event{}
+}
+
+// deliverEvents maps an issues.opened delivery without committing it: its
+// payload and events.
+func (h *harness) deliverEvents(id, repo string, number int, labels ...string) ([]byte, []triggers.Event) {
+	h.t.Helper()
 	owner, name, _ := strings.Cut(repo, "/")
 	var ls []string
 	for _, l := range labels {
@@ -175,16 +194,7 @@ func (h *harness) deliver(id, repo string, number int, labels ...string) trigger
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	if _, err := h.bus.Commit(context.Background(), triggers.Capture{Connector: triggers.CodeHost, DeliveryID: id, ReceivedAt: time.Now(), Body: []byte(payload)}, res.Events); err != nil {
-		h.t.Fatal(err)
-	}
-	for _, e := range res.Events {
-		if e.Kind == triggers.NewIssue {
-			return e
-		}
-	}
-	h.t.Fatal("no new_issue event")
-	return triggers.Event{}
+	return []byte(payload), res.Events
 }
 
 // waitRun polls until the run reaches a final state.
@@ -480,5 +490,61 @@ func TestHTTPAgentRetriedThenDeadLettered(t *testing.T) {
 	}
 	if r := status("down"); !strings.Contains(r.DeliveryError, "500") {
 		t.Errorf("down run's delivery error = %q", r.DeliveryError)
+	}
+}
+
+func TestEventsNoTriggerCanMatchAreSkippedUnread(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	h := newHarness(t, dispatch.Options{Registerer: reg})
+	h.agent("agent-1")
+	h.trigger("trig-a", "agent-1", triggers.NewIssue, dispatch.Params{Repositories: []string{"octo-org/api"}}, "")
+	h.start()
+	skipped := func() float64 {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "triggerd_dispatch_events_skipped_total" {
+				return mf.GetMetric()[0].GetCounter().GetValue()
+			}
+		}
+		return 0
+	}
+
+	// No trigger on this repository: acknowledged from the headers, no
+	// record, no run.
+	other := h.deliver("d-1", "octo-org/other", 1)
+	h.waitPending()
+	if got := skipped(); got != 1 {
+		t.Errorf("skipped events = %v; want 1", got)
+	}
+	if _, err := h.store.GetEvent(context.Background(), "t1", other.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("an event no trigger could match left a record (err %v)", err)
+	}
+
+	// The repository in another case is the trigger's: read and started.
+	ev := h.deliver("d-2", "Octo-Org/API", 2)
+	if r := h.waitRun(dispatch.RunID(ev.ID, "trig-a", "")); r.Status != store.RunSucceeded {
+		t.Errorf("run = %+v; want succeeded", r)
+	}
+
+	// A scoped event is read even without candidates: its tenant gets a
+	// record saying nothing matched.
+	_, events := h.deliverEvents("d-3", "octo-org/other", 3)
+	scoped := events[0]
+	scoped.ID = triggers.EventID(triggers.CodeHost, "h1/d-3", scoped.Kind, 0)
+	scoped.Scope = &triggers.Scope{Hook: "h1", Tenant: "t1", Account: "acc1"}
+	if _, err := h.bus.PublishEvents(context.Background(), []triggers.Event{scoped}, ""); err != nil {
+		t.Fatal(err)
+	}
+	h.waitPending()
+	rec, err := h.store.GetEvent(context.Background(), "t1", scoped.ID)
+	if err != nil || len(rec.Outcomes) != 0 {
+		t.Errorf("scoped event record = %+v, %v; want one with no outcomes", rec, err)
+	}
+	if got := skipped(); got != 1 {
+		t.Errorf("skipped events = %v; want still 1", got)
 	}
 }

@@ -241,6 +241,19 @@ func (x *Index) Match(ev *triggers.Event) []Outcome {
 	return out
 }
 
+// Candidates reports whether any trigger is indexed for events of kind k
+// from connector c on repository repo (a lower-cased full name, "" for
+// none): false means Match would return nothing for such an event, whatever
+// else it holds.
+func (x *Index) Candidates(c triggers.Connector, k triggers.Kind, repo string) bool {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if len(x.buckets[bucketKey{c, k, wildcard}]) > 0 {
+		return true
+	}
+	return repo != "" && len(x.buckets[bucketKey{c, k, repo}]) > 0
+}
+
 // inScope reports whether t may receive an event of scope s: every trigger
 // for an unscoped event, else the scope's tenant's triggers of its account
 // (hooks) or agent (deployment endpoints).

@@ -42,6 +42,14 @@ func TestMatchRepositoryScoping(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got := x.Match(tc.ev)
 			wantResults(t, got, tc.want)
+			// What the dispatcher asks before reading an event agrees.
+			repo := ""
+			if tc.ev.Repository != nil {
+				repo = strings.ToLower(tc.ev.Repository.FullName)
+			}
+			if c := x.Candidates(tc.ev.Connector, tc.ev.Kind, repo); c != (len(tc.want) > 0) {
+				t.Errorf("Candidates = %v with %d outcomes", c, len(tc.want))
+			}
 			for _, o := range got {
 				if o.TenantID != "ten-1" || o.Agent != "agent-"+o.TriggerID {
 					t.Errorf("outcome %+v: tenant or agent wrong", o)

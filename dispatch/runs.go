@@ -52,6 +52,15 @@ type runSpec struct {
 // handleEvent dispatches one trigger event: outcomes for every candidate,
 // a run for every match, then the runs' tool steps.
 func (d *Dispatcher) handleEvent(ctx context.Context, j *bus.Job) {
+	if d.noCandidates(j) {
+		// Nothing to record or start: a lost ack only means the event
+		// comes again and is skipped again.
+		d.metrics.skipped.Inc()
+		if err := j.AckNoWait(); err != nil {
+			d.log.Warn().Err(err).Str("subject", j.Subject()).Msg("ack failed; the event will be redelivered")
+		}
+		return
+	}
 	var ev triggers.Event
 	if err := triggers.DecodeEvent(j.Data(), &ev); err != nil {
 		d.dead(ctx, j, "decode: the message is not a trigger event: "+err.Error())
@@ -127,6 +136,27 @@ func (d *Dispatcher) handleEvent(ctx context.Context, j *bus.Job) {
 	if err := j.Ack(ctx); err != nil {
 		d.log.Warn().Err(err).Str("event", ev.ID).Msg("ack failed; the event will be redelivered and recognised")
 	}
+}
+
+// noCandidates reports, from the subject and headers alone, that no
+// trigger can match the job's event and none of its tenants needs a record
+// of it, so it need not even be decoded. Events without the routing header
+// (published by an earlier version) are always decoded.
+func (d *Dispatcher) noCandidates(j *bus.Job) bool {
+	h := j.Header()
+	enc := h.Get(bus.HeaderRepository)
+	if enc == "" || h.Get(bus.HeaderScope) != "" {
+		return false
+	}
+	repo, ok := triggers.DecodeToken(enc)
+	if !ok {
+		return false
+	}
+	c, k, ok := triggers.ParseSubject(j.Subject())
+	if !ok {
+		return false
+	}
+	return !d.index.Load().Candidates(c, k, repo)
 }
 
 // startRun claims the run and starts its agent, once: a run already

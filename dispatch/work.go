@@ -275,6 +275,7 @@ func (d *Dispatcher) handleReplay(ctx context.Context, j *bus.Job) {
 // metrics are the dispatcher's Prometheus metrics.
 type metrics struct {
 	outcomes     *prometheus.CounterVec
+	skipped      prometheus.Counter
 	steps        *prometheus.CounterVec
 	pushes       *prometheus.CounterVec
 	dead         prometheus.Counter
@@ -286,6 +287,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "triggerd_dispatch_outcomes_total", Help: "Candidate triggers per outcome (started, filtered_out, disabled, account_removed, failed).",
 		}, []string{"result"}),
+		skipped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "triggerd_dispatch_events_skipped_total", Help: "Events no trigger could match, acknowledged from their subject and headers without reading them.",
+		}),
 		steps: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "triggerd_dispatch_steps_total", Help: "Pipeline steps run, by step id and result (succeeded or the error code).",
 		}, []string{"step", "result"}),
@@ -302,7 +306,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.outcomes, m.steps, m.pushes, m.dead, m.startLatency} {
+		for _, c := range []prometheus.Collector{m.outcomes, m.skipped, m.steps, m.pushes, m.dead, m.startLatency} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("register dispatch metrics: %w", err)
 			}
