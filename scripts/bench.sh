@@ -7,7 +7,9 @@
 # Each round benches the baseline (triggerctl bench-baseline: read the body,
 # answer 204) and then triggerd (embedded NATS on a fresh data dir), both
 # with signed 13.5 KB issues.opened deliveries, and checks that the events
-# stream gained exactly the events triggerd's answers listed.
+# stream gained exactly the events triggerd's answers listed. It also prints
+# each server's CPU time per request over the measured window: on a noisy
+# two-core machine a steadier figure of efficiency than throughput.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 duration=${1:-10s}
@@ -27,15 +29,15 @@ wait_http() { for _ in $(seq 100); do curl -s -o /dev/null "$1" && return 0; sle
 
 field() { python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$1" "$2"; }
 
-echo "| concurrency | round | baseline req/s | triggerd req/s | ratio | triggerd p50 ms | triggerd p99 ms | baseline p99 ms | events durable |"
-echo "|---|---|---|---|---|---|---|---|---|"
+echo "| concurrency | round | baseline req/s | triggerd req/s | ratio | triggerd p50 ms | triggerd p99 ms | baseline p99 ms | CPU µs/req baseline / triggerd | events durable |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 for c in "${concurrencies[@]}"; do
   for r in $(seq "$rounds"); do
     "$work/triggerctl" bench-baseline --listen 127.0.0.1:18099 2>/dev/null &
     base_pid=$!
     wait_http http://127.0.0.1:18099/
     "$work/triggerctl" bench --url http://127.0.0.1:18099 --file "$payload" --concurrency "$c" \
-      --duration "$duration" --warmup 2s --json > "$work/base.json"
+      --duration "$duration" --warmup 2s --server-pid "$base_pid" --json > "$work/base.json"
     kill $base_pid; wait $base_pid 2>/dev/null || true
 
     rm -rf "$work/data"
@@ -44,15 +46,16 @@ for c in "${concurrencies[@]}"; do
     td_pid=$!
     wait_http http://127.0.0.1:18098/healthz
     "$work/triggerctl" bench --url http://127.0.0.1:18098 --nats-url nats://127.0.0.1:14333 --file "$payload" \
-      --concurrency "$c" --duration "$duration" --warmup 2s --json > "$work/td.json"
+      --concurrency "$c" --duration "$duration" --warmup 2s --server-pid "$td_pid" --json > "$work/td.json"
     kill $td_pid; wait $td_pid 2>/dev/null || true
 
     b=$(field "$work/base.json" "r['throughput_rps']")
     t=$(field "$work/td.json" "r['throughput_rps']")
-    printf '| %s | %s | %.0f | %.0f | %.1f%% | %.1f | %.1f | %.1f | %s (%s of %s) |\n' "$c" "$r" "$b" "$t" \
+    printf '| %s | %s | %.0f | %.0f | %.1f%% | %.1f | %.1f | %.1f | %.0f / %.0f | %s (%s of %s) |\n' "$c" "$r" "$b" "$t" \
       "$(python3 -c "print(100*$t/$b)")" \
       "$(field "$work/td.json" "r['latency_ms']['p50']")" "$(field "$work/td.json" "r['latency_ms']['p99']")" \
       "$(field "$work/base.json" "r['latency_ms']['p99']")" \
+      "$(field "$work/base.json" "r['server_cpu_us_per_request']")" "$(field "$work/td.json" "r['server_cpu_us_per_request']")" \
       "$(field "$work/td.json" "'yes' if r.get('durable') else 'NO'")" "$(field "$work/td.json" "r.get('events_in_stream')")" \
       "$(field "$work/td.json" "r['events_answered']")"
   done

@@ -106,6 +106,10 @@ type benchReport struct {
 	Durable        *bool  `json:"durable,omitempty"`
 	FirstError     string `json:"first_error,omitempty"`
 	Interrupted    bool   `json:"interrupted,omitempty"`
+	// With --server-pid: the CPU time the server process and this one
+	// used in the measured window, per measured request, in microseconds.
+	ServerCPUUSPerRequest *float64 `json:"server_cpu_us_per_request,omitempty"`
+	ClientCPUUSPerRequest *float64 `json:"client_cpu_us_per_request,omitempty"`
 }
 
 // latencyMS are latency percentiles in milliseconds.
@@ -132,6 +136,7 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	asJSONOut := fs.Bool("json", false, "print one JSON object instead of text")
 	dataDir := fs.String("data-dir", "./data", "directory where triggerd keeps generated webhook secrets, read when TRIGGERD_<CONNECTOR>_WEBHOOK_SECRET is unset")
 	natsURL := fs.String("nats-url", "", "triggerd's NATS: when set, check that the events stream gained exactly the events the 2xx answers listed")
+	serverPID := fs.Int("server-pid", 0, "process id of the server on this machine: when set, report the CPU time it and bench itself used per request in the measured window (Linux)")
 	synopsis := "usage: triggerctl bench --file FILE [flags]\n\n" +
 		"Posts signed payloads, each with a fresh delivery id, at a fixed concurrency for a fixed time,\n" +
 		"then prints throughput, p50/p90/p99/max latency and errors.\n\nflags:"
@@ -151,6 +156,13 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return usageError(fs, "--duration must be positive, not %v", *duration)
 	case *warmup < 0:
 		return usageError(fs, "--warmup must not be negative, not %v", *warmup)
+	case *serverPID < 0:
+		return usageError(fs, "--server-pid must be a process id, not %d", *serverPID)
+	}
+	if *serverPID > 0 {
+		if _, err := processCPU(*serverPID); err != nil {
+			return usageError(fs, "--server-pid %d: %v", *serverPID, err)
+		}
 	}
 
 	secret, err := loadSecret(*connector, *dataDir)
@@ -193,6 +205,18 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 
+	type cpuResult struct {
+		used []time.Duration
+		err  error
+	}
+	var cpu chan cpuResult
+	if *serverPID > 0 {
+		cpu = make(chan cpuResult, 1)
+		go func() {
+			used, err := cpuWindow(ctx, []int{*serverPID, os.Getpid()}, b.measureStart, b.deadline)
+			cpu <- cpuResult{used, err}
+		}()
+	}
 	stats := b.run(ctx, *concurrency)
 
 	measured := *duration
@@ -204,6 +228,22 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	r := summarize(stats, measured)
 	r.URL, r.Connector, r.Files, r.Concurrency = b.endpoint, *connector, files, *concurrency
 	r.WarmupS, r.Interrupted, r.FirstError = warmup.Seconds(), interrupted, b.firstErr.get()
+	if cpu != nil {
+		// The window ends at the deadline, which run has passed, or
+		// with ctx.
+		res := <-cpu
+		switch {
+		case res.err != nil && !interrupted:
+			fmt.Fprintf(stderr, "triggerctl bench: %v\n", res.err)
+			return 1
+		case res.err == nil && r.Requests > 0:
+			perReq := func(d time.Duration) *float64 {
+				v := float64(d.Microseconds()) / float64(r.Requests)
+				return &v
+			}
+			r.ServerCPUUSPerRequest, r.ClientCPUUSPerRequest = perReq(res.used[0]), perReq(res.used[1])
+		}
+	}
 	if nb != nil {
 		// Every 2xx answer came after its events were stored, and every
 		// request has been answered, so the count is final.
@@ -446,6 +486,9 @@ func printBenchReport(w io.Writer, r benchReport) {
 	fmt.Fprintf(w, "events:       %d\n", r.Events)
 	if r.Durable != nil {
 		fmt.Fprintf(w, "durable:      %v (answers listed %d events in all, the stream gained %d)\n", *r.Durable, r.EventsAnswered, *r.EventsInStream)
+	}
+	if r.ServerCPUUSPerRequest != nil {
+		fmt.Fprintf(w, "cpu:          server %.1f µs/request, bench %.1f µs/request\n", *r.ServerCPUUSPerRequest, *r.ClientCPUUSPerRequest)
 	}
 	non2xx := 0
 	for k, c := range r.Errors {

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,8 +20,9 @@ func TestBenchJSON(t *testing.T) {
 	dir := t.TempDir()
 	files := writeFile(t, dir, "issues.opened.json", codeHostPayload) + "," + writeFile(t, dir, "push.json", `{"ref":"refs/heads/main"}`)
 
+	// The fake serves from this process, so it is the server to sample.
 	code, stdout, stderr := runCtl("bench", "--url", f.srv.URL, "--data-dir", dataDir, "--file", files,
-		"--concurrency", "4", "--duration", "1s", "--warmup", "200ms", "--json")
+		"--concurrency", "4", "--duration", "1s", "--warmup", "200ms", "--json", "--server-pid", strconv.Itoa(os.Getpid()))
 	if code != 0 {
 		t.Fatalf("exit %d, stderr: %s\nstdout: %s", code, stderr, stdout)
 	}
@@ -38,6 +41,12 @@ func TestBenchJSON(t *testing.T) {
 	}
 	if l := r.LatencyMS; l.P50 <= 0 || l.P50 > l.P90 || l.P90 > l.P99 || l.P99 > l.Max {
 		t.Errorf("latencies %+v are not ordered", l)
+	}
+	// Server and bench are one process here, sampled microseconds apart:
+	// about the same figure, and a second of four busy workers cannot have
+	// cost nothing.
+	if sc, cc := r.ServerCPUUSPerRequest, r.ClientCPUUSPerRequest; sc == nil || cc == nil || *sc <= 0 || *cc < 0.8**sc || *cc > 1.25**sc {
+		t.Errorf("cpu per request: server %v, bench %v; want about the same positive figure", sc, cc)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -96,6 +105,8 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"bench", "--file", "x.json", "--connector", "nope"},
 		{"bench", "--file", "x.json", "--concurrency", "0"},
 		{"bench", "--file", "x.json", "extra"},
+		{"bench", "--file", "x.json", "--server-pid", "-1"},
+		{"bench", "--file", "x.json", "--server-pid", "999999999"},
 	} {
 		if code, _, stderr := runCtl(args...); code != 2 || stderr == "" {
 			t.Errorf("%q: exit %d, stderr %q; want 2 with a message", args, code, stderr)
@@ -163,5 +174,18 @@ func TestBenchBaseline(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("bench-baseline did not stop within 10s of cancellation")
+	}
+}
+
+func TestParseProcStatCPU(t *testing.T) {
+	// A command name with spaces and parentheses; utime 250, stime 50.
+	line := "4242 (tri) (gger d) S 1 4242 4242 0 -1 4194560 1000 0 0 0 250 50 0 0 20 0 12 0 100 0 0\n"
+	if got, err := parseProcStatCPU(line); err != nil || got != 3*time.Second {
+		t.Errorf("parseProcStatCPU = %v, %v; want 3s", got, err)
+	}
+	for _, bad := range []string{"", "4242 tri S 1", "4242 (tri) S 1 2 3", "4242 (t) S 1 1 1 0 -1 0 0 0 0 0 x 5 0"} {
+		if _, err := parseProcStatCPU(bad); err == nil {
+			t.Errorf("parseProcStatCPU(%q) accepted a malformed line", bad)
+		}
 	}
 }
