@@ -62,17 +62,27 @@ func TestEventsCarryRoutingHeadersAndDeadLetterCleanly(t *testing.T) {
 		})
 		ctx := context.Background()
 
+		// Both jobs are in hand at once, in either order.
+		byID := map[string]*Job{}
+		for range 2 {
+			j := nextJob(t, jobs)
+			var ev triggers.Event
+			if err := json.Unmarshal(j.Data(), &ev); err != nil {
+				t.Fatalf("job data: %v", err)
+			}
+			byID[ev.ID] = j
+		}
+
 		// The first event: the lower-cased, token-encoded full name, no scope.
-		j := nextJob(t, jobs)
+		j := byID[events[0].ID]
+		if j == nil {
+			t.Fatalf("no job for event %s", events[0].ID)
+		}
 		if got := j.Header().Get(HeaderRepository); got != "octo-org%2Fsocket%2Eio" {
 			t.Errorf("%s = %q; want the lower-cased, token-encoded full name", HeaderRepository, got)
 		}
 		if j.Header().Get(HeaderScope) != "" {
 			t.Errorf("an unscoped event carries %s", HeaderScope)
-		}
-		var ev triggers.Event
-		if err := json.Unmarshal(j.Data(), &ev); err != nil || ev.ID != events[0].ID {
-			t.Errorf("event = %q, %v; want %s", ev.ID, err, events[0].ID)
 		}
 		if err := j.AckNoWait(); err != nil {
 			t.Fatal(err)
@@ -81,7 +91,10 @@ func TestEventsCarryRoutingHeadersAndDeadLetterCleanly(t *testing.T) {
 		// The second: no repository, a scope. Dead-lettered, its copy keeps
 		// the data and drops the Nats-* headers it was published with (the
 		// shared layout's expected-subject condition made the copy fail).
-		j = nextJob(t, jobs)
+		j = byID[events[1].ID]
+		if j == nil {
+			t.Fatalf("no job for event %s", events[1].ID)
+		}
 		if got := j.Header().Get(HeaderRepository); got != triggers.MissingToken {
 			t.Errorf("%s = %q; want %q for an event without a repository", HeaderRepository, got, triggers.MissingToken)
 		}
