@@ -16,40 +16,19 @@ import (
 // and its event durable, with 64 commits in flight as under webhook load, in
 // each archive layout.
 func BenchmarkCommit(b *testing.B) {
-	payload, err := os.ReadFile(filepath.Join(testenv.Corpus(b), "github", "issues.opened.json"))
-	if err != nil {
-		b.Fatal(err)
-	}
+	payload := benchPayload(b)
 	for _, layout := range []struct {
 		name string
 		o    Options
 	}{{"shared", Options{}}, {"separate", Options{SeparateArchive: true}}} {
 		b.Run(layout.name, func(b *testing.B) {
-			t := &testing.T{}
-			ts := &testServer{t: t, dir: b.TempDir(), listen: "127.0.0.1:0"}
-			ts.start()
-			defer ts.emb.Shutdown()
-			o := layout.o
-			o.Embedded = ts.emb
-			bus := ts.connect(o)
-			defer bus.Close()
-			var n atomic.Int64
-			b.SetBytes(int64(len(payload)))
-			b.ReportAllocs()
-			b.SetParallelism(32) // 64 goroutines on 2 cores
-			b.ResetTimer()
-			start := time.Now()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					id := fmt.Sprintf("bench-%d", n.Add(1))
-					c, events := testDelivery(id, 1, payload)
-					if _, err := bus.Commit(context.Background(), c, events); err != nil {
-						b.Error(err)
-						return
-					}
-				}
+			bus, stop := benchBus(b, layout.o)
+			defer stop()
+			benchParallel(b, payload, "commits/s", func(id string) error {
+				c, events := testDelivery(id, 1, payload)
+				_, err := bus.Commit(context.Background(), c, events)
+				return err
 			})
-			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "commits/s")
 		})
 	}
 }
@@ -60,30 +39,49 @@ func BenchmarkCommit(b *testing.B) {
 // (no archive record, no envelope, no duplicate check). What a delivery
 // costs beyond this is triggerd's own.
 func BenchmarkPublishOnly(b *testing.B) {
+	payload := benchPayload(b)
+	bus, stop := benchBus(b, Options{})
+	defer stop()
+	benchParallel(b, payload, "publishes/s", func(id string) error {
+		return bus.Publish(context.Background(), "triggers.codehost.new_issue.octo.bench", id, payload)
+	})
+}
+
+func benchPayload(b *testing.B) []byte {
 	payload, err := os.ReadFile(filepath.Join(testenv.Corpus(b), "github", "issues.opened.json"))
 	if err != nil {
 		b.Fatal(err)
 	}
-	t := &testing.T{}
-	ts := &testServer{t: t, dir: b.TempDir(), listen: "127.0.0.1:0"}
+	return payload
+}
+
+// benchBus connects to a fresh embedded server on a temporary store; stop
+// closes both. (The benchmark function runs several times, with growing
+// b.N: each run gets its own.)
+func benchBus(b *testing.B, o Options) (bus *Bus, stop func()) {
+	ts := &testServer{t: &testing.T{}, dir: b.TempDir(), listen: "127.0.0.1:0"}
 	ts.start()
-	defer ts.emb.Shutdown()
-	bus := ts.connect(Options{Embedded: ts.emb})
-	defer bus.Close()
+	o.Embedded = ts.emb
+	bus = ts.connect(o)
+	return bus, func() { bus.Close(); ts.emb.Shutdown() }
+}
+
+// benchParallel runs op with a fresh delivery id from 64 goroutines, as
+// under webhook load on 2 cores, and reports op's rate as unit.
+func benchParallel(b *testing.B, payload []byte, unit string, op func(id string) error) {
 	var n atomic.Int64
 	b.SetBytes(int64(len(payload)))
 	b.ReportAllocs()
-	b.SetParallelism(32) // 64 goroutines on 2 cores
+	b.SetParallelism(32)
 	b.ResetTimer()
 	start := time.Now()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			id := fmt.Sprintf("bench-%d", n.Add(1))
-			if err := bus.Publish(context.Background(), "triggers.codehost.new_issue.octo.bench", id, payload); err != nil {
+			if err := op(fmt.Sprintf("bench-%d", n.Add(1))); err != nil {
 				b.Error(err)
 				return
 			}
 		}
 	})
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "publishes/s")
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), unit)
 }
