@@ -9,8 +9,8 @@ import (
 	"time"
 )
 
-// userHZ is the unit of the CPU times in /proc/<pid>/stat (USER_HZ, 100 on
-// every architecture Go's linux ports run on but alpha).
+// userHZ is the unit of the CPU times in /proc/<pid>/stat: USER_HZ, 100 on
+// every architecture Go runs Linux on.
 const userHZ = 100
 
 // processCPU returns the CPU time (user plus system) process pid has used,
