@@ -1,8 +1,6 @@
 package bus
 
 import (
-	"github.com/triggerd/triggerd/internal/testenv"
-
 	"context"
 	"fmt"
 	"os"
@@ -10,6 +8,12 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/triggerd/triggerd/internal/testenv"
+	"github.com/triggerd/triggerd/triggers"
 )
 
 // BenchmarkCommit measures making one delivery of an 11-14 KB issue payload
@@ -45,6 +49,46 @@ func BenchmarkPublishOnly(b *testing.B) {
 	benchParallel(b, payload, "publishes/s", func(id string) error {
 		return bus.Publish(context.Background(), "triggers.codehost.new_issue.octo.bench", id, payload)
 	})
+}
+
+// BenchmarkMessageCost splits Commit into its two messages, each published
+// alone and awaited: the event (its id as Nats-Msg-Id, conditional on the
+// delivery having no record), the archive record (a delivery's headers, no
+// body, conditional on its subject being empty), and a one-byte message
+// with no header or condition, the per-message floor.
+func BenchmarkMessageCost(b *testing.B) {
+	payload := benchPayload(b)
+	c, _ := testDelivery("d", 1, payload)
+	for _, k := range []string{"Accept", "Content-Type", "User-Agent", "X-Github-Hook-Id", "X-Github-Hook-Installation-Target-Id",
+		"X-Github-Hook-Installation-Target-Type", "X-Hub-Signature", "X-Hub-Signature-256"} {
+		c.Header[k] = []string{"a-value-of-typical-length-0123456789abcdef"}
+	}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		op   func(bus *Bus, id string) error
+	}{
+		{"event", func(bus *Bus, id string) error {
+			_, err := bus.js.PublishMsg(ctx, &nats.Msg{Subject: "triggers.codehost.new_issue.octo.bench", Data: payload},
+				jetstream.WithMsgID(id), jetstream.WithExpectLastSequenceForSubject(0, ArchiveSubject(triggers.CodeHost, id)))
+			return err
+		}},
+		{"record", func(bus *Bus, id string) error {
+			c := c
+			c.DeliveryID = id
+			return bus.archive(ctx, ArchiveSubject(triggers.CodeHost, id), c, 1, 1)
+		}},
+		{"one-byte", func(bus *Bus, id string) error {
+			_, err := bus.js.PublishMsg(ctx, &nats.Msg{Subject: ArchiveSubject(triggers.CodeHost, id), Data: []byte("x")})
+			return err
+		}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			bus, stop := benchBus(b, Options{})
+			defer stop()
+			benchParallel(b, payload, "messages/s", func(id string) error { return tc.op(bus, id) })
+		})
+	}
 }
 
 func benchPayload(b *testing.B) []byte {
