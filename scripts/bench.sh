@@ -5,8 +5,9 @@
 #   scripts/bench.sh [DURATION] [CONCURRENCY...]
 #
 # Each round benches the baseline (triggerctl bench-baseline: read the body,
-# answer 204) and then triggerd (embedded NATS on a fresh data dir), both
-# with signed 13.5 KB issues.opened deliveries, and checks that the events
+# answer 204), the naive receiver (bench-baseline --naive: verify, decode,
+# one awaited JetStream publish) and then triggerd (embedded NATS on a fresh
+# data dir), all with signed 13.5 KB issues.opened deliveries, and checks that the events
 # stream gained exactly the events triggerd's answers listed. It also prints
 # each server's CPU time per request over the measured window: on a noisy
 # two-core machine a steadier figure of efficiency than throughput.
@@ -29,8 +30,8 @@ wait_http() { for _ in $(seq 100); do curl -s -o /dev/null "$1" && return 0; sle
 
 field() { python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$1" "$2"; }
 
-echo "| concurrency | round | baseline req/s | triggerd req/s | ratio | triggerd p50 ms | triggerd p99 ms | baseline p99 ms | CPU µs/req baseline / triggerd | events durable |"
-echo "|---|---|---|---|---|---|---|---|---|---|"
+echo "| concurrency | round | baseline req/s | naive req/s | triggerd req/s | ratio to baseline | ratio to naive | triggerd p50 ms | triggerd p99 ms | baseline p99 ms | CPU µs/req baseline / naive / triggerd | events durable |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 for c in "${concurrencies[@]}"; do
   for r in $(seq "$rounds"); do
     "$work/triggerctl" bench-baseline --listen 127.0.0.1:18099 2>/dev/null &
@@ -39,6 +40,13 @@ for c in "${concurrencies[@]}"; do
     "$work/triggerctl" bench --url http://127.0.0.1:18099 --file "$payload" --concurrency "$c" \
       --duration "$duration" --warmup 2s --server-pid "$base_pid" --json > "$work/base.json"
     kill $base_pid; wait $base_pid 2>/dev/null || true
+
+    "$work/triggerctl" bench-baseline --naive --listen 127.0.0.1:18099 2>/dev/null &
+    naive_pid=$!
+    wait_http http://127.0.0.1:18099/
+    "$work/triggerctl" bench --url http://127.0.0.1:18099 --file "$payload" --concurrency "$c" \
+      --duration "$duration" --warmup 2s --server-pid "$naive_pid" --json > "$work/naive.json"
+    kill $naive_pid; wait $naive_pid 2>/dev/null || true
 
     rm -rf "$work/data"
     "$work/triggerd" --http-addr 127.0.0.1:18098 --nats-listen 127.0.0.1:14333 --data-dir "$work/data" \
@@ -50,12 +58,14 @@ for c in "${concurrencies[@]}"; do
     kill $td_pid; wait $td_pid 2>/dev/null || true
 
     b=$(field "$work/base.json" "r['throughput_rps']")
+    n=$(field "$work/naive.json" "r['throughput_rps']")
     t=$(field "$work/td.json" "r['throughput_rps']")
-    printf '| %s | %s | %.0f | %.0f | %.1f%% | %.1f | %.1f | %.1f | %.0f / %.0f | %s (%s of %s) |\n' "$c" "$r" "$b" "$t" \
-      "$(python3 -c "print(100*$t/$b)")" \
+    printf '| %s | %s | %.0f | %.0f | %.0f | %.1f%% | %.2f | %.1f | %.1f | %.1f | %.0f / %.0f / %.0f | %s (%s of %s) |\n' "$c" "$r" "$b" "$n" "$t" \
+      "$(python3 -c "print(100*$t/$b)")" "$(python3 -c "print($t/$n)")" \
       "$(field "$work/td.json" "r['latency_ms']['p50']")" "$(field "$work/td.json" "r['latency_ms']['p99']")" \
       "$(field "$work/base.json" "r['latency_ms']['p99']")" \
-      "$(field "$work/base.json" "r['server_cpu_us_per_request']")" "$(field "$work/td.json" "r['server_cpu_us_per_request']")" \
+      "$(field "$work/base.json" "r['server_cpu_us_per_request']")" "$(field "$work/naive.json" "r['server_cpu_us_per_request']")" \
+      "$(field "$work/td.json" "r['server_cpu_us_per_request']")" \
       "$(field "$work/td.json" "'yes' if r.get('durable') else 'NO'")" "$(field "$work/td.json" "r.get('events_in_stream')")" \
       "$(field "$work/td.json" "r['events_answered']")"
   done

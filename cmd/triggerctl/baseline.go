@@ -2,27 +2,35 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/triggerd/triggerd/bus"
+	"github.com/triggerd/triggerd/ingest"
 )
 
 // benchBaseline implements "triggerctl bench-baseline": a bare echo server
 // whose POST /webhooks/:connector reads the body and answers 204, with no
 // middleware and no logging, so that "bench" against it measures the floor
-// that HTTP, echo and the client cost. It serves until ctx ends, then shuts
-// down gracefully within 5 s.
+// that HTTP, echo and the client cost. With --naive it is instead the
+// obvious hand-rolled receiver the ingest target is set against. It serves
+// until ctx ends, then shuts down gracefully within 5 s.
 func benchBaseline(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench-baseline", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", "127.0.0.1:8099", "address to listen on (port 0 picks a free port)")
-	synopsis := "usage: triggerctl bench-baseline [--listen 127.0.0.1:8099]\n\n" +
+	naive := fs.Bool("naive", false, "be the obvious hand-rolled receiver instead: verify the code-hosting signature, decode the whole payload with encoding/json (as go-github's ParseWebHook does), publish it to JetStream (an embedded server on a temporary store) and await the ack before answering 202")
+	dataDir := fs.String("data-dir", "./data", "with --naive: where triggerd keeps generated webhook secrets, read when TRIGGERD_CODEHOST_WEBHOOK_SECRET is unset")
+	synopsis := "usage: triggerctl bench-baseline [--listen 127.0.0.1:8099] [--naive]\n\n" +
 		"Serves POST /webhooks/:connector that discards the body and answers 204, as the baseline for\n" +
 		"\"triggerctl bench --url http://ADDR\". Stops on SIGINT or SIGTERM.\n\nflags:"
 	if code, ok := parseFlags(fs, args, synopsis); !ok {
@@ -30,6 +38,21 @@ func benchBaseline(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	if fs.NArg() > 0 {
 		return usageError(fs, "unexpected arguments %q", fs.Args())
+	}
+	handle := func(c echo.Context) error {
+		if _, err := io.Copy(io.Discard, c.Request().Body); err != nil {
+			return err
+		}
+		return c.NoContent(http.StatusNoContent)
+	}
+	if *naive {
+		h, stop, err := naiveReceiver(ctx, *dataDir)
+		if err != nil {
+			fmt.Fprintf(stderr, "triggerctl bench-baseline: %v\n", err)
+			return 1
+		}
+		defer stop()
+		handle = h
 	}
 
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", *listen)
@@ -41,12 +64,7 @@ func benchBaseline(ctx context.Context, args []string, stdout, stderr io.Writer)
 	e.HideBanner = true
 	e.HidePort = true
 	e.Listener = ln
-	e.POST("/webhooks/:connector", func(c echo.Context) error {
-		if _, err := io.Copy(io.Discard, c.Request().Body); err != nil {
-			return err
-		}
-		return c.NoContent(http.StatusNoContent)
-	})
+	e.POST("/webhooks/:connector", handle)
 
 	served := make(chan error, 1)
 	go func() { served <- e.Start("") }()
@@ -70,4 +88,60 @@ func benchBaseline(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return 1
 	}
 	return 0
+}
+
+// naiveReceiver returns the handler of "bench-baseline --naive": what a
+// receiver written the obvious way does with a GitHub delivery (verify,
+// decode, one publish awaited), with none of triggerd's mapping, envelope,
+// duplicate check, archive or dispatch. It publishes through the same bus
+// package, to an embedded server configured as triggerd's, on a temporary
+// store that stop removes.
+func naiveReceiver(ctx context.Context, dataDir string) (handle echo.HandlerFunc, stop func(), err error) {
+	secret, err := loadSecret(connectorCodeHost, dataDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	verifier, err := ingest.NewVerifier(ingest.CodeHostScheme, string(secret))
+	if err != nil {
+		return nil, nil, err
+	}
+	dir, err := os.MkdirTemp("", "triggerctl-naive-")
+	if err != nil {
+		return nil, nil, err
+	}
+	emb, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: "127.0.0.1:0", DataDir: dir})
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	b, err := bus.Connect(ctx, emb.ClientURL(), bus.Options{Name: "triggerctl-naive", Embedded: emb})
+	if err != nil {
+		emb.Shutdown()
+		os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	stop = func() {
+		b.Close()
+		emb.Shutdown()
+		os.RemoveAll(dir)
+	}
+	handle = func(c echo.Context) error {
+		r := c.Request()
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return err
+		}
+		if !verifier.Verify(r.Header.Get(ingest.CodeHostScheme.Header), body) {
+			return c.NoContent(http.StatusUnauthorized)
+		}
+		var payload map[string]any
+		if err := json.Unmarshal(body, &payload); err != nil {
+			return c.NoContent(http.StatusBadRequest)
+		}
+		if err := b.Publish(r.Context(), "triggers.codehost.naive.bench.bench", r.Header.Get("X-GitHub-Delivery"), body); err != nil {
+			return c.NoContent(http.StatusServiceUnavailable)
+		}
+		return c.NoContent(http.StatusAccepted)
+	}
+	return handle, stop, nil
 }

@@ -129,17 +129,29 @@ func TestPercentile(t *testing.T) {
 	}
 }
 
-func TestBenchBaseline(t *testing.T) {
-	setTestEnv(t)
+// startBaseline runs "bench-baseline" with args until the test ends and
+// returns its root URL.
+func startBaseline(t *testing.T, args ...string) string {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	pr, pw := io.Pipe()
 	done := make(chan int, 1)
 	go func() {
-		code := benchBaseline(ctx, []string{"--listen", "127.0.0.1:0"}, io.Discard, pw)
+		code := benchBaseline(ctx, append([]string{"--listen", "127.0.0.1:0"}, args...), io.Discard, pw)
 		pw.Close()
 		done <- code
 	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case code := <-done:
+			if code != 0 {
+				t.Errorf("exit %d after shutdown, want 0", code)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("bench-baseline did not stop within 10s of cancellation")
+		}
+	})
 	addr := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(pr)
@@ -150,30 +162,64 @@ func TestBenchBaseline(t *testing.T) {
 		}
 		io.Copy(io.Discard, pr)
 	}()
-	var base string
 	select {
-	case base = <-addr:
+	case base := <-addr:
+		return base
 	case code := <-done:
+		done <- code
 		t.Fatalf("bench-baseline exited %d before listening", code)
 	case <-time.After(10 * time.Second):
 		t.Fatal("bench-baseline printed no listening address within 10s")
 	}
-	resp, err := http.Post(base+"/webhooks/codehost", "application/json", strings.NewReader(codeHostPayload))
+	return ""
+}
+
+// postSigned posts body to the code-hosting endpoint under base, signed
+// with secret, and returns the status.
+func postSigned(t *testing.T, base, secret, body string) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, base+"/webhooks/codehost", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-GitHub-Event", "issues")
+	req.Header.Set("X-GitHub-Delivery", "d-"+strconv.Itoa(len(body)))
+	req.Header.Set("X-Hub-Signature-256", scheme(connectorCodeHost).Sign([]byte(secret), []byte(body)))
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusNoContent {
-		t.Errorf("status %d, want 204", resp.StatusCode)
+	return resp.StatusCode
+}
+
+func TestBenchBaseline(t *testing.T) {
+	setTestEnv(t)
+	base := startBaseline(t)
+	if got := postSigned(t, base, "any", codeHostPayload); got != http.StatusNoContent {
+		t.Errorf("status %d, want 204", got)
 	}
-	cancel()
-	select {
-	case code := <-done:
-		if code != 0 {
-			t.Errorf("exit %d after shutdown, want 0", code)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("bench-baseline did not stop within 10s of cancellation")
+}
+
+func TestBenchBaselineNaive(t *testing.T) {
+	dataDir := setTestEnv(t)
+	base := startBaseline(t, "--naive", "--data-dir", dataDir)
+	if got := postSigned(t, base, testCodeHostSecret, codeHostPayload); got != http.StatusAccepted {
+		t.Errorf("signed delivery: status %d, want 202 once published", got)
+	}
+	if got := postSigned(t, base, "wrong-secret", codeHostPayload); got != http.StatusUnauthorized {
+		t.Errorf("wrong signature: status %d, want 401", got)
+	}
+	if got := postSigned(t, base, testCodeHostSecret, `{"action":`); got != http.StatusBadRequest {
+		t.Errorf("malformed payload: status %d, want 400", got)
+	}
+	file := writeFile(t, t.TempDir(), "issues.opened.json", codeHostPayload)
+	code, stdout, stderr := runCtl("bench", "--url", base, "--data-dir", dataDir, "--file", file,
+		"--concurrency", "4", "--duration", "300ms", "--warmup", "0s", "--json")
+	var r benchReport
+	if err := json.Unmarshal([]byte(stdout), &r); code != 0 || err != nil || r.Requests == 0 || r.OK != r.Requests {
+		t.Errorf("bench against the naive receiver: exit %d, %+v (%v)\nstderr: %s", code, r, err, stderr)
 	}
 }
 
