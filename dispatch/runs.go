@@ -407,12 +407,14 @@ func (d *Dispatcher) retry(ctx context.Context, j *bus.Job, err error) {
 }
 
 // dead dead-letters a job that can never be processed.
-func (d *Dispatcher) dead(ctx context.Context, j *bus.Job, reason string) {
+func (d *Dispatcher) dead(ctx context.Context, j *bus.Job, reason string) bool {
+	if err := j.Dead(ctx, reason); err != nil {
+		d.log.Error().Err(err).Str("subject", j.Subject()).Str("reason", reason).Msg("dead-lettering failed; the message comes back")
+		return false
+	}
 	d.metrics.dead.Inc()
 	d.log.Error().Str("subject", j.Subject()).Str("reason", reason).Msg("dead-lettered")
-	if err := j.Dead(ctx, reason); err != nil {
-		d.log.Error().Err(err).Str("subject", j.Subject()).Msg("dead-lettering failed; the message comes back")
-	}
+	return true
 }
 
 // backoff is the delay before the n-th redelivery: exponential from 1s,

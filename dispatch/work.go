@@ -34,8 +34,9 @@ func (d *Dispatcher) handlePush(ctx context.Context, j *bus.Job) {
 	}
 	ag, err := d.o.Store.GetAgent(ctx, run.Tenant, run.Agent)
 	if errors.Is(err, store.ErrNotFound) {
-		d.settlePush(ctx, run, "dead_lettered", nil, "the agent was deleted")
-		d.dead(ctx, j, "agent "+run.Agent+" no longer exists")
+		if d.dead(ctx, j, "agent "+run.Agent+" no longer exists") {
+			d.settlePush(ctx, run, "dead_lettered", nil, "the agent was deleted")
+		}
 		return
 	}
 	if err != nil {
@@ -48,8 +49,9 @@ func (d *Dispatcher) handlePush(ctx context.Context, j *bus.Job) {
 	}
 	secret, err := d.o.Secrets.Open(ag.SealedSecret, AgentSecretAAD(ag.ID))
 	if err != nil {
-		d.settlePush(ctx, run, "dead_lettered", nil, "the agent's signing secret cannot be opened")
-		d.dead(ctx, j, "open the signing secret of agent "+ag.ID+": "+err.Error())
+		if d.dead(ctx, j, "open the signing secret of agent "+ag.ID+": "+err.Error()) {
+			d.settlePush(ctx, run, "dead_lettered", nil, "the agent's signing secret cannot be opened")
+		}
 		return
 	}
 	stop := bus.Heartbeat(j, d.o.AckWait/3)
@@ -73,13 +75,16 @@ func (d *Dispatcher) handlePush(ctx context.Context, j *bus.Job) {
 		}
 		return
 	}
-	d.metrics.pushes.WithLabelValues("dead_lettered").Inc()
-	d.settlePush(ctx, run, "dead_lettered", nil, err.Error())
 	reason := "push to agent " + ag.ID + ": " + err.Error()
 	if again {
 		reason = fmt.Sprintf("gave up after %d attempts: %s", j.Delivered(), reason)
 	}
-	d.dead(ctx, j, reason)
+	// The run says dead_lettered only once the dead letter exists; if it
+	// cannot be written, the push comes back and is decided again.
+	if d.dead(ctx, j, reason) {
+		d.metrics.pushes.WithLabelValues("dead_lettered").Inc()
+		d.settlePush(ctx, run, "dead_lettered", nil, err.Error())
+	}
 }
 
 // settlePush records how far an HTTP agent's run got.
