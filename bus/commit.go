@@ -152,6 +152,8 @@ func (b *Bus) publishEvents(ctx context.Context, events []triggers.Event, payloa
 	// Encoding buffers go back to the pool only once every event is
 	// acknowledged: until then the client may resend a message's data.
 	bufs := make([]*[]byte, 0, len(events))
+	// A delivery's events share one scope: it is encoded once.
+	var scoped scopeHeader
 	for i := range events {
 		e := &events[i]
 		if len(e.Payload) > budget || len(e.Payload) > limit {
@@ -172,9 +174,15 @@ func (b *Bus) publishEvents(ctx context.Context, events []triggers.Event, payloa
 			*buf = data
 		}
 		budget -= len(e.Payload)
-		h, err := routeHeader(e)
-		if err != nil {
-			return nil, err
+		repo := ""
+		if e.Repository != nil {
+			repo = strings.ToLower(e.Repository.FullName)
+		}
+		h := nats.Header{HeaderRepository: []string{triggers.EncodeToken(repo)}}
+		if scope, err := scoped.value(e.Scope); err != nil {
+			return nil, fmt.Errorf("encode scope of event %s: %w", e.ID, err)
+		} else if scope != "" {
+			h[HeaderScope] = []string{scope}
 		}
 		msg := &nats.Msg{Subject: e.Subject(), Header: h, Data: data}
 		opts[0] = jetstream.WithMsgID(e.ID)
@@ -203,22 +211,26 @@ func (b *Bus) publishEvents(ctx context.Context, events []triggers.Event, payloa
 	return acks, nil
 }
 
-// routeHeader returns the headers an event is published with besides its
-// id: HeaderRepository, and HeaderScope for a scoped event.
-func routeHeader(e *triggers.Event) (nats.Header, error) {
-	repo := ""
-	if e.Repository != nil {
-		repo = strings.ToLower(e.Repository.FullName)
+// scopeHeader is the value of HeaderScope for a scope, remembered for the
+// last scope it encoded.
+type scopeHeader struct {
+	of   *triggers.Scope
+	json string
+}
+
+// value returns s encoded as JSON, "" for nil.
+func (sh *scopeHeader) value(s *triggers.Scope) (string, error) {
+	if s == nil {
+		return "", nil
 	}
-	h := nats.Header{HeaderRepository: []string{triggers.EncodeToken(repo)}}
-	if e.Scope != nil {
-		scope, err := json.Marshal(e.Scope)
+	if s != sh.of {
+		b, err := json.Marshal(s)
 		if err != nil {
-			return nil, fmt.Errorf("encode scope of event %s: %w", e.ID, err)
+			return "", err
 		}
-		h[HeaderScope] = []string{string(scope)}
+		sh.of, sh.json = s, string(b)
 	}
-	return h, nil
+	return sh.json, nil
 }
 
 // archive writes the delivery's record, only if the subject has none yet.
@@ -233,12 +245,11 @@ func (b *Bus) archive(ctx context.Context, subject string, c triggers.Capture, n
 	h.Set(HeaderDeliveryID, c.DeliveryID)
 	h.Set(HeaderReceivedAt, c.ReceivedAt.UTC().Format(time.RFC3339Nano))
 	h.Set(HeaderEvents, strconv.Itoa(nEvents))
-	if c.Scope != nil {
-		scope, err := json.Marshal(c.Scope)
-		if err != nil {
-			return fmt.Errorf("archive delivery %s: encode scope: %w", c.DeliveryID, err)
-		}
-		h.Set(HeaderScope, string(scope))
+	var scoped scopeHeader
+	if scope, err := scoped.value(c.Scope); err != nil {
+		return fmt.Errorf("archive delivery %s: encode scope: %w", c.DeliveryID, err)
+	} else if scope != "" {
+		h.Set(HeaderScope, scope)
 	}
 	data := c.Body
 	if bodySeq != 0 {
