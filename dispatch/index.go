@@ -212,13 +212,13 @@ func (x *Index) Match(ev *triggers.Event) []Outcome {
 	if conn == "" {
 		conn = ev.Kind.Connector()
 	}
+	repo := ""
+	if ev.Repository != nil {
+		repo = strings.ToLower(ev.Repository.FullName)
+	}
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	var exact []*entry
-	if ev.Repository != nil && ev.Repository.FullName != "" {
-		exact = x.buckets[bucketKey{conn, ev.Kind, strings.ToLower(ev.Repository.FullName)}]
-	}
-	wild := x.buckets[bucketKey{conn, ev.Kind, wildcard}]
+	exact, wild := x.bucketsFor(conn, ev.Kind, repo)
 	if len(exact)+len(wild) == 0 {
 		return nil
 	}
@@ -248,10 +248,18 @@ func (x *Index) Match(ev *triggers.Event) []Outcome {
 func (x *Index) Candidates(c triggers.Connector, k triggers.Kind, repo string) bool {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	if len(x.buckets[bucketKey{c, k, wildcard}]) > 0 {
-		return true
+	exact, wild := x.bucketsFor(c, k, repo)
+	return len(exact)+len(wild) > 0
+}
+
+// bucketsFor returns the two buckets an event of kind k from connector c on
+// repository repo (lower-cased, "" for none) draws its candidates from: the
+// repository's, and "any repository". x.mu must be held.
+func (x *Index) bucketsFor(c triggers.Connector, k triggers.Kind, repo string) (exact, wild []*entry) {
+	if repo != "" {
+		exact = x.buckets[bucketKey{c, k, repo}]
 	}
-	return repo != "" && len(x.buckets[bucketKey{c, k, repo}]) > 0
+	return exact, x.buckets[bucketKey{c, k, wildcard}]
 }
 
 // inScope reports whether t may receive an event of scope s: every trigger
