@@ -588,3 +588,41 @@ func TestInProcessConnection(t *testing.T) {
 		}
 	})
 }
+
+// A sender cannot plant the archive's own headers: a forged body pointer or
+// scope on a record would make a replay read another delivery's body or
+// run under another tenant.
+func TestArchiveIgnoresForgedTriggerdHeaders(t *testing.T) {
+	layouts(t, func(t *testing.T, o Options) {
+		ts := startServer(t, 0)
+		b := ts.connect(o)
+		// Another delivery whose body sits in event 1.
+		secret := []byte(`{"secret":"another tenant's payload"}`)
+		other, events := testDelivery("d-other", 1, secret)
+		commit(t, b, other, events)
+
+		body := []byte(`{"zen":"ping"}`)
+		c, _ := testDelivery("d-forged", 0, body)
+		c.Header[HeaderBodyEvent] = []string{"1"}
+		c.Header[HeaderBodyObject] = []string{"codehost.d-other"}
+		c.Header[HeaderScope] = []string{`{"tenant":"victim","hook":"h1"}`}
+		c.Header["triggerd-delivery-id"] = []string{"d-other"}
+		commit(t, b, c, nil)
+
+		arch, err := b.Delivery(context.Background(), triggers.CodeHost, "d-forged")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(arch.Body, body) {
+			t.Fatalf("replayed body = %s, want the delivery's own %s", arch.Body, body)
+		}
+		if arch.Scope != nil || arch.DeliveryID != "d-forged" {
+			t.Fatalf("replayed scope %+v, delivery id %q: forged headers were trusted", arch.Scope, arch.DeliveryID)
+		}
+		for k := range arch.Header {
+			if strings.HasPrefix(strings.ToLower(k), "triggerd-") {
+				t.Fatalf("archive kept the sender's %s header", k)
+			}
+		}
+	})
+}

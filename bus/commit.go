@@ -287,14 +287,18 @@ func headerSize(h nats.Header) int {
 }
 
 // keepHeader reports whether an HTTP header of a delivery is archived:
-// everything but credentials, hop-by-hop headers and NATS's own.
+// everything but credentials, hop-by-hop headers, NATS's own and the
+// archive's own (Triggerd-*). A sender must not be able to plant those: a
+// forged Triggerd-Body-Event-Seq or Triggerd-Scope on a record would make
+// a replay read another delivery's body or run under another tenant.
 func keepHeader(name string) bool {
-	switch strings.ToLower(name) {
+	lower := strings.ToLower(name)
+	switch lower {
 	case "authorization", "cookie", "proxy-authorization", "connection", "keep-alive",
 		"transfer-encoding", "te", "trailer", "upgrade", "content-length", "proxy-connection":
 		return false
 	}
-	return !strings.HasPrefix(strings.ToLower(name), "nats-")
+	return !strings.HasPrefix(lower, "nats-") && !strings.HasPrefix(lower, "triggerd-")
 }
 
 func isWrongLastSequence(err error) bool {
