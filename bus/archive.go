@@ -24,6 +24,9 @@ var ErrNotArchived = errors.New("delivery not in the archive")
 func (b *Bus) Delivery(ctx context.Context, c triggers.Connector, deliveryID string) (triggers.Capture, error) {
 	subject := ArchiveSubject(c, deliveryID)
 	msg, err := b.deliveries.GetLastMsgForSubject(ctx, subject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) && b.index != nil {
+		return b.indexedDelivery(ctx, c, deliveryID)
+	}
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return triggers.Capture{}, fmt.Errorf("%s delivery %s: %w", c, deliveryID, ErrNotArchived)
 	}
@@ -88,4 +91,31 @@ func (b *Bus) bodyFromEvent(ctx context.Context, seq string) ([]byte, error) {
 		return nil, fmt.Errorf("event %d holding the body has no payload", n)
 	}
 	return ev.Payload, nil
+}
+
+// indexedDelivery reads a delivery archived in the delivery index.
+func (b *Bus) indexedDelivery(ctx context.Context, c triggers.Connector, deliveryID string) (triggers.Capture, error) {
+	e, found, err := b.index.lookup(ctx, c, deliveryID)
+	if err != nil {
+		return triggers.Capture{}, fmt.Errorf("read %s delivery %s: %w", c, deliveryID, err)
+	}
+	if !found {
+		return triggers.Capture{}, fmt.Errorf("%s delivery %s: %w", c, deliveryID, ErrNotArchived)
+	}
+	body, err := b.bodyFromEvent(ctx, strconv.FormatUint(e.BodySeq, 10))
+	if err != nil {
+		return triggers.Capture{}, fmt.Errorf("read body of %s delivery %s: %w", c, deliveryID, err)
+	}
+	header := e.Header
+	if header == nil {
+		header = map[string][]string{}
+	}
+	return triggers.Capture{
+		Connector:  c,
+		DeliveryID: e.DeliveryID,
+		ReceivedAt: e.ReceivedAt,
+		Header:     header,
+		Body:       body,
+		Scope:      e.Scope,
+	}, nil
 }

@@ -151,6 +151,8 @@ type Bus struct {
 	// shared is true when archive records live in EventsStream (then
 	// deliveries is events).
 	shared bool
+	// index is the delivery index (shared layout only).
+	index *deliveryIndex
 	// eventTTL and recordTTL, when set, are the per-message TTLs that give
 	// events and records of a shared stream their own retention.
 	eventTTL, recordTTL time.Duration
@@ -205,6 +207,9 @@ func Connect(ctx context.Context, url string, o Options) (*Bus, error) {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
 	if err := b.provision(ctx); err != nil {
+		if b.index != nil {
+			b.index.close()
+		}
 		nc.Close()
 		return nil, err
 	}
@@ -217,6 +222,9 @@ func (b *Bus) provision(ctx context.Context) error {
 		return err
 	}
 	b.shared = shared
+	if shared {
+		b.index = newDeliveryIndex(b)
+	}
 	if b.opts.SkipProvision {
 		if b.events, err = b.js.Stream(ctx, EventsStream); err != nil {
 			return fmt.Errorf("stream %s: %w (has triggerd run against this NATS?)", EventsStream, err)
@@ -285,7 +293,14 @@ func (b *Bus) provision(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("provision object store %s: %w", BodiesBucket, err)
 	}
-	return b.provisionWork(ctx)
+	if err := b.provisionWork(ctx); err != nil {
+		return err
+	}
+	if b.index != nil {
+		// Commit must know every delivery accepted before it runs.
+		return b.index.ready(ctx)
+	}
+	return nil
 }
 
 // sharedArchiveSince is the first NATS release that checks a subject other
@@ -346,6 +361,9 @@ func (b *Bus) MaxPayload() int { return int(b.nc.MaxPayload()) }
 // Close drains pending publishes and closes the connection, waiting at
 // most the drain timeout (5s).
 func (b *Bus) Close() {
+	if b.index != nil {
+		b.index.close()
+	}
 	if err := b.nc.Drain(); err != nil {
 		b.nc.Close()
 	}

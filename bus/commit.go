@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/textproto"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -58,25 +59,31 @@ func ArchiveSubject(c triggers.Connector, key string) string {
 // It proceeds in two steps:
 //
 //  1. It publishes the events (pipelined) with their ids as Nats-Msg-Id and
-//     waits for every acknowledgement. In the shared layout each event is
-//     conditional on the delivery having no archive record: the server
-//     refuses the events of a delivery accepted before, and Commit returns
-//     duplicate true. In the separate layout Commit looks the record up
-//     first instead (one more round trip).
-//  2. It writes the archive record, conditional on the subject having no
-//     record yet. The record is the commit point: once it exists, the
-//     delivery counts as accepted.
+//     waits for every acknowledgement. In the shared layout Commit first
+//     asks the delivery index, and each event is conditional on the
+//     delivery having no archive record: the server refuses the events of
+//     a delivery archived before, and Commit returns duplicate true. In
+//     the separate layout Commit looks the record up first instead (one
+//     more round trip).
+//  2. It archives the delivery: in the shared layout, when every event
+//     carries the payload inline and one of them is the body byte for
+//     byte, by adding it to the delivery index (see IndexSubject), which
+//     concurrent deliveries share; otherwise by writing its archive record,
+//     conditional on the subject having no record yet. That write is the
+//     commit point: once it is durable, the delivery counts as accepted.
 //
 // An attempt interrupted between steps 1 and 2 (a crash, a NATS outage)
-// leaves no record, so the sender's retry runs again; its events carry the
+// is not archived, so the sender's retry runs again; its events carry the
 // same ids and JetStream drops those it already holds, provided the retry
-// comes within the dedup window. Two concurrent attempts at one delivery
-// publish each event once, and the loser of step 2 returns duplicate true.
+// comes within the dedup window. Of concurrent attempts at one delivery,
+// each event is stored once; an attempt that stored none of them returns
+// duplicate true if another has archived the delivery by then.
 //
 // Commit decides, per event, whether the payload travels inline: an event
 // whose encoding would exceed the server's max payload, or that would take
 // the delivery's inline bytes past MaxInlineBytes, gets Payload nil and
-// PayloadRef set to the archive subject. It updates events in place.
+// PayloadRef set to the archive subject (and the delivery then gets its
+// record there). It updates events in place.
 //
 // Commit returns an error when durability cannot be confirmed before ctx
 // ends; the caller must then not acknowledge the delivery.
@@ -85,6 +92,11 @@ func (b *Bus) Commit(ctx context.Context, c triggers.Capture, events []triggers.
 	unlessArchived := ""
 	if b.shared {
 		unlessArchived = subject
+		if _, found, err := b.index.lookup(ctx, c.Connector, c.Key()); err != nil {
+			return false, fmt.Errorf("check index for delivery %s: %w", c.DeliveryID, err)
+		} else if found {
+			return true, nil
+		}
 	} else if _, err := b.deliveries.GetLastMsgForSubject(ctx, subject); err == nil {
 		return true, nil
 	} else if !errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -100,13 +112,40 @@ func (b *Bus) Commit(ctx context.Context, c triggers.Capture, events []triggers.
 	// The body need not be written twice when an event carries it inline
 	// and events are kept at least as long as the archive.
 	var bodySeq uint64
+	inline := true
 	if b.opts.EventRetention >= b.opts.ArchiveRetention {
 		for i := range events {
-			if events[i].Payload != nil && bytes.Equal(events[i].Payload, c.Body) {
+			if events[i].Payload == nil {
+				inline = false
+			} else if bodySeq == 0 && bytes.Equal(events[i].Payload, c.Body) {
 				bodySeq = published[i].Sequence
-				break
 			}
 		}
+	}
+	if b.shared && bodySeq != 0 && inline {
+		stored := slices.ContainsFunc(published, func(p Published) bool { return !p.Duplicate })
+		if !stored {
+			// Another attempt stored the events. If it has indexed them by
+			// now, the delivery is accepted; if it was interrupted (or is
+			// still running), this attempt accepts it.
+			if _, found, err := b.index.lookup(ctx, c.Connector, c.Key()); err == nil && found {
+				return true, nil
+			}
+		}
+		err := b.index.add(ctx, indexEntry{
+			Connector:  c.Connector,
+			Key:        c.Key(),
+			DeliveryID: c.DeliveryID,
+			ReceivedAt: c.ReceivedAt.UTC(),
+			Header:     archivedHeader(c.Header),
+			Scope:      c.Scope,
+			Events:     len(events),
+			BodySeq:    bodySeq,
+		})
+		if err != nil {
+			return false, err
+		}
+		return false, nil
 	}
 	if err := b.archive(ctx, subject, c, len(events), bodySeq); err != nil {
 		if isWrongLastSequence(err) {
@@ -235,12 +274,7 @@ func (sh *scopeHeader) value(s *triggers.Scope) (string, error) {
 
 // archive writes the delivery's record, only if the subject has none yet.
 func (b *Bus) archive(ctx context.Context, subject string, c triggers.Capture, nEvents int, bodySeq uint64) error {
-	h := nats.Header{}
-	for k, vs := range c.Header {
-		if keepHeader(k) {
-			h[textproto.CanonicalMIMEHeaderKey(k)] = vs
-		}
-	}
+	h := nats.Header(archivedHeader(c.Header))
 	h.Set(HeaderConnector, string(c.Connector))
 	h.Set(HeaderDeliveryID, c.DeliveryID)
 	h.Set(HeaderReceivedAt, c.ReceivedAt.UTC().Format(time.RFC3339Nano))
@@ -284,6 +318,18 @@ func headerSize(h nats.Header) int {
 		}
 	}
 	return n
+}
+
+// archivedHeader returns the HTTP headers of a delivery that the archive
+// keeps (see keepHeader), with canonical names.
+func archivedHeader(header map[string][]string) map[string][]string {
+	h := make(map[string][]string, len(header))
+	for k, vs := range header {
+		if keepHeader(k) {
+			h[textproto.CanonicalMIMEHeaderKey(k)] = vs
+		}
+	}
+	return h
 }
 
 // keepHeader reports whether an HTTP header of a delivery is archived:

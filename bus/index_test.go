@@ -1,0 +1,98 @@
+package bus
+
+import (
+	"context"
+	"encoding/json"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/triggerd/triggerd/triggers"
+)
+
+// The index entry's hand-written encoding decodes to the same entry as
+// encoding/json's, whatever the headers hold.
+func TestIndexEntryEncoding(t *testing.T) {
+	at := time.Date(2026, 11, 21, 10, 0, 0, 123456789, time.UTC)
+	for _, e := range []indexEntry{
+		{Connector: triggers.CodeHost, Key: "d-1", DeliveryID: "d-1", ReceivedAt: at, Events: 1, BodySeq: 7},
+		{
+			Connector: triggers.Deploy, Key: "hook-1/d-2", DeliveryID: "d-2", ReceivedAt: at, Events: 2, BodySeq: 1 << 40,
+			Header: map[string][]string{
+				"X-Github-Event": {"issues"},
+				"User-Agent":     {`quote " backslash \ tab` + "\t newline\n cr\r nul\x00 bell\x07"},
+				"X-Unicode":      {"café ☕ \u2028", ""},
+				"X-Invalid":      {"bad \xff\xfe utf-8"},
+				"X-Empty":        {},
+			},
+			Scope: &triggers.Scope{Hook: "hook-1", Tenant: "t-1", Account: "a \"1\""},
+		},
+	} {
+		got := e.appendJSON(nil)
+		if !json.Valid(got) {
+			t.Fatalf("invalid JSON: %s", got)
+		}
+		want, err := json.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a, b indexEntry
+		if err := json.Unmarshal(got, &a); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(want, &b); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(a, b) {
+			t.Fatalf("appendJSON decodes to\n%+v\nencoding/json to\n%+v", a, b)
+		}
+	}
+}
+
+func BenchmarkIndexEntryEncoding(b *testing.B) {
+	e := indexEntry{
+		Connector: triggers.CodeHost, Key: "72d3162e-cc78-11e3-81ab-4c9367dc0958", DeliveryID: "72d3162e-cc78-11e3-81ab-4c9367dc0958",
+		ReceivedAt: time.Now().UTC(), Events: 1, BodySeq: 123456,
+		Header: map[string][]string{
+			"Accept": {"*/*"}, "Content-Type": {"application/json"}, "User-Agent": {"GitHub-Hookshot/044aadd"},
+			"X-Github-Delivery": {"72d3162e-cc78-11e3-81ab-4c9367dc0958"}, "X-Github-Event": {"issues"},
+			"X-Github-Hook-Id": {"292430182"}, "X-Github-Hook-Installation-Target-Id": {"79929171"},
+			"X-Github-Hook-Installation-Target-Type": {"repository"},
+			"X-Hub-Signature-256":                    {"sha256=d57c68ca6f92289e6987922ff26938930f6e66a2d161ef06abdf1859230aa23c"},
+		},
+	}
+	b.Run("appendJSON", func(b *testing.B) {
+		var buf []byte
+		for b.Loop() {
+			buf = e.appendJSON(buf[:0])
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := json.Marshal(e); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// A hash found in the index counts only once the index message confirms
+// the delivery: a collision never refuses a new delivery.
+func TestIndexLookupConfirmsHashes(t *testing.T) {
+	ts := startServer(t, 0)
+	b := ts.connect(Options{})
+	c, events := testDelivery("d-indexed", 1, []byte(`{}`))
+	commit(t, b, c, events)
+	ctx := context.Background()
+	if _, found, err := b.index.lookup(ctx, triggers.CodeHost, "d-indexed"); err != nil || !found {
+		t.Fatalf("lookup(d-indexed) = %v, %v; want found", found, err)
+	}
+	// Make "d-new" collide with d-indexed.
+	b.index.mu.Lock()
+	b.index.refs[b.index.hash(triggers.CodeHost, "d-new")] = b.index.refs[b.index.hash(triggers.CodeHost, "d-indexed")]
+	b.index.mu.Unlock()
+	c, events = testDelivery("d-new", 1, []byte(`{"new":true}`))
+	if commit(t, b, c, events) {
+		t.Fatal("a new delivery whose hash collided was refused as a duplicate")
+	}
+}
