@@ -19,7 +19,7 @@ import (
 )
 
 type testServer struct {
-	t       *testing.T
+	t       testing.TB
 	dir     string
 	listen  string
 	maxPay  int32
@@ -29,7 +29,7 @@ type testServer struct {
 
 // startServer runs an embedded NATS with JetStream on a random port and a
 // temporary store, as nats-server's own tests do.
-func startServer(t *testing.T, maxPayload int32) *testServer {
+func startServer(t testing.TB, maxPayload int32) *testServer {
 	t.Helper()
 	ts := &testServer{t: t, dir: t.TempDir(), maxPay: maxPayload}
 	ts.listen = freeAddr(t)
@@ -45,7 +45,7 @@ func startServer(t *testing.T, maxPayload int32) *testServer {
 	return ts
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
