@@ -2,34 +2,40 @@
 // streams, makes a delivery and its trigger events durable (Commit), reads
 // archived deliveries back, and tails event subjects.
 //
-// Two kinds of message make a delivery durable:
+// Three kinds of message make a delivery durable:
 //
 //   - Events, on "triggers.>" in EventsStream, one message per trigger
 //     event, with the event id as Nats-Msg-Id.
+//   - Index messages, on IndexSubject (shared layout): one entry per
+//     accepted delivery whose events carry its body (its key, its HTTP
+//     headers, and the sequence of the event holding the body), many
+//     deliveries to a message under load. Every process keeps the index's
+//     keys in memory, so a redelivery is recognised across restarts and
+//     across processes for as long as the archive keeps it.
 //   - Archive records, on "deliveries.<connector>.<delivery-key>", one per
-//     accepted raw delivery (its HTTP headers as message headers, its raw
-//     body as data). The record is written last and at most once per
-//     subject, so its presence means "this delivery was accepted": it is the
-//     duplicate check, for as long as the archive keeps it, across restarts
-//     and across processes.
+//     other accepted delivery (no events, payload by reference, or the
+//     separate layout): its HTTP headers as message headers, its raw body
+//     as data. A record is written at most once per subject, so its
+//     presence means "this delivery was accepted".
 //
 // Where the records live is the archive's layout, chosen once per NATS:
 //
-//   - Shared (NATS 2.11 and later, the default): records live in
-//     EventsStream beside the events. Each event is published on condition
-//     that its delivery has no record yet (Nats-Expected-Last-Subject-
-//     Sequence-Subject), so the server itself refuses the events of a
-//     delivery accepted before, and Commit needs no lookup first.
+//   - Shared (NATS 2.11 and later, the default): records and the index
+//     live in EventsStream beside the events. Each event is published on
+//     condition that its delivery has no record yet (Nats-Expected-Last-
+//     Subject-Sequence-Subject), so the server itself refuses the events
+//     of a delivery recorded before; indexed deliveries are looked up in
+//     memory.
 //   - Separate (older servers, and a NATS that already holds
-//     DeliveriesStream): records live in DeliveriesStream, and Commit looks
-//     the record up before publishing.
+//     DeliveriesStream): records live in DeliveriesStream, every delivery
+//     gets one, and Commit looks the record up before publishing.
 //
-// A record does not repeat a body that an event of the delivery already
-// carries byte for byte: it names that event's sequence instead, so each
-// delivery's body is written once. This holds while EventRetention is at
-// least ArchiveRetention (Commit checks); an operator who purges the events
-// stream purges those bodies too. Bodies too large for one message live in
-// the object store bucket BodiesBucket and the record points at them.
+// An archived delivery's body is written once: when an event of the
+// delivery carries it byte for byte, the index entry or record names that
+// event's sequence instead. This holds while EventRetention is at least
+// ArchiveRetention (Commit checks); an operator who purges the events
+// stream purges those bodies too. Bodies too large for one message live
+// in the object store bucket BodiesBucket and the record points at them.
 //
 // The package never logs; it returns errors and calls the hooks in Options.
 package bus

@@ -274,7 +274,7 @@ type got struct {
 }
 
 // events returns every event the stream holds, in order, without the
-// archive records beside them. Commit waits for
+// archive records and index messages beside them. Commit waits for
 // JetStream's acknowledgements, so after PollOnce they are all there.
 func (h *harness) events() []got {
 	h.t.Helper()
@@ -293,7 +293,7 @@ func (h *harness) events() []got {
 			h.t.Fatal(err)
 		}
 		if strings.HasPrefix(m.Subject, bus.DeliveriesPrefix+".") {
-			continue // an archive record sharing the stream
+			continue // the archive, sharing the stream
 		}
 		var ev triggers.Event
 		if err := json.Unmarshal(m.Data, &ev); err != nil {
