@@ -108,6 +108,9 @@ type Options struct {
 	// OnConnectionChange, when set, is called with a short description on
 	// every disconnect and reconnect.
 	OnConnectionChange func(connected bool, detail string)
+	// OnWorkStall, when set, is called when a Work consumer found itself
+	// no longer pulling while messages waited, and pulled afresh.
+	OnWorkStall func(durable string, pending uint64)
 	// Embedded, when set, is the in-process server url belongs to: the
 	// connection then bypasses the network stack.
 	Embedded *Embedded
@@ -163,6 +166,8 @@ type Bus struct {
 	// events and records of a shared stream their own retention.
 	eventTTL, recordTTL time.Duration
 	closed              chan struct{}
+	// consumed, set by tests, sees every ConsumeContext Work starts.
+	consumed func(jetstream.ConsumeContext)
 	// encodeBufs recycles event encoding buffers (*[]byte).
 	encodeBufs sync.Pool
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -276,43 +277,113 @@ func (b *Bus) Work(ctx context.Context, spec WorkSpec, handle func(ctx context.C
 	if err != nil {
 		return fmt.Errorf("consumer %s on %s: %w", spec.Durable, spec.Stream, err)
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(spec.Concurrency))
-	if err != nil {
-		return fmt.Errorf("consume %s: %w", spec.Durable, err)
-	}
-	stop := context.AfterFunc(ctx, it.Stop)
-	defer stop()
-
 	// Jobs in hand finish under their own context: stopping the worker
 	// does not cut a tool step short; the caller bounds shutdown.
 	jobCtx := context.WithoutCancel(ctx)
 	sem := make(chan struct{}, spec.Concurrency)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	for {
-		msg, err := it.Next()
-		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				return nil
-			}
-			// Heartbeats missed while NATS is away: the iterator keeps
-			// trying; anything else ends the worker.
-			if errors.Is(err, jetstream.ErrNoHeartbeat) || errors.Is(err, nats.ErrTimeout) {
-				continue
-			}
-			return fmt.Errorf("consume %s: %w", spec.Durable, err)
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		stopped bool
+	)
+	lost := make(chan error, 1)
+	var lastMsg atomic.Int64
+	lastMsg.Store(time.Now().UnixNano())
+	handler := func(msg jetstream.Msg) {
+		lastMsg.Store(time.Now().UnixNano())
+		// While every worker is busy the callback waits here, and the
+		// messages already pulled wait in the subscription.
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return // unacknowledged: redelivered after AckWait
 		}
+		mu.Lock()
+		if stopped {
+			mu.Unlock()
+			<-sem
+			return
+		}
+		wg.Add(1)
+		mu.Unlock()
 		meta, _ := msg.Metadata()
 		j := &Job{b: b, spec: spec, msg: msg, meta: meta}
-		sem <- struct{}{}
-		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
 			handle(jobCtx, j)
 		}()
 	}
+	consume := func() (jetstream.ConsumeContext, error) {
+		cc, err := cons.Consume(handler, jetstream.PullMaxMessages(spec.Concurrency),
+			jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+				// Missed heartbeats and disconnects are retried by
+				// Consume itself; a consumer deleted under it ends the
+				// worker.
+				if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
+					select {
+					case lost <- err:
+					default:
+					}
+				}
+			}))
+		if err != nil {
+			return nil, fmt.Errorf("consume %s: %w", spec.Durable, err)
+		}
+		if b.consumed != nil {
+			b.consumed(cc)
+		}
+		return cc, nil
+	}
+	cc, err := consume()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cc.Stop()
+		mu.Lock()
+		stopped = true
+		mu.Unlock()
+		wg.Wait()
+	}()
+	// The watchdog. Under load the client sometimes loses track of its
+	// pull requests: the server then holds none (NumWaiting 0) while
+	// messages wait (NumPending > 0), and the client sends no new one until
+	// its heartbeat check fires 30 s later. In a burst of webhooks that
+	// left the dispatcher sitting on tens of thousands of events. A worker
+	// with a free slot and no message for workStallAfter asks the server,
+	// and pulls afresh when it finds that state.
+	check := time.NewTicker(workStallAfter)
+	defer check.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-lost:
+			return fmt.Errorf("consume %s: %w", spec.Durable, err)
+		case <-check.C:
+			if time.Since(time.Unix(0, lastMsg.Load())) < workStallAfter || len(sem) == cap(sem) {
+				continue
+			}
+			info, err := cons.Info(ctx)
+			if err != nil || info.NumPending == 0 || info.NumWaiting > 0 {
+				continue
+			}
+			if b.opts.OnWorkStall != nil {
+				b.opts.OnWorkStall(spec.Durable, info.NumPending)
+			}
+			cc.Stop()
+			lastMsg.Store(time.Now().UnixNano())
+			if cc, err = consume(); err != nil {
+				return err
+			}
+		}
+	}
 }
+
+// workStallAfter is how long a worker with a free slot goes without a
+// message before it checks that it is still pulling.
+const workStallAfter = 2 * time.Second
 
 // Heartbeat calls j.InProgress every interval until the returned stop is
 // called, so a long job keeps its message.

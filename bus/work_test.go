@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/triggerd/triggerd/triggers"
 )
 
@@ -119,4 +121,34 @@ func TestEventsCarryRoutingHeadersAndDeadLetterCleanly(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A worker whose client stopped pulling while messages wait (as nats.go
+// sometimes does under load) notices, reports it and pulls afresh.
+func TestWorkPullsAfreshWhenItStoppedPulling(t *testing.T) {
+	ts := startServer(t, 0)
+	stalls := make(chan string, 4)
+	b := ts.connect(Options{OnWorkStall: func(durable string, pending uint64) { stalls <- durable }})
+	started := make(chan jetstream.ConsumeContext, 4)
+	b.consumed = func(cc jetstream.ConsumeContext) { started <- cc }
+	jobs := workJobs(t, b, WorkSpec{Stream: EventsStream, Durable: "stall", Filter: EventsFilter, AckWait: time.Minute, Concurrency: 2})
+	// The first consumption stops pulling.
+	(<-started).Stop()
+	_, events := testDelivery("d-stall", 3, []byte(`{}`))
+	if _, err := b.PublishEvents(context.Background(), events, ""); err != nil {
+		t.Fatal(err)
+	}
+	for range events {
+		if err := nextJob(t, jobs).Ack(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case d := <-stalls:
+		if d != "stall" {
+			t.Fatalf("stall reported for %q", d)
+		}
+	default:
+		t.Fatal("the stall was not reported")
+	}
 }

@@ -168,6 +168,10 @@ func serve(ctx context.Context, cfg config, files map[string]string, lookup func
 				log.Warn().Str("component", "bus").Msg(detail)
 			}
 		},
+		OnWorkStall: func(durable string, pending uint64) {
+			log.Warn().Str("component", "bus").Str("consumer", durable).Uint64("pending", pending).
+				Msg("consumer had stopped pulling with messages waiting; pulling afresh")
+		},
 	})
 	cancel()
 	if err != nil {
