@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/triggerd/triggerd/internal/testenv"
 	"github.com/triggerd/triggerd/triggers"
 )
 
@@ -132,8 +133,18 @@ func TestWorkPullsAfreshWhenItStoppedPulling(t *testing.T) {
 	started := make(chan jetstream.ConsumeContext, 4)
 	b.consumed = func(cc jetstream.ConsumeContext) { started <- cc }
 	jobs := workJobs(t, b, WorkSpec{Stream: EventsStream, Durable: "stall", Filter: EventsFilter, AckWait: time.Minute, Concurrency: 2})
-	// The first consumption stops pulling.
+	// The first consumption stops pulling. Publish once the server has let
+	// go of its pull request, as in the stall seen under load (a request
+	// still held would take the messages to the stopped consumption).
 	(<-started).Stop()
+	cons, err := b.js.Consumer(context.Background(), EventsStream, "stall")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 20*time.Second, "the server to hold no pull request", func() bool {
+		info, err := cons.Info(context.Background())
+		return err == nil && info.NumWaiting == 0
+	})
 	_, events := testDelivery("d-stall", 3, []byte(`{}`))
 	if _, err := b.PublishEvents(context.Background(), events, ""); err != nil {
 		t.Fatal(err)
