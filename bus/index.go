@@ -99,24 +99,31 @@ type deliveryIndex struct {
 	tailing   bool // set within startOnce: tail runs
 	tailDone  chan struct{}
 
-	qmu   sync.Mutex
-	queue []*indexWait
-	kick  chan struct{}
-	stop  chan struct{}
-	done  chan struct{}
+	qmu       sync.Mutex
+	queue     []*indexWait
+	kick      chan struct{}
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+	// closing ends an index message's wait for JetStream at close.
+	closing       context.Context
+	cancelClosing context.CancelFunc
 }
 
 func newDeliveryIndex(b *Bus) *deliveryIndex {
+	closing, cancel := context.WithCancel(context.Background())
 	return &deliveryIndex{
-		b:        b,
-		writer:   uuid.NewString(),
-		seed:     maphash.MakeSeed(),
-		refs:     map[uint64]indexRef{},
-		loaded:   make(chan struct{}),
-		kick:     make(chan struct{}, 1),
-		stop:     make(chan struct{}),
-		done:     make(chan struct{}),
-		tailDone: make(chan struct{}),
+		closing:       closing,
+		cancelClosing: cancel,
+		b:             b,
+		writer:        uuid.NewString(),
+		seed:          maphash.MakeSeed(),
+		refs:          map[uint64]indexRef{},
+		loaded:        make(chan struct{}),
+		kick:          make(chan struct{}, 1),
+		stop:          make(chan struct{}),
+		done:          make(chan struct{}),
+		tailDone:      make(chan struct{}),
 	}
 }
 
@@ -207,7 +214,9 @@ func (x *deliveryIndex) tail(cons jetstream.Consumer, last uint64) {
 				x.apply(meta.Sequence.Stream, msg.Data())
 			}
 			next.Store(meta.Sequence.Stream + 1)
-			if last != 0 && meta.Sequence.Stream >= last {
+			// Loaded once past the last message present at start, or
+			// caught up (should that message expire before it is read).
+			if last != 0 && (meta.Sequence.Stream >= last || meta.NumPending == 0) {
 				loadedOnce.Do(func() { close(x.loaded) })
 			}
 		}, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
@@ -385,7 +394,7 @@ func (x *deliveryIndex) flush() bool {
 	if x.b.recordTTL > 0 {
 		opts = append(opts, jetstream.WithMsgTTL(x.b.recordTTL))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), indexPublishTimeout)
+	ctx, cancel := context.WithTimeout(x.closing, indexPublishTimeout)
 	msg := &nats.Msg{Subject: IndexSubject, Header: nats.Header{HeaderIndexWriter: []string{x.writer}}, Data: data}
 	ack, err := x.b.js.PublishMsg(ctx, msg, opts...)
 	cancel()
@@ -419,7 +428,12 @@ func (x *deliveryIndex) sweep(now time.Time) {
 
 // close stops the writer (failing entries still waiting) and the follower.
 func (x *deliveryIndex) close() {
+	x.closeOnce.Do(x.stopAll)
+}
+
+func (x *deliveryIndex) stopAll() {
 	close(x.stop)
+	x.cancelClosing()
 	x.startOnce.Do(func() {}) // an index never started stays so
 	if x.tailing {
 		<-x.tailDone

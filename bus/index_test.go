@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/triggerd/triggerd/internal/testenv"
 	"github.com/triggerd/triggerd/triggers"
 )
 
@@ -135,5 +136,31 @@ func BenchmarkIndexLoad(b *testing.B) {
 		if got := len(r.index.refs); got != n {
 			b.Fatalf("loaded %d deliveries, want %d", got, n)
 		}
+	}
+}
+
+// Close does not wait out an index message JetStream cannot take, and the
+// delivery waiting on it learns it was not archived.
+func TestCloseDoesNotWaitForAnIndexMessage(t *testing.T) {
+	ts := startServer(t, 0)
+	b := ts.connect(Options{})
+	ts.emb.Shutdown()
+	ts.emb = nil
+	added := make(chan error, 1)
+	go func() {
+		added <- b.index.add(context.Background(), indexEntry{Connector: triggers.CodeHost, Key: "d-down", DeliveryID: "d-down", ReceivedAt: time.Now()})
+	}()
+	testenv.Eventually(t, 5*time.Second, "the writer to take the entry", func() bool {
+		b.index.qmu.Lock()
+		defer b.index.qmu.Unlock()
+		return len(b.index.queue) == 0
+	})
+	start := time.Now()
+	b.Close()
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("Close took %s with an index message in flight", took)
+	}
+	if err := <-added; err == nil {
+		t.Fatal("an entry whose index message never reached JetStream was reported durable")
 	}
 }
