@@ -418,3 +418,20 @@ func subjectMsgs(ctx context.Context, s jetstream.Stream, filter string) (uint64
 	}
 	return n, nil
 }
+
+// ConsumerPending returns how many messages of stream a durable consumer
+// has not been delivered yet; found is false when it does not exist. It is
+// for tools (triggerctl bench reports the dispatcher's backlog with it).
+func (b *Bus) ConsumerPending(ctx context.Context, stream, durable string) (pending uint64, found bool, err error) {
+	cons, err := b.js.Consumer(ctx, stream, durable)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return 0, false, nil
+	} else if err != nil {
+		return 0, false, fmt.Errorf("consumer %s on %s: %w", durable, stream, err)
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return 0, false, fmt.Errorf("consumer %s on %s: %w", durable, stream, err)
+	}
+	return info.NumPending, true, nil
+}

@@ -163,3 +163,22 @@ func TestWorkPullsAfreshWhenItStoppedPulling(t *testing.T) {
 		t.Fatal("the stall was not reported")
 	}
 }
+
+func TestConsumerPending(t *testing.T) {
+	ts := startServer(t, 0)
+	b := ts.connect(Options{})
+	ctx := context.Background()
+	if _, found, err := b.ConsumerPending(ctx, EventsStream, "absent"); err != nil || found {
+		t.Fatalf("ConsumerPending(absent) = found %v, %v; want not found", found, err)
+	}
+	if _, err := b.js.CreateOrUpdateConsumer(ctx, EventsStream, jetstream.ConsumerConfig{Durable: "backlog", FilterSubject: EventsFilter}); err != nil {
+		t.Fatal(err)
+	}
+	_, events := testDelivery("d-backlog", 3, []byte(`{}`))
+	if _, err := b.PublishEvents(ctx, events, ""); err != nil {
+		t.Fatal(err)
+	}
+	if n, found, err := b.ConsumerPending(ctx, EventsStream, "backlog"); err != nil || !found || n != 3 {
+		t.Fatalf("ConsumerPending(backlog) = %d, %v, %v; want 3 pending", n, found, err)
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/triggerd/triggerd/bus"
+	"github.com/triggerd/triggerd/dispatch"
 )
 
 // benchTarget is one payload file, prepared so that a request costs little
@@ -104,8 +105,12 @@ type benchReport struct {
 	EventsAnswered int    `json:"events_answered"`
 	EventsInStream *int64 `json:"events_in_stream,omitempty"`
 	Durable        *bool  `json:"durable,omitempty"`
-	FirstError     string `json:"first_error,omitempty"`
-	Interrupted    bool   `json:"interrupted,omitempty"`
+	// DispatchBacklog is how many events the dispatcher's consumer had
+	// not taken yet when the measured window ended: work a bench leaves
+	// for later is not in its figures.
+	DispatchBacklog *uint64 `json:"dispatch_backlog,omitempty"`
+	FirstError      string  `json:"first_error,omitempty"`
+	Interrupted     bool    `json:"interrupted,omitempty"`
 	// With --server-pid: the CPU time the server process and this one
 	// used in the measured window, per measured request, in microseconds.
 	ServerCPUUSPerRequest *float64 `json:"server_cpu_us_per_request,omitempty"`
@@ -255,6 +260,12 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		gained := int64(after - before)
 		durable := gained == int64(r.EventsAnswered)
 		r.EventsInStream, r.Durable = &gained, &durable
+		if backlog, found, err := nb.ConsumerPending(ctx, bus.EventsStream, dispatch.EventsConsumer); err != nil {
+			fmt.Fprintf(stderr, "triggerctl bench: %v\n", err)
+			return 1
+		} else if found {
+			r.DispatchBacklog = &backlog
+		}
 	}
 
 	if *asJSONOut {
@@ -486,6 +497,9 @@ func printBenchReport(w io.Writer, r benchReport) {
 	fmt.Fprintf(w, "events:       %d\n", r.Events)
 	if r.Durable != nil {
 		fmt.Fprintf(w, "durable:      %v (answers listed %d events in all, the stream gained %d)\n", *r.Durable, r.EventsAnswered, *r.EventsInStream)
+	}
+	if r.DispatchBacklog != nil {
+		fmt.Fprintf(w, "dispatch:     %d events not yet taken by the dispatcher at the end\n", *r.DispatchBacklog)
 	}
 	if r.ServerCPUUSPerRequest != nil {
 		fmt.Fprintf(w, "cpu:          server %.1f µs/request, bench %.1f µs/request\n", *r.ServerCPUUSPerRequest, *r.ClientCPUUSPerRequest)
