@@ -88,11 +88,12 @@ func ArchiveSubject(c triggers.Connector, key string) string {
 // Commit returns an error when durability cannot be confirmed before ctx
 // ends; the caller must then not acknowledge the delivery.
 func (b *Bus) Commit(ctx context.Context, c triggers.Capture, events []triggers.Event) (duplicate bool, err error) {
-	subject := ArchiveSubject(c.Connector, c.Key())
+	key := c.Key()
+	subject := ArchiveSubject(c.Connector, key)
 	unlessArchived := ""
 	if b.shared {
 		unlessArchived = subject
-		if _, found, err := b.index.lookup(ctx, c.Connector, c.Key()); err != nil {
+		if _, found, err := b.index.lookup(ctx, c.Connector, key); err != nil {
 			return false, fmt.Errorf("check index for delivery %s: %w", c.DeliveryID, err)
 		} else if found {
 			return true, nil
@@ -128,13 +129,13 @@ func (b *Bus) Commit(ctx context.Context, c triggers.Capture, events []triggers.
 			// Another attempt stored the events. If it has indexed them by
 			// now, the delivery is accepted; if it was interrupted (or is
 			// still running), this attempt accepts it.
-			if _, found, err := b.index.lookup(ctx, c.Connector, c.Key()); err == nil && found {
+			if _, found, err := b.index.lookup(ctx, c.Connector, key); err == nil && found {
 				return true, nil
 			}
 		}
-		err := b.index.add(ctx, indexEntry{
+		return false, b.index.add(ctx, indexEntry{
 			Connector:  c.Connector,
-			Key:        c.Key(),
+			Key:        key,
 			DeliveryID: c.DeliveryID,
 			ReceivedAt: c.ReceivedAt.UTC(),
 			Header:     archivedHeader(c.Header),
@@ -142,10 +143,6 @@ func (b *Bus) Commit(ctx context.Context, c triggers.Capture, events []triggers.
 			Events:     len(events),
 			BodySeq:    bodySeq,
 		})
-		if err != nil {
-			return false, err
-		}
-		return false, nil
 	}
 	if err := b.archive(ctx, subject, c, len(events), bodySeq); err != nil {
 		if isWrongLastSequence(err) {
@@ -325,26 +322,27 @@ func headerSize(h nats.Header) int {
 func archivedHeader(header map[string][]string) map[string][]string {
 	h := make(map[string][]string, len(header))
 	for k, vs := range header {
-		if keepHeader(k) {
-			h[textproto.CanonicalMIMEHeaderKey(k)] = vs
+		// Free for the canonical names net/http already gives.
+		if k = textproto.CanonicalMIMEHeaderKey(k); keepHeader(k) {
+			h[k] = vs
 		}
 	}
 	return h
 }
 
-// keepHeader reports whether an HTTP header of a delivery is archived:
-// everything but credentials, hop-by-hop headers, NATS's own and the
-// archive's own (Triggerd-*). A sender must not be able to plant those: a
-// forged Triggerd-Body-Event-Seq or Triggerd-Scope on a record would make
-// a replay read another delivery's body or run under another tenant.
-func keepHeader(name string) bool {
-	lower := strings.ToLower(name)
-	switch lower {
-	case "authorization", "cookie", "proxy-authorization", "connection", "keep-alive",
-		"transfer-encoding", "te", "trailer", "upgrade", "content-length", "proxy-connection":
+// keepHeader reports whether an HTTP header of a delivery, by its canonical
+// name, is archived: everything but credentials, hop-by-hop headers, NATS's
+// own and the archive's own (Triggerd-*). A sender must not be able to
+// plant those: a forged Triggerd-Body-Event-Seq or Triggerd-Scope on a
+// record would make a replay read another delivery's body or run under
+// another tenant.
+func keepHeader(canonical string) bool {
+	switch canonical {
+	case "Authorization", "Cookie", "Proxy-Authorization", "Connection", "Keep-Alive",
+		"Transfer-Encoding", "Te", "Trailer", "Upgrade", "Content-Length", "Proxy-Connection":
 		return false
 	}
-	return !strings.HasPrefix(lower, "nats-") && !strings.HasPrefix(lower, "triggerd-")
+	return !strings.HasPrefix(canonical, "Nats-") && !strings.HasPrefix(canonical, "Triggerd-")
 }
 
 func isWrongLastSequence(err error) bool {

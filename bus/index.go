@@ -69,10 +69,10 @@ type indexRef struct {
 
 // indexWait is an entry waiting for an index message.
 type indexWait struct {
-	hash uint64
-	at   int64
-	data []byte
-	done chan error
+	hash    uint64
+	expires int64
+	data    []byte
+	done    chan error
 }
 
 // deliveryIndex is the Bus's view of IndexSubject and the writer of its
@@ -264,14 +264,19 @@ func (x *deliveryIndex) apply(seq uint64, data []byte) {
 		return
 	}
 	now := time.Now().Unix()
-	horizon := int64(x.b.opts.ArchiveRetention / time.Second)
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	for _, e := range entries {
-		if expires := e.ReceivedAt.Unix() + horizon; expires > now {
+		if expires := x.expires(e.ReceivedAt); expires > now {
 			x.refs[x.hash(e.Connector, e.Key)] = indexRef{seq: seq, expires: expires}
 		}
 	}
+}
+
+// expires returns when a delivery received at receivedAt leaves the index
+// (unix seconds): with the archive.
+func (x *deliveryIndex) expires(receivedAt time.Time) int64 {
+	return receivedAt.Add(x.b.opts.ArchiveRetention).Unix()
 }
 
 // lookup returns a delivery's entry, read back from its index message,
@@ -314,10 +319,10 @@ func (x *deliveryIndex) add(ctx context.Context, e indexEntry) error {
 		return fmt.Errorf("index delivery %s: its %d-byte entry exceeds the server's max payload", e.DeliveryID, len(data))
 	}
 	w := &indexWait{
-		hash: x.hash(e.Connector, e.Key),
-		at:   e.ReceivedAt.Unix() + int64(x.b.opts.ArchiveRetention/time.Second),
-		data: data,
-		done: make(chan error, 1),
+		hash:    x.hash(e.Connector, e.Key),
+		expires: x.expires(e.ReceivedAt),
+		data:    data,
+		done:    make(chan error, 1),
 	}
 	x.qmu.Lock()
 	x.queue = append(x.queue, w)
@@ -401,7 +406,7 @@ func (x *deliveryIndex) flush() bool {
 	if err == nil {
 		x.mu.Lock()
 		for _, w := range batch {
-			x.refs[w.hash] = indexRef{seq: ack.Sequence, expires: w.at}
+			x.refs[w.hash] = indexRef{seq: ack.Sequence, expires: w.expires}
 		}
 		x.mu.Unlock()
 	}
