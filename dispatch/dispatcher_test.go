@@ -20,6 +20,7 @@ import (
 
 	"github.com/triggerd/triggerd/agent"
 	"github.com/triggerd/triggerd/bus"
+	"github.com/triggerd/triggerd/bus/bustest"
 	"github.com/triggerd/triggerd/connectors"
 	"github.com/triggerd/triggerd/dispatch"
 	"github.com/triggerd/triggerd/dispatch/push"
@@ -83,18 +84,7 @@ type harness struct {
 func newHarness(t *testing.T, o dispatch.Options) *harness {
 	t.Helper()
 	dir := t.TempDir()
-	emb, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: "127.0.0.1:0", DataDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(emb.Shutdown)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	b, err := bus.Connect(ctx, emb.ClientURL(), bus.Options{Embedded: emb})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
+	b, emb := bustest.Start(t)
 	nc, err := nats.Connect(emb.ClientURL())
 	if err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/triggerd/triggerd/bus"
+	"github.com/triggerd/triggerd/bus/bustest"
 	"github.com/triggerd/triggerd/connectors/codehost/fakegithub"
 	"github.com/triggerd/triggerd/poll"
 	"github.com/triggerd/triggerd/store"
@@ -159,18 +160,8 @@ func newHarness(t *testing.T) *harness {
 	t.Cleanup(h.fake.Close)
 
 	dir := t.TempDir()
-	emb, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: "127.0.0.1:0", DataDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(emb.Shutdown)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	h.bus, err = bus.Connect(ctx, emb.ClientURL(), bus.Options{Embedded: emb})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(h.bus.Close)
+	var emb *bus.Embedded
+	h.bus, emb = bustest.Start(t)
 	nc, err := nats.Connect(emb.ClientURL())
 	if err != nil {
 		t.Fatal(err)
@@ -180,7 +171,7 @@ func newHarness(t *testing.T) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.stream, err = js.Stream(ctx, bus.EventsStream); err != nil {
+	if h.stream, err = js.Stream(t.Context(), bus.EventsStream); err != nil {
 		t.Fatal(err)
 	}
 	h.st, err = boltstore.Open(filepath.Join(dir, "triggerd.db"), boltstore.Options{})

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/triggerd/triggerd/bus"
+	"github.com/triggerd/triggerd/bus/bustest"
 	"github.com/triggerd/triggerd/triggers"
 )
 
@@ -26,18 +27,9 @@ const natsIssue = `{
 // archived, committed delivery "d-1".
 func startNATS(t *testing.T) (*bus.Embedded, *bus.Bus) {
 	t.Helper()
-	emb, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: "127.0.0.1:0", DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(emb.Shutdown)
+	b, emb := bustest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	b, err := bus.Connect(ctx, emb.ClientURL(), bus.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
 	d := triggers.Delivery{Connector: triggers.CodeHost, ID: "d-1", Event: "issues", ReceivedAt: time.Now(), Payload: []byte(natsIssue)}
 	res, err := triggers.Map(d)
 	if err != nil {
