@@ -255,15 +255,25 @@ func TestIndexesFollowRecords(t *testing.T) {
 	}
 	wantCounts("after creates", afterCreates)
 
-	// An update that moves nothing keeps every entry.
+	// An update that moves nothing keeps every entry, and touches none:
+	// moveIndexes deletes and puts only the difference.
+	before := r
 	r.Status = store.RunStarted
 	r, err = s.UpdateRun(ctx, r)
 	must(t, err)
 	wantCounts("after a status update", afterCreates)
+	if gone, added := without(runIndexes(before), runIndexes(r)), without(runIndexes(r), runIndexes(before)); len(gone)+len(added) != 0 {
+		t.Errorf("a status update would move index entries: delete %v, put %v", gone, added)
+	}
 
+	before = r
 	r.TriggerID, r.AgentID, r.EventID, r.CreatedAt = "tr2", "ag2", "ev2", created.Add(time.Hour)
 	_, err = s.UpdateRun(ctx, r)
 	must(t, err)
+	// Every entry of r1 moves (its time is in each key): five out, five in.
+	if gone, added := without(runIndexes(before), runIndexes(r)), without(runIndexes(r), runIndexes(before)); len(gone) != 5 || len(added) != 5 {
+		t.Errorf("moving r1 deletes %d and puts %d index entries, want 5 and 5", len(gone), len(added))
+	}
 	if rs, err := s.ListRuns(ctx, store.RunFilter{TenantID: "t1", Limit: 1}); err != nil || len(rs) != 1 || rs[0].ID != "r1" {
 		t.Fatalf("ListRuns after moving r1 to a later time = %+v, %v; want r1", rs, err)
 	}
