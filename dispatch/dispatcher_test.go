@@ -320,6 +320,22 @@ func TestFailingStepStopsRun(t *testing.T) {
 	}
 }
 
+// A trigger whose agent no longer exists fails its run with
+// agent_not_found; the run still says how it would have been delivered.
+func TestRunForDeletedAgentFails(t *testing.T) {
+	h := newHarness(t, dispatch.Options{})
+	h.trigger("trig-gone", "agent-gone", triggers.NewIssue, dispatch.Params{Repositories: []string{"octo-org/api"}}, "")
+	h.start()
+	ev := h.deliver("d-gone", "octo-org/api", 6)
+	r := h.waitRun(dispatch.RunID(ev.ID, "trig-gone", ""))
+	if r.Status != store.RunFailed || r.Error == nil || r.Error.Code != "agent_not_found" {
+		t.Fatalf("run = %+v; want failed with agent_not_found", r)
+	}
+	if r.Delivery != store.DeliverNATS {
+		t.Errorf("run delivery = %q, want %q", r.Delivery, store.DeliverNATS)
+	}
+}
+
 func TestInterruptedStepIsNotRunAgain(t *testing.T) {
 	h := newHarness(t, dispatch.Options{})
 	h.agent("agent-1", store.PipelineStep{Name: "comment", Step: "codehost.create_comment", Account: "acc1", Input: json.RawMessage(`{}`)})

@@ -386,6 +386,12 @@ func TestScopeAndMentionSources(t *testing.T) {
 	if got := results(x.Match(m)); len(got) != 1 || got["m-wide"] == "" {
 		t.Errorf("polled mention: %v, want the account-wide trigger only", got)
 	}
+	// A replay widens the scope to the tenant and keeps the mention's
+	// source.
+	m.Scope = replayScope("ten-1", m.Scope)
+	if got := results(x.Match(m)); len(got) != 1 || got["m-wide"] == "" {
+		t.Errorf("replayed polled mention: %v, want the account-wide trigger only", got)
+	}
 }
 
 func TestInactiveAndOrganization(t *testing.T) {

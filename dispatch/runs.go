@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -167,7 +168,8 @@ func (d *Dispatcher) startRun(ctx context.Context, spec runSpec, received time.T
 	if agentErr != nil && !errors.Is(agentErr, store.ErrNotFound) {
 		return store.Run{}, fmt.Errorf("load agent %s: %w", spec.agentID, agentErr)
 	}
-	r, err := d.claim(ctx, spec, ag.Delivery)
+	// An agent deleted meanwhile has no delivery; its run fails below.
+	r, err := d.claim(ctx, spec, cmp.Or(ag.Delivery, store.DeliverNATS))
 	if err != nil {
 		return store.Run{}, err
 	}

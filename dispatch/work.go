@@ -185,8 +185,7 @@ func (d *Dispatcher) Replay(ctx context.Context, tenantID, eventID, triggerID st
 	if err := json.Unmarshal(data, &ev); err != nil || ev.ID != eventID {
 		return nil, fmt.Errorf("event %s: the stream holds something else at sequence %d", eventID, rec.Seq)
 	}
-	// Replays are scoped to the tenant, whatever the original scope.
-	ev.Scope = &triggers.Scope{Tenant: tenantID}
+	ev.Scope = replayScope(tenantID, ev.Scope)
 	var outcomes []Outcome
 	if triggerID == "" {
 		outcomes = d.index.Load().Match(&ev)
@@ -318,4 +317,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}
 	}
 	return m, nil
+}
+
+// replayScope is the scope an event is replayed under: the tenant's,
+// whatever the original scope. The hook stays: it tells a polled mention
+// from a webhook's (mentionSource), and inScope does not read it.
+func replayScope(tenantID string, s *triggers.Scope) *triggers.Scope {
+	r := &triggers.Scope{Tenant: tenantID}
+	if s != nil {
+		r.Hook = s.Hook
+	}
+	return r
 }
