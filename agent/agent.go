@@ -124,7 +124,7 @@ var ErrAgentID = errors.New("agent: invalid agent id")
 // always pass.
 func CheckAgentID(id string) error {
 	if err := checkToken(id); err != nil {
-		return fmt.Errorf("%w%s", ErrAgentID, err)
+		return fmt.Errorf("%w: %v", ErrAgentID, err)
 	}
 	return nil
 }
@@ -132,13 +132,13 @@ func CheckAgentID(id string) error {
 // checkToken says what keeps id from being one subject token.
 func checkToken(id string) error {
 	if id == "" {
-		return errors.New(": empty")
+		return errors.New("empty")
 	}
 	if i := strings.IndexFunc(id, func(r rune) bool {
 		return r == '.' || r == '*' || r == '>' || unicode.IsSpace(r) || unicode.IsControl(r)
 	}); i >= 0 {
 		r, _ := utf8.DecodeRuneInString(id[i:])
-		return fmt.Errorf(" %q: %q is not allowed", id, r)
+		return fmt.Errorf("%q: %q is not allowed", id, r)
 	}
 	return nil
 }
@@ -163,11 +163,8 @@ func complete(res Result, run Run, agentID string, now time.Time) Result {
 
 // check reports whether res can be reported.
 func (res Result) check() error {
-	if res.RunID == "" {
-		return errors.New("agent: result has no run id")
-	}
 	if err := checkToken(res.RunID); err != nil {
-		return fmt.Errorf("agent: result run id%w", err)
+		return fmt.Errorf("agent: result run id: %v", err)
 	}
 	if err := CheckAgentID(res.Agent); err != nil {
 		return err

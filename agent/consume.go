@@ -422,8 +422,11 @@ func decodeRun(data []byte, agentID string) (Run, error) {
 	if err := json.Unmarshal(data, &run); err != nil {
 		return Run{}, fmt.Errorf("invalid run: %w", err)
 	}
-	if run.ID == "" {
-		return Run{}, errors.New("invalid run: no id")
+	// The id names the run's result subject: one that is not a single
+	// token could never be reported, and as a wildcard its lookup
+	// (reported) would find another run's result.
+	if err := checkToken(run.ID); err != nil {
+		return Run{}, fmt.Errorf("invalid run: id %v", err)
 	}
 	if run.Agent != "" && run.Agent != agentID {
 		return Run{}, fmt.Errorf("invalid run: for agent %q, not %q", run.Agent, agentID)

@@ -279,7 +279,8 @@ func TestConsumeTerminatesWhatIsNotARun(t *testing.T) {
 	e.publishRaw(subject, "garbage", []byte("not json"))
 	e.publishRaw(subject, "no-id", []byte(`{"agent":"`+id+`"}`))
 	e.publishRaw(subject, "other-agent", []byte(`{"id":"r1","agent":"someone-else"}`))
-	for i := range 3 {
+	e.publishRaw(subject, "wildcard-id", []byte(`{"id":"r.*","agent":"`+id+`"}`))
+	for i := range 4 {
 		m, err := advisories.NextMsg(waitFor)
 		if err != nil {
 			t.Fatalf("advisory %d: %v", i, err)
@@ -306,8 +307,8 @@ func TestConsumeTerminatesWhatIsNotARun(t *testing.T) {
 	if calls.Load() != 1 {
 		t.Fatalf("fn called %d times", calls.Load())
 	}
-	if reported.Load() < 3 {
-		t.Fatalf("%d errors reported, want 3 or more", reported.Load())
+	if reported.Load() < 4 {
+		t.Fatalf("%d errors reported, want 4 or more", reported.Load())
 	}
 }
 

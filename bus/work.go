@@ -19,7 +19,7 @@ import (
 // Streams of the dispatcher's work, besides the events themselves.
 const (
 	// AgentsStream holds agent runs on "agents.<agent-id>.runs" (agents
-	// consume them) and agents' results on "agents.<agent-id>.results".
+	// consume them) and agents' results on "agents.<agent-id>.results.<run-id>".
 	AgentsStream = agent.Stream
 	// PushStream is the work queue of runs to POST to HTTP agents, on
 	// "push.<agent-id>".
@@ -46,7 +46,7 @@ const DefaultDeadRetention = 30 * 24 * time.Hour
 func (b *Bus) provisionWork(ctx context.Context) error {
 	cfgs := []jetstream.StreamConfig{{
 		Name:        AgentsStream,
-		Description: "triggerd agent runs (agents.<agent>.runs, Nats-Msg-Id = run id) and results (agents.<agent>.results)",
+		Description: "triggerd agent runs (agents.<agent>.runs, Nats-Msg-Id = run id) and results (agents.<agent>.results.<run>)",
 		Subjects:    []string{"agents.>"},
 		Retention:   jetstream.LimitsPolicy,
 		Storage:     jetstream.FileStorage,
