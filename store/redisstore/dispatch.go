@@ -512,16 +512,10 @@ func (s *Store) UpdateHook(ctx context.Context, h store.Hook) (store.Hook, error
 	keys := []string{s.hookKey(h.ID), s.hooksKey(h.TenantID), s.allHooksKey()}
 	args := append([]any{want, v, h.ID, score(h.CreatedAt)}, hookKeyArgs(h.Key())...)
 	n, err := updateHookScript.Run(ctx, s.rdb, keys, args...).Int()
-	if err == nil {
-		switch n {
-		case 1:
-		case -1:
-			err = store.ErrNotFound
-		case -2:
-			err = fmt.Errorf("the key (tenant, account, connector, scope, target) cannot change: %w", store.ErrConflict)
-		default:
-			err = store.ErrConflict
-		}
+	if err == nil && n == -2 {
+		err = fmt.Errorf("the key (tenant, account, connector, scope, target) cannot change: %w", store.ErrConflict)
+	} else {
+		err = updateResult(n, err)
 	}
 	if err != nil {
 		return store.Hook{}, fmt.Errorf("redisstore: update hook %s: %w", h.ID, err)

@@ -447,19 +447,13 @@ func (s *Store) UpdateAccount(ctx context.Context, a store.Account) (store.Accou
 		s.accountsKey(a.TenantID),
 	}
 	n, err := updateAccountScript.Run(ctx, s.rdb, keys, want, v, a.ID, score(a.CreatedAt), cur.Connector, cur.ExternalID).Int()
-	if err != nil {
+	if err == nil && n == -2 {
+		return store.Account{}, fmt.Errorf("redisstore: update account %s: external id %s is another account's: %w", a.ID, a.ExternalID, store.ErrConflict)
+	}
+	if err := updateResult(n, err); err != nil {
 		return store.Account{}, fmt.Errorf("redisstore: update account %s: %w", a.ID, err)
 	}
-	switch n {
-	case 1:
-		return a, nil
-	case -1:
-		return store.Account{}, fmt.Errorf("redisstore: update account %s: %w", a.ID, store.ErrNotFound)
-	case -2:
-		return store.Account{}, fmt.Errorf("redisstore: update account %s: external id %s is another account's: %w", a.ID, a.ExternalID, store.ErrConflict)
-	default:
-		return store.Account{}, fmt.Errorf("redisstore: update account %s: %w", a.ID, store.ErrConflict)
-	}
+	return a, nil
 }
 
 // PutFlowState stores a state until its ExpiresAt (as the key's TTL),

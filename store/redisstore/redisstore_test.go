@@ -309,11 +309,11 @@ func TestTwoStores(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	race(t, "UpdateAccount", []*redisstore.Store{s1, s2}, func(s *redisstore.Store, i int) error {
+	stores := []*redisstore.Store{s1, s2}
+	storetest.OneWins(t, "UpdateAccount across two stores", 20, func(i int) (store.Account, error) {
 		c := cur
 		c.Login = fmt.Sprint("writer-", i)
-		_, err := s.UpdateAccount(ctx, c)
-		return err
+		return stores[i%len(stores)].UpdateAccount(ctx, c)
 	})
 	if got, err := s1.GetAccount(ctx, "t1", "a1"); err != nil || got.Version != 3 {
 		t.Fatalf("GetAccount after concurrent updates: version %d, %v; want 3", got.Version, err)
@@ -391,38 +391,6 @@ func client(t *testing.T, url string) *redis.Client {
 	rdb := redis.NewClient(opts)
 	t.Cleanup(func() { _ = rdb.Close() })
 	return rdb
-}
-
-// race runs write from 20 goroutines released together, alternately on
-// each of stores, as processes would: exactly one must succeed, and the
-// others fail with store.ErrConflict.
-func race(t *testing.T, what string, stores []*redisstore.Store, write func(s *redisstore.Store, i int) error) {
-	t.Helper()
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		wins  int
-		start = make(chan struct{})
-	)
-	for i := range 20 {
-		wg.Go(func() {
-			<-start
-			err := write(stores[i%len(stores)], i)
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err == nil:
-				wins++
-			case !errors.Is(err, store.ErrConflict):
-				t.Errorf("%s: %v", what, err)
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
-	if wins != 1 {
-		t.Fatalf("%s: %d of 20 concurrent writes across %d stores succeeded, want 1", what, wins, len(stores))
-	}
 }
 
 // TestDispatchKeyLayout pins the documented key names of the dispatcher's
@@ -534,24 +502,21 @@ func TestTwoStoresRuns(t *testing.T) {
 	defer stores[0].Close()
 	defer stores[1].Close()
 
-	race(t, "CreateRun", stores, func(s *redisstore.Store, i int) error {
-		_, err := s.CreateRun(ctx, store.Run{ID: "r1", TenantID: "t1", TriggerID: "tr1", ClaimedBy: fmt.Sprint("worker-", i)})
-		return err
+	storetest.OneWins(t, "CreateRun across two stores", 20, func(i int) (store.Run, error) {
+		return stores[i%len(stores)].CreateRun(ctx, store.Run{ID: "r1", TenantID: "t1", TriggerID: "tr1", ClaimedBy: fmt.Sprint("worker-", i)})
 	})
 	cur, err := stores[1].GetRun(ctx, "t1", "r1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	race(t, "UpdateRun", stores, func(s *redisstore.Store, i int) error {
+	storetest.OneWins(t, "UpdateRun across two stores", 20, func(i int) (store.Run, error) {
 		r := cur
 		r.Status = store.RunStarted
 		r.ClaimedBy = fmt.Sprint("worker-", i)
-		_, err := s.UpdateRun(ctx, r)
-		return err
+		return stores[i%len(stores)].UpdateRun(ctx, r)
 	})
-	race(t, "PutCursor", stores, func(s *redisstore.Store, i int) error {
-		_, err := s.PutCursor(ctx, store.Cursor{Key: "k", Value: json.RawMessage(fmt.Sprint(i))})
-		return err
+	storetest.OneWins(t, "PutCursor across two stores", 20, func(i int) (store.Cursor, error) {
+		return stores[i%len(stores)].PutCursor(ctx, store.Cursor{Key: "k", Value: json.RawMessage(fmt.Sprint(i))})
 	})
 	rs, err := stores[0].ListRuns(ctx, store.RunFilter{TenantID: "t1", Status: store.RunStarted})
 	if err != nil || len(rs) != 1 || rs[0].Version != 2 {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -243,30 +242,6 @@ func event(tenantID, id string, dispatched time.Time, triggerIDs ...string) stor
 	return e
 }
 
-// oneWins runs n writes concurrently, which may succeed or fail with
-// store.ErrConflict, checks that exactly one succeeded and returns its
-// result.
-func oneWins[T any](t *testing.T, what string, n int, write func(i int) (T, error)) T {
-	t.Helper()
-	var (
-		mu     sync.Mutex
-		winner T
-	)
-	wins := runConcurrently(t, n, store.ErrConflict, func(i int) error {
-		v, err := write(i)
-		if err == nil {
-			mu.Lock()
-			winner = v
-			mu.Unlock()
-		}
-		return err
-	})
-	if wins != 1 {
-		t.Fatalf("%s: %d of %d concurrent writes succeeded, want exactly 1", what, wins, n)
-	}
-	return winner
-}
-
 // upTo returns what a list with this limit keeps of xs: the first limit,
 // or the first 100 when limit is not positive.
 func upTo[T any](xs []T, limit int) []T {
@@ -418,7 +393,7 @@ func testAgentUpdate(t *testing.T, s store.Store) {
 	must(t, "GetAgent after refused updates", err)
 	same(t, "GetAgent after refused updates", normAgent, got, want)
 
-	winner := oneWins(t, "UpdateAgent", 10, func(i int) (store.Agent, error) {
+	winner := OneWins(t, "UpdateAgent", 10, func(i int) (store.Agent, error) {
 		b := up
 		b.Name = fmt.Sprintf("writer-%d", i)
 		return s.UpdateAgent(ctx, b)
@@ -601,7 +576,7 @@ func testTriggerUpdate(t *testing.T, s store.Store) {
 	_, err = s.UpdateTrigger(ctx, missing)
 	wantErr(t, "UpdateTrigger unknown", err, store.ErrNotFound)
 
-	winner := oneWins(t, "UpdateTrigger", 10, func(i int) (store.Trigger, error) {
+	winner := OneWins(t, "UpdateTrigger", 10, func(i int) (store.Trigger, error) {
 		b := up
 		b.Filter = fmt.Sprintf("writer == %d", i)
 		return s.UpdateTrigger(ctx, b)
@@ -730,7 +705,7 @@ func testHookKeys(t *testing.T, s store.Store) {
 
 	// Of many creates with one key, one wins.
 	k := hook("t3", "", "acc1", "octo/race", base)
-	winner := oneWins(t, "CreateHook of one key", 10, func(i int) (store.Hook, error) {
+	winner := OneWins(t, "CreateHook of one key", 10, func(i int) (store.Hook, error) {
 		h := k
 		h.ID = fmt.Sprintf("race-%d", i)
 		return s.CreateHook(ctx, h)
@@ -830,7 +805,7 @@ func testHookUpdate(t *testing.T, s store.Store) {
 	_, err = s.UpdateHook(ctx, missing)
 	wantErr(t, "UpdateHook unknown", err, store.ErrNotFound)
 
-	winner := oneWins(t, "UpdateHook", 10, func(i int) (store.Hook, error) {
+	winner := OneWins(t, "UpdateHook", 10, func(i int) (store.Hook, error) {
 		b := up
 		b.ExternalID = int64(100 + i)
 		return s.UpdateHook(ctx, b)
@@ -956,7 +931,7 @@ func testRunCreateGet(t *testing.T, s store.Store) {
 
 func testRunConcurrentCreates(t *testing.T, s store.Store) {
 	ctx := t.Context()
-	winner := oneWins(t, "CreateRun of one id", 20, func(i int) (store.Run, error) {
+	winner := OneWins(t, "CreateRun of one id", 20, func(i int) (store.Run, error) {
 		r := run("t1", "r1", "ev1", "tr1", "ag1", store.RunClaimed, base)
 		r.ClaimedBy = fmt.Sprintf("worker-%d", i)
 		return s.CreateRun(ctx, r)
@@ -1013,7 +988,7 @@ func testRunConcurrentUpdates(t *testing.T, s store.Store) {
 	must(t, "CreateRun", err)
 	for round := range 4 {
 		from := cur
-		cur = oneWins(t, fmt.Sprintf("UpdateRun round %d", round), 10, func(i int) (store.Run, error) {
+		cur = OneWins(t, fmt.Sprintf("UpdateRun round %d", round), 10, func(i int) (store.Run, error) {
 			r := from
 			r.ClaimedBy = fmt.Sprintf("worker-%d-%d", round, i)
 			r.Attempts++
@@ -1363,7 +1338,7 @@ func testCursorPutGet(t *testing.T, s store.Store) {
 func testCursorConcurrentPuts(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	for version := range int64(3) {
-		winner := oneWins(t, fmt.Sprintf("PutCursor from version %d", version), 10, func(i int) (store.Cursor, error) {
+		winner := OneWins(t, fmt.Sprintf("PutCursor from version %d", version), 10, func(i int) (store.Cursor, error) {
 			return s.PutCursor(ctx, store.Cursor{Key: "k", Value: json.RawMessage(fmt.Sprint(i)), UpdatedAt: base, Version: version})
 		})
 		got, err := s.GetCursor(ctx, "k")

@@ -282,6 +282,31 @@ func runConcurrently(t *testing.T, n int, allowed error, f func(i int) error) in
 	return int(wins.Load())
 }
 
+// OneWins runs write from n goroutines released together, as competing
+// writers (or processes) would. Each write may succeed or fail with
+// store.ErrConflict; any other error fails the test, and so does a count
+// of successes other than exactly one. It returns the winner's result.
+func OneWins[T any](t *testing.T, what string, n int, write func(i int) (T, error)) T {
+	t.Helper()
+	var (
+		mu     sync.Mutex
+		winner T
+	)
+	wins := runConcurrently(t, n, store.ErrConflict, func(i int) error {
+		v, err := write(i)
+		if err == nil {
+			mu.Lock()
+			winner = v
+			mu.Unlock()
+		}
+		return err
+	})
+	if wins != 1 {
+		t.Fatalf("%s: %d of %d concurrent writes succeeded, want exactly 1", what, wins, n)
+	}
+	return winner
+}
+
 func testTenants(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	if ts, err := s.ListTenants(ctx); err != nil || len(ts) != 0 {
@@ -560,7 +585,7 @@ func testAccountConcurrentUpdates(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	a, err := s.CreateAccount(ctx, account("t1", "a1", "codehost", "1001", base))
 	must(t, "CreateAccount", err)
-	winner := oneWins(t, "UpdateAccount from version 1", 10, func(i int) (store.Account, error) {
+	winner := OneWins(t, "UpdateAccount from version 1", 10, func(i int) (store.Account, error) {
 		b := a
 		b.Login = fmt.Sprintf("writer-%d", i)
 		return s.UpdateAccount(ctx, b)
