@@ -176,13 +176,14 @@ func defaultAccount(md map[string]string) string {
 }
 
 // accountOrDefault validates an optional account input, accounts/<id>,
-// defaulting to the connected account's first analytics account.
+// defaulting to the connected account's first analytics account (which
+// defaultAccount has already checked).
 func accountOrDefault(account string, md map[string]string) (string, error) {
 	if account == "" {
-		account = defaultAccount(md)
-		if account == "" {
+		if account = defaultAccount(md); account == "" {
 			return "", connectors.Errorf(connectors.CodeValidation, "account: the connected account lists no analytics account; name one as accounts/<id>")
 		}
+		return account, nil
 	}
 	if !accountPattern.MatchString(account) {
 		return "", connectors.Errorf(connectors.CodeValidation, "account %q: want accounts/<numeric id>", account)
