@@ -11,7 +11,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/triggerd/triggerd/dispatch"
-	"github.com/triggerd/triggerd/dispatch/push"
 	"github.com/triggerd/triggerd/store"
 )
 
@@ -47,13 +46,7 @@ func (r *Registry) CreateAgent(ctx context.Context, tenantID string, in AgentInp
 		if in.URL == "" {
 			return store.Agent{}, "", invalidf("delivery \"http\" needs a url the runs are POSTed to")
 		}
-		check := r.o.CheckAgentURL
-		if check == nil {
-			// The pusher's own URL rule (addresses are its dialer's
-			// business), so nothing passes here that it then refuses.
-			check = func(raw string) error { return push.CheckURL(raw, true) }
-		}
-		if err := check(in.URL); err != nil {
+		if err := r.o.CheckAgentURL(in.URL); err != nil {
 			return store.Agent{}, "", invalidf("url: %v", err)
 		}
 	default:

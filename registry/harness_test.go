@@ -31,6 +31,8 @@ const (
 
 	repoHooksCreate = fakegithub.Route("POST /repos/{owner}/{repo}/hooks")
 	orgHooksCreate  = fakegithub.Route("POST /orgs/{org}/hooks")
+	repoHookUpdate  = fakegithub.Route("PATCH /repos/{owner}/{repo}/hooks/{hook_id}")
+	orgHookUpdate   = fakegithub.Route("PATCH /orgs/{org}/hooks/{hook_id}")
 	commentStep     = "codehost.create_comment"
 )
 

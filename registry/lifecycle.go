@@ -78,14 +78,9 @@ func (r *Registry) AccountConnected(ctx context.Context, tenantID, accountID str
 	}
 	// Each hook once, for all its reactivated triggers, rather than once
 	// per trigger, widening it step by step.
-	for _, k := range keys {
-		if err := r.syncHook(ctx, k); err != nil {
-			// The triggers are active again but the hook is failing; its
-			// status says why and the reconcile retries.
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	// A failing hook leaves its triggers active again: its status says
+	// why and the reconcile retries.
+	return errors.Join(append(errs, r.syncKeys(ctx, keys))...)
 }
 
 // setStatus changes a trigger's status, retrying lost compare-and-sets.

@@ -31,6 +31,7 @@ import (
 
 	"github.com/triggerd/triggerd/connectors/codehost"
 	"github.com/triggerd/triggerd/dispatch"
+	"github.com/triggerd/triggerd/dispatch/push"
 	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/triggers"
 )
@@ -131,6 +132,11 @@ func New(o Options) (*Registry, error) {
 	o.PublicURL = strings.TrimRight(o.PublicURL, "/")
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.CheckAgentURL == nil {
+		// The pusher's own URL rule (addresses are its dialer's
+		// business), so nothing passes here that it then refuses.
+		o.CheckAgentURL = func(raw string) error { return push.CheckURL(raw, true) }
 	}
 	return &Registry{o: o, log: o.Logger.With().Str("component", "registry").Logger()}, nil
 }
@@ -399,8 +405,14 @@ func keysFor(t store.Trigger) []store.HookKey {
 
 // syncFor brings every hook of t's in line with the triggers using it.
 func (r *Registry) syncFor(ctx context.Context, t store.Trigger) error {
+	return r.syncKeys(ctx, keysFor(t))
+}
+
+// syncKeys brings each hook of keys in line with the triggers using it,
+// going on past failures and returning them joined.
+func (r *Registry) syncKeys(ctx context.Context, keys []store.HookKey) error {
 	var errs []error
-	for _, key := range keysFor(t) {
+	for _, key := range keys {
 		if err := r.syncHook(ctx, key); err != nil {
 			errs = append(errs, err)
 		}
@@ -552,13 +564,7 @@ func (r *Registry) register(ctx context.Context, h store.Hook, want []string) (b
 	if err != nil {
 		return false, r.failHook(ctx, h, r.upstreamError(h, err))
 	}
-	var found *codehost.Hook
-	for i := range hooks {
-		if hooks[i].ID == h.ExternalID && h.ExternalID != 0 || hooks[i].URL == url {
-			found = &hooks[i]
-			break
-		}
-	}
+	found := findUpstream(hooks, h.ExternalID, url)
 	changed := false
 	switch {
 	case found == nil:
@@ -662,10 +668,18 @@ func (r *Registry) deleteUpstream(ctx context.Context, h store.Hook) error {
 	if err != nil {
 		return err
 	}
-	url := r.HookURL(h)
-	for _, up := range hooks {
-		if up.URL == url {
-			return api.Delete(ctx, target(h), up.ID)
+	if up := findUpstream(hooks, 0, r.HookURL(h)); up != nil {
+		return api.Delete(ctx, target(h), up.ID)
+	}
+	return nil
+}
+
+// findUpstream returns the first upstream hook with provider id id (when
+// not 0) or delivering to url, or nil when there is none.
+func findUpstream(hooks []codehost.Hook, id int64, url string) *codehost.Hook {
+	for i := range hooks {
+		if id != 0 && hooks[i].ID == id || hooks[i].URL == url {
+			return &hooks[i]
 		}
 	}
 	return nil

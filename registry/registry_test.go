@@ -807,8 +807,23 @@ func TestAccountRemovedThenConnectedAgain(t *testing.T) {
 		t.Errorf("a trigger on a removed account: %v, want ErrInvalid", err)
 	}
 	h.octo = h.setAccountStatus(h.octo, store.StatusActive)
+	h.gh.ResetLog()
 	if err := h.reg.AccountConnected(h.ctx, tenant, h.octo.ID); err != nil {
 		t.Fatalf("AccountConnected: %v", err)
+	}
+	// Each hook is synced once for all its triggers: created with every
+	// event at once, not created for one trigger and widened for the next.
+	if n := len(h.gh.RequestsTo(repoHooksCreate)); n != 1 {
+		t.Errorf("reconnecting created %d repository hooks, want 1", n)
+	}
+	if n := len(h.gh.RequestsTo(repoHookUpdate)); n != 0 {
+		t.Errorf("reconnecting updated repository hooks %d times, want 0", n)
+	}
+	if n := len(h.gh.RequestsTo(orgHooksCreate)); n != 1 {
+		t.Errorf("reconnecting created %d organisation hooks, want 1", n)
+	}
+	if n := len(h.gh.RequestsTo(orgHookUpdate)); n != 0 {
+		t.Errorf("reconnecting updated organisation hooks %d times, want 0", n)
 	}
 	for _, tr := range []store.Trigger{issues, push, newRepo, gist} {
 		if got := h.trigger(tr.ID); got.Status != store.TriggerActive || got.StatusCode != "" || got.StatusReason != "" {
