@@ -8,3 +8,6 @@ var HTMLURL = htmlURL
 func SubjectNumber(typ, url string) int64 {
 	return subjectNumber(codehost.NotificationSubject{Type: typ, URL: url})
 }
+
+// CursorKey exposes the key an account's cursor for kind is stored under.
+var CursorKey = cursorKey

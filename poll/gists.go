@@ -42,10 +42,6 @@ func (c *gistCursor) advance(g codehost.PolledGist) {
 	}
 }
 
-func (c gistCursor) equal(o gistCursor) bool {
-	return c.ETag == o.ETag && c.Since.Equal(o.Since) && c.High.Equal(o.High) && slices.Equal(c.IDs, o.IDs)
-}
-
 // pollGists emits a new_gist event per gist of the account created at or
 // after from (the earliest trigger's creation) and not emitted before, and
 // returns what it emitted.
@@ -72,7 +68,6 @@ func (p *Poller) pollGists(ctx context.Context, a account, from time.Time) (coun
 		return counts{}, err
 	}
 	next := cur
-	next.IDs = slices.Clone(cur.IDs)
 	var failed error
 	var n counts
 	if !notModified {
@@ -100,10 +95,8 @@ func (p *Poller) pollGists(ctx context.Context, a account, from time.Time) (coun
 			next.Since = later(since, next.High)
 		}
 	}
-	if !next.equal(cur) {
-		if err := p.saveCursor(ctx, stored, next); err != nil {
-			return n, err
-		}
+	if err := p.saveCursor(ctx, stored, next); err != nil {
+		return n, err
 	}
 	return n, failed
 }

@@ -53,11 +53,6 @@ func (c *mentionCursor) seen(n codehost.Notification) bool {
 	return !c.High.IsZero() && n.UpdatedAt.Before(c.High.Add(-overlap))
 }
 
-func (c mentionCursor) equal(o mentionCursor) bool {
-	return c.LastModified == o.LastModified && c.NotBefore.Equal(o.NotBefore) && c.High.Equal(o.High) &&
-		maps.EqualFunc(c.Threads, o.Threads, time.Time.Equal)
-}
-
 // pollMentions emits a new_mention event per participating notification
 // thread with reason "mention" updated at or after from (the earliest
 // account-wide trigger's creation) and after the update last emitted for
@@ -88,7 +83,6 @@ func (p *Poller) pollMentions(ctx context.Context, a account, from time.Time) (c
 		return counts{}, err
 	}
 	next := cur
-	next.Threads = maps.Clone(cur.Threads)
 	next.NotBefore = start.Add(interval).UTC()
 	var failed error
 	var c counts
@@ -118,10 +112,8 @@ func (p *Poller) pollMentions(ctx context.Context, a account, from time.Time) (c
 	if failed == nil {
 		next.LastModified = p.guardLastModified(lastModified)
 	}
-	if !next.equal(cur) {
-		if err := p.saveCursor(ctx, stored, next); err != nil {
-			return c, err
-		}
+	if err := p.saveCursor(ctx, stored, next); err != nil {
+		return c, err
 	}
 	return c, failed
 }

@@ -25,6 +25,7 @@
 package poll
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -354,8 +355,16 @@ type item struct {
 func (p *Poller) emit(ctx context.Context, a account, it item) (duplicate bool, err error) {
 	now := p.o.Now().UTC()
 	scope := a.scope()
+	c := triggers.Capture{
+		Connector:  triggers.CodeHost,
+		DeliveryID: it.deliveryID,
+		ReceivedAt: now,
+		Header:     map[string][]string{HeaderPoll: {it.marker}, "Content-Type": {"application/json"}},
+		Body:       it.raw,
+		Scope:      scope,
+	}
 	ev := triggers.Event{
-		ID:          triggers.EventID(triggers.CodeHost, triggers.DeliveryKey(scope, it.deliveryID), it.kind, 0),
+		ID:          triggers.EventID(triggers.CodeHost, c.Key(), it.kind, 0),
 		Kind:        it.kind,
 		Connector:   triggers.CodeHost,
 		DeliveryID:  it.deliveryID,
@@ -369,14 +378,6 @@ func (p *Poller) emit(ctx context.Context, a account, it item) (duplicate bool, 
 		Payload:     it.raw,
 		Scope:       scope,
 	}
-	c := triggers.Capture{
-		Connector:  triggers.CodeHost,
-		DeliveryID: it.deliveryID,
-		ReceivedAt: now,
-		Header:     map[string][]string{HeaderPoll: {it.marker}, "Content-Type": {"application/json"}},
-		Body:       it.raw,
-		Scope:      scope,
-	}
 	dup, err := p.o.Committer.Commit(ctx, c, []triggers.Event{ev})
 	if err != nil {
 		return false, fmt.Errorf("commit %s: %w", it.deliveryID, err)
@@ -388,6 +389,10 @@ func (p *Poller) emit(ctx context.Context, a account, it item) (duplicate bool, 
 // cannot be decoded is logged and read as empty (keeping the version, so
 // the next write replaces it): the poll starts again from the triggers'
 // creation, and the archive recognises what was already emitted.
+//
+// The cursor is returned with its Value re-encoded from v, so that
+// saveCursor recognises an unchanged v, also when none was stored or what
+// was could not be read.
 func (p *Poller) loadCursor(ctx context.Context, key string, v any) (store.Cursor, error) {
 	c, err := p.o.Store.GetCursor(ctx, key)
 	if err != nil {
@@ -398,16 +403,23 @@ func (p *Poller) loadCursor(ctx context.Context, key string, v any) (store.Curso
 			p.log.Warn().Err(err).Str("cursor", key).Msg("unreadable poll cursor; starting it again")
 		}
 	}
+	if b, err := json.Marshal(v); err == nil {
+		c.Value = b
+	}
 	return c, nil
 }
 
-// saveCursor stores v in c by compare-and-set. A conflict means another
-// poller advanced the cursor meanwhile (its lease expired, say): its value
-// stands, and the archive keeps what both emitted single.
+// saveCursor stores v in c by compare-and-set, unless v encodes to c's
+// Value already (an unchanged cursor is not written). A conflict means
+// another poller advanced the cursor meanwhile (its lease expired, say):
+// its value stands, and the archive keeps what both emitted single.
 func (p *Poller) saveCursor(ctx context.Context, c store.Cursor, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("encode cursor: %w", err)
+	}
+	if bytes.Equal(b, c.Value) {
+		return nil
 	}
 	c.Value = b
 	c.UpdatedAt = p.o.Now().UTC()

@@ -77,10 +77,18 @@ func TestNewGist(t *testing.T) {
 		t.Errorf("archived capture %+v: %v", capt, err)
 	}
 
-	// Nothing new: a 304 for the ETag, which costs no budget.
+	// Nothing new: a 304 for the ETag, which costs no budget, and the
+	// unchanged cursor is not written.
 	h.fake.ResetLog()
 	_, before, _ := h.fake.RateLimit(token("octocat"), fakegithub.ResourceCore)
+	cursorBefore, err := h.st.GetCursor(t.Context(), poll.CursorKey(tenant, octo, triggers.NewGist))
+	if err != nil || cursorBefore.Version == 0 {
+		t.Fatalf("cursor before the quiet poll: %+v, %v", cursorBefore, err)
+	}
 	h.pollOnce(p)
+	if c, err := h.st.GetCursor(t.Context(), poll.CursorKey(tenant, octo, triggers.NewGist)); err != nil || c.Version != cursorBefore.Version {
+		t.Errorf("a quiet poll wrote the cursor: version %d → %d (%v)", cursorBefore.Version, c.Version, err)
+	}
 	_, after, _ := h.fake.RateLimit(token("octocat"), fakegithub.ResourceCore)
 	h.wantEvents(1, "a quiet poll")
 	reqs = h.fake.RequestsTo("GET /gists")
