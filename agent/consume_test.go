@@ -411,12 +411,8 @@ func TestConsumeIdleStopsPromptly(t *testing.T) {
 	}, agent.WithConcurrency(4))
 	// Let the workers get their pull requests out.
 	testenv.Eventually(t, waitFor, "pull requests", func() bool {
-		c, err := e.js.Consumer(ctxT(t), agent.Stream, agent.ConsumerName(id))
-		if err != nil {
-			return false
-		}
-		info, err := c.Info(ctxT(t))
-		return err == nil && info.NumWaiting > 0
+		info, ok := e.findConsumer(id)
+		return ok && info.NumWaiting > 0
 	})
 	begin := time.Now()
 	if err := stop(); err != nil {
