@@ -10,6 +10,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/triggerd/triggerd/agent"
 	"github.com/triggerd/triggerd/dispatch"
 	"github.com/triggerd/triggerd/registry"
 	"github.com/triggerd/triggerd/store"
@@ -127,7 +128,7 @@ func (a *API) agentView(c echo.Context, ag store.Agent) agentView {
 		v.Steps = []store.PipelineStep{}
 	}
 	if ag.Delivery == store.DeliverNATS {
-		v.Subject = dispatch.RunsSubject(ag.ID)
+		v.Subject = agent.RunsSubject(ag.ID)
 	}
 	if h, ok, err := a.o.Registry.AgentEndpoint(c.Request().Context(), ag.TenantID, ag.ID); err == nil && ok {
 		v.Endpoint = &endpointView{ID: h.ID, URL: a.o.Registry.HookURL(h), Events: h.Events}

@@ -59,10 +59,6 @@ const (
 	ControlSubject = "triggerd.control.triggers"
 )
 
-// RunsSubject is where an agent started over NATS receives its runs (the
-// agent package's subject).
-func RunsSubject(agentID string) string { return agent.RunsSubject(agentID) }
-
 // pushSubject is where runs of an HTTP agent wait to be POSTed.
 func pushSubject(agentID string) string { return "push.agent." + agentID }
 

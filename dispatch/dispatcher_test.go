@@ -267,7 +267,7 @@ func TestDispatchStartsAgentAndRunsPipeline(t *testing.T) {
 	if second["note"] != "after comment 1" || second["ref"] != float64(7) {
 		t.Errorf("second step input = %v (templates over the first step's output)", second)
 	}
-	if got := h.subjectCount(bus.AgentsStream, dispatch.RunsSubject("agent-1")); got != 1 {
+	if got := h.subjectCount(bus.AgentsStream, agent.RunsSubject("agent-1")); got != 1 {
 		t.Errorf("agent-1 got %d runs, want 1", got)
 	}
 	h.waitPending()
@@ -290,8 +290,8 @@ func TestDispatchStartsAgentAndRunsPipeline(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.waitPending()
-	if h.steps.count() != 2 || h.subjectCount(bus.AgentsStream, dispatch.RunsSubject("agent-1")) != 1 {
-		t.Errorf("a redelivered event ran %d steps and %d runs; want 2 and 1", h.steps.count(), h.subjectCount(bus.AgentsStream, dispatch.RunsSubject("agent-1")))
+	if h.steps.count() != 2 || h.subjectCount(bus.AgentsStream, agent.RunsSubject("agent-1")) != 1 {
+		t.Errorf("a redelivered event ran %d steps and %d runs; want 2 and 1", h.steps.count(), h.subjectCount(bus.AgentsStream, agent.RunsSubject("agent-1")))
 	}
 }
 
@@ -360,7 +360,7 @@ func TestInterruptedStepIsNotRunAgain(t *testing.T) {
 	if h.steps.count() != 0 {
 		t.Errorf("the interrupted step ran again")
 	}
-	if got := h.subjectCount(bus.AgentsStream, dispatch.RunsSubject("agent-1")); got != 0 {
+	if got := h.subjectCount(bus.AgentsStream, agent.RunsSubject("agent-1")); got != 0 {
 		t.Errorf("an already started run was published again (%d)", got)
 	}
 }

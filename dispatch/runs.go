@@ -14,7 +14,6 @@ import (
 	"github.com/triggerd/triggerd/agent"
 	"github.com/triggerd/triggerd/bus"
 	"github.com/triggerd/triggerd/connectors"
-	"github.com/triggerd/triggerd/dispatch/push"
 	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/triggers"
 )
@@ -194,7 +193,7 @@ func (d *Dispatcher) startRun(ctx context.Context, spec runSpec, received time.T
 	// The run id is the Nats-Msg-Id: a worker that published and died
 	// before recording it publishes again as a duplicate, not a second
 	// start.
-	subject, status := RunsSubject(ag.ID), "published"
+	subject, status := agent.RunsSubject(ag.ID), "published"
 	if ag.Delivery == store.DeliverHTTP {
 		subject, status = pushSubject(ag.ID), "queued"
 	}
@@ -420,7 +419,7 @@ func (d *Dispatcher) dead(ctx context.Context, j *bus.Job, reason string) bool {
 }
 
 // backoff is the delay before the n-th redelivery: exponential from 1s,
-// capped at 1 minute, with full jitter (push.Backoff), never under 100ms.
+// capped at 1 minute, with full jitter (agent.Backoff), never under 100ms.
 func backoff(delivered int) time.Duration {
-	return max(push.Backoff(delivered, time.Second, time.Minute, nil), 100*time.Millisecond)
+	return max(agent.Backoff(delivered, time.Second, time.Minute, nil), 100*time.Millisecond)
 }

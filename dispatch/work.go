@@ -182,7 +182,7 @@ func (d *Dispatcher) Replay(ctx context.Context, tenantID, eventID, triggerID st
 		return nil, fmt.Errorf("event %s is no longer in the events stream: %w", eventID, err)
 	}
 	var ev triggers.Event
-	if err := json.Unmarshal(data, &ev); err != nil || ev.ID != eventID {
+	if err := triggers.DecodeEvent(data, &ev); err != nil || ev.ID != eventID {
 		return nil, fmt.Errorf("event %s: the stream holds something else at sequence %d", eventID, rec.Seq)
 	}
 	ev.Scope = replayScope(tenantID, ev.Scope)
@@ -247,7 +247,7 @@ func (d *Dispatcher) handleReplay(ctx context.Context, j *bus.Job) {
 		return
 	}
 	var ev triggers.Event
-	if err := json.Unmarshal(data, &ev); err != nil {
+	if err := triggers.DecodeEvent(data, &ev); err != nil {
 		d.dead(ctx, j, "decode: "+err.Error())
 		return
 	}

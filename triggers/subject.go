@@ -53,6 +53,8 @@ func DecodeToken(tok string) (string, bool) {
 		return "", false
 	}
 	var b strings.Builder
+	b.Grow(len(tok)) // one allocation: the decoding is never longer
+
 	for i := 0; i < len(tok); i++ {
 		c := tok[i]
 		switch {

@@ -448,16 +448,10 @@ func summarize(stats []*workerStats, measured time.Duration) benchReport {
 			r.Errors["transport"] += st.transport
 		}
 	}
-	slices.Sort(all)
 	r.Requests = len(all)
+	r.LatencyMS, _, _ = latencies(all)
 	if r.Requests > 0 {
 		r.BytesPerRequest = bytesSent / int64(r.Requests)
-		r.LatencyMS = latencyMS{
-			P50: ms(percentile(all, 0.50)),
-			P90: ms(percentile(all, 0.90)),
-			P99: ms(percentile(all, 0.99)),
-			Max: ms(all[len(all)-1]),
-		}
 	}
 	if measured > 0 {
 		r.ThroughputRPS = math.Round(float64(r.Requests)/measured.Seconds()*10) / 10

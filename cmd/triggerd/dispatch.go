@@ -30,7 +30,7 @@ import (
 type dispatchParts struct {
 	registry   *registry.Registry
 	dispatcher *dispatch.Dispatcher
-	poller     *poll.Poller
+	poller     *poll.Poller // nil with --poll-interval 0
 	hooks      ingest.Hooks
 }
 
@@ -61,14 +61,16 @@ func newDispatch(cfg config, b *bus.Bus, st store.Store, acct *accounts.Service,
 	if err != nil {
 		return nil, err
 	}
-	p, err := poll.New(poll.Options{
-		Store: st, Accounts: acct, Committer: b, CodeHostAPI: cfg.Providers.CodeHostAPIBaseURL,
-		Interval: dc.PollInterval, Logger: log,
-	})
-	if err != nil {
-		return nil, err
+	parts := &dispatchParts{registry: r, dispatcher: d, hooks: hookSecrets{r}}
+	if dc.PollInterval > 0 { // 0: never (poll.New would take it for its default)
+		if parts.poller, err = poll.New(poll.Options{
+			Store: st, Accounts: acct, Committer: b, CodeHostAPI: cfg.Providers.CodeHostAPIBaseURL,
+			Interval: dc.PollInterval, Logger: log,
+		}); err != nil {
+			return nil, err
+		}
 	}
-	return &dispatchParts{registry: r, dispatcher: d, poller: p, hooks: hookSecrets{r}}, nil
+	return parts, nil
 }
 
 // run starts the dispatcher's workers, the change listener and the
@@ -99,7 +101,7 @@ func (p *dispatchParts) run(cfg config, b *bus.Bus, log zerolog.Logger) (stop fu
 		// Replays still need the index.
 		log.Warn().Err(err).Msg("loading triggers failed")
 	}
-	if cfg.Dispatch.PollInterval > 0 {
+	if p.poller != nil {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -197,7 +197,7 @@ func streamEvents(t *testing.T, natsURL string) (map[string]int, map[string]stri
 		t.Fatal(err)
 	}
 	// Archive records may share the stream; only events count.
-	info, err := s.Info(ctx, jetstream.WithSubjectFilter("triggers.>"))
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(bus.EventsFilter))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +209,7 @@ func streamEvents(t *testing.T, natsURL string) (map[string]int, map[string]stri
 	if total == 0 {
 		return counts, subjects
 	}
-	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{"triggers.>"}})
+	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{bus.EventsFilter}})
 	if err != nil {
 		t.Fatal(err)
 	}
