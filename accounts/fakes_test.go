@@ -451,17 +451,3 @@ func (b *syncBuffer) Bytes() []byte {
 	defer b.mu.Unlock()
 	return bytes.Clone(b.buf.Bytes())
 }
-
-// waitFor polls cond until it holds, failing the test after 5s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
-}

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/triggerd/triggerd/connectors"
+	"github.com/triggerd/triggerd/internal/testenv"
 	"github.com/triggerd/triggerd/store"
 )
 
@@ -492,7 +493,7 @@ func TestConcurrentTokenCallsRefreshOnce(t *testing.T) {
 		})
 	}
 	<-f.code.refreshEntered
-	waitFor(t, "all callers to start", func() bool { return started.Load() == n })
+	testenv.Eventually(t, 5*time.Second, "all callers to start", func() bool { return started.Load() == n })
 	close(gate)
 	wg.Wait()
 	for i := range n {
@@ -538,7 +539,7 @@ func TestTwoProcessesRefreshOnce(t *testing.T) {
 	}
 	<-f.code.refreshEntered
 	// The other process found the lease taken and is polling.
-	waitFor(t, "the other process to find the lease taken", func() bool { return f.store.failedLockCount() >= 1 })
+	testenv.Eventually(t, 5*time.Second, "the other process to find the lease taken", func() bool { return f.store.failedLockCount() >= 1 })
 	close(gate)
 	wg.Wait()
 	close(errs)
@@ -735,7 +736,7 @@ func TestTokenCallerCancelled(t *testing.T) {
 		_, _, err := other.Token(ctx, "t1", acc.ID)
 		waited <- err
 	}()
-	waitFor(t, "the waiter to poll", func() bool { return f.store.failedLockCount() >= 1 })
+	testenv.Eventually(t, 5*time.Second, "the waiter to poll", func() bool { return f.store.failedLockCount() >= 1 })
 	cancel()
 	if err := <-waited; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled waiter: err = %v", err)
