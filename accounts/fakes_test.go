@@ -17,30 +17,14 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/triggerd/triggerd/connectors"
+	"github.com/triggerd/triggerd/internal/testenv"
 	"github.com/triggerd/triggerd/store"
 )
 
-// fakeClock is a settable clock shared by the service, the store and the
-// provider in a test.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *fakeClock {
-	return &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
+// newClock returns the settable clock a test shares between the service,
+// the store and the provider.
+func newClock() *testenv.Clock {
+	return testenv.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 }
 
 // fakeStore is an in-memory store.Accounts, store.FlowStates and

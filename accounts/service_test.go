@@ -26,7 +26,7 @@ const tokenTTL = time.Hour
 
 type fixture struct {
 	t     *testing.T
-	clock *fakeClock
+	clock *testenv.Clock
 	store *fakeStore
 	vault *Vault
 	code  *fakeProvider // "codehost": PKCE, expiring tokens, rotating refresh tokens

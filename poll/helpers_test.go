@@ -23,29 +23,12 @@ import (
 	"github.com/triggerd/triggerd/bus"
 	"github.com/triggerd/triggerd/bus/bustest"
 	"github.com/triggerd/triggerd/connectors/codehost/fakegithub"
+	"github.com/triggerd/triggerd/internal/testenv"
 	"github.com/triggerd/triggerd/poll"
 	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/store/boltstore"
 	"github.com/triggerd/triggerd/triggers"
 )
-
-// clock is the tests' clock, shared by the fake and the pollers.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // syncBuffer collects log output from several goroutines.
 type syncBuffer struct {
@@ -122,7 +105,7 @@ func (f *fakeAccounts) Client(_ context.Context, tenant, id string) (*http.Clien
 
 type harness struct {
 	t      *testing.T
-	clock  *clock
+	clock  *testenv.Clock
 	fake   *fakegithub.Server
 	url    string
 	st     *boltstore.Store
@@ -137,7 +120,7 @@ func newHarness(t *testing.T) *harness {
 	t.Helper()
 	h := &harness{
 		t:     t,
-		clock: &clock{now: time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)},
+		clock: testenv.NewClock(time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)),
 		accts: &fakeAccounts{m: map[[2]string]fakeAccount{}},
 		logs:  &syncBuffer{},
 	}

@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,25 +16,8 @@ import (
 
 	"github.com/triggerd/triggerd/connectors"
 	"github.com/triggerd/triggerd/connectors/analytics/fakega"
+	"github.com/triggerd/triggerd/internal/testenv"
 )
-
-// clock is a settable test clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
-}
 
 // bearer adds a token as the platform's account client does.
 type bearer struct {
@@ -59,7 +41,7 @@ var account = connectors.AccountInfo{
 
 type harness struct {
 	fake  *fakega.Server
-	clock *clock
+	clock *testenv.Clock
 	kit   *toolkit
 	tk    connectors.Toolkit
 	token string
@@ -71,7 +53,7 @@ type harness struct {
 // request sent to the wrong API gets a 404.
 func newHarness(t testing.TB) *harness {
 	t.Helper()
-	clk := &clock{t: start}
+	clk := testenv.NewClock(start)
 	fake := fakega.New(fakega.Options{Now: clk.Now})
 	t.Cleanup(fake.Close)
 	data := httptest.NewServer(fake.DataHandler())

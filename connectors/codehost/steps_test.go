@@ -20,22 +20,19 @@ import (
 	"github.com/triggerd/triggerd/connectors"
 	"github.com/triggerd/triggerd/connectors/codehost"
 	"github.com/triggerd/triggerd/connectors/codehost/fakegithub"
+	"github.com/triggerd/triggerd/internal/testenv"
 )
 
 // clock is the fake time both the fake GitHub and the policy see; Sleep
 // advances it instead of waiting.
 type clock struct {
-	mu     sync.Mutex
-	t      time.Time
+	*testenv.Clock
+	mu     sync.Mutex // guards sleeps, and makes each Sleep one step
 	sleeps []time.Duration
 }
 
-func newClock() *clock { return &clock{t: time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
+func newClock() *clock {
+	return &clock{Clock: testenv.NewClock(time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC))}
 }
 
 func (c *clock) Sleep(ctx context.Context, d time.Duration) error {
@@ -44,7 +41,7 @@ func (c *clock) Sleep(ctx context.Context, d time.Duration) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
+	c.Advance(d)
 	c.sleeps = append(c.sleeps, d)
 	return nil
 }

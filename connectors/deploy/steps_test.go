@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,25 +15,8 @@ import (
 
 	"github.com/triggerd/triggerd/connectors"
 	"github.com/triggerd/triggerd/connectors/deploy/fakevercel"
+	"github.com/triggerd/triggerd/internal/testenv"
 )
-
-// clock is a settable test clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // bearer adds a token as the platform's account client does.
 type bearer struct {
@@ -57,14 +39,14 @@ var (
 
 type harness struct {
 	fake  *fakevercel.Server
-	clock *clock
+	clock *testenv.Clock
 	tk    connectors.Toolkit
 	token string
 }
 
 func newHarness(t testing.TB) *harness {
 	t.Helper()
-	clk := &clock{t: time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)}
+	clk := testenv.NewClock(time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC))
 	fake := fakevercel.New(fakevercel.Options{Now: clk.Now})
 	u := fake.Start()
 	t.Cleanup(fake.Close)

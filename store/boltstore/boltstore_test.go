@@ -7,12 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/triggerd/triggerd/internal/testenv"
 	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/store/storetest"
 )
@@ -92,24 +92,6 @@ func TestFileModes(t *testing.T) {
 	}
 }
 
-// clock is a settable Options.Now.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // count returns the number of keys in a bucket.
 func count(t *testing.T, s *Store, bucket []byte) int {
 	t.Helper()
@@ -125,7 +107,7 @@ func count(t *testing.T, s *Store, bucket []byte) int {
 
 func TestFlowStatesPurged(t *testing.T) {
 	ctx := t.Context()
-	c := &clock{now: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
+	c := testenv.NewClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
 	s := open(t, filepath.Join(t.TempDir(), "triggerd.db"), Options{Now: c.Now})
 	defer s.Close()
 
@@ -171,7 +153,7 @@ func TestFlowStatesPurged(t *testing.T) {
 
 func TestLeasesFollowNow(t *testing.T) {
 	ctx := t.Context()
-	c := &clock{now: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
+	c := testenv.NewClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
 	s := open(t, filepath.Join(t.TempDir(), "triggerd.db"), Options{Now: c.Now})
 	defer s.Close()
 

@@ -7,33 +7,16 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/triggerd/triggerd/connectors/codehost/fakegithub"
+	"github.com/triggerd/triggerd/internal/testenv"
 )
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-func start(t *testing.T, o fakegithub.Options) (*fakegithub.Server, string, *clock) {
+func start(t *testing.T, o fakegithub.Options) (*fakegithub.Server, string, *testenv.Clock) {
 	t.Helper()
-	clk := &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	clk := testenv.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	if o.Now == nil {
 		o.Now = clk.Now
 	}
