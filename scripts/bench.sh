@@ -13,7 +13,13 @@
 # two-core machine a steadier figure of efficiency than throughput. The last
 # column is how many events triggerd's dispatcher had not taken yet when the
 # window ended: work left for later is not in the figures, so it should be
-# small.
+# small. The column before it is triggerd's minor page faults per request:
+# fresh memory it touched (a heap still growing, a page cache growing behind
+# the stream's writes), which costs more on some machines than others.
+#
+# WARMUP (default 2s) is how long each server takes load before the window
+# opens; a long one (WARMUP=30s) measures a server whose heap has stopped
+# growing, as under sustained load.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 duration=${1:-10s}
@@ -21,6 +27,7 @@ shift || true
 concurrencies=("${@:-64}")
 payload=${PAYLOAD:-../shared/webhook-corpus/github/issues.opened.json}
 rounds=${ROUNDS:-3}
+warmup=${WARMUP:-2s}
 [ -f "$payload" ] || { echo "payload $payload not found (set PAYLOAD)" >&2; exit 1; }
 
 work=$(mktemp -d)
@@ -33,22 +40,22 @@ wait_http() { for _ in $(seq 100); do curl -s -o /dev/null "$1" && return 0; sle
 
 field() { python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$1" "$2"; }
 
-echo "| concurrency | round | baseline req/s | naive req/s | triggerd req/s | ratio to baseline | ratio to naive | triggerd p50 ms | triggerd p99 ms | baseline p99 ms | CPU µs/req baseline / naive / triggerd | events durable | dispatcher backlog at end |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| concurrency | round | baseline req/s | naive req/s | triggerd req/s | ratio to baseline | ratio to naive | triggerd p50 ms | triggerd p99 ms | baseline p99 ms | CPU µs/req baseline / naive / triggerd | events durable | triggerd page faults/req | dispatcher backlog at end |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 for c in "${concurrencies[@]}"; do
   for r in $(seq "$rounds"); do
     "$work/triggerctl" bench-baseline --listen 127.0.0.1:18099 2>/dev/null &
     base_pid=$!
     wait_http http://127.0.0.1:18099/
     "$work/triggerctl" bench --url http://127.0.0.1:18099 --file "$payload" --concurrency "$c" \
-      --duration "$duration" --warmup 2s --server-pid "$base_pid" --json > "$work/base.json"
+      --duration "$duration" --warmup "$warmup" --server-pid "$base_pid" --json > "$work/base.json"
     kill $base_pid; wait $base_pid 2>/dev/null || true
 
     "$work/triggerctl" bench-baseline --naive --listen 127.0.0.1:18099 2>/dev/null &
     naive_pid=$!
     wait_http http://127.0.0.1:18099/
     "$work/triggerctl" bench --url http://127.0.0.1:18099 --file "$payload" --concurrency "$c" \
-      --duration "$duration" --warmup 2s --server-pid "$naive_pid" --json > "$work/naive.json"
+      --duration "$duration" --warmup "$warmup" --server-pid "$naive_pid" --json > "$work/naive.json"
     kill $naive_pid; wait $naive_pid 2>/dev/null || true
 
     rm -rf "$work/data"
@@ -57,19 +64,20 @@ for c in "${concurrencies[@]}"; do
     td_pid=$!
     wait_http http://127.0.0.1:18098/healthz
     "$work/triggerctl" bench --url http://127.0.0.1:18098 --nats-url nats://127.0.0.1:14333 --file "$payload" \
-      --concurrency "$c" --duration "$duration" --warmup 2s --server-pid "$td_pid" --json > "$work/td.json"
+      --concurrency "$c" --duration "$duration" --warmup "$warmup" --server-pid "$td_pid" --json > "$work/td.json"
     kill $td_pid; wait $td_pid 2>/dev/null || true
 
     b=$(field "$work/base.json" "r['throughput_rps']")
     n=$(field "$work/naive.json" "r['throughput_rps']")
     t=$(field "$work/td.json" "r['throughput_rps']")
-    printf '| %s | %s | %.0f | %.0f | %.0f | %.1f%% | %.2f | %.1f | %.1f | %.1f | %.0f / %.0f / %.0f | %s (%s of %s) | %s |\n' "$c" "$r" "$b" "$n" "$t" \
+    printf '| %s | %s | %.0f | %.0f | %.0f | %.1f%% | %.2f | %.1f | %.1f | %.1f | %.0f / %.0f / %.0f | %s (%s of %s) | %.1f | %s |\n' "$c" "$r" "$b" "$n" "$t" \
       "$(python3 -c "print(100*$t/$b)")" "$(python3 -c "print($t/$n)")" \
       "$(field "$work/td.json" "r['latency_ms']['p50']")" "$(field "$work/td.json" "r['latency_ms']['p99']")" \
       "$(field "$work/base.json" "r['latency_ms']['p99']")" \
       "$(field "$work/base.json" "r['server_cpu_us_per_request']")" "$(field "$work/naive.json" "r['server_cpu_us_per_request']")" \
       "$(field "$work/td.json" "r['server_cpu_us_per_request']")" \
       "$(field "$work/td.json" "'yes' if r.get('durable') else 'NO'")" "$(field "$work/td.json" "r.get('events_in_stream')")" \
-      "$(field "$work/td.json" "r['events_answered']")" "$(field "$work/td.json" "r.get('dispatch_backlog')")"
+      "$(field "$work/td.json" "r['events_answered']")" "$(field "$work/td.json" "r['server_page_faults_per_request']")" \
+      "$(field "$work/td.json" "r.get('dispatch_backlog')")"
   done
 done

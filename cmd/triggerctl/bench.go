@@ -115,6 +115,10 @@ type benchReport struct {
 	// used in the measured window, per measured request, in microseconds.
 	ServerCPUUSPerRequest *float64 `json:"server_cpu_us_per_request,omitempty"`
 	ClientCPUUSPerRequest *float64 `json:"client_cpu_us_per_request,omitempty"`
+	// ServerFaultsPerRequest is the server's minor page faults in the
+	// measured window per measured request: how much fresh memory each
+	// request made it touch (4 KiB a fault).
+	ServerFaultsPerRequest *float64 `json:"server_page_faults_per_request,omitempty"`
 }
 
 // latencyMS are latency percentiles in milliseconds.
@@ -165,7 +169,7 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return usageError(fs, "--server-pid must be a process id, not %d", *serverPID)
 	}
 	if *serverPID > 0 {
-		if _, err := processCPU(*serverPID); err != nil {
+		if _, err := processUsage(*serverPID); err != nil {
 			return usageError(fs, "--server-pid %d: %v", *serverPID, err)
 		}
 	}
@@ -211,14 +215,14 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	type cpuResult struct {
-		used []time.Duration
+		used []usage
 		err  error
 	}
 	var cpu chan cpuResult
 	if *serverPID > 0 {
 		cpu = make(chan cpuResult, 1)
 		go func() {
-			used, err := cpuWindow(ctx, []int{*serverPID, os.Getpid()}, b.measureStart, b.deadline)
+			used, err := usageWindow(ctx, []int{*serverPID, os.Getpid()}, b.measureStart, b.deadline)
 			cpu <- cpuResult{used, err}
 		}()
 	}
@@ -242,11 +246,13 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "triggerctl bench: %v\n", res.err)
 			return 1
 		case res.err == nil && r.Requests > 0:
-			perReq := func(d time.Duration) *float64 {
-				v := float64(d.Microseconds()) / float64(r.Requests)
+			perReq := func(n int64) *float64 {
+				v := float64(n) / float64(r.Requests)
 				return &v
 			}
-			r.ServerCPUUSPerRequest, r.ClientCPUUSPerRequest = perReq(res.used[0]), perReq(res.used[1])
+			server, client := res.used[0], res.used[1]
+			r.ServerCPUUSPerRequest, r.ClientCPUUSPerRequest = perReq(server.CPU.Microseconds()), perReq(client.CPU.Microseconds())
+			r.ServerFaultsPerRequest = perReq(server.MinorFaults)
 		}
 	}
 	if nb != nil {
@@ -497,6 +503,7 @@ func printBenchReport(w io.Writer, r benchReport) {
 	}
 	if r.ServerCPUUSPerRequest != nil {
 		fmt.Fprintf(w, "cpu:          server %.1f µs/request, bench %.1f µs/request\n", *r.ServerCPUUSPerRequest, *r.ClientCPUUSPerRequest)
+		fmt.Fprintf(w, "memory:       server %.2f minor page faults/request\n", *r.ServerFaultsPerRequest)
 	}
 	non2xx := 0
 	for k, c := range r.Errors {

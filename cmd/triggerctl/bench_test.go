@@ -48,6 +48,9 @@ func TestBenchJSON(t *testing.T) {
 	if sc, cc := r.ServerCPUUSPerRequest, r.ClientCPUUSPerRequest; sc == nil || cc == nil || *sc <= 0 || *cc < 0.8**sc || *cc > 1.25**sc {
 		t.Errorf("cpu per request: server %v, bench %v; want about the same positive figure", sc, cc)
 	}
+	if pf := r.ServerFaultsPerRequest; pf == nil || *pf < 0 {
+		t.Errorf("page faults per request: %v; want a figure, zero or more", pf)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.rejected != 0 {
@@ -223,15 +226,17 @@ func TestBenchBaselineNaive(t *testing.T) {
 	}
 }
 
-func TestParseProcStatCPU(t *testing.T) {
-	// A command name with spaces and parentheses; utime 250, stime 50.
-	line := "4242 (tri) (gger d) S 1 4242 4242 0 -1 4194560 1000 0 0 0 250 50 0 0 20 0 12 0 100 0 0\n"
-	if got, err := parseProcStatCPU(line); err != nil || got != 3*time.Second {
-		t.Errorf("parseProcStatCPU = %v, %v; want 3s", got, err)
+func TestParseProcStat(t *testing.T) {
+	// A command name with spaces and parentheses; minflt 1000, majflt 7,
+	// utime 250, stime 50.
+	line := "4242 (tri) (gger d) S 1 4242 4242 0 -1 4194560 1000 0 7 0 250 50 0 0 20 0 12 0 100 0 0\n"
+	want := usage{CPU: 3 * time.Second, MinorFaults: 1000}
+	if got, err := parseProcStat(line); err != nil || got != want {
+		t.Errorf("parseProcStat = %+v, %v; want %+v", got, err, want)
 	}
-	for _, bad := range []string{"", "4242 tri S 1", "4242 (tri) S 1 2 3", "4242 (t) S 1 1 1 0 -1 0 0 0 0 0 x 5 0"} {
-		if _, err := parseProcStatCPU(bad); err == nil {
-			t.Errorf("parseProcStatCPU(%q) accepted a malformed line", bad)
+	for _, bad := range []string{"", "4242 tri S 1", "4242 (tri) S 1 2 3", "4242 (t) S 1 1 1 0 -1 0 0 0 0 0 x 5 0", "4242 (t) S 1 1 1 0 -1 0 x 0 0 0 4 5 0"} {
+		if _, err := parseProcStat(bad); err == nil {
+			t.Errorf("parseProcStat(%q) accepted a malformed line", bad)
 		}
 	}
 }
