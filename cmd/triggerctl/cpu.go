@@ -31,7 +31,7 @@ func (u usage) sub(v usage) usage {
 func processUsage(pid int) (usage, error) {
 	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return usage{}, fmt.Errorf("read the CPU time of process %d: %w", pid, err)
+		return usage{}, fmt.Errorf("read the CPU time and page faults of process %d: %w", pid, err)
 	}
 	return parseProcStat(string(raw))
 }
