@@ -6,9 +6,9 @@
 //
 //   - Events, on "triggers.>" in EventsStream, one message per trigger
 //     event, with the event id as Nats-Msg-Id.
-//   - Index messages, on IndexSubject (shared layout): one entry per
-//     accepted delivery whose events carry its body (its key, its HTTP
-//     headers, and the sequence of the event holding the body), many
+//   - Index messages, on IndexSubject in IndexStream (shared layout): one
+//     entry per accepted delivery whose events carry its body (its key, its
+//     HTTP headers, and the sequence of the event holding the body), many
 //     deliveries to a message under load. Every process keeps the index's
 //     keys in memory, so a redelivery is recognised across restarts and
 //     across processes for as long as the archive keeps it.
@@ -20,8 +20,8 @@
 //
 // Where the records live is the archive's layout, chosen once per NATS:
 //
-//   - Shared (NATS 2.11 and later, the default): records and the index
-//     live in EventsStream beside the events. Each event is published on
+//   - Shared (NATS 2.11 and later, the default): records live in
+//     EventsStream beside the events, and the index in IndexStream. Each event is published on
 //     condition that its delivery has no record yet (Nats-Expected-Last-
 //     Subject-Sequence-Subject), so the server itself refuses the events
 //     of a delivery recorded before; indexed deliveries are looked up in
@@ -160,8 +160,10 @@ type Bus struct {
 	// shared is true when archive records live in EventsStream (then
 	// deliveries is events).
 	shared bool
-	// index is the delivery index (shared layout only).
-	index *deliveryIndex
+	// index is the delivery index (shared layout only), and indexStream
+	// the stream holding it (nil for a reader on a NATS without one).
+	index       *deliveryIndex
+	indexStream jetstream.Stream
 	// eventTTL and recordTTL, when set, are the per-message TTLs that give
 	// events and records of a shared stream their own retention.
 	eventTTL, recordTTL time.Duration
@@ -249,6 +251,13 @@ func (b *Bus) provision(ctx context.Context) error {
 		if b.bodies, err = b.js.ObjectStore(ctx, BodiesBucket); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
 			return fmt.Errorf("object store %s: %w", BodiesBucket, err)
 		}
+		if shared {
+			if b.indexStream, err = b.js.Stream(ctx, IndexStream); errors.Is(err, jetstream.ErrStreamNotFound) {
+				b.indexStream = nil // only an earlier version has run: its index is in EventsStream
+			} else if err != nil {
+				return fmt.Errorf("stream %s: %w", IndexStream, err)
+			}
+		}
 		return nil
 	}
 	events := jetstream.StreamConfig{
@@ -280,7 +289,21 @@ func (b *Bus) provision(ctx context.Context) error {
 		return fmt.Errorf("provision stream %s: %w", EventsStream, err)
 	}
 	b.deliveries = b.events
-	if !shared {
+	if shared {
+		b.indexStream, err = b.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+			Name:        IndexStream,
+			Description: "triggerd delivery index: which deliveries were accepted, with their headers and the event holding each body",
+			Subjects:    []string{IndexSubject},
+			Retention:   jetstream.LimitsPolicy,
+			Storage:     jetstream.FileStorage,
+			MaxAge:      b.opts.ArchiveRetention,
+			Discard:     jetstream.DiscardOld,
+			AllowDirect: true,
+		})
+		if err != nil {
+			return fmt.Errorf("provision stream %s: %w", IndexStream, err)
+		}
+	} else {
 		b.deliveries, err = b.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 			Name:        DeliveriesStream,
 			Description: "triggerd raw webhook deliveries (headers and body), one per delivery id",

@@ -117,7 +117,7 @@ func indexEntries(t *testing.T, b *Bus) []indexEntry {
 	var all []indexEntry
 	var seq uint64
 	for {
-		msg, err := b.events.GetMsg(ctx, seq+1, jetstream.WithGetMsgSubject(IndexSubject))
+		msg, err := b.indexStream.GetMsg(ctx, seq+1, jetstream.WithGetMsgSubject(IndexSubject))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			return all
 		} else if err != nil {
@@ -563,21 +563,33 @@ func TestArchiveRetentionInSharedStream(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// Events outliving the archive carry the body, and the delivery
-			// is indexed; otherwise it has a record.
-			recSubject := IndexSubject
-			if tc.opts.EventRetention != 0 && tc.opts.EventRetention < tc.opts.ArchiveRetention {
-				recSubject = ArchiveSubject(triggers.CodeHost, "d-ttl")
-			}
-			rec, err := b.events.GetLastMsgForSubject(context.Background(), recSubject)
-			if err != nil {
-				t.Fatal(err)
-			}
 			if got := ttl(ev.Header.Get("Nats-TTL")); got != tc.eventTTL {
 				t.Fatalf("event TTL %q, want %q", got, tc.eventTTL)
 			}
-			if got := ttl(rec.Header.Get("Nats-TTL")); got != tc.recordTTL {
-				t.Fatalf("record TTL %q, want %q", got, tc.recordTTL)
+			// Events outliving the archive carry the body, and the delivery
+			// is indexed, in a stream of the archive's retention; otherwise
+			// it has a record.
+			indexed := tc.opts.EventRetention == 0 || tc.opts.EventRetention >= tc.opts.ArchiveRetention
+			if got := len(indexEntries(t, b)); indexed != (got == 1) {
+				t.Fatalf("%d index entries; indexed %v", got, indexed)
+			}
+			if got := b.indexStream.CachedInfo().Config.MaxAge; got != b.opts.ArchiveRetention {
+				t.Fatalf("index stream keeps messages %s, want the archive's %s", got, b.opts.ArchiveRetention)
+			}
+			// A delivery without events always gets a record.
+			c, _ = testDelivery("d-ttl-record", 0, []byte(`{}`))
+			commit(t, b, c, nil)
+			for _, id := range []string{"d-ttl", "d-ttl-record"} {
+				if id == "d-ttl" && indexed {
+					continue
+				}
+				rec, err := b.events.GetLastMsgForSubject(context.Background(), ArchiveSubject(triggers.CodeHost, id))
+				if err != nil {
+					t.Fatalf("record of %s: %v", id, err)
+				}
+				if got := ttl(rec.Header.Get("Nats-TTL")); got != tc.recordTTL {
+					t.Fatalf("record TTL %q, want %q", got, tc.recordTTL)
+				}
 			}
 		})
 	}

@@ -164,3 +164,53 @@ func TestCloseDoesNotWaitForAnIndexMessage(t *testing.T) {
 		t.Fatal("an entry whose index message never reached JetStream was reported durable")
 	}
 }
+
+// The index lives in a stream of its own, not in EventsStream, and an
+// index written there by an earlier version (on deliveries.index in
+// EventsStream) is still read at Connect: a delivery it holds stays a
+// duplicate, and replayable, after the upgrade.
+func TestIndexStreamAndLegacyIndex(t *testing.T) {
+	ts := startServer(t, 0)
+	b := ts.connect(Options{})
+	ctx := context.Background()
+
+	c, events := testDelivery("d-new-index", 1, []byte(`{"new":true}`))
+	commit(t, b, c, events)
+	if n, err := subjectMsgs(ctx, b.events, DeliveriesPrefix+".>"); err != nil || n != 0 {
+		t.Fatalf("EventsStream holds %d messages on %s.> (%v); want the index elsewhere", n, DeliveriesPrefix, err)
+	}
+	if entries := indexEntries(t, b); len(entries) != 1 || entries[0].Key != "d-new-index" {
+		t.Fatalf("index stream holds %+v, want the one delivery", entries)
+	}
+
+	// What an earlier version wrote: the event carrying the body, then an
+	// index entry naming it in EventsStream.
+	old, oldEvents := testDelivery("d-old-index", 1, []byte(`{"old":true}`))
+	published, err := b.PublishEvents(ctx, oldEvents, ArchiveSubject(triggers.CodeHost, old.Key()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := indexEntry{
+		Connector: triggers.CodeHost, Key: old.Key(), DeliveryID: old.DeliveryID, ReceivedAt: old.ReceivedAt,
+		Header: archivedHeader(old.Header), Events: 1, BodySeq: published[0].Sequence,
+	}
+	data := append(append([]byte{'['}, e.appendJSON(nil)...), ']')
+	if _, err := b.js.Publish(ctx, legacyIndexSubject, data); err != nil {
+		t.Fatal(err)
+	}
+
+	r := ts.connect(Options{})
+	if !commit(t, r, old, oldEvents) {
+		t.Fatal("a delivery in the earlier index was accepted again after the upgrade")
+	}
+	if !commit(t, r, c, events) {
+		t.Fatal("a delivery in the index stream was accepted again")
+	}
+	got, err := r.Delivery(ctx, triggers.CodeHost, "d-old-index")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got.Body) != `{"old":true}` || got.Header["X-Github-Event"][0] != "push" {
+		t.Fatalf("replayed the earlier index's delivery as %s %v", got.Body, got.Header)
+	}
+}
