@@ -5,9 +5,11 @@
 #   scripts/bench.sh [DURATION] [CONCURRENCY...]
 #
 # Each round benches the baseline (triggerctl bench-baseline: read the body,
-# answer 204), the naive receiver (bench-baseline --naive: verify, decode,
-# one awaited JetStream publish) and then triggerd (embedded NATS on a fresh
-# data dir), all with signed 13.5 KB issues.opened deliveries, and checks that the events
+# answer 204), the publish-only floor (bench-baseline --publish-only: one
+# awaited JetStream publish of the body, nothing checked), the naive
+# receiver (bench-baseline --naive: verify, decode, one awaited JetStream
+# publish) and then triggerd (embedded NATS on a fresh data dir), all with
+# signed 13.5 KB issues.opened deliveries, and checks that the events
 # stream gained exactly the events triggerd's answers listed. It also prints
 # each server's CPU time per request over the measured window: on a noisy
 # two-core machine a steadier figure of efficiency than throughput. The last
@@ -15,7 +17,8 @@
 # window ended: work left for later is not in the figures, so it should be
 # small. The column before it is triggerd's minor page faults per request:
 # fresh memory it touched (a heap still growing, a page cache growing behind
-# the stream's writes), which costs more on some machines than others.
+# the stream's writes), which costs more on some machines than others; the
+# one before is triggerd's peak resident memory (VmHWM) at the end.
 #
 # WARMUP (default 2s) is how long each server takes load before the window
 # opens; a long one (WARMUP=30s) measures a server whose heap has stopped
@@ -40,8 +43,8 @@ wait_http() { for _ in $(seq 100); do curl -s -o /dev/null "$1" && return 0; sle
 
 field() { python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$1" "$2"; }
 
-echo "| concurrency | round | baseline req/s | naive req/s | triggerd req/s | ratio to baseline | ratio to naive | triggerd p50 ms | triggerd p99 ms | baseline p99 ms | CPU µs/req baseline / naive / triggerd | events durable | triggerd page faults/req | dispatcher backlog at end |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| concurrency | round | baseline req/s | publish-only req/s | naive req/s | triggerd req/s | ratio to baseline | ratio to publish-only | ratio to naive | triggerd p50 ms | triggerd p99 ms | baseline p99 ms | CPU µs/req baseline / publish-only / naive / triggerd | events durable | triggerd peak RSS MB | triggerd page faults/req | dispatcher backlog at end |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 for c in "${concurrencies[@]}"; do
   for r in $(seq "$rounds"); do
     "$work/triggerctl" bench-baseline --listen 127.0.0.1:18099 2>/dev/null &
@@ -50,6 +53,13 @@ for c in "${concurrencies[@]}"; do
     "$work/triggerctl" bench --url http://127.0.0.1:18099 --file "$payload" --concurrency "$c" \
       --duration "$duration" --warmup "$warmup" --server-pid "$base_pid" --json > "$work/base.json"
     kill $base_pid; wait $base_pid 2>/dev/null || true
+
+    "$work/triggerctl" bench-baseline --publish-only --listen 127.0.0.1:18099 2>/dev/null &
+    floor_pid=$!
+    wait_http http://127.0.0.1:18099/
+    "$work/triggerctl" bench --url http://127.0.0.1:18099 --file "$payload" --concurrency "$c" \
+      --duration "$duration" --warmup "$warmup" --server-pid "$floor_pid" --json > "$work/floor.json"
+    kill $floor_pid; wait $floor_pid 2>/dev/null || true
 
     "$work/triggerctl" bench-baseline --naive --listen 127.0.0.1:18099 2>/dev/null &
     naive_pid=$!
@@ -65,19 +75,22 @@ for c in "${concurrencies[@]}"; do
     wait_http http://127.0.0.1:18098/healthz
     "$work/triggerctl" bench --url http://127.0.0.1:18098 --nats-url nats://127.0.0.1:14333 --file "$payload" \
       --concurrency "$c" --duration "$duration" --warmup "$warmup" --server-pid "$td_pid" --json > "$work/td.json"
+    rss=$(awk '/^VmHWM:/ {printf "%.0f", $2/1024}' "/proc/$td_pid/status")
     kill $td_pid; wait $td_pid 2>/dev/null || true
 
     b=$(field "$work/base.json" "r['throughput_rps']")
+    f=$(field "$work/floor.json" "r['throughput_rps']")
     n=$(field "$work/naive.json" "r['throughput_rps']")
     t=$(field "$work/td.json" "r['throughput_rps']")
-    printf '| %s | %s | %.0f | %.0f | %.0f | %.1f%% | %.2f | %.1f | %.1f | %.1f | %.0f / %.0f / %.0f | %s (%s of %s) | %.1f | %s |\n' "$c" "$r" "$b" "$n" "$t" \
-      "$(python3 -c "print(100*$t/$b)")" "$(python3 -c "print($t/$n)")" \
+    printf '| %s | %s | %.0f | %.0f | %.0f | %.0f | %.1f%% | %.0f%% | %.2f | %.1f | %.1f | %.1f | %.0f / %.0f / %.0f / %.0f | %s (%s of %s) | %s | %.1f | %s |\n' "$c" "$r" "$b" "$f" "$n" "$t" \
+      "$(python3 -c "print(100*$t/$b)")" "$(python3 -c "print(100*$t/$f)")" "$(python3 -c "print($t/$n)")" \
       "$(field "$work/td.json" "r['latency_ms']['p50']")" "$(field "$work/td.json" "r['latency_ms']['p99']")" \
       "$(field "$work/base.json" "r['latency_ms']['p99']")" \
-      "$(field "$work/base.json" "r['server_cpu_us_per_request']")" "$(field "$work/naive.json" "r['server_cpu_us_per_request']")" \
+      "$(field "$work/base.json" "r['server_cpu_us_per_request']")" "$(field "$work/floor.json" "r['server_cpu_us_per_request']")" \
+      "$(field "$work/naive.json" "r['server_cpu_us_per_request']")" \
       "$(field "$work/td.json" "r['server_cpu_us_per_request']")" \
       "$(field "$work/td.json" "'yes' if r.get('durable') else 'NO'")" "$(field "$work/td.json" "r.get('events_in_stream')")" \
-      "$(field "$work/td.json" "r['events_answered']")" "$(field "$work/td.json" "r['server_page_faults_per_request']")" \
+      "$(field "$work/td.json" "r['events_answered']")" "$rss" "$(field "$work/td.json" "r['server_page_faults_per_request']")" \
       "$(field "$work/td.json" "r.get('dispatch_backlog')")"
   done
 done

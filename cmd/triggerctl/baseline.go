@@ -22,15 +22,18 @@ import (
 // whose POST /webhooks/:connector reads the body and answers 204, with no
 // middleware and no logging, so that "bench" against it measures the floor
 // that HTTP, echo and the client cost. With --naive it is instead the
-// obvious hand-rolled receiver the ingest target is set against. It serves
-// until ctx ends, then shuts down gracefully within 5 s.
+// obvious hand-rolled receiver the ingest target is set against; with
+// --publish-only, a receiver that does nothing but make the body durable
+// (the floor under any receiver that does). It serves until ctx ends, then
+// shuts down gracefully within 5 s.
 func benchBaseline(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench-baseline", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", "127.0.0.1:8099", "address to listen on (port 0 picks a free port)")
 	naive := fs.Bool("naive", false, "be the obvious hand-rolled receiver instead: verify the code-hosting signature, decode the whole payload with encoding/json (as go-github's ParseWebHook does), publish it to JetStream (an embedded server on a temporary store) and await the ack before answering 202")
+	publishOnly := fs.Bool("publish-only", false, "be a receiver that only makes each delivery durable instead: publish the body to JetStream as --naive does and await the ack before answering 202, with no signature check and no decoding; what any receiver that makes deliveries durable pays on this machine before its own work (it checks nothing: a measuring device, never a receiver to deploy)")
 	dataDir := fs.String("data-dir", "./data", "with --naive: where triggerd keeps generated webhook secrets, read when TRIGGERD_CODEHOST_WEBHOOK_SECRET is unset")
-	synopsis := "usage: triggerctl bench-baseline [--listen 127.0.0.1:8099] [--naive]\n\n" +
+	synopsis := "usage: triggerctl bench-baseline [--listen 127.0.0.1:8099] [--naive | --publish-only]\n\n" +
 		"Serves POST /webhooks/:connector that discards the body and answers 204, as the baseline for\n" +
 		"\"triggerctl bench --url http://ADDR\". Stops on SIGINT or SIGTERM.\n\nflags:"
 	if code, ok := parseFlags(fs, args, synopsis); !ok {
@@ -39,14 +42,17 @@ func benchBaseline(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if fs.NArg() > 0 {
 		return usageError(fs, "unexpected arguments %q", fs.Args())
 	}
+	if *naive && *publishOnly {
+		return usageError(fs, "--naive and --publish-only are two different receivers: pick one")
+	}
 	handle := func(c echo.Context) error {
 		if _, err := io.Copy(io.Discard, c.Request().Body); err != nil {
 			return err
 		}
 		return c.NoContent(http.StatusNoContent)
 	}
-	if *naive {
-		h, stop, err := naiveReceiver(ctx, *dataDir)
+	if *naive || *publishOnly {
+		h, stop, err := naiveReceiver(ctx, *dataDir, *naive)
 		if err != nil {
 			fmt.Fprintf(stderr, "triggerctl bench-baseline: %v\n", err)
 			return 1
@@ -95,15 +101,18 @@ func benchBaseline(ctx context.Context, args []string, stdout, stderr io.Writer)
 // decode, one publish awaited), with none of triggerd's mapping, envelope,
 // duplicate check, archive or dispatch. It publishes through the same bus
 // package, to an embedded server configured as triggerd's, on a temporary
-// store that stop removes.
-func naiveReceiver(ctx context.Context, dataDir string) (handle echo.HandlerFunc, stop func(), err error) {
-	secret, err := loadSecret(connectorCodeHost, dataDir)
-	if err != nil {
-		return nil, nil, err
-	}
-	verifier, err := ingest.NewVerifier(ingest.CodeHostScheme, string(secret))
-	if err != nil {
-		return nil, nil, err
+// store that stop removes. Without check it neither verifies nor decodes:
+// the handler of --publish-only.
+func naiveReceiver(ctx context.Context, dataDir string, check bool) (handle echo.HandlerFunc, stop func(), err error) {
+	var verifier *ingest.Verifier
+	if check {
+		secret, err := loadSecret(connectorCodeHost, dataDir)
+		if err != nil {
+			return nil, nil, err
+		}
+		if verifier, err = ingest.NewVerifier(ingest.CodeHostScheme, string(secret)); err != nil {
+			return nil, nil, err
+		}
 	}
 	dir, err := os.MkdirTemp("", "triggerctl-naive-")
 	if err != nil {
@@ -131,12 +140,14 @@ func naiveReceiver(ctx context.Context, dataDir string) (handle echo.HandlerFunc
 		if err != nil {
 			return err
 		}
-		if !verifier.Verify(r.Header.Get(ingest.CodeHostScheme.Header), body) {
-			return c.NoContent(http.StatusUnauthorized)
-		}
-		var payload map[string]any
-		if err := json.Unmarshal(body, &payload); err != nil {
-			return c.NoContent(http.StatusBadRequest)
+		if check {
+			if !verifier.Verify(r.Header.Get(ingest.CodeHostScheme.Header), body) {
+				return c.NoContent(http.StatusUnauthorized)
+			}
+			var payload map[string]any
+			if err := json.Unmarshal(body, &payload); err != nil {
+				return c.NoContent(http.StatusBadRequest)
+			}
 		}
 		if err := b.Publish(r.Context(), "triggers.codehost.naive.bench.bench", r.Header.Get("X-GitHub-Delivery"), body); err != nil {
 			return c.NoContent(http.StatusServiceUnavailable)

@@ -226,6 +226,21 @@ func TestBenchBaselineNaive(t *testing.T) {
 	}
 }
 
+// The publish-only floor makes the body durable and checks nothing else.
+func TestBenchBaselinePublishOnly(t *testing.T) {
+	setTestEnv(t)
+	base := startBaseline(t, "--publish-only")
+	for _, body := range []string{codeHostPayload, `{"action":`} {
+		if got := postSigned(t, base, "any-secret", body); got != http.StatusAccepted {
+			t.Errorf("status %d for %q, want 202: the floor verifies and decodes nothing", got, body)
+		}
+	}
+	code, _, stderr := runCtl("bench-baseline", "--naive", "--publish-only")
+	if code != 2 || !strings.Contains(stderr, "pick one") {
+		t.Errorf("--naive --publish-only: exit %d, %q; want a usage error", code, stderr)
+	}
+}
+
 func TestParseProcStat(t *testing.T) {
 	// A command name with spaces and parentheses; minflt 1000, majflt 7,
 	// utime 250, stime 50.
