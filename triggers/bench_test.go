@@ -74,3 +74,22 @@ func BenchmarkDecodeEvent(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAppendJSON measures encoding an issue event with its 13.5 KB
+// payload inline, as Commit does for every event it publishes.
+func BenchmarkAppendJSON(b *testing.B) {
+	d := fileDelivery(b, corpusDir(b), "github", "issues.opened.json")
+	r, err := Map(d)
+	if err != nil || len(r.Events) == 0 {
+		b.Fatal(r, err)
+	}
+	events := r.Events
+	b.ReportAllocs()
+	b.SetBytes(int64(len(d.Payload)))
+	var buf []byte
+	for b.Loop() {
+		if buf, err = events[0].AppendJSON(buf[:0]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
