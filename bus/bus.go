@@ -289,34 +289,30 @@ func (b *Bus) provision(ctx context.Context) error {
 		return fmt.Errorf("provision stream %s: %w", EventsStream, err)
 	}
 	b.deliveries = b.events
+	// The archive's other stream: the index (shared layout) or the
+	// records (separate layout), kept as long as the archive.
+	archive := jetstream.StreamConfig{
+		Name:        DeliveriesStream,
+		Description: "triggerd raw webhook deliveries (headers and body), one per delivery id",
+		Subjects:    []string{DeliveriesPrefix + ".>"},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     jetstream.FileStorage,
+		MaxAge:      b.opts.ArchiveRetention,
+		Discard:     jetstream.DiscardOld,
+		AllowDirect: true,
+	}
 	if shared {
-		b.indexStream, err = b.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-			Name:        IndexStream,
-			Description: "triggerd delivery index: which deliveries were accepted, with their headers and the event holding each body",
-			Subjects:    []string{IndexSubject},
-			Retention:   jetstream.LimitsPolicy,
-			Storage:     jetstream.FileStorage,
-			MaxAge:      b.opts.ArchiveRetention,
-			Discard:     jetstream.DiscardOld,
-			AllowDirect: true,
-		})
-		if err != nil {
-			return fmt.Errorf("provision stream %s: %w", IndexStream, err)
-		}
+		archive.Name, archive.Subjects = IndexStream, []string{IndexSubject}
+		archive.Description = "triggerd delivery index: which deliveries were accepted, with their headers and the event holding each body"
+	}
+	stream, err := b.js.CreateOrUpdateStream(ctx, archive)
+	if err != nil {
+		return fmt.Errorf("provision stream %s: %w", archive.Name, err)
+	}
+	if shared {
+		b.indexStream = stream
 	} else {
-		b.deliveries, err = b.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-			Name:        DeliveriesStream,
-			Description: "triggerd raw webhook deliveries (headers and body), one per delivery id",
-			Subjects:    []string{DeliveriesPrefix + ".>"},
-			Retention:   jetstream.LimitsPolicy,
-			Storage:     jetstream.FileStorage,
-			MaxAge:      b.opts.ArchiveRetention,
-			Discard:     jetstream.DiscardOld,
-			AllowDirect: true,
-		})
-		if err != nil {
-			return fmt.Errorf("provision stream %s: %w", DeliveriesStream, err)
-		}
+		b.deliveries = stream
 	}
 	b.bodies, err = b.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
 		Bucket:      BodiesBucket,
