@@ -21,11 +21,11 @@
 // Where the records live is the archive's layout, chosen once per NATS:
 //
 //   - Shared (NATS 2.11 and later, the default): records live in
-//     EventsStream beside the events, and the index in IndexStream. Each event is published on
-//     condition that its delivery has no record yet (Nats-Expected-Last-
-//     Subject-Sequence-Subject), so the server itself refuses the events
-//     of a delivery recorded before; indexed deliveries are looked up in
-//     memory.
+//     EventsStream beside the events, and the index in IndexStream. Each
+//     event is published on condition that its delivery has no record yet
+//     (Nats-Expected-Last-Subject-Sequence-Subject), so the server itself
+//     refuses the events of a delivery recorded before; indexed deliveries
+//     are looked up in memory.
 //   - Separate (older servers, and a NATS that already holds
 //     DeliveriesStream): records live in DeliveriesStream, every delivery
 //     gets one, and Commit looks the record up before publishing.
