@@ -280,39 +280,42 @@ func (b *Bus) Work(ctx context.Context, spec WorkSpec, handle func(ctx context.C
 	// Jobs in hand finish under their own context: stopping the worker
 	// does not cut a tool step short; the caller bounds shutdown.
 	jobCtx := context.WithoutCancel(ctx)
-	sem := make(chan struct{}, spec.Concurrency)
+	// spec.Concurrency long-lived goroutines take the jobs: a goroutine per
+	// job would start on a small stack and grow it (copying it) on every
+	// job, which under load cost more than the handoff.
+	jobs := make(chan *Job)
+	stop := make(chan struct{})
 	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		stopped bool
+		workers sync.WaitGroup
+		busy    atomic.Int64
 	)
+	for range spec.Concurrency {
+		workers.Go(func() {
+			for {
+				select {
+				case j := <-jobs:
+					busy.Add(1)
+					handle(jobCtx, j)
+					busy.Add(-1)
+				case <-stop:
+					return
+				}
+			}
+		})
+	}
 	lost := make(chan error, 1)
 	var lastMsg atomic.Int64
 	lastMsg.Store(time.Now().UnixNano())
 	handler := func(msg jetstream.Msg) {
 		lastMsg.Store(time.Now().UnixNano())
+		meta, _ := msg.Metadata()
 		// While every worker is busy the callback waits here, and the
 		// messages already pulled wait in the subscription.
 		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			return // unacknowledged: redelivered after AckWait
+		case jobs <- &Job{b: b, spec: spec, msg: msg, meta: meta}:
+		case <-stop:
+			// Unacknowledged: redelivered after AckWait.
 		}
-		mu.Lock()
-		if stopped {
-			mu.Unlock()
-			<-sem
-			return
-		}
-		wg.Add(1)
-		mu.Unlock()
-		meta, _ := msg.Metadata()
-		j := &Job{b: b, spec: spec, msg: msg, meta: meta}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			handle(jobCtx, j)
-		}()
 	}
 	consume := func() (jetstream.ConsumeContext, error) {
 		cc, err := cons.Consume(handler, jetstream.PullMaxMessages(spec.Concurrency),
@@ -341,10 +344,10 @@ func (b *Bus) Work(ctx context.Context, spec WorkSpec, handle func(ctx context.C
 	}
 	defer func() {
 		cc.Stop()
-		mu.Lock()
-		stopped = true
-		mu.Unlock()
-		wg.Wait()
+		// A worker finishes the job in hand, then returns; a callback still
+		// waiting to hand one over gives up.
+		close(stop)
+		workers.Wait()
 	}()
 	// The watchdog. Under load the client sometimes loses track of its
 	// pull requests: the server then holds none (NumWaiting 0) while
@@ -362,7 +365,7 @@ func (b *Bus) Work(ctx context.Context, spec WorkSpec, handle func(ctx context.C
 		case err := <-lost:
 			return fmt.Errorf("consume %s: %w", spec.Durable, err)
 		case <-check.C:
-			if time.Since(time.Unix(0, lastMsg.Load())) < workStallAfter || len(sem) == cap(sem) {
+			if time.Since(time.Unix(0, lastMsg.Load())) < workStallAfter || busy.Load() == int64(spec.Concurrency) {
 				continue
 			}
 			info, err := cons.Info(ctx)

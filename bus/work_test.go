@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -180,5 +181,56 @@ func TestConsumerPending(t *testing.T) {
 	}
 	if n, found, err := b.ConsumerPending(ctx, EventsStream, "backlog"); err != nil || !found || n != 3 {
 		t.Fatalf("ConsumerPending(backlog) = %d, %v, %v; want 3 pending", n, found, err)
+	}
+}
+
+// Work holds at most Concurrency jobs at once, and when its context ends it
+// returns only once the jobs in hand are finished.
+func TestWorkBoundsJobsAndWaitsForThoseInHand(t *testing.T) {
+	ts := startServer(t, 0)
+	b := ts.connect(Options{})
+	_, events := testDelivery("d-bound", 6, []byte(`{}`))
+	if _, err := b.PublishEvents(context.Background(), events, ""); err != nil {
+		t.Fatal(err)
+	}
+	const concurrency = 3
+	var inHand, most, finished atomic.Int64
+	release := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- b.Work(ctx, WorkSpec{Stream: EventsStream, Durable: "bound", Filter: EventsFilter, AckWait: time.Minute, Concurrency: concurrency},
+			func(ctx context.Context, j *Job) {
+				n := inHand.Add(1)
+				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+				}
+				<-release
+				_ = j.Ack(ctx)
+				inHand.Add(-1)
+				finished.Add(1)
+			})
+	}()
+	testenv.Eventually(t, 10*time.Second, "the workers to hold their jobs", func() bool { return inHand.Load() == concurrency })
+	// Stop while every worker holds a job: Work must wait for them. (A
+	// Work that does not would return within the window; the window can
+	// only let a wrong Work pass, never fail a right one.)
+	cancel()
+	select {
+	case err := <-done:
+		t.Fatalf("Work returned (%v) with %d jobs in hand", err, inHand.Load())
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := inHand.Load(); n != 0 {
+		t.Fatalf("Work returned with %d jobs still running", n)
+	}
+	if m := most.Load(); m != concurrency {
+		t.Fatalf("at most %d jobs in hand at once; want %d", m, concurrency)
+	}
+	if finished.Load() < concurrency {
+		t.Fatalf("%d jobs finished; want the %d in hand", finished.Load(), concurrency)
 	}
 }
