@@ -10,12 +10,12 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/triggerd/triggerd/internal/jsonx"
 	"github.com/triggerd/triggerd/triggers"
 )
 
@@ -518,11 +518,11 @@ func (x *deliveryIndex) stopAll() {
 // would write it, at a fraction of the cost: it runs once per delivery.
 func (e *indexEntry) appendJSON(dst []byte) []byte {
 	dst = append(dst, `{"connector":`...)
-	dst = appendJSONString(dst, string(e.Connector))
+	dst = jsonx.AppendString(dst, string(e.Connector))
 	dst = append(dst, `,"key":`...)
-	dst = appendJSONString(dst, e.Key)
+	dst = jsonx.AppendString(dst, e.Key)
 	dst = append(dst, `,"delivery_id":`...)
-	dst = appendJSONString(dst, e.DeliveryID)
+	dst = jsonx.AppendString(dst, e.DeliveryID)
 	dst = append(dst, `,"received_at":"`...)
 	dst = e.ReceivedAt.AppendFormat(dst, time.RFC3339Nano)
 	dst = append(dst, '"')
@@ -534,13 +534,13 @@ func (e *indexEntry) appendJSON(dst []byte) []byte {
 				dst = append(dst, ',')
 			}
 			first = false
-			dst = appendJSONString(dst, k)
+			dst = jsonx.AppendString(dst, k)
 			dst = append(dst, ":["...)
 			for i, v := range vs {
 				if i > 0 {
 					dst = append(dst, ',')
 				}
-				dst = appendJSONString(dst, v)
+				dst = jsonx.AppendString(dst, v)
 			}
 			dst = append(dst, ']')
 		}
@@ -556,38 +556,4 @@ func (e *indexEntry) appendJSON(dst []byte) []byte {
 	dst = append(dst, `,"body_seq":`...)
 	dst = strconv.AppendUint(dst, e.BodySeq, 10)
 	return append(dst, '}')
-}
-
-// appendJSONString appends s as a JSON string. Invalid UTF-8 is left to
-// encoding/json, which replaces it as decoders expect.
-func appendJSONString(dst []byte, s string) []byte {
-	if !utf8.ValidString(s) {
-		b, _ := json.Marshal(s)
-		return append(dst, b...)
-	}
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
-			continue
-		}
-		dst = append(dst, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			dst = append(dst, '\\', c)
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		default:
-			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-		}
-		start = i + 1
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
 }
