@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/triggerd/triggerd/internal/jsonx"
 	"github.com/triggerd/triggerd/triggers"
 )
 
@@ -153,17 +154,33 @@ func (s *Server) Register(e *echo.Echo) {
 	})
 }
 
-// eventRef is one event as the webhook answer lists it.
-type eventRef struct {
-	ID      string        `json:"id"`
-	Kind    triggers.Kind `json:"kind"`
-	Subject string        `json:"subject"`
-}
-
-type acceptedAnswer struct {
-	DeliveryID string     `json:"delivery_id"`
-	Events     []eventRef `json:"events"`
-	Ignored    string     `json:"ignored,omitempty"`
+// appendAnswer encodes the answer to an accepted delivery: its id, its
+// events (id, kind, subject) and, when it mapped to none, why. It is
+// written for every delivery, so it is encoded by hand: echo's JSON
+// encoding by reflection cost about 2% of ingest's CPU under load.
+func appendAnswer(dst []byte, deliveryID string, events []triggers.Event, ignored string) []byte {
+	dst = append(dst, `{"delivery_id":`...)
+	dst = jsonx.AppendString(dst, deliveryID)
+	dst = append(dst, `,"events":[`...)
+	for i := range events {
+		e := &events[i]
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"id":`...)
+		dst = jsonx.AppendString(dst, e.ID)
+		dst = append(dst, `,"kind":`...)
+		dst = jsonx.AppendString(dst, string(e.Kind))
+		dst = append(dst, `,"subject":`...)
+		dst = jsonx.AppendString(dst, e.Subject())
+		dst = append(dst, '}')
+	}
+	dst = append(dst, ']')
+	if ignored != "" {
+		dst = append(dst, `,"ignored":`...)
+		dst = jsonx.AppendString(dst, ignored)
+	}
+	return append(dst, "}\n"...)
 }
 
 type duplicateAnswer struct {
@@ -351,22 +368,20 @@ func (s *Server) accept(c echo.Context, start time.Time, d triggers.Delivery, ra
 		s.metrics.delivery(d.Connector, event, "duplicate")
 		return c.JSON(http.StatusOK, duplicateAnswer{DeliveryID: res.DeliveryID, Duplicate: true})
 	}
-	ans := acceptedAnswer{DeliveryID: res.DeliveryID, Events: make([]eventRef, len(res.Events)), Ignored: res.Ignored}
 	for i := range res.Events {
-		e := &res.Events[i]
-		ans.Events[i] = eventRef{ID: e.ID, Kind: e.Kind, Subject: e.Subject()}
-		s.metrics.published(e.Kind)
+		s.metrics.published(res.Events[i].Kind)
 	}
+	ans := appendAnswer(make([]byte, 0, 256), res.DeliveryID, res.Events, res.Ignored)
 	if d.Connector == triggers.CodeHost && d.Event == "ping" {
 		s.metrics.delivery(d.Connector, event, "ping")
-		return c.JSON(http.StatusOK, ans)
+		return c.JSONBlob(http.StatusOK, ans)
 	}
 	outcome := "accepted"
 	if len(res.Events) == 0 {
 		outcome = "ignored"
 	}
 	s.metrics.delivery(d.Connector, event, outcome)
-	return c.JSON(http.StatusAccepted, ans)
+	return c.JSONBlob(http.StatusAccepted, ans)
 }
 
 // readBody reads the request body into a pooled buffer, refusing (without
