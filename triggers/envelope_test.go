@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
+	"time"
 
+	fastjson "github.com/goccy/go-json"
 	"github.com/google/uuid"
 )
 
@@ -143,5 +145,49 @@ func TestEventID(t *testing.T) {
 			t.Errorf("duplicate id %s", id)
 		}
 		ids[id] = true
+	}
+}
+
+// The event fields but the payload are encoded with goccy/go-json; they
+// must come out byte for byte as encoding/json writes them (HTML-safe
+// escapes, U+2028, invalid UTF-8, omitted empty fields), for every event the
+// corpus and the project's testdata map to, and for awkward text.
+func TestHeaderEncodingMatchesEncodingJSON(t *testing.T) {
+	var events []Event
+	for _, dir := range []string{corpusDir(t), projectDir} {
+		for _, sub := range []string{"github", "vercel"} {
+			for _, name := range jsonFiles(t, dir, sub) {
+				res, err := Map(fileDelivery(t, dir, sub, name))
+				if err != nil {
+					continue // malformed on purpose
+				}
+				events = append(events, res.Events...)
+			}
+		}
+	}
+	if len(events) < 50 {
+		t.Fatalf("only %d events to compare", len(events))
+	}
+	odd := "<b>&amp;</b> \u2028\u2029 \xff\xfe \x00\x1f \"quoted\" \\ é ☃"
+	events = append(events, Event{
+		ID: "e", Kind: NewIssue, Connector: CodeHost, DeliveryID: odd, SourceEvent: "issues", Action: odd,
+		ReceivedAt: time.Date(2026, 11, 21, 13, 0, 0, 123456789, time.FixedZone("x", 3600)),
+		Repository: &Repository{Owner: odd, Name: odd, FullName: odd}, Account: odd, Sender: odd,
+		Resource:   Resource{Type: "issue", Title: odd, Labels: []string{odd, ""}, Number: -1},
+		PayloadRef: odd, Scope: &Scope{Hook: odd, Tenant: odd},
+	})
+	for i := range events {
+		h := events[i].header()
+		want, err := json.Marshal(&h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := fastjson.Marshal(&h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("event %s (%s): goccy/go-json wrote\n%s\nencoding/json writes\n%s", events[i].ID, events[i].Kind, got, want)
+		}
 	}
 }
