@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -108,6 +109,10 @@ type WorkSpec struct {
 	Durable string
 	// Filter is the subject filter ("" for the whole stream).
 	Filter string
+	// Filters, when set, replaces Filter with several subject filters,
+	// which must not overlap. SetWorkFilters changes them while the
+	// consumer is in use.
+	Filters []string
 	// AckWait is how long a job may go without Ack or InProgress before
 	// JetStream gives it to another worker.
 	AckWait time.Duration
@@ -267,12 +272,12 @@ func (b *Bus) Work(ctx context.Context, spec WorkSpec, handle func(ctx context.C
 	}
 	cfg := jetstream.ConsumerConfig{
 		Durable:       spec.Durable,
-		FilterSubject: spec.Filter,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       spec.AckWait,
 		MaxDeliver:    spec.MaxDeliver,
 		MaxAckPending: max(1000, spec.Concurrency*4),
 	}
+	setFilters(&cfg, spec.Filter, spec.Filters)
 	cons, err := b.js.CreateOrUpdateConsumer(ctx, spec.Stream, cfg)
 	if err != nil {
 		return fmt.Errorf("consumer %s on %s: %w", spec.Durable, spec.Stream, err)
@@ -382,6 +387,62 @@ func (b *Bus) Work(ctx context.Context, spec WorkSpec, handle func(ctx context.C
 			}
 		}
 	}
+}
+
+// setFilters sets cfg's subject filters: filters when there are several,
+// else the one of filters or filter.
+func setFilters(cfg *jetstream.ConsumerConfig, filter string, filters []string) {
+	switch len(filters) {
+	case 0:
+		cfg.FilterSubject, cfg.FilterSubjects = filter, nil
+	case 1:
+		cfg.FilterSubject, cfg.FilterSubjects = filters[0], nil
+	default:
+		cfg.FilterSubject, cfg.FilterSubjects = "", slices.Clone(filters)
+	}
+}
+
+// SetWorkFilters changes the subject filters of the durable consumer of a
+// WorkSpec (see WorkSpec.Filters), keeping the rest of its configuration
+// and its position: messages it has already passed over are not looked at
+// again, and those it had delivered stay pending. It reports whether the
+// filters changed; a consumer that does not exist (yet) is left to Work to
+// create, and changed is false.
+func (b *Bus) SetWorkFilters(ctx context.Context, stream, durable string, filters []string) (changed bool, err error) {
+	if len(filters) == 0 {
+		return false, errors.New("set work filters: no filter (a consumer without filters would take every message)")
+	}
+	cons, err := b.js.Consumer(ctx, stream, durable)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("consumer %s on %s: %w", durable, stream, err)
+	}
+	cfg := cons.CachedInfo().Config
+	current := cfg.FilterSubjects
+	if cfg.FilterSubject != "" {
+		current = []string{cfg.FilterSubject}
+	}
+	if sameSet(current, filters) {
+		return false, nil
+	}
+	setFilters(&cfg, "", filters)
+	if _, err := b.js.UpdateConsumer(ctx, stream, cfg); err != nil {
+		return false, fmt.Errorf("set filters of consumer %s on %s: %w", durable, stream, err)
+	}
+	return true, nil
+}
+
+// sameSet reports whether a and b hold the same strings, in any order.
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
 }
 
 // workStallAfter is how long a worker with a free slot goes without a

@@ -234,3 +234,74 @@ func TestWorkBoundsJobsAndWaitsForThoseInHand(t *testing.T) {
 		t.Fatalf("%d jobs finished; want the %d in hand", finished.Load(), concurrency)
 	}
 }
+
+func TestSetWorkFiltersChangesALiveConsumerAndKeepsItsPosition(t *testing.T) {
+	b := startServer(t, 0).connect(Options{})
+	ctx := context.Background()
+	const (
+		star = "triggers.codehost.new_star.o.r"
+		push = "triggers.codehost.new_push.o.r"
+	)
+	spec := WorkSpec{Stream: EventsStream, Durable: "narrow", Filters: []string{"triggers.codehost.new_star.>"}, AckWait: time.Minute, Concurrency: 2}
+	if changed, err := b.SetWorkFilters(ctx, EventsStream, spec.Durable, spec.Filters); err != nil || changed {
+		t.Fatalf("SetWorkFilters on a consumer Work has not created = %v, %v; want false, nil", changed, err)
+	}
+	if _, err := b.SetWorkFilters(ctx, EventsStream, spec.Durable, nil); err == nil {
+		t.Error("SetWorkFilters without filters succeeded; it would open the consumer to every message")
+	}
+	jobs := workJobs(t, b, spec)
+	pub := func(subject, id string) {
+		t.Helper()
+		if err := b.Publish(ctx, subject, id, []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	take := func(want string) {
+		t.Helper()
+		j := nextJob(t, jobs)
+		if j.Subject() != want {
+			t.Fatalf("job on %s; want %s", j.Subject(), want)
+		}
+		if err := j.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The push comes first; the star after it is delivered, so the
+	// consumer has passed over the push.
+	pub(push, "p-1")
+	pub(star, "s-1")
+	take(star)
+
+	changed, err := b.SetWorkFilters(ctx, EventsStream, spec.Durable, []string{"triggers.codehost.new_push.>", "triggers.codehost.new_star.>"})
+	if err != nil || !changed {
+		t.Fatalf("widening = %v, %v; want true, nil", changed, err)
+	}
+	if changed, err := b.SetWorkFilters(ctx, EventsStream, spec.Durable, []string{"triggers.codehost.new_star.>", "triggers.codehost.new_push.>"}); err != nil || changed {
+		t.Errorf("the same filters in another order = %v, %v; want no change", changed, err)
+	}
+	// The running Work takes pushes from now on, and only the new one.
+	pub(push, "p-2")
+	j := nextJob(t, jobs)
+	if j.Subject() != push || j.Sequence() != 3 {
+		t.Fatalf("job on %s at sequence %d; want the second push, at 3", j.Subject(), j.Sequence())
+	}
+	if err := j.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// Narrowed again, pushes are passed over.
+	if changed, err := b.SetWorkFilters(ctx, EventsStream, spec.Durable, []string{"triggers.codehost.new_star.>"}); err != nil || !changed {
+		t.Fatalf("narrowing = %v, %v; want true, nil", changed, err)
+	}
+	pub(push, "p-3")
+	pub(star, "s-2")
+	take(star)
+	info, err := b.js.Consumer(ctx, EventsStream, spec.Durable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := info.CachedInfo(); got.Delivered.Consumer != 3 || got.NumPending != 0 {
+		t.Errorf("consumer delivered %d, %d pending; want 3 delivered (two stars, one push) and none pending", got.Delivered.Consumer, got.NumPending)
+	}
+}

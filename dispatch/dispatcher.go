@@ -30,6 +30,7 @@ type Store interface {
 // Queue is the dispatcher's view of JetStream (package bus).
 type Queue interface {
 	Work(ctx context.Context, spec bus.WorkSpec, handle func(ctx context.Context, j *bus.Job)) error
+	SetWorkFilters(ctx context.Context, stream, durable string, filters []string) (changed bool, err error)
 	Publish(ctx context.Context, subject, msgID string, data []byte) error
 	EventAt(ctx context.Context, seq uint64) (subject string, data []byte, err error)
 }
@@ -110,6 +111,9 @@ type Dispatcher struct {
 	// reloadMu serialises index reloads so a full resync and a single
 	// trigger's reload do not interleave.
 	reloadMu sync.Mutex
+	// interestMu serialises applyInterest, so the last filters applied
+	// are those of the latest index.
+	interestMu sync.Mutex
 }
 
 // New returns a Dispatcher; Run starts it.
@@ -179,7 +183,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	}
 	run("events", func(ctx context.Context) error {
 		return d.o.Queue.Work(ctx, bus.WorkSpec{
-			Stream: bus.EventsStream, Durable: EventsConsumer, Filter: bus.EventsFilter,
+			Stream: bus.EventsStream, Durable: EventsConsumer, Filters: Interest(d.index.Load().Kinds()),
 			AckWait: d.o.AckWait, MaxDeliver: d.o.MaxDeliver, Concurrency: d.o.Concurrency,
 		}, d.handleEvent)
 	})
@@ -222,8 +226,17 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	return <-errs
 }
 
-// Resync rebuilds the index from every trigger in the store.
+// Resync rebuilds the index from every trigger in the store, and narrows
+// the events consumer to what it needs (see applyInterest).
 func (d *Dispatcher) Resync(ctx context.Context) error {
+	if err := d.resync(ctx); err != nil {
+		return err
+	}
+	d.applyInterest(ctx)
+	return nil
+}
+
+func (d *Dispatcher) resync(ctx context.Context) error {
 	d.reloadMu.Lock()
 	defer d.reloadMu.Unlock()
 	all, err := d.o.Store.ListTriggers(ctx, store.TriggerFilter{})
@@ -245,8 +258,17 @@ func (d *Dispatcher) Resync(ctx context.Context) error {
 }
 
 // Reload refreshes one trigger in the index from the store (after a change
-// broadcast): it is added, replaced, or removed when deleted.
+// broadcast): it is added, replaced, or removed when deleted; then the
+// events consumer is widened or narrowed to match (see applyInterest).
 func (d *Dispatcher) Reload(ctx context.Context, tenantID, id string) error {
+	if err := d.reload(ctx, tenantID, id); err != nil {
+		return err
+	}
+	d.applyInterest(ctx)
+	return nil
+}
+
+func (d *Dispatcher) reload(ctx context.Context, tenantID, id string) error {
 	d.reloadMu.Lock()
 	defer d.reloadMu.Unlock()
 	st, err := d.o.Store.GetTrigger(ctx, tenantID, id)
