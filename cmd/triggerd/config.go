@@ -35,6 +35,7 @@ type config struct {
 	DedupWindow      time.Duration
 	MaxInlineBytes   int
 	ShutdownTimeout  time.Duration
+	GCPercent        int
 	LogLevel         string
 	LogFormat        string
 	DebugAddr        string
@@ -104,6 +105,7 @@ func parseConfig(args []string, lookup func(string) (string, bool), stderr io.Wr
 	fs.DurationVar(&c.DedupWindow, "dedup-window", bus.DefaultDedupWindow, "JetStream duplicate window for event ids (covers retries of interrupted deliveries)")
 	fs.IntVar(&c.MaxInlineBytes, "max-inline-bytes", bus.DefaultMaxInlineBytes, "payload bytes one delivery's events may carry inline in total; beyond, events carry payload_ref")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 25*time.Second, "bound on graceful shutdown")
+	fs.IntVar(&c.GCPercent, "gc-percent", defaultGCPercent, "Go's garbage collection target (as GOGC, which wins when set): higher spends memory to save CPU; -1 turns the collector off (then set GOMEMLIMIT)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", "json", "json or console")
 	fs.StringVar(&c.RedisURL, "redis-url", "", "Redis for the store (redis://host:6379/0), shared by several triggerd processes; empty keeps the store in <data-dir>/triggerd.db")
