@@ -9,7 +9,7 @@
 # awaited JetStream publish of the body, nothing checked), the naive
 # receiver (bench-baseline --naive: verify, decode, one awaited JetStream
 # publish) and then triggerd (embedded NATS on a fresh data dir), all with
-# signed 13.5 KB issues.opened deliveries, and checks that the events
+# signed issues.opened deliveries, and checks that the events
 # stream gained exactly the events triggerd's answers listed. It also prints
 # each server's CPU time per request over the measured window: on a noisy
 # two-core machine a steadier figure of efficiency than throughput. The last
@@ -19,6 +19,10 @@
 # fresh memory it touched (a heap still growing, a page cache growing behind
 # the stream's writes), which costs more on some machines than others; the
 # one before is triggerd's peak resident memory (VmHWM) at the end.
+#
+# The payload is the corpus's issues.opened.json, minified as GitHub sends
+# deliveries (11.6 KB; the file is indented for reading, 13.5 KB): set
+# COMPACT=0 to send the file as it is, PAYLOAD to send another.
 #
 # WARMUP (default 2s) is how long each server takes load before the window
 # opens; a long one (WARMUP=30s) measures a server whose heap has stopped
@@ -31,6 +35,8 @@ concurrencies=("${@:-64}")
 payload=${PAYLOAD:-../shared/webhook-corpus/github/issues.opened.json}
 rounds=${ROUNDS:-3}
 warmup=${WARMUP:-2s}
+compact=()
+[ "${COMPACT:-1}" = 0 ] || compact=(--compact)
 [ -f "$payload" ] || { echo "payload $payload not found (set PAYLOAD)" >&2; exit 1; }
 
 work=$(mktemp -d)
@@ -50,21 +56,21 @@ for c in "${concurrencies[@]}"; do
     "$work/triggerctl" bench-baseline --listen 127.0.0.1:18099 2>/dev/null &
     base_pid=$!
     wait_http http://127.0.0.1:18099/
-    "$work/triggerctl" bench --url http://127.0.0.1:18099 --file "$payload" --concurrency "$c" \
+    "$work/triggerctl" bench --url http://127.0.0.1:18099 --file "$payload" "${compact[@]}" --concurrency "$c" \
       --duration "$duration" --warmup "$warmup" --server-pid "$base_pid" --json > "$work/base.json"
     kill $base_pid; wait $base_pid 2>/dev/null || true
 
     "$work/triggerctl" bench-baseline --publish-only --listen 127.0.0.1:18099 2>/dev/null &
     floor_pid=$!
     wait_http http://127.0.0.1:18099/
-    "$work/triggerctl" bench --url http://127.0.0.1:18099 --file "$payload" --concurrency "$c" \
+    "$work/triggerctl" bench --url http://127.0.0.1:18099 --file "$payload" "${compact[@]}" --concurrency "$c" \
       --duration "$duration" --warmup "$warmup" --server-pid "$floor_pid" --json > "$work/floor.json"
     kill $floor_pid; wait $floor_pid 2>/dev/null || true
 
     "$work/triggerctl" bench-baseline --naive --listen 127.0.0.1:18099 2>/dev/null &
     naive_pid=$!
     wait_http http://127.0.0.1:18099/
-    "$work/triggerctl" bench --url http://127.0.0.1:18099 --file "$payload" --concurrency "$c" \
+    "$work/triggerctl" bench --url http://127.0.0.1:18099 --file "$payload" "${compact[@]}" --concurrency "$c" \
       --duration "$duration" --warmup "$warmup" --server-pid "$naive_pid" --json > "$work/naive.json"
     kill $naive_pid; wait $naive_pid 2>/dev/null || true
 
@@ -73,7 +79,7 @@ for c in "${concurrencies[@]}"; do
       --log-level warn 2>"$work/triggerd.log" &
     td_pid=$!
     wait_http http://127.0.0.1:18098/healthz
-    "$work/triggerctl" bench --url http://127.0.0.1:18098 --nats-url nats://127.0.0.1:14333 --file "$payload" \
+    "$work/triggerctl" bench --url http://127.0.0.1:18098 --nats-url nats://127.0.0.1:14333 --file "$payload" "${compact[@]}" \
       --concurrency "$c" --duration "$duration" --warmup "$warmup" --server-pid "$td_pid" --json > "$work/td.json"
     rss=$(awk '/^VmHWM:/ {printf "%.0f", $2/1024}' "/proc/$td_pid/status")
     kill $td_pid; wait $td_pid 2>/dev/null || true

@@ -145,6 +145,7 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	asJSONOut := fs.Bool("json", false, "print one JSON object instead of text")
 	dataDir := fs.String("data-dir", "./data", "directory where triggerd keeps generated webhook secrets, read when TRIGGERD_<CONNECTOR>_WEBHOOK_SECRET is unset")
 	natsURL := fs.String("nats-url", "", "triggerd's NATS: when set, check that the events stream gained exactly the events the 2xx answers listed")
+	compact := fs.Bool("compact", false, "send each file's JSON minified, as GitHub and Vercel send deliveries (corpus files are often indented for reading)")
 	serverPID := fs.Int("server-pid", 0, "process id of the server on this machine: when set, report the CPU time it and bench itself used per request in the measured window (Linux)")
 	synopsis := "usage: triggerctl bench --file FILE [flags]\n\n" +
 		"Posts signed payloads, each with a fresh delivery id, at a fixed concurrency for a fixed time,\n" +
@@ -179,7 +180,7 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "triggerctl bench: %v\n", err)
 		return 1
 	}
-	targets, err := benchTargets(*connector, secret, files)
+	targets, err := benchTargets(*connector, secret, files, *compact)
 	if err != nil {
 		fmt.Fprintf(stderr, "triggerctl bench: %v\n", err)
 		return 1
@@ -304,14 +305,22 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// benchTargets reads and prepares the payload files for connector.
-func benchTargets(connector string, secret []byte, files []string) ([]benchTarget, error) {
+// benchTargets reads and prepares the payload files for connector,
+// minified when compact is set.
+func benchTargets(connector string, secret []byte, files []string, compact bool) ([]benchTarget, error) {
 	sigKey := http.CanonicalHeaderKey(scheme(connector).Header)
 	targets := make([]benchTarget, 0, len(files))
 	for _, file := range files {
 		raw, err := os.ReadFile(file)
 		if err != nil {
 			return nil, err
+		}
+		if compact {
+			var b bytes.Buffer
+			if err := json.Compact(&b, raw); err != nil {
+				return nil, fmt.Errorf("%s: --compact needs JSON: %w", file, err)
+			}
+			raw = b.Bytes()
 		}
 		t := benchTarget{header: [][2]string{
 			{"Content-Type", "application/json"},

@@ -61,6 +61,35 @@ func TestBenchJSON(t *testing.T) {
 	}
 }
 
+func TestBenchCompactSignsTheMinifiedBody(t *testing.T) {
+	dataDir := setTestEnv(t)
+	f := newFakeTriggerd(t)
+	f.keep = false
+	indented := "{\n    \"action\": \"opened\",\n    \"issue\": {\"number\": 1}\n}\n"
+	file := writeFile(t, t.TempDir(), "issues.opened.json", indented)
+	code, stdout, stderr := runCtl("bench", "--url", f.srv.URL, "--data-dir", dataDir, "--file", file, "--compact",
+		"--concurrency", "2", "--duration", "300ms", "--warmup", "0s", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr: %s\nstdout: %s", code, stderr, stdout)
+	}
+	var r benchReport
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+		t.Fatal(err)
+	}
+	// The fake checks each signature against the body it receives.
+	if r.Requests == 0 || r.OK != r.Requests {
+		t.Errorf("requests %d ok %d, first error %q; want all accepted", r.Requests, r.OK, r.FirstError)
+	}
+	if want := int64(len(`{"action":"opened","issue":{"number":1}}`)); r.BytesPerRequest != want {
+		t.Errorf("bytes per request %d; want %d, the minified body", r.BytesPerRequest, want)
+	}
+
+	bad := writeFile(t, t.TempDir(), "issues.opened.json", "{not json")
+	if code, _, stderr := runCtl("bench", "--url", f.srv.URL, "--data-dir", dataDir, "--file", bad, "--compact", "--duration", "100ms"); code == 0 || !strings.Contains(stderr, "--compact needs JSON") {
+		t.Errorf("--compact of a file that is not JSON: exit %d, stderr %q", code, stderr)
+	}
+}
+
 func TestBenchDeployText(t *testing.T) {
 	dataDir := setTestEnv(t)
 	f := newFakeTriggerd(t)
