@@ -121,6 +121,11 @@ type WorkSpec struct {
 	MaxDeliver int
 	// Concurrency is how many jobs this process works on at once.
 	Concurrency int
+	// Created, when set, is called once Work has created or updated the
+	// consumer, before the first job: a caller that changes Filters as it
+	// goes re-applies its latest ones there, so a change made while Work
+	// was starting is not lost.
+	Created func()
 }
 
 // Job is one message of a WorkSpec's consumer. Exactly one of Ack, Retry,
@@ -281,6 +286,9 @@ func (b *Bus) Work(ctx context.Context, spec WorkSpec, handle func(ctx context.C
 	cons, err := b.js.CreateOrUpdateConsumer(ctx, spec.Stream, cfg)
 	if err != nil {
 		return fmt.Errorf("consumer %s on %s: %w", spec.Durable, spec.Stream, err)
+	}
+	if spec.Created != nil {
+		spec.Created()
 	}
 	// Jobs in hand finish under their own context: stopping the worker
 	// does not cut a tool step short; the caller bounds shutdown.

@@ -249,6 +249,8 @@ func TestSetWorkFiltersChangesALiveConsumerAndKeepsItsPosition(t *testing.T) {
 	if _, err := b.SetWorkFilters(ctx, EventsStream, spec.Durable, nil); err == nil {
 		t.Error("SetWorkFilters without filters succeeded; it would open the consumer to every message")
 	}
+	created := make(chan struct{})
+	spec.Created = func() { close(created) }
 	jobs := workJobs(t, b, spec)
 	pub := func(subject, id string) {
 		t.Helper()
@@ -272,6 +274,11 @@ func TestSetWorkFiltersChangesALiveConsumerAndKeepsItsPosition(t *testing.T) {
 	pub(push, "p-1")
 	pub(star, "s-1")
 	take(star)
+	select {
+	case <-created:
+	default:
+		t.Error("Work delivered a job without calling Created first")
+	}
 
 	changed, err := b.SetWorkFilters(ctx, EventsStream, spec.Durable, []string{"triggers.codehost.new_push.>", "triggers.codehost.new_star.>"})
 	if err != nil || !changed {

@@ -185,6 +185,9 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		return d.o.Queue.Work(ctx, bus.WorkSpec{
 			Stream: bus.EventsStream, Durable: EventsConsumer, Filters: Interest(d.index.Load().Kinds()),
 			AckWait: d.o.AckWait, MaxDeliver: d.o.MaxDeliver, Concurrency: d.o.Concurrency,
+			// A trigger change between computing the filters above and
+			// the consumer's creation found no consumer to apply to.
+			Created: func() { d.applyInterest(ctx) },
 		}, d.handleEvent)
 	})
 	run("replays", func(ctx context.Context) error {
