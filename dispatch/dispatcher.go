@@ -187,7 +187,10 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 			AckWait: d.o.AckWait, MaxDeliver: d.o.MaxDeliver, Concurrency: d.o.Concurrency,
 			// A trigger change between computing the filters above and
 			// the consumer's creation found no consumer to apply to.
-			Created: func() { d.applyInterest(ctx) },
+			Created: func() {
+				d.applyInterest(ctx)
+				d.log.Info().Strs("filters", Interest(d.index.Load().Kinds())).Msg("events consumer ready: JetStream passes over events of other kinds")
+			},
 		}, d.handleEvent)
 	})
 	run("replays", func(ctx context.Context) error {
