@@ -3,7 +3,6 @@ package dispatch
 import (
 	"context"
 	"slices"
-	"strings"
 
 	"github.com/triggerd/triggerd/bus"
 	"github.com/triggerd/triggerd/triggers"
@@ -113,6 +112,6 @@ func (d *Dispatcher) applyInterest(ctx context.Context) {
 		return
 	}
 	if changed {
-		d.log.Info().Str("filters", strings.Join(filters, " ")).Msg("events consumer now takes only the kinds triggers need")
+		d.log.Info().Strs("filters", filters).Msg("events consumer filters changed with the triggers")
 	}
 }
