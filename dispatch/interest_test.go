@@ -193,6 +193,18 @@ func TestDispatcherTakesOnlyTheKindsItsTriggersNeed(t *testing.T) {
 		t.Errorf("the dispatcher skipped %v events itself; want none (the server passes over them)", got)
 	}
 
+	// Another process with a stale index narrowed the consumer: the next
+	// resync puts back what this index needs.
+	if _, err := h.bus.SetWorkFilters(ctx, bus.EventsStream, dispatch.EventsConsumer, []string{dispatch.NoEvents}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.d.Resync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := filters(); !slices.Contains(got, "triggers.codehost.new_issue.>") || !slices.Contains(got, "triggers.codehost.new_star.>") {
+		t.Errorf("filters after a resync = %v; want new_issue's and new_star's back", got)
+	}
+
 	// The last triggers deleted: narrowed to nothing again.
 	for _, id := range []string{"trig-a", "trig-star"} {
 		if err := h.store.DeleteTrigger(ctx, "t1", id); err != nil {
