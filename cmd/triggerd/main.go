@@ -46,7 +46,8 @@ func main() {
 // defaultGCPercent is triggerd's GOGC unless told otherwise. Under a burst
 // of webhooks the heap is mostly short-lived buffers (bodies, envelopes,
 // the server's copies of messages), and at Go's 100 the collector ran about
-// eight times a second on an 80 MB live heap and took 5-6 % of the CPU. At
+// eight times a second on a live heap of up to 84 MB and took 4-6 % of the
+// CPU. At
 // 300 the heap may grow to four times the live data instead of twice, and
 // the CPU per webhook measured 6 % lower (BENCHMARKS.md, session 9).
 const defaultGCPercent = 300
