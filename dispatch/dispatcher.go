@@ -188,8 +188,8 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 			// A trigger change between computing the filters above and
 			// the consumer's creation found no consumer to apply to.
 			Created: func() {
-				d.applyInterest(ctx)
-				d.log.Info().Strs("filters", Interest(d.index.Load().Kinds())).Msg("events consumer ready: JetStream passes over events of other kinds")
+				filters := d.applyInterest(ctx)
+				d.log.Info().Strs("filters", filters).Msg("events consumer ready: JetStream passes over events of other kinds")
 			},
 		}, d.handleEvent)
 	})

@@ -75,13 +75,13 @@ func Interest(kinds []triggers.Kind) []string {
 				continue
 			}
 			if need[o.Kind] {
-				of = append(of, triggers.SubjectPrefix+"."+triggers.EncodeToken(string(c))+"."+triggers.EncodeToken(string(o.Kind))+".>")
+				of = append(of, triggers.KindFilter(o.Kind))
 			} else {
 				every = false
 			}
 		}
 		if every {
-			of = []string{triggers.SubjectPrefix + "." + triggers.EncodeToken(string(c)) + ".>"}
+			of = []string{triggers.ConnectorFilter(c)}
 		}
 		filters = append(filters, of...)
 	}
@@ -102,16 +102,17 @@ func Interest(kinds []triggers.Kind) []string {
 // an event on the server is what the dispatcher would have done with it
 // in its own hands at the same moment (no candidate, no record), so a
 // brief difference costs nothing that a late broadcast did not already.
-func (d *Dispatcher) applyInterest(ctx context.Context) {
+//
+// It returns the filters of the current index, applied or not.
+func (d *Dispatcher) applyInterest(ctx context.Context) []string {
 	d.interestMu.Lock()
 	defer d.interestMu.Unlock()
 	filters := Interest(d.index.Load().Kinds())
 	changed, err := d.o.Queue.SetWorkFilters(ctx, bus.EventsStream, EventsConsumer, filters)
 	if err != nil {
 		d.log.Warn().Err(err).Msg("narrowing the events consumer to the kinds with triggers failed; the next resync tries again")
-		return
-	}
-	if changed {
+	} else if changed {
 		d.log.Info().Strs("filters", filters).Msg("events consumer filters changed with the triggers")
 	}
+	return filters
 }

@@ -127,6 +127,18 @@ func ParseSubject(subject string) (c Connector, k Kind, ok bool) {
 	return c, k, true
 }
 
+// ConnectorFilter returns the subject filter that matches every event of
+// connector c.
+func ConnectorFilter(c Connector) string {
+	return SubjectPrefix + "." + EncodeToken(string(c)) + ".>"
+}
+
+// KindFilter returns the subject filter that matches every event of kind k,
+// whatever its repository or project.
+func KindFilter(k Kind) string {
+	return SubjectPrefix + "." + EncodeToken(string(k.Connector())) + "." + EncodeToken(string(k)) + ".>"
+}
+
 // RepositorySubject returns the subject filter that matches every event of
 // kind k on a code-hosting repository; k "" matches every kind.
 func RepositorySubject(k Kind, owner, repo string) string {
