@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/triggerd/triggerd/bus"
@@ -17,23 +18,6 @@ import (
 	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/triggers"
 )
-
-// subjectMatches reports whether a NATS subject matches filter (tokens,
-// "*" for one, ">" for the rest).
-func subjectMatches(filter, subject string) bool {
-	f, s := strings.Split(filter, "."), strings.Split(subject, ".")
-	for i, tok := range f {
-		switch {
-		case tok == ">":
-			return len(s) > i
-		case i >= len(s):
-			return false
-		case tok != "*" && tok != s[i]:
-			return false
-		}
-	}
-	return len(f) == len(s)
-}
 
 func TestInterest(t *testing.T) {
 	for _, tc := range []struct {
@@ -109,7 +93,7 @@ func TestInterestTakesEveryEventAHookCanBring(t *testing.T) {
 				for _, ev := range res.Events {
 					n := 0
 					for _, f := range filters {
-						if subjectMatches(f, ev.Subject()) {
+						if server.SubjectMatchesFilter(ev.Subject(), f) {
 							n++
 						}
 					}
