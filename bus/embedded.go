@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -29,6 +30,10 @@ type EmbeddedOptions struct {
 	// ListenFlag names the setting Listen came from, for error messages
 	// ("--nats-listen").
 	ListenFlag string
+	// DropBehind writes each stream's sealed blocks to disk and drops them
+	// from the page cache as they are sealed (Linux only; see
+	// dropbehind.go for why). StartEmbedded fails on other platforms.
+	DropBehind bool
 }
 
 // DefaultEmbeddedMaxPayload is the embedded server's max payload: 8 MiB,
@@ -41,6 +46,9 @@ var ErrListenBusy = errors.New("address already in use")
 // Embedded is a running in-process NATS server with JetStream.
 type Embedded struct {
 	srv *server.Server
+	// stopDrop stops the drop-behind goroutine and waits for it; nil
+	// without DropBehind.
+	stopDrop func()
 }
 
 // StartEmbedded starts a NATS server with JetStream in this process and
@@ -50,6 +58,9 @@ func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
 	flagName := o.ListenFlag
 	if flagName == "" {
 		flagName = "listen address"
+	}
+	if o.DropBehind && !DropBehindSupported {
+		return nil, ErrDropBehindUnsupported
 	}
 	host, portStr, err := net.SplitHostPort(o.Listen)
 	if err != nil {
@@ -101,7 +112,26 @@ func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
 		srv.Shutdown()
 		return nil, fmt.Errorf("embedded nats on %s did not become ready in 15s (is %s busy?)", o.Listen, flagName)
 	}
-	return &Embedded{srv: srv}, nil
+	e := &Embedded{srv: srv}
+	if o.DropBehind {
+		d := newDropBehind(filepath.Join(opts.StoreDir, "jetstream"), pageCache{})
+		if o.Logger != nil {
+			d.onError = func(path string, err error) {
+				o.Logger.Warnf("drop-behind: block %s stays in the page cache: %v", path, err)
+			}
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			d.run(ctx)
+		}()
+		e.stopDrop = func() {
+			cancel()
+			<-done
+		}
+	}
+	return e, nil
 }
 
 // ClientURL returns the URL clients connect to.
@@ -113,6 +143,9 @@ func (e *Embedded) InProcessConn() (net.Conn, error) { return e.srv.InProcessCon
 
 // Shutdown stops the server and waits for it to finish.
 func (e *Embedded) Shutdown() {
+	if e.stopDrop != nil {
+		e.stopDrop()
+	}
 	e.srv.Shutdown()
 	e.srv.WaitForShutdown()
 }

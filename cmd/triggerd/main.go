@@ -167,6 +167,7 @@ func serve(ctx context.Context, cfg config, files map[string]string, lookup func
 			DataDir:    cfg.DataDir,
 			Logger:     natsLogger{log.With().Str("component", "nats").Logger()},
 			ListenFlag: "--nats-listen",
+			DropBehind: cfg.NATSDropBehind,
 		})
 		if err != nil {
 			return err
