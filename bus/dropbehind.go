@@ -57,11 +57,22 @@ type dropBehind struct {
 	dir     string
 	drop    pageDropper
 	streams map[string]*blockCursor // by msgs directory
-	// onError hears about each block that could not be dropped (each is
-	// tried once); nil ignores them.
-	onError func(path string, err error)
-	dropped int64 // files dropped so far, for tests
+	// onError hears about a block that could not be dropped (each is
+	// tried once), at most once per dropBehindReportEvery, with how many
+	// blocks failed since it last heard; nil ignores them.
+	onError func(path string, err error, failures int)
+	now     func() time.Time
+	// failures counts the blocks that failed since onError last heard,
+	// at reportedAt.
+	failures   int
+	reportedAt time.Time
+	dropped    int64 // files dropped so far, for tests
 }
+
+// dropBehindReportEvery bounds how often failures are reported: a store
+// on a file system that refuses to drop pages would otherwise report
+// every block.
+const dropBehindReportEvery = time.Minute
 
 // blockCursor is where dropBehind stands in one stream's msgs directory:
 // every block below next has been handled; next is the newest block seen
@@ -73,7 +84,7 @@ type blockCursor struct {
 }
 
 func newDropBehind(dir string, drop pageDropper) *dropBehind {
-	return &dropBehind{dir: dir, drop: drop, streams: map[string]*blockCursor{}}
+	return &dropBehind{dir: dir, drop: drop, streams: map[string]*blockCursor{}, now: time.Now}
 }
 
 // run passes over the store until ctx ends: every dropBehindBusy while
@@ -140,7 +151,13 @@ func (d *dropBehind) report(path string, err error) {
 	if err == nil || errors.Is(err, fs.ErrNotExist) || d.onError == nil {
 		return
 	}
-	d.onError(path, err)
+	d.failures++
+	now := d.now()
+	if !d.reportedAt.IsZero() && now.Sub(d.reportedAt) < dropBehindReportEvery {
+		return
+	}
+	d.onError(path, err, d.failures)
+	d.failures, d.reportedAt = 0, now
 }
 
 // advance appends to sealed the blocks of msgs directory md sealed since

@@ -3,12 +3,15 @@ package bus
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/triggerd/triggerd/internal/testenv"
 )
 
 // recordingDropper records what dropBehind asks of the page cache.
@@ -79,7 +82,11 @@ func TestDropBehindTakesEachSealedBlockOnce(t *testing.T) {
 	rec := &recordingDropper{}
 	d := newDropBehind(root, rec)
 	var reported []string
-	d.onError = func(path string, err error) { reported = append(reported, rel(path)+": "+err.Error()) }
+	d.onError = func(path string, err error, failures int) {
+		reported = append(reported, fmt.Sprintf("%s: %v (%d)", rel(path), err, failures))
+	}
+	reportClock := testenv.NewClock(time.Now())
+	d.now = reportClock.Now
 	step := func(name string, want ...string) {
 		t.Helper()
 		n := d.pass(context.Background())
@@ -122,17 +129,26 @@ func TestDropBehindTakesEachSealedBlockOnce(t *testing.T) {
 	}
 
 	// A block removed before it is dropped is not an error; other
-	// failures are reported, once, and the block is not retried.
+	// failures are reported, at most once a minute with a count, and the
+	// block is not retried.
 	rec.fail = map[string]error{
-		"EVENTS/7.blk": fs.ErrNotExist,
-		"EVENTS/8.blk": errors.New("disk on fire"),
+		"EVENTS/7.blk":  fs.ErrNotExist,
+		"EVENTS/8.blk":  errors.New("disk on fire"),
+		"EVENTS/9.blk":  errors.New("disk on fire"),
+		"EVENTS/10.blk": errors.New("disk on fire"),
+		"EVENTS/11.blk": errors.New("disk on fire"),
 	}
-	touch("EVENTS", "8.blk", "9.blk")
-	step("failures", "EVENTS/7.blk", "EVENTS/8.blk")
-	if want := []string{"EVENTS/8.blk: disk on fire"}; !slices.Equal(reported, want) {
+	touch("EVENTS", "8.blk", "9.blk", "10.blk")
+	step("failures", "EVENTS/7.blk", "EVENTS/8.blk", "EVENTS/9.blk")
+	step("failed blocks are not retried")
+	touch("EVENTS", "11.blk")
+	reportClock.Advance(dropBehindReportEvery)
+	touch("EVENTS", "12.blk")
+	step("a minute later", "EVENTS/10.blk", "EVENTS/11.blk")
+	want := []string{"EVENTS/8.blk: disk on fire (1)", "EVENTS/10.blk: disk on fire (2)"}
+	if !slices.Equal(reported, want) {
 		t.Fatalf("reported %q, want %q", reported, want)
 	}
-	step("failed blocks are not retried")
 	if d.dropped != 7 {
 		t.Fatalf("dropped count %d, want 7 (the failed blocks do not count)", d.dropped)
 	}

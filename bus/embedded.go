@@ -116,8 +116,8 @@ func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
 	if o.DropBehind {
 		d := newDropBehind(filepath.Join(opts.StoreDir, "jetstream"), pageCache{})
 		if o.Logger != nil {
-			d.onError = func(path string, err error) {
-				o.Logger.Warnf("drop-behind: block %s stays in the page cache: %v", path, err)
+			d.onError = func(path string, err error, failures int) {
+				o.Logger.Warnf("drop-behind: block %s stays in the page cache: %v (%d blocks failed since the last report; --nats-drop-behind=false turns drop-behind off)", path, err, failures)
 			}
 		}
 		ctx, cancel := context.WithCancel(context.Background())
