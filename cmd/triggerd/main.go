@@ -174,7 +174,7 @@ func serve(ctx context.Context, cfg config, files map[string]string, lookup func
 		}
 		defer embedded.Shutdown()
 		natsURL = embedded.ClientURL()
-		log.Info().Str("nats_url", natsURL).Str("store", cfg.DataDir).Msg("embedded NATS with JetStream started")
+		log.Info().Str("nats_url", natsURL).Str("store", cfg.DataDir).Bool("drop_behind", cfg.NATSDropBehind).Msg("embedded NATS with JetStream started")
 	}
 	connectCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	b, err := bus.Connect(connectCtx, natsURL, bus.Options{
