@@ -6,9 +6,10 @@
 #
 # Each round benches the baseline (triggerctl bench-baseline: read the body,
 # answer 204), the publish-only floor (bench-baseline --publish-only: one
-# awaited JetStream publish of the body, nothing checked), the naive
-# receiver (bench-baseline --naive: verify, decode, one awaited JetStream
-# publish) and then triggerd (embedded NATS on a fresh data dir), all with
+# awaited JetStream publish of the body, nothing checked; its store drops
+# behind as triggerd's does, since session 10), the naive receiver
+# (bench-baseline --naive: verify, decode, one awaited JetStream publish, on
+# a store left as JetStream's defaults leave it) and then triggerd (embedded NATS on a fresh data dir), all with
 # signed issues.opened deliveries, and checks that the events
 # stream gained exactly the events triggerd's answers listed. It also prints
 # each server's CPU time per request over the measured window: on a noisy
@@ -37,6 +38,9 @@ rounds=${ROUNDS:-3}
 warmup=${WARMUP:-2s}
 compact=()
 [ "${COMPACT:-1}" = 0 ] || compact=(--compact)
+# The floor stores as triggerd does: with drop-behind unless
+# TRIGGERD_NATS_DROP_BEHIND=false turns it off for both.
+drop_behind=${TRIGGERD_NATS_DROP_BEHIND:-true}
 [ -f "$payload" ] || { echo "payload $payload not found (set PAYLOAD)" >&2; exit 1; }
 
 work=$(mktemp -d)
@@ -60,14 +64,14 @@ for c in "${concurrencies[@]}"; do
       --duration "$duration" --warmup "$warmup" --server-pid "$base_pid" --json > "$work/base.json"
     kill $base_pid; wait $base_pid 2>/dev/null || true
 
-    "$work/triggerctl" bench-baseline --publish-only --listen 127.0.0.1:18099 2>/dev/null &
+    "$work/triggerctl" bench-baseline --publish-only --nats-drop-behind="$drop_behind" --listen 127.0.0.1:18099 2>/dev/null &
     floor_pid=$!
     wait_http http://127.0.0.1:18099/
     "$work/triggerctl" bench --url http://127.0.0.1:18099 --file "$payload" "${compact[@]}" --concurrency "$c" \
       --duration "$duration" --warmup "$warmup" --server-pid "$floor_pid" --json > "$work/floor.json"
     kill $floor_pid; wait $floor_pid 2>/dev/null || true
 
-    "$work/triggerctl" bench-baseline --naive --listen 127.0.0.1:18099 2>/dev/null &
+    "$work/triggerctl" bench-baseline --naive --nats-drop-behind=false --listen 127.0.0.1:18099 2>/dev/null &
     naive_pid=$!
     wait_http http://127.0.0.1:18099/
     "$work/triggerctl" bench --url http://127.0.0.1:18099 --file "$payload" "${compact[@]}" --concurrency "$c" \

@@ -32,8 +32,9 @@ func benchBaseline(ctx context.Context, args []string, stdout, stderr io.Writer)
 	listen := fs.String("listen", "127.0.0.1:8099", "address to listen on (port 0 picks a free port)")
 	naive := fs.Bool("naive", false, "be the obvious hand-rolled receiver instead: verify the code-hosting signature, decode the whole payload with encoding/json (as go-github's ParseWebHook does), publish it to JetStream (an embedded server on a temporary store) and await the ack before answering 202")
 	publishOnly := fs.Bool("publish-only", false, "be a receiver that only makes each delivery durable instead: publish the body to JetStream as --naive does and await the ack before answering 202, with no signature check and no decoding; what any receiver that makes deliveries durable pays on this machine before its own work (it checks nothing: a measuring device, never a receiver to deploy)")
+	dropBehind := fs.Bool("nats-drop-behind", false, "with --naive or --publish-only: run the embedded NATS with drop-behind, as triggerd does by default (see triggerd --help); the bare baseline stores nothing and ignores it")
 	dataDir := fs.String("data-dir", "./data", "with --naive: where triggerd keeps generated webhook secrets, read when TRIGGERD_CODEHOST_WEBHOOK_SECRET is unset")
-	synopsis := "usage: triggerctl bench-baseline [--listen 127.0.0.1:8099] [--naive | --publish-only]\n\n" +
+	synopsis := "usage: triggerctl bench-baseline [--listen 127.0.0.1:8099] [--naive | --publish-only [--nats-drop-behind]]\n\n" +
 		"Serves POST /webhooks/:connector that discards the body and answers 204, as the baseline for\n" +
 		"\"triggerctl bench --url http://ADDR\". Stops on SIGINT or SIGTERM.\n\nflags:"
 	if code, ok := parseFlags(fs, args, synopsis); !ok {
@@ -52,7 +53,7 @@ func benchBaseline(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return c.NoContent(http.StatusNoContent)
 	}
 	if *naive || *publishOnly {
-		h, stop, err := naiveReceiver(ctx, *dataDir, *naive)
+		h, stop, err := naiveReceiver(ctx, *dataDir, *naive, *dropBehind)
 		if err != nil {
 			fmt.Fprintf(stderr, "triggerctl bench-baseline: %v\n", err)
 			return 1
@@ -103,7 +104,7 @@ func benchBaseline(ctx context.Context, args []string, stdout, stderr io.Writer)
 // package, to an embedded server configured as triggerd's, on a temporary
 // store that stop removes. Without check it neither verifies nor decodes:
 // the handler of --publish-only.
-func naiveReceiver(ctx context.Context, dataDir string, check bool) (handle echo.HandlerFunc, stop func(), err error) {
+func naiveReceiver(ctx context.Context, dataDir string, check, dropBehind bool) (handle echo.HandlerFunc, stop func(), err error) {
 	var verifier *ingest.Verifier
 	if check {
 		secret, err := loadSecret(connectorCodeHost, dataDir)
@@ -118,7 +119,7 @@ func naiveReceiver(ctx context.Context, dataDir string, check bool) (handle echo
 	if err != nil {
 		return nil, nil, err
 	}
-	emb, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: "127.0.0.1:0", DataDir: dir})
+	emb, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: "127.0.0.1:0", DataDir: dir, DropBehind: dropBehind})
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, nil, err

@@ -268,6 +268,10 @@ func TestBenchBaselinePublishOnly(t *testing.T) {
 	if code != 2 || !strings.Contains(stderr, "pick one") {
 		t.Errorf("--naive --publish-only: exit %d, %q; want a usage error", code, stderr)
 	}
+	dropping := startBaseline(t, "--publish-only", "--nats-drop-behind")
+	if got := postSigned(t, dropping, "any-secret", codeHostPayload); got != http.StatusAccepted {
+		t.Errorf("status %d from the floor with drop-behind, want 202", got)
+	}
 }
 
 func TestParseProcStat(t *testing.T) {
