@@ -111,7 +111,7 @@ func (d *dropBehind) run(ctx context.Context) {
 // pass drops every block sealed since the last pass and returns how many;
 // it stops early, leaving the rest in the page cache, when ctx ends.
 func (d *dropBehind) pass(ctx context.Context) int {
-	msgDirs, _ := filepath.Glob(filepath.Join(d.dir, "*", "streams", "*", "msgs"))
+	msgDirs := d.msgDirs()
 	var sealed []string
 	seen := make(map[string]bool, len(msgDirs))
 	for _, md := range msgDirs {
@@ -144,6 +144,26 @@ func (d *dropBehind) pass(ctx context.Context) int {
 		d.dropped++
 	}
 	return len(sealed)
+}
+
+// msgDirs lists the msgs directory of every stream in the store. (Not a
+// filepath.Glob: the store's own path may hold pattern characters.)
+func (d *dropBehind) msgDirs() []string {
+	var dirs []string
+	accounts, _ := os.ReadDir(d.dir)
+	for _, a := range accounts {
+		if !a.IsDir() {
+			continue
+		}
+		streams := filepath.Join(d.dir, a.Name(), "streams")
+		entries, _ := os.ReadDir(streams)
+		for _, st := range entries {
+			if st.IsDir() {
+				dirs = append(dirs, filepath.Join(streams, st.Name(), "msgs"))
+			}
+		}
+	}
+	return dirs
 }
 
 func (d *dropBehind) report(path string, err error) {

@@ -45,7 +45,7 @@ func rel(path string) string {
 }
 
 func TestDropBehindTakesEachSealedBlockOnce(t *testing.T) {
-	root := t.TempDir()
+	root := filepath.Join(t.TempDir(), "store [1]*") // pattern characters are just names
 	msgs := func(stream string) string { return filepath.Join(root, "$G", "streams", stream, "msgs") }
 	// Directory times have the kernel's coarse clock: changes within one
 	// tick look like one. Give each change its own second, as changes
