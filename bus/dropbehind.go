@@ -23,7 +23,7 @@ import (
 // memory back to the host (virtio-balloon free page reporting, as on
 // Firecracker), the first touch of such a page costs the host a fault: on
 // triggerd's development VM about 13 µs per 4 KB page, 40 µs for one 12 KB
-// event, a third of the CPU triggerd spends on a delivery.
+// event, over a quarter of the CPU triggerd spent on a delivery.
 //
 // dropBehind writes sealed blocks back to disk as soon as they are sealed
 // and then drops them from the page cache, so the store's share of the page
