@@ -48,8 +48,23 @@ func residentPages(t *testing.T, path string) int {
 	return n
 }
 
+// skipOnTmpfs skips a test whose files live in memory: tmpfs pages have
+// no disk to go back to, and nothing drops them.
+func skipOnTmpfs(t *testing.T, dir string) {
+	t.Helper()
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Type == unix.TMPFS_MAGIC {
+		t.Skipf("%s is on tmpfs, whose pages cannot be dropped; run with TMPDIR on a disk", dir)
+	}
+}
+
 func TestPageCacheDropsAFileAndKeepsItsData(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "1.blk")
+	dir := t.TempDir()
+	skipOnTmpfs(t, dir)
+	path := filepath.Join(dir, "1.blk")
 	data := bytes.Repeat([]byte("triggerd "), 1<<17) // 1.1 MB
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
@@ -86,6 +101,7 @@ func TestEmbeddedDropsSealedBlocks(t *testing.T) {
 	for _, drop := range []bool{true, false} {
 		t.Run(fmt.Sprintf("DropBehind=%v", drop), func(t *testing.T) {
 			dir := t.TempDir()
+			skipOnTmpfs(t, dir)
 			emb, err := StartEmbedded(EmbeddedOptions{Listen: "127.0.0.1:0", DataDir: dir, DropBehind: drop})
 			if err != nil {
 				t.Fatal(err)
