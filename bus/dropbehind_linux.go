@@ -37,6 +37,16 @@ func (pageCache) finish(path string) error {
 	})
 }
 
+// inMemory reports whether dir is on a file system kept in memory (tmpfs,
+// ramfs), whose pages have no disk to go back to: nothing to drop.
+func inMemory(dir string) bool {
+	var st unix.Statfs_t
+	if unix.Statfs(dir, &st) != nil {
+		return false
+	}
+	return st.Type == unix.TMPFS_MAGIC || st.Type == unix.RAMFS_MAGIC
+}
+
 func withFile(path string, f func(fd int) error) error {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {

@@ -223,3 +223,29 @@ func processCPU(tb testing.TB) int64 {
 	}
 	return ru.Utime.Nano() + ru.Stime.Nano()
 }
+
+// A store kept in memory has nothing to drop: no drop-behind runs for it.
+func TestEmbeddedSkipsDropBehindInMemory(t *testing.T) {
+	var st unix.Statfs_t
+	if err := unix.Statfs("/dev/shm", &st); err != nil || st.Type != unix.TMPFS_MAGIC {
+		t.Skip("no tmpfs at /dev/shm to put a store on")
+	}
+	shm, err := os.MkdirTemp("/dev/shm", "triggerd-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(shm) })
+	for _, c := range []struct {
+		dir  string
+		runs bool
+	}{{shm, false}, {t.TempDir(), !inMemory(os.TempDir())}} {
+		emb, err := StartEmbedded(EmbeddedOptions{Listen: "127.0.0.1:0", DataDir: c.dir, DropBehind: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if runs := emb.stopDrop != nil; runs != c.runs {
+			t.Errorf("store in %s: drop-behind running %v, want %v", c.dir, runs, c.runs)
+		}
+		emb.Shutdown()
+	}
+}

@@ -113,7 +113,11 @@ func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
 		return nil, fmt.Errorf("embedded nats on %s did not become ready in 15s (is %s busy?)", o.Listen, flagName)
 	}
 	e := &Embedded{srv: srv}
-	if o.DropBehind {
+	if o.DropBehind && inMemory(opts.StoreDir) {
+		if o.Logger != nil {
+			o.Logger.Noticef("drop-behind: the store %s is kept in memory (tmpfs): nothing to drop", opts.StoreDir)
+		}
+	} else if o.DropBehind {
 		d := newDropBehind(filepath.Join(opts.StoreDir, "jetstream"), pageCache{})
 		if o.Logger != nil {
 			d.onError = func(path string, err error, failures int) {
