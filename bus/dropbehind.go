@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
 )
 
 // Drop-behind for the embedded JetStream store.
@@ -81,6 +83,35 @@ type blockCursor struct {
 	next     uint64
 	listedAt time.Time // the directory's mtime at the last listing
 	listed   bool
+}
+
+// startDropBehind runs drop-behind for the JetStream store in storeDir
+// (the server's StoreDir) and returns the function that stops it and waits
+// for it; nil when the store is kept in memory and has nothing to drop.
+// logger, if not nil, hears why and about failures.
+func startDropBehind(storeDir string, logger server.Logger) (stop func()) {
+	if inMemory(storeDir) {
+		if logger != nil {
+			logger.Noticef("drop-behind: the store %s is kept in memory (tmpfs): nothing to drop", storeDir)
+		}
+		return nil
+	}
+	d := newDropBehind(filepath.Join(storeDir, "jetstream"), pageCache{})
+	if logger != nil {
+		d.onError = func(path string, err error, failures int) {
+			logger.Warnf("drop-behind: block %s stays in the page cache: %v (%d blocks failed since the last report; turn drop-behind off to silence this)", path, err, failures)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		d.run(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 func newDropBehind(dir string, drop pageDropper) *dropBehind {

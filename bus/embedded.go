@@ -1,7 +1,6 @@
 package bus
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -47,7 +46,7 @@ var ErrListenBusy = errors.New("address already in use")
 type Embedded struct {
 	srv *server.Server
 	// stopDrop stops the drop-behind goroutine and waits for it; nil
-	// without DropBehind.
+	// when none runs.
 	stopDrop func()
 }
 
@@ -113,27 +112,8 @@ func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
 		return nil, fmt.Errorf("embedded nats on %s did not become ready in 15s (is %s busy?)", o.Listen, flagName)
 	}
 	e := &Embedded{srv: srv}
-	if o.DropBehind && inMemory(opts.StoreDir) {
-		if o.Logger != nil {
-			o.Logger.Noticef("drop-behind: the store %s is kept in memory (tmpfs): nothing to drop", opts.StoreDir)
-		}
-	} else if o.DropBehind {
-		d := newDropBehind(filepath.Join(opts.StoreDir, "jetstream"), pageCache{})
-		if o.Logger != nil {
-			d.onError = func(path string, err error, failures int) {
-				o.Logger.Warnf("drop-behind: block %s stays in the page cache: %v (%d blocks failed since the last report; --nats-drop-behind=false turns drop-behind off)", path, err, failures)
-			}
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			d.run(ctx)
-		}()
-		e.stopDrop = func() {
-			cancel()
-			<-done
-		}
+	if o.DropBehind {
+		e.stopDrop = startDropBehind(opts.StoreDir, o.Logger)
 	}
 	return e, nil
 }
