@@ -48,29 +48,26 @@ func residentPages(t *testing.T, path string) int {
 	return n
 }
 
-// skipOnTmpfs skips a test whose files live in memory: tmpfs pages have
-// no disk to go back to, and nothing drops them.
-func skipOnTmpfs(t *testing.T, dir string) {
+// needDisk stops a test whose files would live in memory: tmpfs pages have
+// no disk to go back to, and nothing drops them. It is a missing
+// prerequisite (testenv.Missing): CI must not pass without these tests.
+func needDisk(t *testing.T, dir string) {
 	t.Helper()
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
-		t.Fatal(err)
-	}
-	if st.Type == unix.TMPFS_MAGIC {
-		t.Skipf("%s is on tmpfs, whose pages cannot be dropped; run with TMPDIR on a disk", dir)
+	if inMemory(dir) {
+		testenv.Missing(t, "a disk under TMPDIR (it is tmpfs, whose pages cannot be dropped)", errors.New(dir+" is kept in memory"))
 	}
 }
 
 func TestPageCacheDropsAFileAndKeepsItsData(t *testing.T) {
 	dir := t.TempDir()
-	skipOnTmpfs(t, dir)
+	needDisk(t, dir)
 	path := filepath.Join(dir, "1.blk")
 	data := bytes.Repeat([]byte("triggerd "), 1<<17) // 1.1 MB
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if n := residentPages(t, path); n == 0 {
-		t.Skip("the file just written is not in the page cache here; nothing to drop")
+		testenv.Missing(t, "a page cache that keeps a file just written", errors.New("no page of it is resident"))
 	}
 	var pc pageCache
 	if err := pc.start(path); err != nil {
@@ -101,7 +98,7 @@ func TestEmbeddedDropsSealedBlocks(t *testing.T) {
 	for _, drop := range []bool{true, false} {
 		t.Run(fmt.Sprintf("DropBehind=%v", drop), func(t *testing.T) {
 			dir := t.TempDir()
-			skipOnTmpfs(t, dir)
+			needDisk(t, dir)
 			emb, err := StartEmbedded(EmbeddedOptions{Listen: "127.0.0.1:0", DataDir: dir, DropBehind: drop})
 			if err != nil {
 				t.Fatal(err)
@@ -133,7 +130,7 @@ func TestEmbeddedDropsSealedBlocks(t *testing.T) {
 					return residentPages(t, sealed) == 0
 				})
 			} else if p := residentPages(t, sealed); p == 0 {
-				t.Skip("the sealed block left the page cache without drop-behind (memory pressure?); the comparison means nothing")
+				testenv.Missing(t, "a page cache that keeps a sealed block without drop-behind", errors.New("it left the cache (memory pressure?), so the comparison means nothing"))
 			}
 			info, err := b.events.Info(ctx)
 			if err != nil {
@@ -226,9 +223,8 @@ func processCPU(tb testing.TB) int64 {
 
 // A store kept in memory has nothing to drop: no drop-behind runs for it.
 func TestEmbeddedSkipsDropBehindInMemory(t *testing.T) {
-	var st unix.Statfs_t
-	if err := unix.Statfs("/dev/shm", &st); err != nil || st.Type != unix.TMPFS_MAGIC {
-		t.Skip("no tmpfs at /dev/shm to put a store on")
+	if !inMemory("/dev/shm") {
+		testenv.Missing(t, "a tmpfs at /dev/shm to put a store on", errors.New("/dev/shm is absent or on a disk"))
 	}
 	shm, err := os.MkdirTemp("/dev/shm", "triggerd-test-")
 	if err != nil {
