@@ -64,44 +64,28 @@ func TestInterest(t *testing.T) {
 // Otherwise a tenant's hook could bring an event the dispatcher never sees,
 // and the tenant would have no record of it.
 func TestInterestTakesEveryEventAHookCanBring(t *testing.T) {
-	corpus := testenv.Corpus(t)
-	dirs := []string{
-		filepath.Join(corpus, "github"), filepath.Join(corpus, "vercel"),
-		filepath.Join("..", "testdata", "webhooks", "github"), filepath.Join("..", "testdata", "webhooks", "vercel"),
-	}
 	checked := 0
-	for _, dir := range dirs {
-		files, _ := filepath.Glob(filepath.Join(dir, "*.json"))
-		for _, f := range files {
-			body, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c, event := triggers.CodeHost, strings.Split(filepath.Base(f), ".")[0]
-			if strings.Contains(f, "vercel") || strings.HasPrefix(event, "deployment") {
-				c = triggers.Deploy
-			}
-			res, err := triggers.Map(triggers.Delivery{Connector: c, ID: "d-1", Event: event, ReceivedAt: time.Now(), Payload: body})
-			if err != nil || len(res.Events) == 0 {
+	for _, d := range sampleDeliveries(t) {
+		res, err := triggers.Map(d.Delivery)
+		if err != nil || len(res.Events) == 0 {
+			continue
+		}
+		for _, k := range triggers.Kinds() {
+			if k.Connector != d.Connector || (d.Connector == triggers.CodeHost && !slices.Contains(k.Kind.HookEvents(), d.Event)) {
 				continue
 			}
-			for _, k := range triggers.Kinds() {
-				if k.Connector != c || (c == triggers.CodeHost && !slices.Contains(k.Kind.HookEvents(), event)) {
-					continue
-				}
-				filters := dispatch.Interest([]triggers.Kind{k.Kind})
-				for _, ev := range res.Events {
-					n := 0
-					for _, f := range filters {
-						if server.SubjectMatchesFilter(ev.Subject(), f) {
-							n++
-						}
+			filters := dispatch.Interest([]triggers.Kind{k.Kind})
+			for _, ev := range res.Events {
+				n := 0
+				for _, filter := range filters {
+					if server.SubjectMatchesFilter(ev.Subject(), filter) {
+						n++
 					}
-					if n != 1 {
-						t.Errorf("%s: a %s trigger's hook brings %s on %s, which %d of %v match; want 1", filepath.Base(f), k.Kind, ev.Kind, ev.Subject(), n, filters)
-					}
-					checked++
 				}
+				if n != 1 {
+					t.Errorf("%s: a %s trigger's hook brings %s on %s, which %d of %v match; want 1", d.file, k.Kind, ev.Kind, ev.Subject(), n, filters)
+				}
+				checked++
 			}
 		}
 	}
@@ -109,6 +93,36 @@ func TestInterestTakesEveryEventAHookCanBring(t *testing.T) {
 		t.Fatalf("checked only %d events; are the corpus and testdata where they should be?", checked)
 	}
 	t.Logf("checked %d (trigger kind, event) pairs", checked)
+}
+
+// sampleDelivery is a delivery read from the corpus or testdata.
+type sampleDelivery struct {
+	triggers.Delivery
+	file string
+}
+
+// sampleDeliveries reads every delivery of the shared corpus and of the
+// project's testdata. The folder says which service sent it, as in the
+// mapper's own corpus test; the file name's first segment is its event.
+func sampleDeliveries(t *testing.T) []sampleDelivery {
+	t.Helper()
+	connectorOf := map[string]triggers.Connector{"github": triggers.CodeHost, "vercel": triggers.Deploy}
+	var out []sampleDelivery
+	for _, root := range []string{testenv.Corpus(t), filepath.Join("..", "testdata", "webhooks")} {
+		for sub, c := range connectorOf {
+			files, _ := filepath.Glob(filepath.Join(root, sub, "*.json"))
+			for _, f := range files {
+				body, err := os.ReadFile(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out = append(out, sampleDelivery{file: filepath.Base(f), Delivery: triggers.Delivery{
+					Connector: c, ID: "d-1", Event: strings.Split(filepath.Base(f), ".")[0], ReceivedAt: time.Now(), Payload: body,
+				}})
+			}
+		}
+	}
+	return out
 }
 
 func TestDispatcherTakesOnlyTheKindsItsTriggersNeed(t *testing.T) {
