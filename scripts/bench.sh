@@ -9,9 +9,10 @@
 # awaited JetStream publish of the body, nothing checked; its store drops
 # behind as triggerd's does, since session 10), the naive receiver
 # (bench-baseline --naive: verify, decode, one awaited JetStream publish, on
-# a store left as JetStream's defaults leave it) and then triggerd (embedded NATS on a fresh data dir), all with
-# signed issues.opened deliveries, and checks that the events
-# stream gained exactly the events triggerd's answers listed. It also prints
+# a store left as JetStream's defaults leave it) and then triggerd (embedded
+# NATS on a fresh data dir), all with signed issues.opened deliveries, and
+# checks that the events stream gained exactly the events triggerd's answers
+# listed. It also prints
 # each server's CPU time per request over the measured window: on a noisy
 # two-core machine a steadier figure of efficiency than throughput. The last
 # column is how many events triggerd's dispatcher had not taken yet when the
