@@ -1,13 +1,16 @@
 package ingest
 
 import (
-	"github.com/triggerd/triggerd/internal/testenv"
-
+	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/triggerd/triggerd/internal/testenv"
 )
 
 // corpusDir is the shared webhook corpus, read in place (never copied).
@@ -77,6 +80,7 @@ func TestVerifyRejects(t *testing.T) {
 		{"prefix only", "sha256=", body},
 		{"non-hex", "sha256=" + strings.Repeat("zz", 32), body},
 		{"truncated", good[:len(good)-2], body},
+		{"too long", good + "00", body},
 		{"other secret", CodeHostScheme.Sign([]byte("other"), body), body},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -88,6 +92,31 @@ func TestVerifyRejects(t *testing.T) {
 	if !v.Verify("sha256="+strings.ToUpper(strings.TrimPrefix(good, "sha256=")), body) {
 		t.Fatal("upper-case hex of the right digest was refused")
 	}
+}
+
+// TestVerifyReusesMACsSafely verifies many bodies, good and forged, under
+// two secrets from several goroutines at once: a MAC reused for the next
+// delivery must start from its key, whatever the last one hashed.
+func TestVerifyReusesMACsSafely(t *testing.T) {
+	v, err := NewVerifier(CodeHostScheme, "first", "second")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 200 {
+				body := []byte(fmt.Sprintf(`{"goroutine":%d,"delivery":%d}`, g, i))
+				secret := []string{"first", "second", "forged"}[i%3]
+				got := v.Verify(CodeHostScheme.Sign([]byte(secret), body), body)
+				if want := secret != "forged"; got != want {
+					t.Errorf("goroutine %d, delivery %d signed with %q: Verify = %v, want %v", g, i, secret, got, want)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 func TestVerifierRotation(t *testing.T) {
@@ -111,6 +140,24 @@ func TestEmptySecretsRefused(t *testing.T) {
 	for _, secrets := range [][]string{nil, {""}, {"ok", ""}, SplitSecrets(" , ")} {
 		if _, err := NewVerifier(CodeHostScheme, secrets...); !errors.Is(err, ErrEmptySecret) {
 			t.Fatalf("NewVerifier(%q) = %v, want ErrEmptySecret", secrets, err)
+		}
+	}
+}
+
+// BenchmarkVerify measures checking the signature of an 11.6 KB delivery
+// (the minified issues.opened payload's size) against one secret.
+func BenchmarkVerify(b *testing.B) {
+	body := bytes.Repeat([]byte(`{"a":"0123456789"}`), 11600/18)
+	v, err := NewVerifier(CodeHostScheme, "bench-secret")
+	if err != nil {
+		b.Fatal(err)
+	}
+	sig := CodeHostScheme.Sign([]byte("bench-secret"), body)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if !v.Verify(sig, body) {
+			b.Fatal("rejected a good signature")
 		}
 	}
 }
