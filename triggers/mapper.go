@@ -503,6 +503,11 @@ func mapCodeHost(d Delivery) (Result, error) {
 		e.emit(NewRelease, Resource{Type: "release", ID: decimalID(rl.ID), Ref: rl.TagName, Title: rl.Name, URL: rl.HTMLURL,
 			Draft: rl.Draft, Author: login(rl.Author)})
 	}
+	if len(e.res.Events) > 0 {
+		// Most deliveries end here: the reason is only formatted when
+		// there is none.
+		return e.res, nil
+	}
 	return e.done(noKind(ev, action))
 }
 
