@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"encoding/json"
+	"net/http"
 	"reflect"
 	"testing"
 	"time"
@@ -53,5 +54,32 @@ func TestAppendAnswerMatchesEncodingJSON(t *testing.T) {
 		if string(raw["events"]) == "null" {
 			t.Fatalf("answer %s lists events as null; want a list", enc)
 		}
+	}
+}
+
+// Every webhook answer carries the Date of the server's clock, formatted
+// once a second, and one answer's header cannot change another's.
+func TestAnswersCarryDate(t *testing.T) {
+	now := time.Date(2026, 11, 21, 10, 0, 0, 100, time.UTC)
+	h := newHarness(t, func(o *Options) { o.Now = func() time.Time { return now } })
+	body := []byte(`{"action":"opened","issue":{"number":1},"repository":{"name":"r","full_name":"o/r","owner":{"login":"o"}}}`)
+
+	first := h.do(codeHostRequest("issues", "date-1", body))
+	if got, want := first.header.Get("Date"), "Sat, 21 Nov 2026 10:00:00 GMT"; got != want {
+		t.Fatalf("Date %q; want %q", got, want)
+	}
+	first.header["Date"] = append(first.header["Date"], "planted")
+	first.header["Date"][0] = "changed"
+
+	now = now.Add(time.Second / 2)
+	unsigned := codeHostRequest("issues", "date-2", body)
+	unsigned.Header.Del("X-Hub-Signature-256")
+	if a := h.do(unsigned); a.status != http.StatusUnauthorized || a.header.Get("Date") != "Sat, 21 Nov 2026 10:00:00 GMT" || len(a.header["Date"]) != 1 {
+		t.Fatalf("rejected answer %d with Date %q; want 401 with the same second's Date, once", a.status, a.header["Date"])
+	}
+
+	now = now.Add(time.Second)
+	if got, want := h.do(deployRequest([]byte(`{"id":"dep-1","type":"deployment.created","payload":{}}`))).header.Get("Date"), "Sat, 21 Nov 2026 10:00:01 GMT"; got != want {
+		t.Fatalf("Date a second later %q; want %q", got, want)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -116,6 +117,30 @@ type Server struct {
 	log     zerolog.Logger
 	metrics *metrics
 	bufs    sync.Pool
+	dates   dateCache
+}
+
+// dateCache holds the Date header of the current second. net/http formats
+// one for every answer that lacks it, about 1 % of ingest's CPU under
+// load; webhook answers take this one instead.
+type dateCache struct {
+	cur atomic.Pointer[dateValue]
+}
+
+type dateValue struct {
+	unix  int64
+	value string
+}
+
+// header returns the Date header for now, in a slice of its own.
+func (d *dateCache) header(now time.Time) []string {
+	unix := now.Unix()
+	v := d.cur.Load()
+	if v == nil || v.unix != unix {
+		v = &dateValue{unix: unix, value: now.UTC().Format(http.TimeFormat)}
+		d.cur.Store(v)
+	}
+	return []string{v.value}
 }
 
 // New returns a Server.
@@ -206,6 +231,7 @@ func (s *Server) reject(c echo.Context, src triggers.Connector, status int, code
 
 func (s *Server) codeHost(c echo.Context) error {
 	start := s.o.Now()
+	c.Response().Header()["Date"] = s.dates.header(start)
 	r := c.Request()
 	event := r.Header.Get("X-GitHub-Event")
 	id := r.Header.Get("X-GitHub-Delivery")
@@ -263,6 +289,7 @@ func (s *Server) codeHost(c echo.Context) error {
 
 func (s *Server) deploy(c echo.Context) error {
 	start := s.o.Now()
+	c.Response().Header()["Date"] = s.dates.header(start)
 	r := c.Request()
 	if mediaType(r) != "application/json" {
 		return s.reject(c, triggers.Deploy, http.StatusUnsupportedMediaType, "unsupported_media_type", "Content-Type must be application/json")
