@@ -118,6 +118,8 @@ type Server struct {
 	metrics *metrics
 	bufs    sync.Pool
 	dates   dateCache
+	// commits bounds each delivery's commit by CommitTimeout.
+	commits deadlines
 }
 
 // dateCache holds the Date header of the current second. net/http formats
@@ -157,6 +159,7 @@ func New(o Options) (*Server, error) {
 		log:     o.Logger.With().Str("component", "ingest").Logger(),
 		metrics: m,
 		bufs:    sync.Pool{New: func() any { return new(bytes.Buffer) }},
+		commits: deadlines{tick: commitTick},
 	}, nil
 }
 
@@ -377,9 +380,9 @@ func (s *Server) accept(c echo.Context, start time.Time, d triggers.Delivery, ra
 		Body:       raw,
 		Scope:      d.Scope,
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.o.CommitTimeout)
+	// The deadline is the wall clock's, whatever clock Now reads.
+	ctx := s.commits.after(time.Now(), s.o.CommitTimeout).context(r.Context())
 	duplicate, err := s.o.Committer.Commit(ctx, capture, res.Events)
-	cancel()
 	if err != nil {
 		s.metrics.delivery(d.Connector, event, "unavailable")
 		s.log.Error().Err(err).Str("delivery_id", res.DeliveryID).Str("connector", string(d.Connector)).
