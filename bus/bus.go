@@ -172,6 +172,8 @@ type Bus struct {
 	consumed func(jetstream.ConsumeContext)
 	// encodeBufs recycles event encoding buffers (*[]byte).
 	encodeBufs sync.Pool
+	// acks publishes events and hands out their acknowledgements.
+	acks *ackMux
 }
 
 // Connect connects to the NATS server at url, provisions the streams (unless
@@ -212,12 +214,14 @@ func Connect(ctx context.Context, url string, o Options) (*Bus, error) {
 		return nil, fmt.Errorf("connect to nats %s: %w", redactURL(url), err)
 	}
 	b.nc = nc
-	b.js, err = jetstream.New(nc,
-		jetstream.WithPublishAsyncMaxPending(16384),
-		jetstream.WithPublishAsyncTimeout(30*time.Second))
+	b.js, err = jetstream.New(nc)
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	if b.acks, err = newAckMux(nc); err != nil {
+		nc.Close()
+		return nil, err
 	}
 	if err := b.provision(ctx); err != nil {
 		if b.index != nil {

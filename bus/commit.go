@@ -138,7 +138,7 @@ func (b *Bus) Commit(ctx context.Context, c triggers.Capture, events []triggers.
 			Key:        key,
 			DeliveryID: c.DeliveryID,
 			ReceivedAt: c.ReceivedAt.UTC(),
-			Header:     archivedHeader(c.Header),
+			Header:     c.Header, // appendJSON keeps what archivedHeader would
 			Scope:      c.Scope,
 			Events:     len(events),
 			BodySeq:    bodySeq,
@@ -177,14 +177,24 @@ func (b *Bus) publishEvents(ctx context.Context, events []triggers.Event, payloa
 	}
 	limit := b.MaxPayload() - headroom
 	budget := b.opts.MaxInlineBytes
-	opts := make([]jetstream.PublishOpt, 1, 3)
-	if unlessArchived != "" {
-		opts = append(opts, jetstream.WithExpectLastSequenceForSubject(0, unlessArchived))
-	}
+	ttl := ""
 	if b.eventTTL > 0 {
-		opts = append(opts, jetstream.WithMsgTTL(b.eventTTL))
+		ttl = b.eventTTL.String()
 	}
-	futures := make([]jetstream.PubAckFuture, 0, len(events))
+	type pending struct {
+		msg *nats.Msg
+		id  uint64
+		ack <-chan ackResult
+	}
+	sent := make([]pending, 0, len(events))
+	// Waiters not waited for (an error below) stop waiting.
+	defer func() {
+		for _, p := range sent {
+			if p.ack != nil {
+				b.acks.forget(p.id)
+			}
+		}
+	}()
 	// Encoding buffers go back to the pool only once every event is
 	// acknowledged: until then the client may resend a message's data.
 	bufs := make([]*[]byte, 0, len(events))
@@ -214,30 +224,38 @@ func (b *Bus) publishEvents(ctx context.Context, events []triggers.Event, payloa
 		if e.Repository != nil {
 			repo = strings.ToLower(e.Repository.FullName)
 		}
-		h := nats.Header{HeaderRepository: []string{triggers.EncodeToken(repo)}}
+		h := nats.Header{
+			jetstream.MsgIDHeader: []string{e.ID},
+			HeaderRepository:      []string{triggers.EncodeToken(repo)},
+		}
 		if scope, err := scoped.value(e.Scope); err != nil {
 			return nil, fmt.Errorf("encode scope of event %s: %w", e.ID, err)
 		} else if scope != "" {
 			h[HeaderScope] = []string{scope}
 		}
+		if unlessArchived != "" {
+			h[jetstream.ExpectedLastSubjSeqHeader] = []string{"0"}
+			h[jetstream.ExpectedLastSubjSeqSubjHeader] = []string{unlessArchived}
+		}
+		if ttl != "" {
+			h[jetstream.MsgTTLHeader] = []string{ttl}
+		}
 		msg := &nats.Msg{Subject: e.Subject(), Header: h, Data: data}
-		opts[0] = jetstream.WithMsgID(e.ID)
-		f, err := b.js.PublishMsgAsync(msg, opts...)
+		id, ack, err := b.acks.publish(msg)
 		if err != nil {
 			return nil, fmt.Errorf("publish event %s: %w", e.ID, err)
 		}
-		futures = append(futures, f)
+		sent = append(sent, pending{msg, id, ack})
 	}
-	acks := make([]Published, len(futures))
-	for i, f := range futures {
-		select {
-		case ack := <-f.Ok():
-			acks[i] = Published{Sequence: ack.Sequence, Duplicate: ack.Duplicate}
-		case err := <-f.Err():
+	acks := make([]Published, len(sent))
+	for i := range sent {
+		p := &sent[i]
+		ack, err := b.acks.wait(ctx, p.msg, p.id, p.ack)
+		p.ack = nil // waited for: wait forgets it if it gave up
+		if err != nil {
 			return nil, fmt.Errorf("publish event %s: %w", events[i].ID, err)
-		case <-ctx.Done():
-			return nil, fmt.Errorf("publish event %s: %w", events[i].ID, ctx.Err())
 		}
+		acks[i] = ack
 	}
 	for _, buf := range bufs {
 		if cap(*buf) <= 1<<20 {
