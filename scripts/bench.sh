@@ -4,16 +4,18 @@
 #
 #   scripts/bench.sh [DURATION] [CONCURRENCY...]
 #
-# Each round benches the baseline (triggerctl bench-baseline: read the body,
-# answer 204), the publish-only floor (bench-baseline --publish-only: one
-# awaited JetStream publish of the body, nothing checked; its store drops
-# behind as triggerd's does, since session 10, and its garbage collector
-# runs at triggerd's GOGC, since session 11), the naive receiver
+# Each round benches the publish-only floor (bench-baseline --publish-only:
+# one awaited JetStream publish of the body, nothing checked; its store
+# drops behind as triggerd's does, since session 10, and its garbage
+# collector runs at triggerd's GOGC, since session 11), the naive receiver
 # (bench-baseline --naive: verify, decode, one awaited JetStream publish, on
-# a store left as JetStream's defaults leave it) and then triggerd (embedded
-# NATS on a fresh data dir), all with signed issues.opened deliveries, and
-# checks that the events stream gained exactly the events triggerd's answers
-# listed. It also prints
+# a store left as JetStream's defaults leave it), the baseline (triggerctl
+# bench-baseline: read the body, answer 204), triggerd (embedded NATS on a
+# fresh data dir) and the baseline again, all with signed issues.opened
+# deliveries, and checks that the events stream gained exactly the events
+# triggerd's answers listed. Ratios to the baseline are to the mean of the
+# two runs around triggerd (both shown), since session 12: the machine's
+# speed drifts over minutes. It also prints
 # each server's CPU time per request over the measured window: on a noisy
 # two-core machine a steadier figure of efficiency than throughput. The last
 # column is how many events triggerd's dispatcher had not taken yet when the
@@ -58,17 +60,37 @@ wait_http() { for _ in $(seq 100); do curl -s -o /dev/null "$1" && return 0; sle
 
 field() { python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$1" "$2"; }
 
-echo "| concurrency | round | baseline req/s | publish-only req/s | naive req/s | triggerd req/s | ratio to baseline | ratio to publish-only | ratio to naive | triggerd p50 ms | triggerd p99 ms | baseline p99 ms | CPU µs/req baseline / publish-only / naive / triggerd | events durable | triggerd peak RSS MB | triggerd page faults/req | dispatcher backlog at end |"
+# run_baseline C OUT benches the bare handler at concurrency C into OUT.
+# Each round runs it twice, right before and right after triggerd, and
+# compares triggerd with the mean of the two: on this machine speed drifts
+# over minutes, and a baseline taken on one side only would carry that
+# drift into the ratio (in either direction).
+run_baseline() {
+  "$work/triggerctl" bench-baseline --listen 127.0.0.1:18099 2>/dev/null &
+  local pid=$!
+  wait_http http://127.0.0.1:18099/
+  "$work/triggerctl" bench --url http://127.0.0.1:18099 --file "$payload" "${compact[@]}" --concurrency "$1" \
+    --duration "$duration" --warmup "$warmup" --server-pid "$pid" --json > "$2"
+  kill $pid; wait $pid 2>/dev/null || true
+}
+
+# mean_baseline A B prints a report whose throughput and CPU per request
+# are the means of A's and B's, and whose p99 is the larger.
+mean_baseline() {
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+a["throughput_rps"] = (a["throughput_rps"] + b["throughput_rps"]) / 2
+a["server_cpu_us_per_request"] = (a["server_cpu_us_per_request"] + b["server_cpu_us_per_request"]) / 2
+a["latency_ms"]["p99"] = max(a["latency_ms"]["p99"], b["latency_ms"]["p99"])
+print(json.dumps(a))
+PY
+}
+
+echo "| concurrency | round | baseline req/s (before, after) | publish-only req/s | naive req/s | triggerd req/s | ratio to baseline | ratio to publish-only | ratio to naive | triggerd p50 ms | triggerd p99 ms | baseline p99 ms | CPU µs/req baseline / publish-only / naive / triggerd | events durable | triggerd peak RSS MB | triggerd page faults/req | dispatcher backlog at end |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 for c in "${concurrencies[@]}"; do
   for r in $(seq "$rounds"); do
-    "$work/triggerctl" bench-baseline --listen 127.0.0.1:18099 2>/dev/null &
-    base_pid=$!
-    wait_http http://127.0.0.1:18099/
-    "$work/triggerctl" bench --url http://127.0.0.1:18099 --file "$payload" "${compact[@]}" --concurrency "$c" \
-      --duration "$duration" --warmup "$warmup" --server-pid "$base_pid" --json > "$work/base.json"
-    kill $base_pid; wait $base_pid 2>/dev/null || true
-
     GOGC=$floor_gogc "$work/triggerctl" bench-baseline --publish-only --nats-drop-behind="$drop_behind" --listen 127.0.0.1:18099 2>/dev/null &
     floor_pid=$!
     wait_http http://127.0.0.1:18099/
@@ -83,6 +105,8 @@ for c in "${concurrencies[@]}"; do
       --duration "$duration" --warmup "$warmup" --server-pid "$naive_pid" --json > "$work/naive.json"
     kill $naive_pid; wait $naive_pid 2>/dev/null || true
 
+    run_baseline "$c" "$work/base-a.json"
+
     rm -rf "$work/data"
     "$work/triggerd" --http-addr 127.0.0.1:18098 --nats-listen 127.0.0.1:14333 --data-dir "$work/data" \
       --log-level warn 2>"$work/triggerd.log" &
@@ -93,11 +117,15 @@ for c in "${concurrencies[@]}"; do
     rss=$(awk '/^VmHWM:/ {printf "%.0f", $2/1024}' "/proc/$td_pid/status")
     kill $td_pid; wait $td_pid 2>/dev/null || true
 
+    run_baseline "$c" "$work/base-b.json"
+    mean_baseline "$work/base-a.json" "$work/base-b.json" > "$work/base.json"
+
     b=$(field "$work/base.json" "r['throughput_rps']")
     f=$(field "$work/floor.json" "r['throughput_rps']")
     n=$(field "$work/naive.json" "r['throughput_rps']")
     t=$(field "$work/td.json" "r['throughput_rps']")
-    printf '| %s | %s | %.0f | %.0f | %.0f | %.0f | %.1f%% | %.0f%% | %.2f | %.1f | %.1f | %.1f | %.0f / %.0f / %.0f / %.0f | %s (%s of %s) | %s | %.1f | %s |\n' "$c" "$r" "$b" "$f" "$n" "$t" \
+    printf '| %s | %s | %.0f (%.0f, %.0f) | %.0f | %.0f | %.0f | %.1f%% | %.0f%% | %.2f | %.1f | %.1f | %.1f | %.0f / %.0f / %.0f / %.0f | %s (%s of %s) | %s | %.1f | %s |\n' "$c" "$r" "$b" \
+      "$(field "$work/base-a.json" "r['throughput_rps']")" "$(field "$work/base-b.json" "r['throughput_rps']")" "$f" "$n" "$t" \
       "$(python3 -c "print(100*$t/$b)")" "$(python3 -c "print(100*$t/$f)")" "$(python3 -c "print($t/$n)")" \
       "$(field "$work/td.json" "r['latency_ms']['p50']")" "$(field "$work/td.json" "r['latency_ms']['p99']")" \
       "$(field "$work/base.json" "r['latency_ms']['p99']")" \
