@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	fastjson "github.com/goccy/go-json"
 	"github.com/google/uuid"
 
 	"github.com/triggerd/triggerd/bus"
@@ -429,11 +430,15 @@ func (b *benchRun) post(ctx context.Context, conn *benchConn, t *benchTarget, he
 	if err != nil {
 		return status, 0, len(body), err
 	}
-	if status >= 200 && status <= 299 {
+	if status >= 200 && status <= 299 && answer.Len() > 0 {
+		// goccy/go-json counts them in an eighth of encoding/json's time
+		// (0.2 against 1.6 µs for a one-event answer, on their own): the
+		// bench shares the machine with the server it measures, so what
+		// it spends on its own checks is taken from the server.
 		var a struct {
 			Events []struct{} `json:"events"`
 		}
-		if json.Unmarshal(answer.Bytes(), &a) == nil {
+		if fastjson.Unmarshal(answer.Bytes(), &a) == nil {
 			events = len(a.Events)
 		}
 	}
