@@ -83,3 +83,15 @@ func TestAnswersCarryDate(t *testing.T) {
 		t.Fatalf("Date a second later %q; want %q", got, want)
 	}
 }
+
+// The media type is read as MIME reads it, beyond the exact
+// "application/json" that skips the parse.
+func TestContentTypeWithParameters(t *testing.T) {
+	h := newHarness(t, nil)
+	body := []byte(`{"action":"opened","issue":{"number":1},"repository":{"name":"r","full_name":"o/r","owner":{"login":"o"}}}`)
+	req := codeHostRequest("issues", "ct-1", body)
+	req.Header.Set("Content-Type", "Application/JSON; charset=utf-8")
+	if a := h.do(req); a.status != http.StatusAccepted {
+		t.Fatalf("Content-Type with parameters: %d %v; want 202", a.status, a.body)
+	}
+}

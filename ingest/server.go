@@ -479,7 +479,11 @@ func codeFor(status int) string {
 }
 
 func mediaType(r *http.Request) string {
-	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	ct := r.Header.Get("Content-Type")
+	if ct == "application/json" {
+		return ct // what nearly every sender sends, without a parse
+	}
+	mt, _, err := mime.ParseMediaType(ct)
 	if err != nil {
 		return ""
 	}
