@@ -25,8 +25,10 @@ import (
 // wait and removes the entry when it ends, and an acknowledgement of the
 // usual shape is read by hand (parseAck).
 type ackMux struct {
-	nc     *nats.Conn
-	prefix string // the reply subjects' prefix, "<inbox>."; Close drains its subscription
+	nc *nats.Conn
+	// prefix is the reply subjects' prefix, "<inbox>."; the subscription
+	// to prefix+"*" lasts as long as the connection.
+	prefix string
 
 	mu      sync.Mutex
 	next    uint64
@@ -38,11 +40,6 @@ type ackResult struct {
 	ack Published
 	err error
 }
-
-// errNoResponders is an acknowledgement's error when no stream took the
-// message: none is bound to its subject, or (in a cluster) the stream has
-// no leader right now.
-var errNoResponders = jetstream.ErrNoStreamResponse
 
 func newAckMux(nc *nats.Conn) (*ackMux, error) {
 	m := &ackMux{nc: nc, prefix: nc.NewInbox() + ".", waiting: map[uint64]chan ackResult{}}
@@ -118,7 +115,7 @@ func (m *ackMux) wait(ctx context.Context, msg *nats.Msg, id uint64, ch <-chan a
 			m.forget(id)
 			return Published{}, ctx.Err()
 		}
-		if !errors.Is(r.err, errNoResponders) || retries == 2 {
+		if !errors.Is(r.err, jetstream.ErrNoStreamResponse) || retries == 2 {
 			return r.ack, r.err
 		}
 		t := time.NewTimer(250 * time.Millisecond)
@@ -138,7 +135,9 @@ func (m *ackMux) wait(ctx context.Context, msg *nats.Msg, id uint64, ch <-chan a
 // readAck reads a JetStream acknowledgement.
 func readAck(msg *nats.Msg) ackResult {
 	if len(msg.Data) == 0 && msg.Header.Get("Status") == "503" {
-		return ackResult{err: errNoResponders}
+		// No stream took the message: none is bound to its subject, or
+		// (in a cluster) the stream has no leader right now.
+		return ackResult{err: jetstream.ErrNoStreamResponse}
 	}
 	if seq, dup, ok := parseAck(msg.Data); ok {
 		return ackResult{ack: Published{Sequence: seq, Duplicate: dup}}

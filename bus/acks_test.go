@@ -61,7 +61,7 @@ func TestReadAck(t *testing.T) {
 		}
 	}
 	noResponders := &nats.Msg{Header: nats.Header{"Status": []string{"503"}}}
-	if r := readAck(noResponders); !errors.Is(r.err, errNoResponders) {
+	if r := readAck(noResponders); !errors.Is(r.err, jetstream.ErrNoStreamResponse) {
 		t.Errorf("no responders read as %+v", r)
 	}
 }
