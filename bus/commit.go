@@ -336,31 +336,32 @@ func headerSize(h nats.Header) int {
 }
 
 // archivedHeader returns the HTTP headers of a delivery that the archive
-// keeps (see keepHeader), with canonical names.
+// keeps (see archivedName), with canonical names.
 func archivedHeader(header map[string][]string) map[string][]string {
 	h := make(map[string][]string, len(header))
 	for k, vs := range header {
-		// Free for the canonical names net/http already gives.
-		if k = textproto.CanonicalMIMEHeaderKey(k); keepHeader(k) {
-			h[k] = vs
+		if name, ok := archivedName(k); ok {
+			h[name] = vs
 		}
 	}
 	return h
 }
 
-// keepHeader reports whether an HTTP header of a delivery, by its canonical
-// name, is archived: everything but credentials, hop-by-hop headers, NATS's
-// own and the archive's own (Triggerd-*). A sender must not be able to
-// plant those: a forged Triggerd-Body-Event-Seq or Triggerd-Scope on a
-// record would make a replay read another delivery's body or run under
-// another tenant.
-func keepHeader(canonical string) bool {
-	switch canonical {
+// archivedName returns the canonical name under which an HTTP header of a
+// delivery is archived, and whether it is: everything but credentials,
+// hop-by-hop headers, NATS's own and the archive's own (Triggerd-*). A
+// sender must not be able to plant those: a forged Triggerd-Body-Event-Seq
+// or Triggerd-Scope on a record would make a replay read another
+// delivery's body or run under another tenant.
+func archivedName(key string) (string, bool) {
+	// Free for the canonical names net/http already gives.
+	name := textproto.CanonicalMIMEHeaderKey(key)
+	switch name {
 	case "Authorization", "Cookie", "Proxy-Authorization", "Connection", "Keep-Alive",
 		"Transfer-Encoding", "Te", "Trailer", "Upgrade", "Content-Length", "Proxy-Connection":
-		return false
+		return name, false
 	}
-	return !strings.HasPrefix(canonical, "Nats-") && !strings.HasPrefix(canonical, "Triggerd-")
+	return name, !strings.HasPrefix(name, "Nats-") && !strings.HasPrefix(name, "Triggerd-")
 }
 
 func isWrongLastSequence(err error) bool {

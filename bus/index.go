@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
-	"net/textproto"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -77,7 +76,7 @@ type indexEntry struct {
 	DeliveryID string             `json:"delivery_id"`
 	ReceivedAt time.Time          `json:"received_at"`
 	// Header holds the delivery's HTTP headers. appendJSON writes only
-	// those the archive keeps (keepHeader), so a writer may set the
+	// those the archive keeps (archivedName), so a writer may set the
 	// request's own header map without copying it.
 	Header map[string][]string `json:"header,omitempty"`
 	Scope  *triggers.Scope     `json:"scope,omitempty"`
@@ -535,8 +534,8 @@ func (e *indexEntry) appendJSON(dst []byte) []byte {
 	if len(e.Header) > 0 {
 		first := true
 		for k, vs := range e.Header {
-			// Free for the canonical names net/http already gives.
-			if k = textproto.CanonicalMIMEHeaderKey(k); !keepHeader(k) {
+			name, ok := archivedName(k)
+			if !ok {
 				continue
 			}
 			if first {
@@ -545,7 +544,7 @@ func (e *indexEntry) appendJSON(dst []byte) []byte {
 				dst = append(dst, ',')
 			}
 			first = false
-			dst = jsonx.AppendString(dst, k)
+			dst = jsonx.AppendString(dst, name)
 			dst = append(dst, ":["...)
 			for i, v := range vs {
 				if i > 0 {
