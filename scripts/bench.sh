@@ -139,7 +139,7 @@ for c in "${concurrencies[@]}"; do
       "$(field "$work/td.json" "'yes' if r.get('durable') else 'NO'")" "$(field "$work/td.json" "r.get('events_in_stream')")" \
       "$(field "$work/td.json" "r['events_answered']")" "$rss" "$(field "$work/td.json" "r['server_page_faults_per_request']")" \
       "$(field "$work/td.json" "r.get('dispatch_backlog')")"
-    echo "$(python3 -c "print(100*$t/$b)") $(field "$work/td.json" "r['latency_ms']['p99']") $(python3 -c "print(100*$f/$b)") $(field "$work/floor.json" "r['latency_ms']['p99']")" >> "$work/rounds-$c"
+    echo "$(python3 -c "print(100*$t/$b)") $(field "$work/td.json" "r['latency_ms']['p99']") $(python3 -c "print(100*$f/$b)") $(field "$work/floor.json" "r['latency_ms']['p99']") $t $f" >> "$work/rounds-$c"
   done
 done
 # How many rounds met the issue's target (at least 25 % of the baseline with
@@ -148,14 +148,26 @@ done
 # receiver that makes each delivery durable and does nothing else reaches:
 # about the most a receiver storing one JetStream message per delivery can
 # reach on the machine.
+#
+# It also prints each server's tail factor (since session 14): p99 divided
+# by the mean latency, which with a fixed number of requests in flight is
+# concurrency / throughput (Little's law). p99 is that factor times the
+# mean, so the factor is the part of p99 that a server's shape decides, and
+# the mean the part the machine's speed decides; with its median factor,
+# the throughput at which triggerd's p99 would be 15 ms.
 for c in "${concurrencies[@]}"; do
   python3 - "$c" "$work/rounds-$c" <<'PY'
 import statistics, sys
-c, rows = sys.argv[1], [tuple(map(float, l.split())) for l in open(sys.argv[2])]
-met = sum(1 for ratio, p99, _, _ in rows if ratio >= 25 and p99 < 15)
-print(f"concurrency {c}: median ratio {statistics.median(r[0] for r in rows):.1f} %, median p99 "
-      f"{statistics.median(r[1] for r in rows):.1f} ms; {met} of {len(rows)} rounds at >= 25 % with p99 < 15 ms; "
-      f"publish-only floor at a median {statistics.median(r[2] for r in rows):.1f} % of the baseline, "
-      f"its median p99 {statistics.median(r[3] for r in rows):.1f} ms")
+c, rows = int(sys.argv[1]), [tuple(map(float, l.split())) for l in open(sys.argv[2])]
+met = sum(1 for ratio, p99, *_ in rows if ratio >= 25 and p99 < 15)
+med = lambda i: statistics.median(r[i] for r in rows)
+tail = lambda p99, rps: p99 / (1000 * c / rps)
+td_tail = statistics.median(tail(r[1], r[4]) for r in rows)
+floor_tail = statistics.median(tail(r[3], r[5]) for r in rows)
+print(f"concurrency {c}: median ratio {med(0):.1f} %, median p99 "
+      f"{med(1):.1f} ms; {met} of {len(rows)} rounds at >= 25 % with p99 < 15 ms; "
+      f"publish-only floor at a median {med(2):.1f} % of the baseline, "
+      f"its median p99 {med(3):.1f} ms; tail factor (p99 / mean latency) triggerd {td_tail:.2f}, "
+      f"floor {floor_tail:.2f}: at {td_tail:.2f}, p99 < 15 ms needs {1000 * c * td_tail / 15:.0f} req/s")
 PY
 done
