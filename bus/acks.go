@@ -142,11 +142,10 @@ func readAck(msg *nats.Msg) ackResult {
 	if seq, dup, ok := parseAck(msg.Data); ok {
 		return ackResult{ack: Published{Sequence: seq, Duplicate: dup}}
 	}
+	// jetstream's own acknowledgement, with the error it may carry instead.
 	var a struct {
-		Error     *jetstream.APIError `json:"error"`
-		Stream    string              `json:"stream"`
-		Seq       uint64              `json:"seq"`
-		Duplicate bool                `json:"duplicate"`
+		Error *jetstream.APIError `json:"error"`
+		jetstream.PubAck
 	}
 	if err := json.Unmarshal(msg.Data, &a); err != nil {
 		return ackResult{err: fmt.Errorf("%w: %q", jetstream.ErrInvalidJSAck, msg.Data)}
@@ -157,7 +156,7 @@ func readAck(msg *nats.Msg) ackResult {
 	if a.Stream == "" {
 		return ackResult{err: fmt.Errorf("%w: %q", jetstream.ErrInvalidJSAck, msg.Data)}
 	}
-	return ackResult{ack: Published{Sequence: a.Seq, Duplicate: a.Duplicate}}
+	return ackResult{ack: Published{Sequence: a.Sequence, Duplicate: a.Duplicate}}
 }
 
 // parseAck reads the usual acknowledgement by hand:

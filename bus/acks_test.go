@@ -81,12 +81,8 @@ func FuzzParseAck(f *testing.F) {
 		if !ok {
 			return
 		}
-		var a struct {
-			Stream    string `json:"stream"`
-			Seq       uint64 `json:"seq"`
-			Duplicate bool   `json:"duplicate"`
-		}
-		if err := json.Unmarshal(data, &a); err != nil || a.Stream == "" || a.Seq != seq || a.Duplicate != dup {
+		var a jetstream.PubAck
+		if err := json.Unmarshal(data, &a); err != nil || a.Stream == "" || a.Sequence != seq || a.Duplicate != dup {
 			t.Fatalf("parseAck(%q) = %d, %t; encoding/json reads %+v, %v", data, seq, dup, a, err)
 		}
 	})
