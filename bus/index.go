@@ -518,9 +518,10 @@ func (x *deliveryIndex) stopAll() {
 	}
 }
 
-// appendJSON appends the entry's JSON encoding to dst, as json.Marshal
-// would write it with Header replaced by archivedHeader(Header), at a
-// fraction of the cost: it runs once per delivery.
+// appendJSON appends the entry's JSON encoding to dst: what json.Marshal
+// would write with Header replaced by archivedHeader(Header), but for the
+// order of the header names, at a fraction of the cost: it runs once per
+// delivery.
 func (e *indexEntry) appendJSON(dst []byte) []byte {
 	dst = append(dst, `{"connector":`...)
 	dst = jsonx.AppendString(dst, string(e.Connector))
