@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"syscall"
@@ -42,17 +43,30 @@ const DefaultEmbeddedMaxPayload = 8 << 20
 // ErrListenBusy reports that the embedded server's address is taken.
 var ErrListenBusy = errors.New("address already in use")
 
+// ErrStoreLocked reports that another process runs an embedded server on
+// the same data directory. nats-server does not lock its store itself, and
+// two servers writing one store would corrupt it.
+var ErrStoreLocked = errors.New("the NATS store is in use by another process")
+
+// storeLockFile is the lock StartEmbedded holds in StoreDir, beside the
+// directory nats-server writes (StoreDir/jetstream).
+const storeLockFile = "triggerd.lock"
+
 // Embedded is a running in-process NATS server with JetStream.
 type Embedded struct {
 	srv *server.Server
 	// stopDrop stops the drop-behind goroutine and waits for it; nil
 	// when none runs.
 	stopDrop func()
+	// unlock releases the store's lock.
+	unlock func()
 }
 
 // StartEmbedded starts a NATS server with JetStream in this process and
 // waits until it accepts connections. A busy address is an error wrapping
-// ErrListenBusy that names the setting to change.
+// ErrListenBusy that names the setting to change; a data directory whose
+// store another process's embedded server holds is one wrapping
+// ErrStoreLocked.
 func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
 	flagName := o.ListenFlag
 	if flagName == "" {
@@ -69,6 +83,23 @@ func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
 	if err != nil || port < 0 || port > 65535 {
 		return nil, fmt.Errorf("%s %q: bad port", flagName, o.Listen)
 	}
+	storeDir := filepath.Join(o.DataDir, "jetstream")
+	if err := os.MkdirAll(storeDir, 0o700); err != nil {
+		return nil, fmt.Errorf("embedded nats: create the store: %w", err)
+	}
+	lock := filepath.Join(storeDir, storeLockFile)
+	unlock, err := lockStore(lock)
+	if errors.Is(err, ErrStoreLocked) {
+		return nil, fmt.Errorf("data directory %s: %w (%s is held): stop that process, give this one a data directory of its own, or connect it to the first one's NATS with --nats-url", o.DataDir, err, lock)
+	} else if err != nil {
+		return nil, err
+	}
+	started := false
+	defer func() {
+		if !started {
+			unlock()
+		}
+	}()
 	if port != 0 {
 		// nats-server reports a busy port only through its logger and then
 		// never becomes ready; check first so the error is clear.
@@ -90,7 +121,7 @@ func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
 		Host:                   host,
 		Port:                   port,
 		JetStream:              true,
-		StoreDir:               filepath.Join(o.DataDir, "jetstream"),
+		StoreDir:               storeDir,
 		MaxPayload:             maxPayload,
 		NoSigs:                 true,
 		DisableJetStreamBanner: true,
@@ -111,7 +142,8 @@ func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
 		srv.Shutdown()
 		return nil, fmt.Errorf("embedded nats on %s did not become ready in 15s (is %s busy?)", o.Listen, flagName)
 	}
-	e := &Embedded{srv: srv}
+	started = true
+	e := &Embedded{srv: srv, unlock: unlock}
 	if o.DropBehind {
 		e.stopDrop = startDropBehind(opts.StoreDir, o.Logger)
 	}
@@ -132,4 +164,5 @@ func (e *Embedded) Shutdown() {
 	}
 	e.srv.Shutdown()
 	e.srv.WaitForShutdown()
+	e.unlock()
 }
