@@ -233,7 +233,19 @@ func Connect(ctx context.Context, url string, o Options) (*Bus, error) {
 	return b, nil
 }
 
+// ErrNoJetStream reports a NATS server without JetStream (nats-server
+// started without -js, or an account without JetStream).
+var ErrNoJetStream = errors.New("JetStream is not enabled")
+
 func (b *Bus) provision(ctx context.Context) error {
+	// Without JetStream every request below finds "no responders", which
+	// says nothing of the cause: ask first.
+	if _, err := b.js.AccountInfo(ctx); errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
+		errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) || errors.Is(err, nats.ErrNoResponders) {
+		return fmt.Errorf("the NATS at %s: %w (start nats-server with -js, or enable JetStream for this account)", b.nc.ConnectedUrlRedacted(), ErrNoJetStream)
+	} else if err != nil {
+		return fmt.Errorf("ask the NATS at %s about JetStream: %w", b.nc.ConnectedUrlRedacted(), err)
+	}
 	shared, err := b.layout(ctx)
 	if err != nil {
 		return err

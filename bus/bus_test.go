@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/triggerd/triggerd/internal/testenv"
@@ -428,6 +429,32 @@ func TestEmbeddedStoreLocked(t *testing.T) {
 		t.Fatalf("StartEmbedded after the first server shut down: %v", err)
 	}
 	ts.emb = second // the cleanup shuts it down
+}
+
+// TestConnectWithoutJetStream checks that a NATS started without -js is
+// named as such, not as the "no responders" of its first request.
+func TestConnectWithoutJetStream(t *testing.T) {
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	defer srv.Shutdown()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server did not start")
+	}
+	for _, o := range []Options{{}, {SkipProvision: true}} {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		b, err := Connect(ctx, srv.ClientURL(), o)
+		cancel()
+		if err == nil {
+			b.Close()
+			t.Fatalf("Connect(%+v) to a NATS without JetStream succeeded", o)
+		}
+		if !errors.Is(err, ErrNoJetStream) || !strings.Contains(err.Error(), "-js") {
+			t.Fatalf("Connect(%+v) to a NATS without JetStream = %v, want ErrNoJetStream saying to start it with -js", o, err)
+		}
+	}
 }
 
 func TestTail(t *testing.T) {
