@@ -361,8 +361,23 @@ func archivedName(key string) (string, bool) {
 		"Transfer-Encoding", "Te", "Trailer", "Upgrade", "Content-Length", "Proxy-Connection":
 		return name, false
 	}
-	return name, !strings.HasPrefix(name, "Nats-") && !strings.HasPrefix(name, "Triggerd-")
+	if strings.HasPrefix(name, "Nats-") || strings.HasPrefix(name, "Triggerd-") {
+		return name, false
+	}
+	// Credentials under other names: a proxy in front of triggerd, or a
+	// sender, may add X-Api-Key, X-Auth-Token, Set-Cookie and the like.
+	// Signatures (X-Hub-Signature-256) are digests, not secrets: kept.
+	for _, part := range credentialParts {
+		if strings.Contains(name, part) {
+			return name, false
+		}
+	}
+	return name, true
 }
+
+// credentialParts are the parts of a canonical header name that mark it as
+// carrying a credential.
+var credentialParts = [...]string{"Auth", "Token", "Secret", "Password", "Api-Key", "Apikey", "Cookie", "Session"}
 
 func isWrongLastSequence(err error) bool {
 	var apiErr *jetstream.APIError

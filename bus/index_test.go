@@ -226,3 +226,18 @@ func TestIndexStreamAndLegacyIndex(t *testing.T) {
 		t.Fatalf("replayed the earlier index's delivery as %s %v", got.Body, got.Header)
 	}
 }
+
+func TestArchivedName(t *testing.T) {
+	for name, kept := range map[string]bool{
+		"X-GitHub-Event": true, "X-Hub-Signature-256": true, "x-vercel-signature": true, "User-Agent": true,
+		"Content-Type": true, "X-GitHub-Hook-Installation-Target-ID": true,
+		"Authorization": false, "Proxy-Authorization": false, "Cookie": false, "Set-Cookie": false,
+		"X-Api-Key": false, "x-apikey": false, "X-Auth-Token": false, "X-Gitlab-Token": false, "Private-Token": false,
+		"X-Webhook-Secret": false, "X-Amz-Security-Token": false, "X-Session-Id": false, "X-Password": false,
+		"Connection": false, "Content-Length": false, "Nats-Msg-Id": false, "Triggerd-Scope": false,
+	} {
+		if _, got := archivedName(name); got != kept {
+			t.Errorf("archivedName(%q) keeps it: %v, want %v", name, got, kept)
+		}
+	}
+}
