@@ -240,13 +240,17 @@ func (s *Server) codeHost(c echo.Context) error {
 	id := r.Header.Get("X-GitHub-Delivery")
 	switch {
 	case event == "" && id == "":
-		return s.reject(c, triggers.CodeHost, http.StatusBadRequest, "missing_header", "headers X-GitHub-Event and X-GitHub-Delivery are required")
+		msg := "headers X-GitHub-Event and X-GitHub-Delivery are required"
+		if m := misdirected(c, triggers.CodeHost); m != "" {
+			msg = m
+		}
+		return s.reject(c, triggers.CodeHost, http.StatusBadRequest, "missing_header", msg)
 	case event == "":
 		return s.reject(c, triggers.CodeHost, http.StatusBadRequest, "missing_header", "header X-GitHub-Event is required: it names the event (issues, push, ...)")
 	case id == "":
 		return s.reject(c, triggers.CodeHost, http.StatusBadRequest, "missing_header", "header X-GitHub-Delivery is required: it is the delivery's unique id")
 	case !validDeliveryID(id):
-		return s.reject(c, triggers.CodeHost, http.StatusBadRequest, "invalid_header", fmt.Sprintf("header X-GitHub-Delivery must be 1 to %d printable characters", maxDeliveryIDLen))
+		return s.reject(c, triggers.CodeHost, http.StatusBadRequest, "invalid_header", fmt.Sprintf("header X-GitHub-Delivery must be 1 to %d characters, without spaces or control characters", maxDeliveryIDLen))
 	case len(event) > 100:
 		return s.reject(c, triggers.CodeHost, http.StatusBadRequest, "invalid_header", "header X-GitHub-Event is too long")
 	}
@@ -275,9 +279,13 @@ func (s *Server) codeHost(c echo.Context) error {
 	defer s.putBuf(buf)
 	body := buf.Bytes()
 	if !verifier.Verify(sig, body) {
-		s.log.Warn().Str("delivery_id", id).Str("hook", c.Param("hook")).Str("remote", c.RealIP()).Msg("code-hosting delivery with an invalid signature")
-		return s.reject(c, triggers.CodeHost, http.StatusUnauthorized, "invalid_signature",
-			"X-Hub-Signature-256 does not match the body: the webhook's secret differs from "+secretName(triggers.CodeHost, scope)+", or the body was changed on the way")
+		msg := verifier.Malformed(sig)
+		s.log.Warn().Str("delivery_id", id).Str("hook", c.Param("hook")).Str("remote", c.RealIP()).Bool("malformed", msg != "").
+			Msg("code-hosting delivery with an invalid signature")
+		if msg == "" {
+			msg = "X-Hub-Signature-256 does not match the body: the webhook's secret differs from " + secretName(triggers.CodeHost, scope) + ", or the body was changed on the way"
+		}
+		return s.reject(c, triggers.CodeHost, http.StatusUnauthorized, "invalid_signature", msg)
 	}
 	payload := body
 	if form {
@@ -295,7 +303,11 @@ func (s *Server) deploy(c echo.Context) error {
 	c.Response().Header()["Date"] = s.dates.header(start)
 	r := c.Request()
 	if mediaType(r) != "application/json" {
-		return s.reject(c, triggers.Deploy, http.StatusUnsupportedMediaType, "unsupported_media_type", "Content-Type must be application/json")
+		msg := "Content-Type must be application/json"
+		if m := misdirected(c, triggers.Deploy); m != "" {
+			msg = m
+		}
+		return s.reject(c, triggers.Deploy, http.StatusUnsupportedMediaType, "unsupported_media_type", msg)
 	}
 	verifier, scope, ok, err := s.verifier(c, triggers.Deploy)
 	if !ok {
@@ -303,8 +315,11 @@ func (s *Server) deploy(c echo.Context) error {
 	}
 	sig := r.Header.Get(DeployScheme.Header)
 	if sig == "" {
-		return s.reject(c, triggers.Deploy, http.StatusUnauthorized, "missing_signature",
-			"header x-vercel-signature is missing: set the webhook's secret to "+secretName(triggers.Deploy, scope))
+		msg := "header x-vercel-signature is missing: set the webhook's secret to " + secretName(triggers.Deploy, scope)
+		if m := misdirected(c, triggers.Deploy); m != "" {
+			msg = m
+		}
+		return s.reject(c, triggers.Deploy, http.StatusUnauthorized, "missing_signature", msg)
 	}
 	buf, status, err := s.readBody(r)
 	if err != nil {
@@ -313,9 +328,13 @@ func (s *Server) deploy(c echo.Context) error {
 	defer s.putBuf(buf)
 	body := buf.Bytes()
 	if !verifier.Verify(sig, body) {
-		s.log.Warn().Str("hook", c.Param("hook")).Str("remote", c.RealIP()).Msg("deployment delivery with an invalid signature")
-		return s.reject(c, triggers.Deploy, http.StatusUnauthorized, "invalid_signature",
-			"x-vercel-signature does not match the body: the webhook's secret differs from "+secretName(triggers.Deploy, scope)+", or the body was changed on the way")
+		msg := verifier.Malformed(sig)
+		s.log.Warn().Str("hook", c.Param("hook")).Str("remote", c.RealIP()).Bool("malformed", msg != "").
+			Msg("deployment delivery with an invalid signature")
+		if msg == "" {
+			msg = "x-vercel-signature does not match the body: the webhook's secret differs from " + secretName(triggers.Deploy, scope) + ", or the body was changed on the way"
+		}
+		return s.reject(c, triggers.Deploy, http.StatusUnauthorized, "invalid_signature", msg)
 	}
 	return s.accept(c, start, triggers.Delivery{Connector: triggers.Deploy, ReceivedAt: start, Payload: body, Scope: scope}, body)
 }
@@ -334,14 +353,69 @@ func (s *Server) verifier(c echo.Context, src triggers.Connector) (v *Verifier, 
 	sc, v, err := s.o.Hooks.Hook(c.Request().Context(), src, id)
 	switch {
 	case errors.Is(err, ErrUnknownHook):
-		return nil, nil, false, s.reject(c, src, http.StatusNotFound, "unknown_hook",
-			fmt.Sprintf("no %s hook %q: it was removed (its last trigger was deleted) or the URL is mistyped; copy the URL from the trigger's or agent's page", src, id))
+		msg := fmt.Sprintf("no %s hook %q: it was removed (its last trigger was deleted) or the URL is mistyped; copy the URL from the trigger's or agent's page", src, id)
+		if m := misdirected(c, src); m != "" {
+			msg = m
+		}
+		return nil, nil, false, s.reject(c, src, http.StatusNotFound, "unknown_hook", msg)
 	case err != nil:
 		s.log.Error().Err(err).Str("hook", id).Msg("hook lookup failed; answered 503")
 		c.Response().Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds))
 		return nil, nil, false, s.reject(c, src, http.StatusServiceUnavailable, "unavailable", "the hook could not be looked up right now; nothing was accepted, retry later")
 	}
 	return v, &sc, true, nil
+}
+
+// misdirected returns, for a delivery in the other provider's format (its
+// headers present, this endpoint's absent), a message that says so and
+// names the endpoint to send it to; otherwise "". Only rejection paths call
+// it.
+func misdirected(c echo.Context, src triggers.Connector) string {
+	h := c.Request().Header
+	hook := c.Param("hook") != ""
+	if src == triggers.CodeHost {
+		if h.Get(DeployScheme.Header) == "" || hasCodeHostHeader(h) {
+			return ""
+		}
+		msg := "this is a deployment (Vercel-format) delivery: it has header x-vercel-signature and no X-GitHub-* headers, " +
+			"and this endpoint takes code-hosting (GitHub-format) deliveries; "
+		if hook {
+			return msg + "use the agent's deployment endpoint URL, /webhooks/deploy/{endpoint-id} (triggerctl agents endpoint {agent-id} shows it), " +
+				"instead of this code-hosting hook URL"
+		}
+		return msg + "send it to /webhooks/deploy, not /webhooks/codehost"
+	}
+	if h.Get(DeployScheme.Header) != "" {
+		return ""
+	}
+	var seen string
+	switch {
+	case h.Get("X-GitHub-Event") != "":
+		seen = "X-GitHub-Event"
+	case h.Get(CodeHostScheme.Header) != "":
+		seen = "X-Hub-Signature-256"
+	default:
+		return ""
+	}
+	msg := "this is a code-hosting (GitHub-format) delivery: it has header " + seen + " and no x-vercel-signature, " +
+		"and this endpoint takes deployment (Vercel-format) deliveries; "
+	if hook {
+		return msg + "use the code-hosting hook URL, /webhooks/codehost/{hook-id}, which triggerd registers on the repository itself " +
+			"when a trigger is created, instead of this deployment endpoint URL"
+	}
+	return msg + "send it to /webhooks/codehost, not /webhooks/deploy"
+}
+
+// hasCodeHostHeader reports whether h has any of the code-hosting format's
+// headers: X-GitHub-* or X-Hub-Signature(-256).
+func hasCodeHostHeader(h http.Header) bool {
+	for k := range h {
+		if len(k) >= len("X-GitHub-") && strings.EqualFold(k[:len("X-GitHub-")], "X-GitHub-") ||
+			strings.EqualFold(k, "X-Hub-Signature") || strings.EqualFold(k, CodeHostScheme.Header) {
+			return true
+		}
+	}
+	return false
 }
 
 // secretName names the secret a delivery must be signed with, for error
@@ -367,8 +441,12 @@ func (s *Server) accept(c echo.Context, start time.Time, d triggers.Delivery, ra
 		return s.reject(c, d.Connector, http.StatusBadRequest, "malformed_payload", "the payload could not be mapped: "+err.Error())
 	}
 	if !validDeliveryID(res.DeliveryID) {
+		what := "the delivery id"
+		if d.Connector == triggers.Deploy {
+			what = `the envelope's "id" (the delivery id)`
+		}
 		return s.reject(c, d.Connector, http.StatusBadRequest, "malformed_payload",
-			fmt.Sprintf("the delivery id must be 1 to %d printable characters", maxDeliveryIDLen))
+			fmt.Sprintf("%s must be 1 to %d characters, without spaces or control characters", what, maxDeliveryIDLen))
 	}
 	event := s.metrics.eventLabel(d.Connector, res.SourceEvent)
 	r := c.Request()
@@ -440,13 +518,20 @@ func (s *Server) readBody(r *http.Request) (*bytes.Buffer, int, error) {
 }
 
 // FormPayload extracts the JSON of a form-encoded code-hosting delivery
-// from its "payload" field.
+// from its "payload" field. Its errors say whether the body is not URL
+// encoding at all or lacks the field.
 func FormPayload(body []byte) ([]byte, error) {
 	vals, err := url.ParseQuery(string(body))
-	if err != nil || vals.Get("payload") == "" {
+	if err != nil {
+		// url's errors show at most the bad escape ("%ZZ") of the body.
+		return nil, fmt.Errorf("the form-encoded body is not valid URL encoding (%v): "+
+			"send application/x-www-form-urlencoded with the JSON, URL-escaped, in the form field \"payload\", or set the webhook's content type to application/json", err)
+	}
+	payload := vals.Get("payload")
+	if payload == "" {
 		return nil, errors.New("a form-encoded delivery must carry the JSON in the form field \"payload\"")
 	}
-	return []byte(vals.Get("payload")), nil
+	return []byte(payload), nil
 }
 
 // CapturedPayload returns the webhook JSON of an archived delivery: the

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"hash"
 	"strings"
 	"sync"
@@ -23,16 +24,21 @@ type Scheme struct {
 	Prefix  string
 	newHash func() hash.Hash
 	size    int // of the digest, in bytes
+	// shown is how messages spell Header (the provider's spelling), mac
+	// names the MAC.
+	shown, mac string
 }
 
 // The two schemes the ingest server verifies.
 var (
 	// CodeHostScheme is GitHub's X-Hub-Signature-256:
 	// "sha256=" + hex(HMAC-SHA256(secret, raw body)).
-	CodeHostScheme = Scheme{Header: "X-Hub-Signature-256", Prefix: "sha256=", newHash: sha256.New, size: sha256.Size}
+	CodeHostScheme = Scheme{Header: "X-Hub-Signature-256", Prefix: "sha256=", newHash: sha256.New, size: sha256.Size,
+		shown: "X-Hub-Signature-256", mac: "HMAC-SHA256"}
 	// DeployScheme is Vercel's x-vercel-signature:
 	// hex(HMAC-SHA1(secret, raw body)), no prefix.
-	DeployScheme = Scheme{Header: "X-Vercel-Signature", Prefix: "", newHash: sha1.New, size: sha1.Size}
+	DeployScheme = Scheme{Header: "X-Vercel-Signature", Prefix: "", newHash: sha1.New, size: sha1.Size,
+		shown: "x-vercel-signature", mac: "HMAC-SHA1"}
 )
 
 // Sign returns the header value s would send for body signed with secret.
@@ -110,6 +116,75 @@ func (v *Verifier) Verify(signature string, body []byte) bool {
 		}
 	}
 	return valid
+}
+
+// Malformed returns "" when header (a signature header's value) has the
+// form s needs, its Prefix and then the digest in hex, whatever the digest;
+// otherwise it returns a message saying what form the header must have and
+// what is wrong with it. The message shows at most a short label of header
+// up to its first "=" ("sha1="), never a digest. It costs a scan of the
+// header, so call it only to explain a failed Verify.
+func (s Scheme) Malformed(header string) string {
+	want := fmt.Sprintf("%s must be %q followed by %d hex digits (%s of the raw body)", s.shown, s.Prefix, 2*s.size, s.mac)
+	if s.Prefix == "" {
+		want = fmt.Sprintf("%s must be %d hex digits (%s of the raw body) with no prefix", s.shown, 2*s.size, s.mac)
+	}
+	rest, hasPrefix := strings.CutPrefix(header, s.Prefix)
+	var got string
+	switch label := signatureLabel(header); {
+	case label != "" && label != s.Prefix:
+		got = fmt.Sprintf("got a value starting %q", label)
+	case !hasPrefix:
+		got = fmt.Sprintf("got a value without the %q prefix", s.Prefix)
+	case len(rest) != 2*s.size:
+		got = fmt.Sprintf("got %d characters", len(rest))
+		if s.Prefix != "" {
+			got = fmt.Sprintf("got %q followed by %d characters", s.Prefix, len(rest))
+		}
+	case !isHex(rest):
+		got = fmt.Sprintf("got %d characters that are not all hex digits", len(rest))
+		if s.Prefix != "" {
+			got = fmt.Sprintf("got %q followed by %d characters that are not all hex digits", s.Prefix, len(rest))
+		}
+	default:
+		return ""
+	}
+	return want + "; " + got
+}
+
+// Malformed is the verifier's Scheme's Malformed.
+func (v *Verifier) Malformed(header string) string { return v.scheme.Malformed(header) }
+
+// signatureLabel returns the algorithm label a signature header starts
+// with, "=" included ("sha1=", "v1="), or "" when it has none. A label is 1
+// to 10 letters, digits, '-' or '_', starting with a letter and not all hex
+// digits, so that a piece of a digest or of a secret pasted into the header
+// is not taken for one.
+func signatureLabel(header string) string {
+	i := strings.IndexByte(header, '=')
+	if i < 1 || i > 10 || isHex(header[:i]) {
+		return ""
+	}
+	for j := 0; j < i; j++ {
+		switch c := header[j]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z':
+		case j > 0 && ('0' <= c && c <= '9' || c == '-' || c == '_'):
+		default:
+			return ""
+		}
+	}
+	return header[:i+1]
+}
+
+func isHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case '0' <= c && c <= '9', 'a' <= c && c <= 'f', 'A' <= c && c <= 'F':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // SplitSecrets splits a comma-separated list of secrets, dropping white

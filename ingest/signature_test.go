@@ -161,3 +161,73 @@ func BenchmarkVerify(b *testing.B) {
 		}
 	}
 }
+
+func TestMalformed(t *testing.T) {
+	body := []byte(`{"action":"opened","number":1}`)
+	good := CodeHostScheme.Sign([]byte("s3cret"), body)
+	digest := strings.TrimPrefix(good, "sha256=")
+	sha1Digest := DeployScheme.Sign([]byte("s3cret"), body)
+	for _, tc := range []struct {
+		name   string
+		scheme Scheme
+		header string
+		want   []string // substrings of the message; none for well-formed
+	}{
+		{"code hosting, well-formed", CodeHostScheme, good, nil},
+		{"code hosting, upper-case hex", CodeHostScheme, "sha256=" + strings.ToUpper(digest), nil},
+		{"code hosting, well-formed other secret", CodeHostScheme, CodeHostScheme.Sign([]byte("other"), body), nil},
+		{"code hosting, sha1 label", CodeHostScheme, "sha1=" + sha1Digest,
+			[]string{`X-Hub-Signature-256 must be "sha256=" followed by 64 hex digits (HMAC-SHA256 of the raw body)`, `got a value starting "sha1="`}},
+		{"code hosting, upper-case label", CodeHostScheme, "SHA256=" + digest, []string{`got a value starting "SHA256="`}},
+		{"code hosting, no prefix", CodeHostScheme, digest, []string{`got a value without the "sha256=" prefix`}},
+		{"code hosting, short digest", CodeHostScheme, "sha256=" + sha1Digest, []string{`got "sha256=" followed by 40 characters`}},
+		{"code hosting, prefix only", CodeHostScheme, "sha256=", []string{`got "sha256=" followed by 0 characters`}},
+		{"code hosting, non-hex", CodeHostScheme, "sha256=" + strings.Repeat("zz", 32), []string{"64 characters that are not all hex digits"}},
+		{"code hosting, empty", CodeHostScheme, "", []string{`without the "sha256=" prefix`}},
+		{"deployment, well-formed", DeployScheme, sha1Digest, nil},
+		{"deployment, sha1 label", DeployScheme, "sha1=" + sha1Digest,
+			[]string{"x-vercel-signature must be 40 hex digits (HMAC-SHA1 of the raw body) with no prefix", `got a value starting "sha1="`}},
+		{"deployment, sha256 digest", DeployScheme, digest, []string{"got 64 characters"}},
+		{"deployment, non-hex", DeployScheme, strings.Repeat("g", 40), []string{"got 40 characters that are not all hex digits"}},
+		// Only a short label that is not hex is shown: never a digest or a
+		// secret that happens to contain "=".
+		{"deployment, long label", DeployScheme, "averylongsecretvalue=" + sha1Digest, []string{"got 61 characters"}},
+		{"deployment, hex before =", DeployScheme, "deadbeef=" + sha1Digest, []string{"got 49 characters"}},
+		{"deployment, base64 padding", DeployScheme, "q83vEjRWeJA=", []string{"got 12 characters"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			msg := tc.scheme.Malformed(tc.header)
+			if tc.want == nil {
+				if msg != "" {
+					t.Fatalf("Malformed(%q) = %q, want \"\" for a well-formed header", tc.header, msg)
+				}
+				return
+			}
+			if msg == "" {
+				t.Fatalf("Malformed(%q) = \"\", want a message", tc.header)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("Malformed(%q) = %q, want it to contain %q", tc.header, msg, w)
+				}
+			}
+			for _, d := range []string{digest[:8], sha1Digest[:8], "averylong", "deadbeef", "q83vEjRW"} {
+				if strings.Contains(strings.ToLower(msg), strings.ToLower(d)) {
+					t.Errorf("Malformed(%q) = %q shows part of the value (%q)", tc.header, msg, d)
+				}
+			}
+		})
+	}
+	// The Verifier's Malformed is its scheme's, and a header it calls
+	// well-formed is one Verify decodes: Verify then fails only on the MAC.
+	v, err := NewVerifier(CodeHostScheme, "s3cret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg := v.Malformed("sha1=" + sha1Digest); !strings.Contains(msg, "X-Hub-Signature-256 must be") {
+		t.Fatalf("Verifier.Malformed = %q, want the code-hosting scheme's message", msg)
+	}
+	if v.Malformed(good) != "" || !v.Verify(good, body) {
+		t.Fatal("a good signature is malformed or refused")
+	}
+}
