@@ -17,7 +17,8 @@ import (
 	"github.com/triggerd/triggerd/internal/envflag"
 )
 
-// envPrefix is the prefix of the environment variables that set flags.
+// envPrefix is the prefix of the environment variables that set flags
+// (those ctlEnv binds) and of the secrets and keys triggerctl reads.
 const envPrefix = "TRIGGERD_"
 
 // defaultURL is where a locally started triggerd listens.
@@ -30,27 +31,34 @@ const (
 	connectorDeploy   = "deploy"
 )
 
-// parseFlags parses args into fs, then fills unset flags from the
-// environment. It installs fs's usage (synopsis followed by the flags and
-// their variables) and writes errors to fs's output. ok is false when the
-// command should stop and return code: 0 after -h, 2 on a usage error.
+// ctlEnv binds only the flags a user exports once for a shell to the
+// environment. The others change from one run to the next, and a variable
+// exported for one run would silently change every later one (an exported
+// TRIGGERD_DELIVERY makes every replay a duplicate) or collide between
+// commands (TRIGGERD_TIMEOUT is replay's 10s and redeliver's 30s,
+// TRIGGERD_SUBJECT would be tail's boolean --subject).
+func ctlEnv() envflag.Env {
+	return envflag.Env{Prefix: envPrefix, Only: []string{"url", "nats-url", "data-dir"}}
+}
+
+// parseFlags parses args into fs, then fills unset flags that read the
+// environment (see ctlEnv) from it. It installs fs's usage (synopsis
+// followed by the flags) and writes errors to fs's output. ok is false when
+// the command should stop and return code: 0 after -h, which prints the
+// whole usage, and 2 on a usage error, which prints the error and where to
+// find the flags.
 func parseFlags(fs *flag.FlagSet, args []string, synopsis string) (code int, ok bool) {
-	usage := envflag.Usage(fs, envPrefix, synopsis)
-	shown := false
-	fs.Usage = func() { shown = true; usage() }
-	err := envflag.Parse(fs, args, envPrefix, os.LookupEnv)
+	env := ctlEnv()
+	fs.Usage = env.Usage(fs, synopsis)
+	_, err := env.Parse(fs, args, os.LookupEnv)
 	switch {
 	case err == nil:
 		return 0, true
 	case errors.Is(err, flag.ErrHelp):
+		fs.Usage()
 		return 0, false
 	default:
-		// The flag package has already reported command-line errors and
-		// shown the usage; errors from the environment are ours to report.
-		if !shown {
-			fmt.Fprintf(fs.Output(), "triggerctl %s: %v\n", fs.Name(), err)
-		}
-		return 2, false
+		return usageError(fs, "%v", err), false
 	}
 }
 

@@ -20,9 +20,14 @@
 //	triggerctl events get EVENT_ID
 //	triggerctl replay-event [--trigger ID [--bypass-filter]] EVENT_ID
 //
-// Every flag can also be set from the environment as TRIGGERD_ + the flag
-// name in upper snake case (--data-dir → TRIGGERD_DATA_DIR); the command line
-// wins. Run "triggerctl help COMMAND" for a command's flags.
+// The settings one exports once for a shell, --url, --nats-url and
+// --data-dir, can also be set from the environment as TRIGGERD_URL,
+// TRIGGERD_NATS_URL and TRIGGERD_DATA_DIR (an empty variable counts as
+// unset); the command line wins. The other flags, which change from one run
+// to the next, are read from the command line only. Webhook secrets and API
+// keys come from their own variables (TRIGGERD_CODEHOST_WEBHOOK_SECRET,
+// TRIGGERD_API_KEY, ...). Run "triggerctl help COMMAND" for a command's
+// flags.
 package main
 
 import (
@@ -105,6 +110,7 @@ func printUsage(w io.Writer, commands map[string]command) {
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, `Run "triggerctl help COMMAND" for a command's flags. Every flag can also be`)
-	fmt.Fprintln(w, "set from the environment as TRIGGERD_<FLAG> (--data-dir → TRIGGERD_DATA_DIR).")
+	fmt.Fprintln(w, `Run "triggerctl help COMMAND" for a command's flags. --url, --nats-url and`)
+	fmt.Fprintln(w, "--data-dir can also be set from the environment as TRIGGERD_URL, TRIGGERD_NATS_URL")
+	fmt.Fprintln(w, "and TRIGGERD_DATA_DIR; the other flags only on the command line.")
 }

@@ -36,7 +36,11 @@ func TestUsage(t *testing.T) {
 func TestHelpCommand(t *testing.T) {
 	setTestEnv(t)
 	code, _, stderr := runCtl("help", "replay")
-	if code != 0 || !strings.Contains(stderr, "--delivery") || !strings.Contains(stderr, "TRIGGERD_DELIVERY") {
+	if code != 0 || !strings.Contains(stderr, "--delivery") || !strings.Contains(stderr, "TRIGGERD_DATA_DIR") {
 		t.Errorf("help replay: exit %d, output:\n%s", code, stderr)
+	}
+	// --delivery is per invocation: it reads no variable, and help offers none.
+	if strings.Contains(stderr, "TRIGGERD_DELIVERY") {
+		t.Errorf("help replay offers TRIGGERD_DELIVERY, which replay does not read:\n%s", stderr)
 	}
 }

@@ -268,9 +268,13 @@ func TestReplayUsageErrors(t *testing.T) {
 			t.Errorf("%q: exit %d, stderr %q; want 2 with a message", args, code, stderr)
 		}
 	}
-	t.Setenv("TRIGGERD_TIMEOUT", "soon")
-	if code, _, stderr := runCtl("replay", "--data-dir", dataDir, "x.json"); code != 2 || !strings.Contains(stderr, "TRIGGERD_TIMEOUT") {
-		t.Errorf("bad TRIGGERD_TIMEOUT: exit %d, stderr %q; want 2 naming the variable", code, stderr)
+	// A bad value says what the flag wants, then where the flags are
+	// listed, not the whole list.
+	code, _, stderr := runCtl("replay", "--data-dir", dataDir, "--timeout", "soon", "x.json")
+	want := "triggerctl replay: invalid value \"soon\" for flag -timeout: want a duration such as 5s, 2m or 1h30m\n" +
+		"run \"triggerctl help replay\" for its flags\n"
+	if code != 2 || stderr != want {
+		t.Errorf("bad --timeout: exit %d, stderr:\n%s\nwant 2 and:\n%s", code, stderr, want)
 	}
 }
 

@@ -28,6 +28,7 @@ type config struct {
 	DataDir          string
 	NATSListen       string
 	NATSURL          string
+	NATSURLVar       string // the variable NATSURL came from; "" when from the command line
 	NATSDropBehind   bool
 	MaxBodyBytes     int64
 	CommitTimeout    time.Duration
@@ -89,15 +90,18 @@ var (
 	adminKey = secretSource{"TRIGGERD_ADMIN_KEY", "", "admin_key"}
 )
 
-// parseConfig reads flags, then the environment for flags not given.
+// parseConfig reads flags, then the environment for flags not given. On
+// --help it prints the whole flag list and returns flag.ErrHelp; a flag
+// error says how to see the flags instead of listing them all.
 func parseConfig(args []string, lookup func(string) (string, bool), stderr io.Writer) (config, map[string]string, error) {
 	var c config
+	env := envflag.Env{Prefix: envPrefix}
 	files := map[string]*string{}
 	fs := flag.NewFlagSet("triggerd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.HTTPAddr, "http-addr", ":8080", "address the HTTP server (webhooks, probes, metrics) listens on")
 	fs.StringVar(&c.DataDir, "data-dir", "./data", "directory for the embedded NATS store and generated secrets")
-	fs.StringVar(&c.NATSListen, "nats-listen", "127.0.0.1:4222", "address the embedded NATS server listens on for agents (ignored with --nats-url)")
+	fs.StringVar(&c.NATSListen, "nats-listen", "127.0.0.1:4222", "address the embedded NATS server listens on for agents (not with --nats-url, which embeds none)")
 	fs.BoolVar(&c.NATSDropBehind, "nats-drop-behind", bus.DropBehindSupported, "embedded NATS: write each stream's sealed blocks to disk and drop them from the page cache as soon as they are sealed, so the page cache does not grow with every event and new writes reuse its pages (Linux only; older events are then read from disk)")
 	fs.StringVar(&c.NATSURL, "nats-url", "", "URL of an external NATS server with JetStream; empty runs an embedded one")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", ingest.DefaultMaxBodyBytes, "largest webhook body accepted, in bytes (413 above)")
@@ -120,13 +124,27 @@ func parseConfig(args []string, lookup func(string) (string, bool), stderr io.Wr
 	fs.StringVar(&c.DebugAddr, "debug-addr", "", "when set, serve Go's pprof profiles on this address (keep it private, e.g. 127.0.0.1:6060)")
 	files[codeHostSecret.fileFlag] = fs.String(codeHostSecret.fileFlag, "", "file holding the code-hosting webhook secret(s), comma-separated; overrides "+codeHostSecret.env)
 	files[deploySecret.fileFlag] = fs.String(deploySecret.fileFlag, "", "file holding the deployment webhook secret(s), comma-separated; overrides "+deploySecret.env)
-	fs.Usage = envflag.Usage(fs, envPrefix, "usage: triggerd [flags]\n\nEvery flag can also be set as TRIGGERD_<FLAG_NAME>. Webhook secrets come from "+
+	fs.Usage = env.Usage(fs, "usage: triggerd [flags]\n\nEvery flag can also be set as TRIGGERD_<FLAG_NAME> (an empty variable counts as unset). Webhook secrets come from "+
 		codeHostSecret.env+" and "+deploySecret.env+" (comma-separated for rotation); when unset, one is generated into the data dir.\n")
-	if err := envflag.Parse(fs, args, envPrefix, lookup); err != nil {
+	src, err := env.Parse(fs, args, lookup)
+	if errors.Is(err, flag.ErrHelp) {
+		fs.Usage()
 		return c, nil, err
 	}
+	if err != nil {
+		return c, nil, withFlagsHint(err)
+	}
 	if fs.NArg() > 0 {
-		return c, nil, fmt.Errorf("unexpected argument %q (triggerd takes only flags; see --help)", fs.Arg(0))
+		return c, nil, withFlagsHint(fmt.Errorf("unexpected argument %q: triggerd takes only flags", fs.Arg(0)))
+	}
+	if c.NATSURL != "" {
+		c.NATSURLVar = src["nats-url"]
+	}
+	if err := checkNATSFlags(c, src); err != nil {
+		return c, nil, err
+	}
+	if c.HTTPAddr == "" {
+		return c, nil, errors.New("--http-addr is empty: want host:port, such as :8080 or 127.0.0.1:8080")
 	}
 	if c.MaxBodyBytes <= 0 {
 		return c, nil, errors.New("--max-body-bytes must be positive")
@@ -144,6 +162,36 @@ func parseConfig(args []string, lookup func(string) (string, bool), stderr io.Wr
 		fileVals[k] = *v
 	}
 	return c, fileVals, nil
+}
+
+// checkNATSFlags refuses --nats-listen beside --nats-url: with an external
+// NATS nothing is embedded, so the listen address would be ignored, and the
+// mistake (typically a TRIGGERD_NATS_URL exported for triggerctl) showed
+// only later, as a failed connection to a NATS nobody started.
+func checkNATSFlags(c config, src envflag.Sources) error {
+	if _, listen := src["nats-listen"]; !listen || c.NATSURL == "" {
+		return nil
+	}
+	return fmt.Errorf("%s and %s are both set: --nats-url connects to an external NATS and embeds none, so --nats-listen would be ignored; unset one",
+		src.Describe("nats-url"), src.Describe("nats-listen"))
+}
+
+// withFlagsHint follows a command-line error with where to find the flags,
+// rather than the whole list of them, which would bury the error.
+func withFlagsHint(err error) error {
+	return fmt.Errorf("%w\nrun \"triggerd --help\" for the flags", err)
+}
+
+// externalNATSError says where the URL of an external NATS that failed
+// came from: a TRIGGERD_NATS_URL exported for triggerctl also reaches
+// triggerd, which then embeds no NATS and ignores --nats-listen. The URL
+// itself is left to err (bus.Connect's errors carry it with any password
+// redacted).
+func externalNATSError(cfg config, err error) error {
+	if cfg.NATSURLVar != "" {
+		return fmt.Errorf("external NATS from %s (--nats-url): %w; check that server, or unset %s to run an embedded NATS", cfg.NATSURLVar, err, cfg.NATSURLVar)
+	}
+	return fmt.Errorf("external NATS from --nats-url: %w; check that server, or leave out --nats-url to run an embedded NATS", err)
 }
 
 // loadSecrets resolves one endpoint's secrets: the file flag, else the

@@ -1,8 +1,14 @@
 package main
 
 import (
+	"context"
 	"io"
+	"maps"
+	"net"
+	"strings"
 	"testing"
+
+	"github.com/triggerd/triggerd/ingest"
 )
 
 func TestGCPercent(t *testing.T) {
@@ -28,5 +34,171 @@ func TestGCPercent(t *testing.T) {
 				t.Errorf("gcPercent = %d, %v; want %d, %v", got, ok, tc.want, tc.wantOK)
 			}
 		})
+	}
+}
+
+// runTriggerd runs triggerd in-process with env as its whole environment
+// and returns its exit code and what it wrote to stderr. GOGC is set so
+// that run leaves the test binary's collector alone.
+func runTriggerd(t *testing.T, env map[string]string, args ...string) (int, string) {
+	t.Helper()
+	all := map[string]string{"GOGC": "100"}
+	maps.Copy(all, env)
+	var stderr strings.Builder
+	code := run(context.Background(), args, func(k string) (string, bool) { v, ok := all[k]; return v, ok }, &stderr)
+	return code, stderr.String()
+}
+
+func TestEmptyVariableKeepsTheDefault(t *testing.T) {
+	env := map[string]string{"TRIGGERD_HTTP_ADDR": "", "TRIGGERD_DISPATCH": "", "TRIGGERD_COMMIT_TIMEOUT": "", "TRIGGERD_NATS_URL": ""}
+	cfg, _, err := parseConfig(nil, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, io.Discard)
+	if err != nil {
+		t.Fatalf("empty variables are an error: %v", err)
+	}
+	if cfg.HTTPAddr != ":8080" || !cfg.Dispatch.Workers || cfg.CommitTimeout <= 0 || cfg.NATSURL != "" {
+		t.Errorf("http-addr %q, dispatch %v, commit-timeout %v, nats-url %q; want the defaults", cfg.HTTPAddr, cfg.Dispatch.Workers, cfg.CommitTimeout, cfg.NATSURL)
+	}
+}
+
+func TestEmptyHTTPAddrIsAnError(t *testing.T) {
+	_, _, err := parseConfig([]string{"--http-addr", ""}, func(string) (string, bool) { return "", false }, io.Discard)
+	want := "--http-addr is empty: want host:port, such as :8080 or 127.0.0.1:8080"
+	if err == nil || err.Error() != want {
+		t.Fatalf("err = %v, want %q", err, want)
+	}
+}
+
+func TestBadFlagIsShortAndSaysWhatIsWanted(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"--max-body-bytes", "1MB"}, nil, `triggerd: invalid value "1MB" for flag -max-body-bytes: want a whole number, such as 100`},
+		{nil, map[string]string{"TRIGGERD_COMMIT_TIMEOUT": "5"}, `triggerd: environment variable TRIGGERD_COMMIT_TIMEOUT="5": want a duration such as 5s, 2m or 1h30m`},
+		{[]string{"--no-such-flag"}, nil, "triggerd: flag provided but not defined: -no-such-flag"},
+		{[]string{"extra"}, nil, `triggerd: unexpected argument "extra": triggerd takes only flags`},
+	} {
+		code, stderr := runTriggerd(t, tc.env, tc.args...)
+		want := tc.want + "\n" + `run "triggerd --help" for the flags` + "\n"
+		if code != 2 || stderr != want {
+			t.Errorf("%q %v: exit %d, stderr:\n%s\nwant exit 2 and:\n%s", tc.args, tc.env, code, stderr, want)
+		}
+	}
+}
+
+func TestHelpListsEveryFlag(t *testing.T) {
+	for _, arg := range []string{"-h", "--help"} {
+		code, stderr := runTriggerd(t, nil, arg)
+		if code != 0 {
+			t.Errorf("%s: exit %d, want 0", arg, code)
+		}
+		for _, want := range []string{
+			"usage: triggerd [flags]",
+			"  --http-addr (env TRIGGERD_HTTP_ADDR, default \":8080\")\n",
+			"  --commit-timeout (env TRIGGERD_COMMIT_TIMEOUT, default \"" + ingest.DefaultCommitTimeout.String() + "\")\n",
+			"  --dispatch (env TRIGGERD_DISPATCH, default \"true\")\n",
+			"  --deploy-webhook-secret-file (env TRIGGERD_DEPLOY_WEBHOOK_SECRET_FILE, default \"\")\n",
+		} {
+			if !strings.Contains(stderr, want) {
+				t.Errorf("%s: help does not contain %q:\n%s", arg, want, stderr)
+			}
+		}
+		if n := strings.Count(stderr, "\n  --"); n < 40 {
+			t.Errorf("%s: help lists %d flags, want all of them", arg, n)
+		}
+	}
+}
+
+func TestNATSURLVariableIsRecorded(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{nil, map[string]string{"TRIGGERD_NATS_URL": "nats://127.0.0.1:4558"}, "TRIGGERD_NATS_URL"},
+		{[]string{"--nats-url", "nats://127.0.0.1:4558"}, map[string]string{"TRIGGERD_NATS_URL": "nats://other:4222"}, ""},
+	} {
+		cfg, _, err := parseConfig(tc.args, func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok }, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.NATSURL != "nats://127.0.0.1:4558" || cfg.NATSURLVar != tc.want {
+			t.Errorf("%q %v: nats-url %q from %q, want nats://127.0.0.1:4558 from %q", tc.args, tc.env, cfg.NATSURL, cfg.NATSURLVar, tc.want)
+		}
+	}
+}
+
+// closedAddr returns a loopback address nothing listens on.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+func TestUnreachableExternalNATSNamesItsSource(t *testing.T) {
+	addr := closedAddr(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want []string
+	}{
+		{"variable", nil, map[string]string{"TRIGGERD_NATS_URL": "nats://agent:hunter2@" + addr},
+			[]string{"external NATS from TRIGGERD_NATS_URL (--nats-url)", addr, "unset TRIGGERD_NATS_URL to run an embedded NATS"}},
+		{"flag", []string{"--nats-url", "nats://agent:hunter2@" + addr}, nil,
+			[]string{"external NATS from --nats-url", addr, "leave out --nats-url to run an embedded NATS"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"--http-addr", "127.0.0.1:0", "--data-dir", t.TempDir(), "--log-format", "console"}, tc.args...)
+			code, stderr := runTriggerd(t, tc.env, args...)
+			if code != 1 {
+				t.Fatalf("exit %d, want 1:\n%s", code, stderr)
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(stderr, want) {
+					t.Errorf("the error does not say %q:\n%s", want, stderr)
+				}
+			}
+			if strings.Contains(stderr, "hunter2") {
+				t.Errorf("the NATS password reached the log:\n%s", stderr)
+			}
+		})
+	}
+}
+
+func TestNATSListenBesideNATSURLIsAnError(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"variable and flag", []string{"--nats-listen", "127.0.0.1:4558"}, map[string]string{"TRIGGERD_NATS_URL": "nats://127.0.0.1:4558"},
+			"--nats-url (from TRIGGERD_NATS_URL) and --nats-listen (on the command line) are both set"},
+		{"both flags", []string{"--nats-url", "nats://127.0.0.1:4558", "--nats-listen", "127.0.0.1:4558"}, nil,
+			"--nats-url (on the command line) and --nats-listen (on the command line) are both set"},
+		{"both variables", nil, map[string]string{"TRIGGERD_NATS_URL": "nats://127.0.0.1:4558", "TRIGGERD_NATS_LISTEN": "127.0.0.1:4558"},
+			"--nats-url (from TRIGGERD_NATS_URL) and --nats-listen (from TRIGGERD_NATS_LISTEN) are both set"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stderr := runTriggerd(t, tc.env, tc.args...)
+			want := "triggerd: " + tc.want + ": --nats-url connects to an external NATS and embeds none, so --nats-listen would be ignored; unset one\n"
+			if code != 2 || stderr != want {
+				t.Errorf("exit %d, stderr:\n%s\nwant 2 and:\n%s", code, stderr, want)
+			}
+		})
+	}
+	// Each alone is fine, and so is an explicitly empty --nats-url, which
+	// embeds a NATS.
+	for _, args := range [][]string{{"--nats-url", "nats://127.0.0.1:4558"}, {"--nats-listen", "127.0.0.1:4558"}, {"--nats-url", "", "--nats-listen", "127.0.0.1:4558"}} {
+		if _, _, err := parseConfig(args, func(string) (string, bool) { return "", false }, io.Discard); err != nil {
+			t.Errorf("%q: %v", args, err)
+		}
 	}
 }

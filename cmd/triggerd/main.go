@@ -197,7 +197,11 @@ func serve(ctx context.Context, cfg config, files map[string]string, lookup func
 		},
 	})
 	cancel()
-	if err != nil {
+	if err != nil && embedded == nil {
+		// Say which setting named that NATS: it may be a variable the
+		// user exported for triggerctl.
+		return externalNATSError(cfg, err)
+	} else if err != nil {
 		return err
 	}
 	defer b.Close()

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -63,7 +64,11 @@ type proc struct {
 func startTriggerd(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
 	p := &proc{t: t, exited: make(chan struct{})}
-	p.cmd = exec.Command(binary, append([]string{"--http-addr", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0"}, args...)...)
+	base := []string{"--http-addr", "127.0.0.1:0"}
+	if !externalNATS(env, args) {
+		base = append(base, "--nats-listen", "127.0.0.1:0")
+	}
+	p.cmd = exec.Command(binary, append(base, args...)...)
 	p.cmd.Env = append(cleanEnv(), env...)
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
@@ -105,6 +110,13 @@ func startTriggerd(t *testing.T, env []string, args ...string) *proc {
 	}
 	t.Cleanup(func() { p.kill() })
 	return p
+}
+
+// externalNATS reports whether env or args point triggerd at an external
+// NATS, beside which it refuses --nats-listen.
+func externalNATS(env, args []string) bool {
+	return slices.Contains(args, "--nats-url") ||
+		slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "TRIGGERD_NATS_URL=") })
 }
 
 func cleanEnv() []string {
