@@ -348,7 +348,12 @@ func TestLargePayloadsGoByReference(t *testing.T) {
 				t.Fatalf("event %s: payload %d bytes, ref %q; want null payload and ref %q", e.ID, len(e.Payload), e.PayloadRef, ref)
 			}
 		}
-		arch, err := b.Delivery(context.Background(), triggers.CodeHost, "d-big")
+		// payload_ref names the delivery: it reads back as the body.
+		rc, rkey, ok := ParseArchiveSubject(events[0].PayloadRef)
+		if !ok || rc != triggers.CodeHost || rkey != "d-big" {
+			t.Fatalf("ParseArchiveSubject(%q) = %q, %q, %v", events[0].PayloadRef, rc, rkey, ok)
+		}
+		arch, err := b.Delivery(context.Background(), rc, rkey)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -371,7 +376,41 @@ func TestLargePayloadsGoByReference(t *testing.T) {
 		if inline != 2 {
 			t.Fatalf("%d events carry the payload inline, want 2 (40 KiB budget, 15 KiB payload)", inline)
 		}
+		rc, rkey, ok = ParseArchiveSubject(events[3].PayloadRef)
+		if !ok {
+			t.Fatalf("ParseArchiveSubject(%q) failed", events[3].PayloadRef)
+		}
+		if arch, err = b.Delivery(context.Background(), rc, rkey); err != nil {
+			t.Fatal(err)
+		} else if !bytes.Equal(arch.Body, mid) {
+			t.Fatalf("fan-out payload_ref reads back %d bytes, want the %d sent", len(arch.Body), len(mid))
+		}
 	})
+}
+
+func TestParseArchiveSubject(t *testing.T) {
+	for _, tc := range []struct {
+		c   triggers.Connector
+		key string
+	}{
+		{triggers.CodeHost, "72d3162e-cc78-11e3-81ab-4c9367dc0958"},
+		{triggers.Deploy, "uev_ZfbZKA3Ts2aEa2Cic6t6wSZ3"},
+		{triggers.CodeHost, "hook_1/a.b c%d"}, // a tenant hook's key, with bytes to encode
+	} {
+		subject := ArchiveSubject(tc.c, tc.key)
+		c, key, ok := ParseArchiveSubject(subject)
+		if !ok || c != tc.c || key != tc.key {
+			t.Errorf("ParseArchiveSubject(%q) = %q, %q, %v; want %q, %q", subject, c, key, ok, tc.c, tc.key)
+		}
+	}
+	for _, bad := range []string{
+		"", "deliveries", "deliveries.codehost", "deliveries.codehost.", "deliveries.mail.x",
+		"deliveries.codehost.a.b", "deliveries.codehost.a%2", "triggers.codehost.new_issue.o.r", IndexSubject,
+	} {
+		if c, key, ok := ParseArchiveSubject(bad); ok {
+			t.Errorf("ParseArchiveSubject(%q) = %q, %q, true; want false", bad, c, key)
+		}
+	}
 }
 
 func TestCommitFailsFastWhenNATSIsDown(t *testing.T) {

@@ -53,6 +53,27 @@ func ArchiveSubject(c triggers.Connector, key string) string {
 	return DeliveriesPrefix + "." + triggers.EncodeToken(string(c)) + "." + triggers.EncodeToken(key)
 }
 
+// ParseArchiveSubject returns the connector and delivery key of an archive
+// subject (ArchiveSubject), such as an event's payload_ref; ok is false for
+// any other subject.
+func ParseArchiveSubject(subject string) (c triggers.Connector, key string, ok bool) {
+	rest, found := strings.CutPrefix(subject, DeliveriesPrefix+".")
+	if !found {
+		return "", "", false
+	}
+	ctok, ktok, found := strings.Cut(rest, ".")
+	if !found || strings.Contains(ktok, ".") {
+		return "", "", false
+	}
+	conn, ok1 := triggers.DecodeToken(ctok)
+	key, ok2 := triggers.DecodeToken(ktok)
+	c = triggers.Connector(conn)
+	if !ok1 || !ok2 || !c.Valid() || key == "" {
+		return "", "", false
+	}
+	return c, key, true
+}
+
 // Commit makes one delivery and its events durable, exactly once per
 // delivery id, and reports whether the delivery had already been accepted.
 //

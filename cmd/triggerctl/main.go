@@ -10,6 +10,7 @@
 //	triggerctl bench-baseline [--listen 127.0.0.1:8099]
 //	triggerctl bench-dispatch [flags]
 //	triggerctl tail [flags] [SUBJECT]
+//	triggerctl delivery [flags] DELIVERY_ID|PAYLOAD_REF...
 //	triggerctl redeliver [flags] DELIVERY_ID...
 //	triggerctl tenants create NAME
 //	triggerctl accounts list | get ID | connect CONNECTOR | remove ID
@@ -61,6 +62,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"bench-baseline": {summary: "serve a bare echo endpoint that discards bodies, to benchmark against", run: benchBaseline},
 		"tail":           {summary: "print trigger events from NATS as JSON lines", run: tail},
 		"redeliver":      {summary: "map archived deliveries again and publish their events", run: redeliver},
+		"delivery":       {summary: "print archived deliveries, by delivery id or an event's payload_ref", run: delivery},
 		"tenants":        {summary: "create a tenant and print its API key (needs the admin key)", run: tenantsCmd},
 		"accounts":       {summary: "list, inspect, connect and remove connected accounts", run: accountsCmd},
 		"steps":          {summary: "list, show and run tool steps as a connected account", run: stepsCmd},

@@ -28,25 +28,31 @@ type redeliverLine struct {
 
 // redeliver implements "triggerctl redeliver DELIVERY_ID...": it reads each
 // archived delivery, runs it through the current mapper again and publishes
-// the events. Event ids are the same as the first time, so events the
-// stream still holds are not published twice, while kinds the mapper now
-// yields for the first time are; --as-new gives the events fresh ids, to
-// start their triggers again on purpose.
+// the events. Event ids are the same as the first time, so within the
+// stream's dedup window (--dedup-window) events it still holds are not
+// published twice, while kinds the mapper now yields for the first time
+// are. Past the window the stream takes them again, under the same ids,
+// which consumers deduplicate on (the dispatcher starts no trigger twice
+// for one event). --as-new gives the events fresh ids, to start their
+// triggers again on purpose.
 func redeliver(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("redeliver", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	natsURL := fs.String("nats-url", defaultNATSURL, "NATS server triggerd publishes to")
-	connector := fs.String("connector", "codehost", "codehost or deploy: whose delivery ids these are")
+	connector := fs.String("connector", "", "codehost or deploy: whose delivery ids these are (default: look in both)")
 	asNew := fs.Bool("as-new", false, "give the events fresh ids, so subscribers see them as new events")
 	timeout := fs.Duration("timeout", 30*time.Second, "bound on each delivery's redelivery")
 	synopsis := "usage: triggerctl redeliver [flags] DELIVERY_ID...\n\n" +
-		"Maps archived deliveries again and publishes their events, printing one JSON line per event.\n\nflags:"
+		"Maps archived deliveries again and publishes their events, printing one JSON line per event.\n" +
+		"Events keep their ids: within the stream's dedup window (triggerd's --dedup-window, default 2h)\n" +
+		"those the stream still holds are not published again (\"published\": false); past it they are,\n" +
+		"and consumers deduplicate on the event id. --as-new gives them fresh ids instead.\n\nflags:"
 	if code, ok := parseFlags(fs, args, synopsis); !ok {
 		return code
 	}
 	c := triggers.Connector(*connector)
-	if !c.Valid() {
-		return usageError(fs, "--connector is %q: use codehost or deploy", *connector)
+	if c != "" && !c.Valid() {
+		return usageError(fs, "--connector is %q: use codehost or deploy, or leave it out to look in both", *connector)
 	}
 	if fs.NArg() == 0 {
 		return usageError(fs, "name one or more delivery ids (the X-GitHub-Delivery header, or the deployment envelope's id)")
@@ -58,6 +64,7 @@ func redeliver(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	defer b.Close()
 	enc := json.NewEncoder(stdout)
+	enc.SetEscapeHTML(false) // print ids as the HTTP answers do
 	code := 0
 	for _, id := range fs.Args() {
 		if err := redeliverOne(ctx, b, c, id, *asNew, *timeout, enc); err != nil {
@@ -71,10 +78,11 @@ func redeliver(ctx context.Context, args []string, stdout, stderr io.Writer) int
 func redeliverOne(ctx context.Context, b *bus.Bus, c triggers.Connector, id string, asNew bool, timeout time.Duration, enc *json.Encoder) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	capture, err := b.Delivery(ctx, c, id)
+	capture, key, err := findDelivery(ctx, b, c, id)
 	if err != nil {
 		return err
 	}
+	c = capture.Connector
 	payload, err := ingest.CapturedPayload(capture)
 	if err != nil {
 		return err
@@ -98,11 +106,11 @@ func redeliverOne(ctx context.Context, b *bus.Bus, c triggers.Connector, id stri
 		seen := map[triggers.Kind]int{}
 		for i := range res.Events {
 			e := &res.Events[i]
-			e.ID = triggers.EventID(c, id+"#redelivery-"+nonce, e.Kind, seen[e.Kind])
+			e.ID = triggers.EventID(c, key+"#redelivery-"+nonce, e.Kind, seen[e.Kind])
 			seen[e.Kind]++
 		}
 	}
-	acks, err := b.PublishEvents(ctx, res.Events, bus.ArchiveSubject(c, id))
+	acks, err := b.PublishEvents(ctx, res.Events, bus.ArchiveSubject(c, key))
 	if err != nil {
 		return err
 	}

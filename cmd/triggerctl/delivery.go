@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/triggerd/triggerd/bus"
+	"github.com/triggerd/triggerd/ingest"
+	"github.com/triggerd/triggerd/triggers"
+)
+
+// deliveryOut is what "triggerctl delivery" prints per delivery.
+type deliveryOut struct {
+	Connector  triggers.Connector  `json:"connector"`
+	DeliveryID string              `json:"delivery_id"`
+	Key        string              `json:"key,omitempty"` // when it differs from the id: "<hook>/<id>"
+	ReceivedAt time.Time           `json:"received_at"`
+	Header     map[string][]string `json:"header"`
+	Scope      *triggers.Scope     `json:"scope,omitempty"`
+	// Body is the body as received: JSON as it was, anything else (a form)
+	// as a string.
+	Body json.RawMessage `json:"body"`
+}
+
+// delivery implements "triggerctl delivery ID|PAYLOAD_REF...": it prints
+// archived deliveries, read from triggerd's NATS. An event whose payload
+// was too large to travel inline names its delivery in payload_ref; with
+// --payload this prints the webhook JSON that payload would have held.
+func delivery(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("delivery", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	natsURL := fs.String("nats-url", defaultNATSURL, "NATS server triggerd publishes to")
+	connector := fs.String("connector", "", "codehost or deploy: whose delivery ids these are (default: look in both)")
+	payload := fs.Bool("payload", false, "print only the webhook JSON (the event's payload), one document per delivery")
+	timeout := fs.Duration("timeout", 30*time.Second, "bound on reading each delivery")
+	synopsis := "usage: triggerctl delivery [flags] DELIVERY_ID|PAYLOAD_REF...\n\n" +
+		"Prints archived deliveries (headers and body as received) as JSON lines. An argument is a delivery id\n" +
+		"(X-GitHub-Delivery, or the deployment envelope's id) or an event's payload_ref (deliveries.<connector>.<id>).\n\nflags:"
+	if code, ok := parseFlags(fs, args, synopsis); !ok {
+		return code
+	}
+	if *connector != "" && !triggers.Connector(*connector).Valid() {
+		return usageError(fs, "--connector is %q: use codehost or deploy, or leave it out to look in both", *connector)
+	}
+	if fs.NArg() == 0 {
+		return usageError(fs, "name one or more delivery ids or payload_ref subjects")
+	}
+	b, err := connectBus(ctx, *natsURL)
+	if err != nil {
+		fmt.Fprintf(stderr, "triggerctl delivery: %v\n", err)
+		return 1
+	}
+	defer b.Close()
+	enc := json.NewEncoder(stdout)
+	enc.SetEscapeHTML(false)
+	code := 0
+	for _, arg := range fs.Args() {
+		if err := printDelivery(ctx, b, triggers.Connector(*connector), arg, *payload, *timeout, stdout, enc); err != nil {
+			fmt.Fprintf(stderr, "triggerctl delivery %s: %v\n", arg, err)
+			code = 1
+		}
+	}
+	return code
+}
+
+func printDelivery(ctx context.Context, b *bus.Bus, c triggers.Connector, arg string, payloadOnly bool, timeout time.Duration, stdout io.Writer, enc *json.Encoder) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	capture, key, err := findDelivery(ctx, b, c, arg)
+	if err != nil {
+		return err
+	}
+	if payloadOnly {
+		p, err := ingest.CapturedPayload(capture)
+		if err != nil {
+			return err
+		}
+		if _, err := stdout.Write(p); err != nil {
+			return err
+		}
+		if len(p) == 0 || p[len(p)-1] != '\n' {
+			_, err = io.WriteString(stdout, "\n")
+		}
+		return err
+	}
+	out := deliveryOut{
+		Connector: capture.Connector, DeliveryID: capture.DeliveryID, ReceivedAt: capture.ReceivedAt,
+		Header: capture.Header, Scope: capture.Scope, Body: capture.Body,
+	}
+	if key != capture.DeliveryID {
+		out.Key = key
+	}
+	if !json.Valid(capture.Body) {
+		out.Body, _ = json.Marshal(string(capture.Body)) // a string cannot fail to encode
+	}
+	return enc.Encode(out)
+}
+
+// findDelivery reads an archived delivery named by arg: a payload_ref
+// subject, or a delivery key of connector c, or, when c is empty, of
+// whichever connector holds it. It returns the delivery and its key.
+func findDelivery(ctx context.Context, b *bus.Bus, c triggers.Connector, arg string) (triggers.Capture, string, error) {
+	if strings.HasPrefix(arg, bus.DeliveriesPrefix+".") {
+		rc, key, ok := bus.ParseArchiveSubject(arg)
+		if !ok {
+			return triggers.Capture{}, "", fmt.Errorf("%q is not a payload_ref: want deliveries.<codehost|deploy>.<encoded delivery id>", arg)
+		}
+		if c != "" && c != rc {
+			return triggers.Capture{}, "", fmt.Errorf("payload_ref %s names a %s delivery, not a %s one (--connector)", arg, rc, c)
+		}
+		capture, err := b.Delivery(ctx, rc, key)
+		return capture, key, err
+	}
+	if c != "" {
+		capture, err := b.Delivery(ctx, c, arg)
+		return capture, arg, err
+	}
+	// Code-hosting ids are GUIDs and deployment ids "uev_…": a delivery
+	// id is in one archive at most, in practice. Should it be in both,
+	// say so rather than pick one.
+	var found []triggers.Capture
+	for _, rc := range []triggers.Connector{triggers.CodeHost, triggers.Deploy} {
+		capture, err := b.Delivery(ctx, rc, arg)
+		if errors.Is(err, bus.ErrNotArchived) {
+			continue
+		}
+		if err != nil {
+			return triggers.Capture{}, "", err
+		}
+		found = append(found, capture)
+	}
+	switch len(found) {
+	case 0:
+		return triggers.Capture{}, "", fmt.Errorf("delivery %s: %w (looked in the code-hosting and deployment archives)", arg, bus.ErrNotArchived)
+	case 1:
+		return found[0], arg, nil
+	}
+	return triggers.Capture{}, "", fmt.Errorf("delivery %s is in both the code-hosting and the deployment archive: choose one with --connector", arg)
+}
