@@ -8,8 +8,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 
 	"github.com/triggerd/triggerd/bus"
+	"github.com/triggerd/triggerd/triggers"
 )
 
 // tail implements "triggerctl tail [SUBJECT]": it prints trigger events as
@@ -30,6 +33,9 @@ func tail(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if fs.NArg() > 1 {
 		return usageError(fs, "give at most one subject filter, not %d", fs.NArg())
+	}
+	if err := checkTailFilter(fs.Arg(0)); err != nil {
+		return usageError(fs, "%v", err)
 	}
 	b, err := connectBus(ctx, *natsURL)
 	if err != nil {
@@ -63,4 +69,77 @@ func tail(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// checkTailFilter reports a subject filter that is malformed or can match
+// no event, which would otherwise leave tail waiting silently for ever.
+// Event subjects are triggers.<connector>.<kind>.<owner>.<repo>.
+func checkTailFilter(filter string) error {
+	if filter == "" {
+		return nil
+	}
+	toks := strings.Split(filter, ".")
+	for i, tok := range toks {
+		switch {
+		case tok == "":
+			return fmt.Errorf("subject filter %q has an empty token: tokens are separated by single dots", filter)
+		case strings.ContainsAny(tok, " \t\r\n"):
+			return fmt.Errorf("subject filter %q contains white space", filter)
+		case tok == ">" && i != len(toks)-1:
+			return fmt.Errorf("subject filter %q: '>' may only be the last token", filter)
+		}
+	}
+	literal := func(i int) (string, bool) {
+		if i >= len(toks) || toks[i] == "*" || toks[i] == ">" {
+			return "", false
+		}
+		return toks[i], true
+	}
+	if tok, ok := literal(0); ok && tok != triggers.SubjectPrefix {
+		return fmt.Errorf("subject filter %q matches no event: event subjects are %s.<connector>.<kind>.<owner>.<repo>", filter, triggers.SubjectPrefix)
+	}
+	if len(toks) > 5 || len(toks) < 5 && toks[len(toks)-1] != ">" {
+		return fmt.Errorf("subject filter %q matches no event: event subjects have 5 tokens, %s.<connector>.<kind>.<owner>.<repo> (end with '>' to match the rest)", filter, triggers.SubjectPrefix)
+	}
+	conn, connOK := literal(1)
+	if connOK && !triggers.Connector(conn).Valid() {
+		return fmt.Errorf("subject filter %q: no connector %q (codehost or deploy)", filter, conn)
+	}
+	if kind, ok := literal(2); ok {
+		k := triggers.Kind(kind)
+		if !k.Valid() {
+			return fmt.Errorf("subject filter %q: no trigger kind %q (triggerctl triggers kinds lists them)", filter, kind)
+		}
+		if connOK && k.Connector() != triggers.Connector(conn) {
+			return fmt.Errorf("subject filter %q: %s is a %s kind, not a %s one", filter, kind, k.Connector(), conn)
+		}
+	}
+	// Code-hosting owners and repositories are lower-cased in subjects
+	// (GitHub's names are case-insensitive); deployment ids keep their case.
+	if connOK && triggers.Connector(conn) == triggers.CodeHost {
+		fixed := slices.Clone(toks)
+		for i := 3; i < len(fixed); i++ {
+			fixed[i] = lowerToken(fixed[i])
+		}
+		if want := strings.Join(fixed, "."); want != filter {
+			return fmt.Errorf("subject filter %q matches no event: code-hosting owners and repositories are lower-case in subjects; use %q", filter, want)
+		}
+	}
+	return nil
+}
+
+// lowerToken lower-cases an encoded subject token, leaving the hex digits of
+// its escapes ("%2E") as EncodeToken writes them.
+func lowerToken(tok string) string {
+	b := []byte(tok)
+	for i := 0; i < len(b); i++ {
+		if b[i] == '%' {
+			i += 2
+			continue
+		}
+		if 'A' <= b[i] && b[i] <= 'Z' {
+			b[i] += 'a' - 'A'
+		}
+	}
+	return string(b)
 }
