@@ -35,25 +35,53 @@ type deliveryOut struct {
 func delivery(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("delivery", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	natsURL := fs.String("nats-url", defaultNATSURL, "NATS server triggerd publishes to")
-	connector := fs.String("connector", "", "codehost or deploy: whose delivery ids these are (default: look in both)")
+	af := addArchiveFlags(fs, "bound on reading each delivery")
 	payload := fs.Bool("payload", false, "print only the webhook JSON (the event's payload), one document per delivery")
-	timeout := fs.Duration("timeout", 30*time.Second, "bound on reading each delivery")
 	synopsis := "usage: triggerctl delivery [flags] DELIVERY_ID|PAYLOAD_REF...\n\n" +
 		"Prints archived deliveries (headers and body as received) as JSON lines. An argument is a delivery id\n" +
 		"(X-GitHub-Delivery, or the deployment envelope's id) or an event's payload_ref (deliveries.<connector>.<id>).\n\nflags:"
 	if code, ok := parseFlags(fs, args, synopsis); !ok {
 		return code
 	}
-	if *connector != "" && !triggers.Connector(*connector).Valid() {
-		return usageError(fs, "--connector is %q: use codehost or deploy, or leave it out to look in both", *connector)
+	return af.each(ctx, fs, stdout, stderr, "name one or more delivery ids or payload_ref subjects",
+		func(ctx context.Context, b *bus.Bus, c triggers.Connector, arg string, enc *json.Encoder) error {
+			return printDelivery(ctx, b, c, arg, *payload, stdout, enc)
+		})
+}
+
+// archiveFlags are the flags of the commands that work on archived
+// deliveries (delivery, redeliver).
+type archiveFlags struct {
+	natsURL   *string
+	connector *string
+	timeout   *time.Duration
+}
+
+func addArchiveFlags(fs *flag.FlagSet, timeoutUsage string) archiveFlags {
+	return archiveFlags{
+		natsURL:   fs.String("nats-url", defaultNATSURL, "NATS server triggerd publishes to"),
+		connector: fs.String("connector", "", "codehost or deploy: whose delivery ids these are (default: look in both)"),
+		timeout:   fs.Duration("timeout", 30*time.Second, timeoutUsage),
+	}
+}
+
+// each checks the flags, connects to triggerd's NATS and calls fn for each
+// argument under its own timeout, reporting each failure on stderr. It
+// returns the exit code: 2 on a usage error (missing names what the
+// arguments should be), 1 when anything failed. fn's encoder writes JSON
+// lines to stdout, with ids printed as the HTTP answers print them.
+func (af archiveFlags) each(ctx context.Context, fs *flag.FlagSet, stdout, stderr io.Writer, missing string,
+	fn func(ctx context.Context, b *bus.Bus, c triggers.Connector, arg string, enc *json.Encoder) error) int {
+	c := triggers.Connector(*af.connector)
+	if c != "" && !c.Valid() {
+		return usageError(fs, "--connector is %q: use codehost or deploy, or leave it out to look in both", c)
 	}
 	if fs.NArg() == 0 {
-		return usageError(fs, "name one or more delivery ids or payload_ref subjects")
+		return usageError(fs, "%s", missing)
 	}
-	b, err := connectBus(ctx, *natsURL)
+	b, err := connectBus(ctx, *af.natsURL)
 	if err != nil {
-		fmt.Fprintf(stderr, "triggerctl delivery: %v\n", err)
+		fmt.Fprintf(stderr, "triggerctl %s: %v\n", fs.Name(), err)
 		return 1
 	}
 	defer b.Close()
@@ -61,17 +89,18 @@ func delivery(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	enc.SetEscapeHTML(false)
 	code := 0
 	for _, arg := range fs.Args() {
-		if err := printDelivery(ctx, b, triggers.Connector(*connector), arg, *payload, *timeout, stdout, enc); err != nil {
-			fmt.Fprintf(stderr, "triggerctl delivery %s: %v\n", arg, err)
+		actx, cancel := context.WithTimeout(ctx, *af.timeout)
+		err := fn(actx, b, c, arg, enc)
+		cancel()
+		if err != nil {
+			fmt.Fprintf(stderr, "triggerctl %s %s: %v\n", fs.Name(), arg, err)
 			code = 1
 		}
 	}
 	return code
 }
 
-func printDelivery(ctx context.Context, b *bus.Bus, c triggers.Connector, arg string, payloadOnly bool, timeout time.Duration, stdout io.Writer, enc *json.Encoder) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+func printDelivery(ctx context.Context, b *bus.Bus, c triggers.Connector, arg string, payloadOnly bool, stdout io.Writer, enc *json.Encoder) error {
 	capture, key, err := findDelivery(ctx, b, c, arg)
 	if err != nil {
 		return err

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"time"
 
 	"github.com/google/uuid"
 
@@ -38,10 +37,8 @@ type redeliverLine struct {
 func redeliver(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("redeliver", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	natsURL := fs.String("nats-url", defaultNATSURL, "NATS server triggerd publishes to")
-	connector := fs.String("connector", "", "codehost or deploy: whose delivery ids these are (default: look in both)")
+	af := addArchiveFlags(fs, "bound on each delivery's redelivery")
 	asNew := fs.Bool("as-new", false, "give the events fresh ids, so subscribers see them as new events")
-	timeout := fs.Duration("timeout", 30*time.Second, "bound on each delivery's redelivery")
 	synopsis := "usage: triggerctl redeliver [flags] DELIVERY_ID...\n\n" +
 		"Maps archived deliveries again and publishes their events, printing one JSON line per event.\n" +
 		"Events keep their ids: within the stream's dedup window (triggerd's --dedup-window, default 2h)\n" +
@@ -50,34 +47,13 @@ func redeliver(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if code, ok := parseFlags(fs, args, synopsis); !ok {
 		return code
 	}
-	c := triggers.Connector(*connector)
-	if c != "" && !c.Valid() {
-		return usageError(fs, "--connector is %q: use codehost or deploy, or leave it out to look in both", *connector)
-	}
-	if fs.NArg() == 0 {
-		return usageError(fs, "name one or more delivery ids (the X-GitHub-Delivery header, or the deployment envelope's id)")
-	}
-	b, err := connectBus(ctx, *natsURL)
-	if err != nil {
-		fmt.Fprintf(stderr, "triggerctl redeliver: %v\n", err)
-		return 1
-	}
-	defer b.Close()
-	enc := json.NewEncoder(stdout)
-	enc.SetEscapeHTML(false) // print ids as the HTTP answers do
-	code := 0
-	for _, id := range fs.Args() {
-		if err := redeliverOne(ctx, b, c, id, *asNew, *timeout, enc); err != nil {
-			fmt.Fprintf(stderr, "triggerctl redeliver %s: %v\n", id, err)
-			code = 1
-		}
-	}
-	return code
+	return af.each(ctx, fs, stdout, stderr, "name one or more delivery ids (the X-GitHub-Delivery header, or the deployment envelope's id)",
+		func(ctx context.Context, b *bus.Bus, c triggers.Connector, id string, enc *json.Encoder) error {
+			return redeliverOne(ctx, b, c, id, *asNew, enc)
+		})
 }
 
-func redeliverOne(ctx context.Context, b *bus.Bus, c triggers.Connector, id string, asNew bool, timeout time.Duration, enc *json.Encoder) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+func redeliverOne(ctx context.Context, b *bus.Bus, c triggers.Connector, id string, asNew bool, enc *json.Encoder) error {
 	capture, key, err := findDelivery(ctx, b, c, id)
 	if err != nil {
 		return err
