@@ -24,7 +24,9 @@ import (
 // that HTTP, echo and the client cost. With --naive it is instead the
 // obvious hand-rolled receiver the ingest target is set against; with
 // --publish-only, a receiver that does nothing but make the body durable
-// (the floor under any receiver that does). It serves until ctx ends, then
+// (the floor under any receiver that does), and with --publish-only
+// --verify one that checks the signature first (the floor under any
+// receiver that verifies and stores). It serves until ctx ends, then
 // shuts down gracefully within 5 s.
 func benchBaseline(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench-baseline", flag.ContinueOnError)
@@ -32,9 +34,10 @@ func benchBaseline(ctx context.Context, args []string, stdout, stderr io.Writer)
 	listen := fs.String("listen", "127.0.0.1:8099", "address to listen on (port 0 picks a free port)")
 	naive := fs.Bool("naive", false, "be the obvious hand-rolled receiver instead: verify the code-hosting signature, decode the whole payload with encoding/json (as go-github's ParseWebHook does), publish it to JetStream (an embedded server on a temporary store) and await the ack before answering 202")
 	publishOnly := fs.Bool("publish-only", false, "be a receiver that only makes each delivery durable instead: publish the body to JetStream as --naive does and await the ack before answering 202, with no signature check and no decoding; what any receiver that makes deliveries durable pays on this machine before its own work (it checks nothing: a measuring device, never a receiver to deploy)")
+	verify := fs.Bool("verify", false, "with --publish-only: verify the code-hosting signature before publishing (401 when it does not hold), and still decode nothing; what any receiver that checks signatures and makes deliveries durable pays")
 	dropBehind := fs.Bool("nats-drop-behind", false, "with --naive or --publish-only: run the embedded NATS with drop-behind, as triggerd does by default (see triggerd --help); the bare baseline stores nothing and ignores it")
-	dataDir := fs.String("data-dir", "./data", "with --naive: where triggerd keeps generated webhook secrets, read when TRIGGERD_CODEHOST_WEBHOOK_SECRET is unset")
-	synopsis := "usage: triggerctl bench-baseline [--listen 127.0.0.1:8099] [--naive | --publish-only [--nats-drop-behind]]\n\n" +
+	dataDir := fs.String("data-dir", "./data", "with --naive or --verify: where triggerd keeps generated webhook secrets, read when TRIGGERD_CODEHOST_WEBHOOK_SECRET is unset")
+	synopsis := "usage: triggerctl bench-baseline [--listen 127.0.0.1:8099] [--naive | --publish-only [--verify]] [--nats-drop-behind]\n\n" +
 		"Serves POST /webhooks/:connector that discards the body and answers 204, as the baseline for\n" +
 		"\"triggerctl bench --url http://ADDR\". Stops on SIGINT or SIGTERM.\n\nflags:"
 	if code, ok := parseFlags(fs, args, synopsis); !ok {
@@ -46,6 +49,9 @@ func benchBaseline(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if *naive && *publishOnly {
 		return usageError(fs, "--naive and --publish-only are two different receivers: pick one")
 	}
+	if *verify && !*publishOnly {
+		return usageError(fs, "--verify goes with --publish-only (--naive always verifies)")
+	}
 	handle := func(c echo.Context) error {
 		if _, err := io.Copy(io.Discard, c.Request().Body); err != nil {
 			return err
@@ -53,7 +59,7 @@ func benchBaseline(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return c.NoContent(http.StatusNoContent)
 	}
 	if *naive || *publishOnly {
-		h, stop, err := naiveReceiver(ctx, *dataDir, *naive, *dropBehind)
+		h, stop, err := naiveReceiver(ctx, *dataDir, *naive || *verify, *naive, *dropBehind)
 		if err != nil {
 			fmt.Fprintf(stderr, "triggerctl bench-baseline: %v\n", err)
 			return 1
@@ -102,11 +108,11 @@ func benchBaseline(ctx context.Context, args []string, stdout, stderr io.Writer)
 // decode, one publish awaited), with none of triggerd's mapping, envelope,
 // duplicate check, archive or dispatch. It publishes through the same bus
 // package, to an embedded server configured as triggerd's, on a temporary
-// store that stop removes. Without check it neither verifies nor decodes:
-// the handler of --publish-only.
-func naiveReceiver(ctx context.Context, dataDir string, check, dropBehind bool) (handle echo.HandlerFunc, stop func(), err error) {
+// store that stop removes. Without verify and decode it is the handler of
+// --publish-only; with verify alone, that of --publish-only --verify.
+func naiveReceiver(ctx context.Context, dataDir string, verify, decode, dropBehind bool) (handle echo.HandlerFunc, stop func(), err error) {
 	var verifier *ingest.Verifier
-	if check {
+	if verify {
 		secret, err := loadSecret(connectorCodeHost, dataDir)
 		if err != nil {
 			return nil, nil, err
@@ -141,10 +147,10 @@ func naiveReceiver(ctx context.Context, dataDir string, check, dropBehind bool) 
 		if err != nil {
 			return err
 		}
-		if check {
-			if !verifier.Verify(r.Header.Get(ingest.CodeHostScheme.Header), body) {
-				return c.NoContent(http.StatusUnauthorized)
-			}
+		if verify && !verifier.Verify(r.Header.Get(ingest.CodeHostScheme.Header), body) {
+			return c.NoContent(http.StatusUnauthorized)
+		}
+		if decode {
 			var payload map[string]any
 			if err := json.Unmarshal(body, &payload); err != nil {
 				return c.NoContent(http.StatusBadRequest)

@@ -272,6 +272,25 @@ func TestBenchBaselinePublishOnly(t *testing.T) {
 	if got := postSigned(t, dropping, "any-secret", codeHostPayload); got != http.StatusAccepted {
 		t.Errorf("status %d from the floor with drop-behind, want 202", got)
 	}
+	code, _, stderr = runCtl("bench-baseline", "--verify")
+	if code != 2 || !strings.Contains(stderr, "--verify goes with --publish-only") {
+		t.Errorf("--verify alone: exit %d, %q; want a usage error", code, stderr)
+	}
+}
+
+// The verifying floor checks the signature, then makes the body durable
+// without decoding it.
+func TestBenchBaselinePublishOnlyVerify(t *testing.T) {
+	setTestEnv(t)
+	base := startBaseline(t, "--publish-only", "--verify")
+	for _, body := range []string{codeHostPayload, `{"action":`} {
+		if got := postSigned(t, base, testCodeHostSecret, body); got != http.StatusAccepted {
+			t.Errorf("status %d for %q signed with the secret, want 202: it decodes nothing", got, body)
+		}
+	}
+	if got := postSigned(t, base, "wrong-secret", codeHostPayload); got != http.StatusUnauthorized {
+		t.Errorf("wrong signature: status %d, want 401", got)
+	}
 }
 
 func TestParseProcStat(t *testing.T) {
