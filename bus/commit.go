@@ -378,16 +378,17 @@ func archivedName(key string) (string, bool) {
 	// Free for the canonical names net/http already gives.
 	name := textproto.CanonicalMIMEHeaderKey(key)
 	switch name {
-	case "Authorization", "Cookie", "Proxy-Authorization", "Connection", "Keep-Alive",
-		"Transfer-Encoding", "Te", "Trailer", "Upgrade", "Content-Length", "Proxy-Connection":
+	case "Connection", "Keep-Alive", "Transfer-Encoding", "Te", "Trailer", "Upgrade",
+		"Content-Length", "Proxy-Connection":
 		return name, false
 	}
 	if strings.HasPrefix(name, "Nats-") || strings.HasPrefix(name, "Triggerd-") {
 		return name, false
 	}
-	// Credentials under other names: a proxy in front of triggerd, or a
-	// sender, may add X-Api-Key, X-Auth-Token, Set-Cookie and the like.
-	// Signatures (X-Hub-Signature-256) are digests, not secrets: kept.
+	// Credentials: Authorization, Proxy-Authorization and Cookie, and those
+	// a proxy in front of triggerd, or a sender, may add under other names
+	// (X-Api-Key, X-Auth-Token, Set-Cookie and the like). Signatures
+	// (X-Hub-Signature-256) are digests, not secrets: kept.
 	return name, !credentialName(name)
 }
 
