@@ -49,6 +49,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -174,6 +175,11 @@ type Bus struct {
 	encodeBufs sync.Pool
 	// acks publishes events and hands out their acknowledgements.
 	acks *ackMux
+	// down is set while the connection is lost (between nats.go's
+	// disconnect and reconnect callbacks, and once closed). Ready reads
+	// it on every delivery: the connection's status would take the
+	// connection's lock, which publishers and the flusher contend for.
+	down atomic.Bool
 }
 
 // Connect connects to the NATS server at url, provisions the streams (unless
@@ -186,7 +192,7 @@ func Connect(ctx context.Context, url string, o Options) (*Bus, error) {
 	b := &Bus{opts: o, closed: make(chan struct{})}
 	b.encodeBufs.New = func() any { buf := make([]byte, 0, 16<<10); return &buf }
 	nopts := []nats.Option{
-		nats.ClosedHandler(func(*nats.Conn) { close(b.closed) }),
+		nats.ClosedHandler(func(*nats.Conn) { b.down.Store(true); close(b.closed) }),
 		nats.DrainTimeout(5 * time.Second),
 		nats.Name(o.Name),
 		nats.MaxReconnects(-1),
@@ -197,18 +203,24 @@ func Connect(ctx context.Context, url string, o Options) (*Bus, error) {
 	if o.Embedded != nil {
 		nopts = append(nopts, nats.InProcessServer(o.Embedded))
 	}
-	if cb := o.OnConnectionChange; cb != nil {
-		nopts = append(nopts,
-			nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-				detail := "disconnected"
-				if err != nil {
-					detail = "disconnected: " + err.Error()
-				}
-				cb(false, detail)
-			}),
-			nats.ReconnectHandler(func(nc *nats.Conn) { cb(true, "reconnected to "+nc.ConnectedUrlRedacted()) }),
-		)
+	cb := o.OnConnectionChange
+	if cb == nil {
+		cb = func(bool, string) {}
 	}
+	nopts = append(nopts,
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			b.down.Store(true)
+			detail := "disconnected"
+			if err != nil {
+				detail = "disconnected: " + err.Error()
+			}
+			cb(false, detail)
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			b.down.Store(false)
+			cb(true, "reconnected to "+nc.ConnectedUrlRedacted())
+		}),
+	)
 	nc, err := nats.Connect(url, nopts...)
 	if err != nil {
 		return nil, fmt.Errorf("connect to nats %s: %w", redactURL(url), err)
@@ -398,8 +410,9 @@ func versionAtLeast(version string, min [3]int) bool {
 	return true
 }
 
-// Ready reports whether the connection to NATS is up.
-func (b *Bus) Ready() bool { return b.nc.Status() == nats.CONNECTED }
+// Ready reports whether the connection to NATS is up, as nats.go last told
+// (its callbacks come a moment after the change).
+func (b *Bus) Ready() bool { return !b.down.Load() }
 
 // MaxPayload returns the server's max message size, in bytes.
 func (b *Bus) MaxPayload() int { return int(b.nc.MaxPayload()) }
