@@ -41,7 +41,7 @@ func TestAppendAnswerMatchesEncodingJSON(t *testing.T) {
 			e := &tc.events[i]
 			want.Events = append(want.Events, ref{e.ID, string(e.Kind), e.Subject()})
 		}
-		enc := appendAnswer(nil, tc.id, tc.events, tc.ignored)
+		enc := appendAnswer(nil, tc.id, tc.events, tc.ignored, false)
 		var got answer
 		if err := json.Unmarshal(enc, &got); err != nil {
 			t.Fatalf("answer %s is not JSON: %v", enc, err)

@@ -2,7 +2,9 @@
 // takes signed code-hosting (GitHub format) and deployment-platform (Vercel
 // format) deliveries, verifies them on the raw bytes before anything parses
 // them, maps them onto trigger events and hands delivery and events to a
-// Committer. It answers 2xx only once the Committer says both are durable.
+// Committer. It answers 2xx only once the Committer says both are durable,
+// or, when the Committer cannot in time, once a Spooler has them on local
+// disk.
 package ingest
 
 import (
@@ -78,7 +80,11 @@ type Options struct {
 	// CommitTimeout bounds the wait for durability (default
 	// DefaultCommitTimeout).
 	CommitTimeout time.Duration
-	Logger        zerolog.Logger
+	// Spool, when set, takes the deliveries the Committer cannot make
+	// durable in time (answered 202 with "spooled": true); without it
+	// they are answered 503.
+	Spool  *Spooler
+	Logger zerolog.Logger
 	// Registerer receives the ingest metrics; nil registers nowhere.
 	Registerer prometheus.Registerer
 	// Now and Map default to time.Now and triggers.Map; tests replace them.
@@ -183,10 +189,11 @@ func (s *Server) Register(e *echo.Echo) {
 }
 
 // appendAnswer encodes the answer to an accepted delivery: its id, its
-// events (id, kind, subject) and, when it mapped to none, why. It is
+// events (id, kind, subject), when it mapped to none, why, and whether it
+// was spooled. It is
 // written for every delivery, so it is encoded by hand: echo's JSON
 // encoding by reflection cost about 2% of ingest's CPU under load.
-func appendAnswer(dst []byte, deliveryID string, events []triggers.Event, ignored string) []byte {
+func appendAnswer(dst []byte, deliveryID string, events []triggers.Event, ignored string, spooled bool) []byte {
 	dst = append(dst, `{"delivery_id":`...)
 	dst = jsonx.AppendString(dst, deliveryID)
 	dst = append(dst, `,"events":[`...)
@@ -207,6 +214,9 @@ func appendAnswer(dst []byte, deliveryID string, events []triggers.Event, ignore
 	if ignored != "" {
 		dst = append(dst, `,"ignored":`...)
 		dst = jsonx.AppendString(dst, ignored)
+	}
+	if spooled {
+		dst = append(dst, `,"spooled":true`...)
 	}
 	return append(dst, "}\n"...)
 }
@@ -458,9 +468,7 @@ func (s *Server) accept(c echo.Context, start time.Time, d triggers.Delivery, ra
 		Body:       raw,
 		Scope:      d.Scope,
 	}
-	// The deadline is the wall clock's, whatever clock Now reads.
-	ctx := s.commits.after(time.Now(), s.o.CommitTimeout).context(r.Context())
-	duplicate, err := s.o.Committer.Commit(ctx, capture, res.Events)
+	duplicate, spooled, err := s.commit(r.Context(), capture, res.Events)
 	if err != nil {
 		s.metrics.delivery(d.Connector, event, "unavailable")
 		s.log.Error().Err(err).Str("delivery_id", res.DeliveryID).Str("connector", string(d.Connector)).
@@ -479,10 +487,14 @@ func (s *Server) accept(c echo.Context, start time.Time, d triggers.Delivery, ra
 	for i := range res.Events {
 		s.metrics.published(res.Events[i].Kind)
 	}
-	ans := appendAnswer(make([]byte, 0, 256), res.DeliveryID, res.Events, res.Ignored)
+	ans := appendAnswer(make([]byte, 0, 256), res.DeliveryID, res.Events, res.Ignored, spooled)
 	if d.Connector == triggers.CodeHost && d.Event == "ping" {
 		s.metrics.delivery(d.Connector, event, "ping")
 		return c.JSONBlob(http.StatusOK, ans)
+	}
+	if spooled {
+		s.metrics.delivery(d.Connector, event, "spooled")
+		return c.JSONBlob(http.StatusAccepted, ans)
 	}
 	outcome := "accepted"
 	if len(res.Events) == 0 {
@@ -490,6 +502,29 @@ func (s *Server) accept(c echo.Context, start time.Time, d triggers.Delivery, ra
 	}
 	s.metrics.delivery(d.Connector, event, outcome)
 	return c.JSONBlob(http.StatusAccepted, ans)
+}
+
+// commit makes a delivery durable: through the Committer, or, when it
+// cannot in time and a Spool is configured, on the spool (spooled true).
+// While the Spool says NATS is unreachable it goes to the spool at once.
+func (s *Server) commit(ctx context.Context, c triggers.Capture, events []triggers.Event) (duplicate, spooled bool, err error) {
+	sp := s.o.Spool
+	if sp != nil && !sp.Ready() {
+		err = errors.New("NATS is unreachable")
+	} else {
+		// The deadline is the wall clock's, whatever clock Now reads.
+		ctx = s.commits.after(time.Now(), s.o.CommitTimeout).context(ctx)
+		duplicate, err = s.o.Committer.Commit(ctx, c, events)
+		if err == nil || sp == nil {
+			return duplicate, false, err
+		}
+	}
+	if serr := sp.Spool(c, events); serr != nil {
+		return false, false, fmt.Errorf("%w; and the spool refused it: %w", err, serr)
+	}
+	s.log.Warn().AnErr("cause", err).Str("delivery_id", c.DeliveryID).Str("connector", string(c.Connector)).
+		Msg("delivery spooled to local disk: it will be published to NATS when NATS takes it; answered 202")
+	return false, true, nil
 }
 
 // readBody reads the request body into a pooled buffer, refusing (without

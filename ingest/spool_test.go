@@ -1,0 +1,322 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/triggerd/triggerd/store/spool"
+	"github.com/triggerd/triggerd/triggers"
+)
+
+// spoolHarness is a Server whose Committer fails until told otherwise,
+// with a Spooler on a real spool in a temporary directory.
+type spoolHarness struct {
+	*harness
+	disk  *spool.Spool
+	sp    *Spooler
+	ready atomic.Bool
+	reg   *prometheus.Registry
+}
+
+// forwarded returns triggerd_spool_forwarded_total for one outcome.
+func (h *spoolHarness) forwarded(outcome string) float64 {
+	h.t.Helper()
+	mfs, err := h.reg.Gather()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "triggerd_spool_forwarded_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if m.GetLabel()[0].GetValue() == outcome {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+func newSpoolHarness(t *testing.T, maxBytes int64, mutate func(*Options)) *spoolHarness {
+	t.Helper()
+	disk, err := spool.Open(filepath.Join(t.TempDir(), "spool"), spool.Options{MaxBytes: maxBytes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh := &spoolHarness{disk: disk, reg: prometheus.NewRegistry()}
+	sh.ready.Store(true)
+	sh.harness = newHarness(t, func(o *Options) {
+		if mutate != nil {
+			mutate(o)
+		}
+		sp, err := NewSpooler(SpoolerOptions{
+			Disk: disk, Committer: o.Committer, Ready: sh.ready.Load,
+			RetryInterval: 10 * time.Millisecond, MaxRetryInterval: 40 * time.Millisecond,
+			Logger: zerolog.Nop(), Registerer: sh.reg,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sh.sp = sp
+		o.Spool = sp
+	})
+	return sh
+}
+
+func (f *fakeCommitter) setErr(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.err = err
+}
+
+func TestSpoolTakesWhatTheCommitterCannot(t *testing.T) {
+	h := newSpoolHarness(t, 0, nil)
+	h.fc.setErr(errors.New("nats: timeout"))
+	a := h.do(codeHostRequest("issues", "d-spool", []byte(issueOpened)))
+	if a.status != http.StatusAccepted || a.body["spooled"] != true {
+		t.Fatalf("got %d %v, want 202 spooled", a.status, a.body)
+	}
+	events := a.body["events"].([]any)
+	if len(events) != 1 || events[0].(map[string]any)["kind"] != "new_issue" {
+		t.Fatalf("the answer must list the events to come: %v", a.body)
+	}
+	if h.disk.Len() != 1 || h.fc.count() != 0 {
+		t.Fatalf("spool holds %d, committer took %d; want 1 and 0", h.disk.Len(), h.fc.count())
+	}
+	if got := h.deliveries("codehost", "issues", "spooled"); got != 1 {
+		t.Fatalf("spooled counter = %v", got)
+	}
+
+	// While NATS is still failing, a pass forwards nothing and keeps it.
+	if err := h.sp.Flush(context.Background()); err == nil || h.disk.Len() != 1 {
+		t.Fatalf("Flush with the committer failing: err %v, spool %d; want an error and the record kept", err, h.disk.Len())
+	}
+
+	h.fc.setErr(nil)
+	if err := h.sp.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if h.disk.Len() != 0 || h.fc.count() != 1 {
+		t.Fatalf("after Flush spool holds %d, committer took %d; want 0 and 1", h.disk.Len(), h.fc.count())
+	}
+	c, evs := h.fc.commits[0], h.fc.events[0]
+	if c.DeliveryID != "d-spool" || c.Connector != triggers.CodeHost || string(c.Body) != issueOpened ||
+		http.Header(c.Header).Get("X-Github-Event") != "issues" || c.ReceivedAt.IsZero() {
+		t.Fatalf("forwarded capture %+v", c)
+	}
+	if len(evs) != 1 || evs[0].ID != events[0].(map[string]any)["id"] || evs[0].Kind != triggers.NewIssue ||
+		string(evs[0].Payload) != issueOpened || evs[0].Repository == nil || evs[0].Repository.FullName != "octo-org/api" {
+		t.Fatalf("forwarded events %+v, want the answered event with its payload", evs)
+	}
+	if got := h.forwarded("accepted"); got != 1 {
+		t.Fatalf("forwarded accepted = %v", got)
+	}
+
+	// A redelivery now reaches the committer, which knows it.
+	if a := h.do(codeHostRequest("issues", "d-spool", []byte(issueOpened))); a.status != http.StatusOK || a.body["duplicate"] != true {
+		t.Fatalf("redelivery after forwarding: %d %v, want 200 duplicate", a.status, a.body)
+	}
+}
+
+func TestSpoolWhileUnreadySkipsTheCommitter(t *testing.T) {
+	calls := atomic.Int32{}
+	h := newSpoolHarness(t, 0, func(o *Options) {
+		o.CommitTimeout = time.Minute
+		o.Committer = committerFunc(func(ctx context.Context, _ triggers.Capture, _ []triggers.Event) (bool, error) {
+			calls.Add(1)
+			<-ctx.Done()
+			return false, ctx.Err()
+		})
+	})
+	h.ready.Store(false)
+	start := time.Now()
+	a := h.do(deployRequest([]byte(`{"id":"uev_spool","type":"deployment.created","createdAt":1,"payload":{"team":{"id":"team_1"},"project":{"id":"prj_1"},"deployment":{"id":"dpl_1","url":"x.vercel.app","name":"x","meta":{}},"target":"production"}}`)))
+	if a.status != http.StatusAccepted || a.body["spooled"] != true {
+		t.Fatalf("got %d %v, want 202 spooled", a.status, a.body)
+	}
+	if calls.Load() != 0 || time.Since(start) > 10*time.Second {
+		t.Fatalf("the committer was tried %d times and the answer took %s; while NATS is unreachable the spool takes the delivery at once", calls.Load(), time.Since(start))
+	}
+	if h.disk.Len() != 1 {
+		t.Fatalf("spool holds %d, want 1", h.disk.Len())
+	}
+	// Not ready: Flush leaves it.
+	if err := h.sp.Flush(context.Background()); err == nil || h.disk.Len() != 1 {
+		t.Fatalf("Flush while unready: %v, spool %d", err, h.disk.Len())
+	}
+}
+
+// A commit that hangs (NATS stopped, a blackholed connection) is given up
+// at the commit timeout and the delivery spooled.
+func TestHungCommitIsSpooledAtItsDeadline(t *testing.T) {
+	h := newSpoolHarness(t, 0, func(o *Options) {
+		o.CommitTimeout = 50 * time.Millisecond
+		o.Committer = blockingCommitter{}
+	})
+	start := time.Now()
+	a := h.do(codeHostRequest("issues", "d-hung", []byte(issueOpened)))
+	if a.status != http.StatusAccepted || a.body["spooled"] != true {
+		t.Fatalf("got %d %v, want 202 spooled", a.status, a.body)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("answer took %s; the commit timeout is 50ms", d)
+	}
+	if h.disk.Len() != 1 {
+		t.Fatalf("spool holds %d, want 1", h.disk.Len())
+	}
+}
+
+func TestFullSpoolIs503(t *testing.T) {
+	h := newSpoolHarness(t, 64, nil) // smaller than any record
+	h.fc.setErr(errors.New("nats: no responders"))
+	a := h.do(codeHostRequest("issues", "d-full", []byte(issueOpened)))
+	if a.status != http.StatusServiceUnavailable || errorCode(a) != "unavailable" || a.header.Get("Retry-After") == "" {
+		t.Fatalf("got %d %v, want 503 unavailable with Retry-After", a.status, a.body)
+	}
+	if msg := a.body["error"].(map[string]any)["message"].(string); strings.Contains(msg, "spool:") || strings.Contains(msg, "nats") {
+		t.Fatalf("the answer leaks internal error text: %q", msg)
+	}
+	if h.disk.Len() != 0 {
+		t.Fatalf("spool holds %d, want 0", h.disk.Len())
+	}
+}
+
+func TestSpoolForwardsADeliveryNATSAlreadyHasAsDuplicate(t *testing.T) {
+	h := newSpoolHarness(t, 0, nil)
+	h.fc.setErr(errors.New("nats: timeout"))
+	h.do(codeHostRequest("issues", "d-twice", []byte(issueOpened)))
+	h.fc.setErr(nil)
+	// The sender's redelivery reached NATS before the spool was forwarded.
+	if a := h.do(codeHostRequest("issues", "d-twice", []byte(issueOpened))); a.status != http.StatusAccepted || a.body["spooled"] == true {
+		t.Fatalf("redelivery: %d %v, want 202 through the committer", a.status, a.body)
+	}
+	if err := h.sp.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if h.disk.Len() != 0 || h.fc.count() != 1 {
+		t.Fatalf("spool %d, commits %d; want 0 and 1", h.disk.Len(), h.fc.count())
+	}
+	if got := h.forwarded("duplicate"); got != 1 {
+		t.Fatalf("forwarded duplicate = %v", got)
+	}
+}
+
+func TestSpoolSetsAsideWhatItCannotRead(t *testing.T) {
+	h := newSpoolHarness(t, 0, nil)
+	h.fc.setErr(errors.New("nats: timeout"))
+	if _, err := h.disk.Append([]byte(`{"version":99}`)); err != nil {
+		t.Fatal(err)
+	}
+	h.do(codeHostRequest("issues", "d-after-bad", []byte(issueOpened)))
+	// Damage a record on disk after it was written: its checksum fails.
+	names, _ := h.disk.List()
+	if len(names) != 2 {
+		t.Fatalf("spool lists %v", names)
+	}
+	h.fc.setErr(nil)
+	if err := h.sp.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if h.disk.Len() != 0 || h.fc.count() != 1 || h.fc.commits[0].DeliveryID != "d-after-bad" {
+		t.Fatalf("spool %d, commits %d; want the unreadable record set aside and the next forwarded", h.disk.Len(), h.fc.count())
+	}
+	kept, err := os.ReadDir(filepath.Join(h.disk.Dir(), "corrupt"))
+	if err != nil || len(kept) != 1 {
+		t.Fatalf("corrupt/ holds %v (%v), want the one record", kept, err)
+	}
+	if got := h.forwarded("quarantined"); got != 1 {
+		t.Fatalf("forwarded quarantined = %v", got)
+	}
+
+	// A record damaged on disk is set aside too.
+	h.fc.setErr(errors.New("nats: timeout"))
+	h.do(codeHostRequest("issues", "d-damaged", []byte(issueOpened)))
+	names, _ = h.disk.List()
+	path := filepath.Join(h.disk.Dir(), names[0])
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)-2] ^= 0x20
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h.fc.setErr(nil)
+	if err := h.sp.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if h.disk.Len() != 0 || h.fc.count() != 1 {
+		t.Fatalf("spool %d, commits %d; want the damaged record set aside, not forwarded", h.disk.Len(), h.fc.count())
+	}
+}
+
+func TestSpoolRunForwardsOnceNATSTakesThem(t *testing.T) {
+	var attempts atomic.Int32
+	var h *spoolHarness
+	h = newSpoolHarness(t, 0, func(o *Options) {
+		o.Committer = committerFunc(func(ctx context.Context, c triggers.Capture, events []triggers.Event) (bool, error) {
+			attempts.Add(1)
+			return h.fc.Commit(ctx, c, events)
+		})
+	})
+	h.fc.setErr(errors.New("nats: timeout"))
+	ids := []string{"d-run-1", "d-run-2", "d-run-3"}
+	for _, id := range ids {
+		if a := h.do(codeHostRequest("issues", id, []byte(issueOpened))); a.body["spooled"] != true {
+			t.Fatalf("%s: %d %v", id, a.status, a.body)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.sp.Run(ctx) }()
+	defer func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Error("Run did not return after its context ended")
+		}
+	}()
+	// Run retries while the committer fails; it forwards once it takes them.
+	deadline := time.Now().Add(10 * time.Second)
+	for attempts.Load() < 3+2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("Run tried %d commits in 10s; it must keep retrying", attempts.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if h.disk.Len() != 3 {
+		t.Fatalf("spool holds %d while NATS fails, want 3", h.disk.Len())
+	}
+	h.fc.setErr(nil)
+	for h.disk.Len() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("spool still holds %d after 10s", h.disk.Len())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	h.fc.mu.Lock()
+	defer h.fc.mu.Unlock()
+	for i, c := range h.fc.commits {
+		if c.DeliveryID != ids[i] {
+			t.Fatalf("forwarded %s as number %d; want the spool's order %v", c.DeliveryID, i, ids)
+		}
+	}
+}
+
+type committerFunc func(context.Context, triggers.Capture, []triggers.Event) (bool, error)
+
+func (f committerFunc) Commit(ctx context.Context, c triggers.Capture, events []triggers.Event) (bool, error) {
+	return f(ctx, c, events)
+}
