@@ -18,6 +18,10 @@ import (
 	"github.com/triggerd/triggerd/internal/envflag"
 )
 
+// defaultSpoolMaxBytes is the spool's room on disk: about 45,000 spooled
+// 11 KB deliveries.
+const defaultSpoolMaxBytes = 1 << 30
+
 // envPrefix is prepended to a flag's upper snake case name to give the
 // environment variable that also sets it.
 const envPrefix = "TRIGGERD_"
@@ -32,6 +36,7 @@ type config struct {
 	NATSDropBehind   bool
 	MaxBodyBytes     int64
 	CommitTimeout    time.Duration
+	SpoolMaxBytes    int64
 	EventRetention   time.Duration
 	ArchiveRetention time.Duration
 	DedupWindow      time.Duration
@@ -100,12 +105,13 @@ func parseConfig(args []string, lookup func(string) (string, bool), stderr io.Wr
 	fs := flag.NewFlagSet("triggerd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.HTTPAddr, "http-addr", ":8080", "address the HTTP server (webhooks, probes, metrics) listens on")
-	fs.StringVar(&c.DataDir, "data-dir", "./data", "directory for the embedded NATS store and generated secrets")
+	fs.StringVar(&c.DataDir, "data-dir", "./data", "directory for the embedded NATS store, the spool and generated secrets")
 	fs.StringVar(&c.NATSListen, "nats-listen", "127.0.0.1:4222", "address the embedded NATS server listens on for agents (not with --nats-url, which embeds none)")
 	fs.BoolVar(&c.NATSDropBehind, "nats-drop-behind", bus.DropBehindSupported, "embedded NATS: write each stream's sealed blocks to disk and drop them from the page cache as soon as they are sealed, so the page cache does not grow with every event and new writes reuse its pages (Linux only; older events are then read from disk)")
 	fs.StringVar(&c.NATSURL, "nats-url", "", "URL of an external NATS server with JetStream; empty runs an embedded one")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", ingest.DefaultMaxBodyBytes, "largest webhook body accepted, in bytes (413 above)")
-	fs.DurationVar(&c.CommitTimeout, "commit-timeout", ingest.DefaultCommitTimeout, "how long a delivery may wait to become durable before the answer is 503")
+	fs.DurationVar(&c.CommitTimeout, "commit-timeout", ingest.DefaultCommitTimeout, "how long a delivery may wait for NATS to make it durable before it is spooled to <data-dir>/spool (or, without a spool, answered 503)")
+	fs.Int64Var(&c.SpoolMaxBytes, "spool-max-bytes", defaultSpoolMaxBytes, "room on local disk, in bytes, for deliveries NATS cannot take in time (unreachable or slow): they are fsync'd into <data-dir>/spool, answered 202 with \"spooled\": true and published when NATS is back; a full spool answers 503; 0 turns the spool off (503 at once)")
 	fs.DurationVar(&c.EventRetention, "event-retention", bus.DefaultEventRetention, "how long trigger events stay in JetStream")
 	fs.DurationVar(&c.ArchiveRetention, "archive-retention", bus.DefaultArchiveRetention, "how long raw deliveries are kept for replay and duplicate detection (at least 72h)")
 	fs.DurationVar(&c.DedupWindow, "dedup-window", bus.DefaultDedupWindow, "JetStream duplicate window for event ids (covers retries of interrupted deliveries)")
@@ -148,6 +154,9 @@ func parseConfig(args []string, lookup func(string) (string, bool), stderr io.Wr
 	}
 	if c.MaxBodyBytes <= 0 {
 		return c, nil, errors.New("--max-body-bytes must be positive")
+	}
+	if c.SpoolMaxBytes < 0 {
+		return c, nil, errors.New("--spool-max-bytes must be 0 (no spool) or positive")
 	}
 	if c.CommitTimeout <= 0 || c.ShutdownTimeout <= 0 {
 		return c, nil, errors.New("--commit-timeout and --shutdown-timeout must be positive")

@@ -18,6 +18,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"syscall"
 	"time"
@@ -33,6 +34,7 @@ import (
 	"github.com/triggerd/triggerd/api"
 	"github.com/triggerd/triggerd/bus"
 	"github.com/triggerd/triggerd/ingest"
+	"github.com/triggerd/triggerd/store/spool"
 	"github.com/triggerd/triggerd/tenants"
 )
 
@@ -247,7 +249,12 @@ func serve(ctx context.Context, cfg config, files map[string]string, lookup func
 	if err != nil {
 		return err
 	}
+	spooler, err := openSpool(cfg, b, reg, log)
+	if err != nil {
+		return err
+	}
 	ing, err := ingest.New(ingest.Options{
+		Spool:         spooler,
 		Committer:     b,
 		CodeHost:      codeHost,
 		Deploy:        deploy,
@@ -282,6 +289,7 @@ func serve(ctx context.Context, cfg config, files map[string]string, lookup func
 		defer stopDebug()
 	}
 	stopDispatch := disp.run(cfg, b, log)
+	stopSpool := runSpool(spooler, log)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	log.Info().Str("http_addr", ln.Addr().String()).Str("nats_url", natsURL).Msg("triggerd ready: POST webhooks to /webhooks/codehost and /webhooks/deploy")
@@ -290,6 +298,7 @@ func serve(ctx context.Context, cfg config, files map[string]string, lookup func
 	case <-ctx.Done():
 		log.Info().Msg("shutting down")
 	case err := <-serveErr:
+		stopSpool(context.Background())
 		stopDispatch(context.Background())
 		return fmt.Errorf("http server: %w", err)
 	}
@@ -301,6 +310,9 @@ func serve(ctx context.Context, cfg config, files map[string]string, lookup func
 		log.Warn().Err(err).Msg("http shutdown was cut short")
 	}
 	<-serveErr
+	// No delivery is spooled now; what NATS can take before the deadline
+	// leaves the spool, the rest waits for the next start.
+	stopSpool(shutdownCtx)
 	// Workers stop fetching and finish the jobs in hand (or leave them to
 	// be redelivered) before NATS and the store close.
 	stopDispatch(shutdownCtx)
@@ -380,3 +392,48 @@ func (n natsLogger) Fatalf(format string, v ...any)  { n.l.Error().Msgf(format, 
 func (n natsLogger) Errorf(format string, v ...any)  { n.l.Error().Msgf(format, v...) }
 func (n natsLogger) Debugf(format string, v ...any)  { n.l.Debug().Msgf(format, v...) }
 func (n natsLogger) Tracef(format string, v ...any)  { n.l.Trace().Msgf(format, v...) }
+
+// openSpool opens <data-dir>/spool, where deliveries go that NATS cannot
+// make durable in time; nil when --spool-max-bytes is 0.
+func openSpool(cfg config, b *bus.Bus, reg prometheus.Registerer, log zerolog.Logger) (*ingest.Spooler, error) {
+	if cfg.SpoolMaxBytes == 0 {
+		log.Info().Msg("no spool (--spool-max-bytes 0): deliveries NATS cannot take in time are answered 503")
+		return nil, nil
+	}
+	disk, err := spool.Open(filepath.Join(cfg.DataDir, "spool"), spool.Options{MaxBytes: cfg.SpoolMaxBytes})
+	if err != nil {
+		return nil, fmt.Errorf("open the spool (--spool-max-bytes 0 runs without one): %w", err)
+	}
+	if n := disk.Len(); n > 0 {
+		log.Warn().Int("pending", n).Str("dir", disk.Dir()).Msg("deliveries spooled by an earlier run wait to be published to NATS")
+	}
+	return ingest.NewSpooler(ingest.SpoolerOptions{
+		Disk:          disk,
+		Committer:     b,
+		Ready:         b.Ready,
+		CommitTimeout: cfg.CommitTimeout,
+		Logger:        log,
+		Registerer:    reg,
+	})
+}
+
+// runSpool forwards spooled deliveries until the returned stop is called;
+// stop then makes a last pass bounded by its context.
+func runSpool(sp *ingest.Spooler, log zerolog.Logger) (stop func(context.Context)) {
+	if sp == nil {
+		return func(context.Context) {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sp.Run(ctx)
+	}()
+	return func(shutdownCtx context.Context) {
+		cancel()
+		<-done
+		if err := sp.Flush(shutdownCtx); err != nil {
+			log.Warn().Err(err).Msg("spooled deliveries left for the next start")
+		}
+	}
+}

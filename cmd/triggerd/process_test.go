@@ -167,6 +167,7 @@ type reply struct {
 	body   struct {
 		DeliveryID string `json:"delivery_id"`
 		Duplicate  bool   `json:"duplicate"`
+		Spooled    bool   `json:"spooled"`
 		Events     []struct {
 			ID, Kind, Subject string
 		} `json:"events"`
@@ -410,8 +411,9 @@ func TestReadinessFollowsNATS(t *testing.T) {
 	}
 	listen := strings.TrimPrefix(emb.ClientURL(), "nats://")
 	const secret = "ready-secret"
+	// Without a spool, a delivery NATS cannot take is refused.
 	p := startTriggerd(t, []string{"TRIGGERD_CODEHOST_WEBHOOK_SECRET=" + secret, "TRIGGERD_NATS_URL=" + emb.ClientURL(),
-		"TRIGGERD_DATA_DIR=" + t.TempDir(), "TRIGGERD_COMMIT_TIMEOUT=1s"})
+		"TRIGGERD_DATA_DIR=" + t.TempDir(), "TRIGGERD_COMMIT_TIMEOUT=1s", "TRIGGERD_SPOOL_MAX_BYTES=0"})
 	ready := func() int {
 		resp, err := client.Get(p.httpURL + "/readyz")
 		if err != nil {
@@ -447,6 +449,123 @@ func TestReadinessFollowsNATS(t *testing.T) {
 	r, err := post(p.httpURL, secret, delivery{event: "issues", id: "during-outage", body: issueBody(5)})
 	if err != nil || r.status != http.StatusAccepted {
 		t.Fatalf("the delivery refused during the outage, retried after: %v %d, want 202", err, r.status)
+	}
+}
+
+// TestNATSOutageDeliveriesAreSpooled stops NATS under a running triggerd
+// (reliability catalogue #8): every delivery sent during the outage is
+// answered 202 from the spool, and once NATS is back on the same store
+// each one's events are in the stream exactly once, the spool is empty,
+// and a redelivery is a duplicate.
+func TestNATSOutageDeliveriesAreSpooled(t *testing.T) {
+	natsDir, dataDir := t.TempDir(), t.TempDir()
+	emb, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: "127.0.0.1:0", DataDir: natsDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	listen := strings.TrimPrefix(emb.ClientURL(), "nats://")
+	const secret = "spool-secret"
+	p := startTriggerd(t, []string{"TRIGGERD_CODEHOST_WEBHOOK_SECRET=" + secret, "TRIGGERD_NATS_URL=" + emb.ClientURL(),
+		"TRIGGERD_DATA_DIR=" + dataDir, "TRIGGERD_COMMIT_TIMEOUT=1s", "TRIGGERD_DISPATCH=false"})
+	before, err := post(p.httpURL, secret, delivery{event: "issues", id: "before-outage", body: issueBody(1000)})
+	if err != nil || before.status != http.StatusAccepted || before.body.Spooled {
+		t.Fatalf("before the outage: %v %d spooled=%v, want 202 through NATS", err, before.status, before.body.Spooled)
+	}
+
+	emb.Shutdown()
+	const n = 40
+	want := map[string]bool{}
+	start := time.Now()
+	for i := range n {
+		id := fmt.Sprintf("outage-%d", i)
+		r, err := post(p.httpURL, secret, delivery{event: "issues", id: id, body: issueBody(i)})
+		if err != nil || r.status != http.StatusAccepted || !r.body.Spooled || len(r.body.Events) != 2 {
+			t.Fatalf("%s during the outage: %v %d %+v, want 202 spooled with 2 events", id, err, r.status, r.body)
+		}
+		for _, e := range r.body.Events {
+			want[e.ID] = true
+		}
+	}
+	perDelivery := time.Since(start) / n
+	// A redelivery during the outage cannot be recognised yet; it is
+	// spooled too and forwarded as a duplicate.
+	if r, err := post(p.httpURL, secret, delivery{event: "issues", id: "outage-0", body: issueBody(0)}); err != nil || !r.body.Spooled {
+		t.Fatalf("redelivery during the outage: %v %+v", err, r)
+	}
+	spooled := func() int {
+		entries, err := os.ReadDir(filepath.Join(dataDir, "spool"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, e := range entries {
+			if strings.HasSuffix(e.Name(), ".rec") {
+				n++
+			}
+		}
+		return n
+	}
+	if got := spooled(); got != n+1 {
+		t.Fatalf("spool holds %d records, want %d", got, n+1)
+	}
+	t.Logf("%d deliveries spooled during the outage, %s each on average", n, perDelivery)
+
+	emb, err = bus.StartEmbedded(bus.EmbeddedOptions{Listen: listen, DataDir: natsDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Shutdown()
+	testenv.Eventually(t, 30*time.Second, "the spool to be forwarded", func() bool { return spooled() == 0 })
+	counts, _ := streamEvents(t, emb.ClientURL())
+	for id := range want {
+		if counts[id] != 1 {
+			t.Errorf("event %s is in the stream %d times, want once", id, counts[id])
+		}
+	}
+	if len(counts) != len(want)+len(before.body.Events) {
+		t.Errorf("stream holds %d distinct events, want %d", len(counts), len(want)+len(before.body.Events))
+	}
+	r, err := post(p.httpURL, secret, delivery{event: "issues", id: "outage-7", body: issueBody(7)})
+	if err != nil || r.status != http.StatusOK || !r.body.Duplicate {
+		t.Fatalf("redelivery after the spool was forwarded: %v %d %+v, want 200 duplicate", err, r.status, r.body)
+	}
+
+	// A second outage, and triggerd is killed before NATS is back: the
+	// next run forwards what the killed one spooled.
+	emb.Shutdown()
+	for i := n; i < n+10; i++ {
+		id := fmt.Sprintf("outage-%d", i)
+		r, err := post(p.httpURL, secret, delivery{event: "issues", id: id, body: issueBody(i)})
+		if err != nil || r.status != http.StatusAccepted || !r.body.Spooled {
+			t.Fatalf("%s during the second outage: %v %d %+v, want 202 spooled", id, err, r.status, r.body)
+		}
+		for _, e := range r.body.Events {
+			want[e.ID] = true
+		}
+	}
+	p.kill()
+	if got := spooled(); got != 10 {
+		t.Fatalf("spool holds %d records after kill -9, want 10", got)
+	}
+	emb, err = bus.StartEmbedded(bus.EmbeddedOptions{Listen: listen, DataDir: natsDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Shutdown()
+	p = startTriggerd(t, []string{"TRIGGERD_CODEHOST_WEBHOOK_SECRET=" + secret, "TRIGGERD_NATS_URL=" + emb.ClientURL(),
+		"TRIGGERD_DATA_DIR=" + dataDir, "TRIGGERD_DISPATCH=false"})
+	testenv.Eventually(t, 30*time.Second, "the next run to forward the spool", func() bool { return spooled() == 0 })
+	counts, _ = streamEvents(t, emb.ClientURL())
+	for id := range want {
+		if counts[id] != 1 {
+			t.Errorf("event %s is in the stream %d times, want once", id, counts[id])
+		}
+	}
+	if len(counts) != len(want)+len(before.body.Events) {
+		t.Errorf("stream holds %d distinct events, want %d", len(counts), len(want)+len(before.body.Events))
+	}
+	if code := p.stop(); code != 0 {
+		t.Fatalf("exit %d after SIGTERM:\n%s", code, p.logs())
 	}
 }
 
