@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -51,6 +52,7 @@ type Spooler struct {
 	ready     func() bool
 	log       zerolog.Logger
 	timeout   time.Duration
+	workers   int
 	retry     time.Duration
 	maxRetry  time.Duration
 	// kick wakes Run when a delivery is spooled.
@@ -79,7 +81,11 @@ type SpoolerOptions struct {
 	// 30 s). Run also looks at the spool every RetryInterval.
 	RetryInterval    time.Duration
 	MaxRetryInterval time.Duration
-	Logger           zerolog.Logger
+	// Concurrency is how many spooled deliveries are forwarded at once
+	// (default 16): one at a time, each waits for its acknowledgements
+	// and its delivery index entry, about a millisecond.
+	Concurrency int
+	Logger      zerolog.Logger
 	// Registerer receives the spool's metrics; nil registers nowhere.
 	Registerer prometheus.Registerer
 }
@@ -99,13 +105,16 @@ func NewSpooler(o SpoolerOptions) (*Spooler, error) {
 	if o.RetryInterval <= 0 {
 		o.RetryInterval = time.Second
 	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = 16
+	}
 	if o.MaxRetryInterval < o.RetryInterval {
 		o.MaxRetryInterval = max(30*time.Second, o.RetryInterval)
 	}
 	s := &Spooler{
 		disk: o.Disk, committer: o.Committer, ready: o.Ready,
 		log:     o.Logger.With().Str("component", "spool").Logger(),
-		timeout: o.CommitTimeout, retry: o.RetryInterval, maxRetry: o.MaxRetryInterval,
+		timeout: o.CommitTimeout, workers: o.Concurrency, retry: o.RetryInterval, maxRetry: o.MaxRetryInterval,
 		kick: make(chan struct{}, 1),
 		spooled: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "triggerd_spool_deliveries_total",
@@ -131,7 +140,9 @@ func NewSpooler(o SpoolerOptions) (*Spooler, error) {
 }
 
 // spoolRecord is a spooled delivery: the capture and the events it was
-// answered with, in their JSON encoding.
+// answered with, in their JSON encoding. An event whose payload is the body
+// byte for byte (nearly all of them) is stored without it and listed in
+// BodyEvents, so a record holds the body once.
 type spoolRecord struct {
 	Version    int                 `json:"version"`
 	Connector  triggers.Connector  `json:"connector"`
@@ -141,6 +152,7 @@ type spoolRecord struct {
 	Body       []byte              `json:"body"`
 	Scope      *triggers.Scope     `json:"scope,omitempty"`
 	Events     []json.RawMessage   `json:"events"`
+	BodyEvents []int               `json:"body_events,omitempty"`
 	SpooledAt  time.Time           `json:"spooled_at"`
 }
 
@@ -155,7 +167,12 @@ func (s *Spooler) Spool(c triggers.Capture, events []triggers.Event) error {
 		Events: make([]json.RawMessage, len(events)), SpooledAt: time.Now().UTC(),
 	}
 	for i := range events {
-		b, err := events[i].AppendJSON(nil)
+		e := events[i]
+		if e.Payload != nil && bytes.Equal(e.Payload, c.Body) {
+			e.Payload = nil
+			rec.BodyEvents = append(rec.BodyEvents, i)
+		}
+		b, err := e.AppendJSON(nil)
 		if err != nil {
 			return fmt.Errorf("spool delivery %s: encode event %s: %w", c.DeliveryID, events[i].ID, err)
 		}
@@ -222,11 +239,11 @@ func (s *Spooler) Run(ctx context.Context) error {
 	}
 }
 
-// Flush makes one pass over the spool, oldest first, forwarding each
-// delivery to the Committer and removing it once durable. It stops at the
-// first delivery the Committer cannot take (later ones would fare no
-// better) and returns that error. It does nothing while the Committer is
-// not ready.
+// Flush makes one pass over the spool, in the order deliveries were
+// spooled, forwarding up to Concurrency at once to the Committer and
+// removing each once durable. It stops starting new ones at the first
+// delivery the Committer cannot take (later ones would fare no better) and
+// returns that error. It does nothing while the Committer is not ready.
 func (s *Spooler) Flush(ctx context.Context) error {
 	s.passes.Lock()
 	defer s.passes.Unlock()
@@ -240,15 +257,27 @@ func (s *Spooler) Flush(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list spool: %w", err)
 	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, s.workers)
 	for _, name := range names {
-		if err := ctx.Err(); err != nil {
-			return err
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
 		}
-		if err := s.forward(ctx, name); err != nil {
-			return err
+		if ctx.Err() != nil {
+			break
 		}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			if err := s.forward(ctx, name); err != nil {
+				cancel(err)
+			}
+		})
 	}
-	return nil
+	wg.Wait()
+	return context.Cause(ctx)
 }
 
 // forward commits one spooled delivery and removes it. A record that
@@ -318,6 +347,12 @@ func decodeSpoolRecord(data []byte) (triggers.Capture, []triggers.Event, time.Ti
 		if err := triggers.DecodeEvent(raw, &events[i]); err != nil {
 			return triggers.Capture{}, nil, time.Time{}, fmt.Errorf("decode event %d of spooled delivery %s: %w", i, rec.DeliveryID, err)
 		}
+	}
+	for _, i := range rec.BodyEvents {
+		if i < 0 || i >= len(events) {
+			return triggers.Capture{}, nil, time.Time{}, fmt.Errorf("spooled delivery %s names event %d of %d as carrying the body", rec.DeliveryID, i, len(events))
+		}
+		events[i].Payload = rec.Body
 	}
 	c := triggers.Capture{
 		Connector: rec.Connector, DeliveryID: rec.DeliveryID, ReceivedAt: rec.ReceivedAt,

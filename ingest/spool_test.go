@@ -1,8 +1,10 @@
 package ingest
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -63,7 +65,8 @@ func newSpoolHarness(t *testing.T, maxBytes int64, mutate func(*Options)) *spool
 		sp, err := NewSpooler(SpoolerOptions{
 			Disk: disk, Committer: o.Committer, Ready: sh.ready.Load,
 			RetryInterval: 10 * time.Millisecond, MaxRetryInterval: 40 * time.Millisecond,
-			Logger: zerolog.Nop(), Registerer: sh.reg,
+			Concurrency: 1, // the tests check the spool's order
+			Logger:      zerolog.Nop(), Registerer: sh.reg,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -96,6 +99,15 @@ func TestSpoolTakesWhatTheCommitterCannot(t *testing.T) {
 	}
 	if got := h.deliveries("codehost", "issues", "spooled"); got != 1 {
 		t.Fatalf("spooled counter = %v", got)
+	}
+	// The record holds the body once: as itself, not again in the event.
+	names, _ := h.disk.List()
+	data, err := h.disk.Read(names[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(data, []byte(`"html_url":"https://example.test/i/7"`)) {
+		t.Fatalf("the spooled event carries the body a second time: %s", data)
 	}
 
 	// While NATS is still failing, a pass forwards nothing and keeps it.
@@ -312,6 +324,54 @@ func TestSpoolRunForwardsOnceNATSTakesThem(t *testing.T) {
 		if c.DeliveryID != ids[i] {
 			t.Fatalf("forwarded %s as number %d; want the spool's order %v", c.DeliveryID, i, ids)
 		}
+	}
+}
+
+func TestSpoolForwardsSeveralAtOnce(t *testing.T) {
+	h := newSpoolHarness(t, 0, nil)
+	h.fc.setErr(errors.New("nats: timeout"))
+	const n = 30
+	for i := range n {
+		if a := h.do(codeHostRequest("issues", fmt.Sprintf("d-many-%d", i), []byte(issueOpened))); a.body["spooled"] != true {
+			t.Fatalf("%d: %d %v", i, a.status, a.body)
+		}
+	}
+	// The first 8 forwards wait for each other: Flush must run 8 at once
+	// (else they time out), and never more.
+	var inFlight, most, calls atomic.Int32
+	eight := make(chan struct{})
+	sp, err := NewSpooler(SpoolerOptions{
+		Disk: h.disk, Concurrency: 8, Logger: zerolog.Nop(),
+		Committer: committerFunc(func(ctx context.Context, c triggers.Capture, events []triggers.Event) (bool, error) {
+			now := inFlight.Add(1)
+			defer inFlight.Add(-1)
+			for m := most.Load(); now > m && !most.CompareAndSwap(m, now); m = most.Load() {
+			}
+			switch call := calls.Add(1); {
+			case call == 8:
+				close(eight)
+			case call < 8:
+				select {
+				case <-eight:
+				case <-ctx.Done():
+					return false, fmt.Errorf("forward %d waited for 8 at once: %w", call, ctx.Err())
+				}
+			}
+			return h.fc.Commit(ctx, c, events)
+		}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.fc.setErr(nil)
+	if err := sp.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if h.disk.Len() != 0 || h.fc.count() != n {
+		t.Fatalf("spool %d, commits %d; want 0 and %d", h.disk.Len(), h.fc.count(), n)
+	}
+	if m := most.Load(); m > 8 {
+		t.Fatalf("%d forwards ran at once; the limit is 8", m)
 	}
 }
 

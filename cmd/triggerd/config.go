@@ -18,8 +18,8 @@ import (
 	"github.com/triggerd/triggerd/internal/envflag"
 )
 
-// defaultSpoolMaxBytes is the spool's room on disk: about 45,000 spooled
-// 11 KB deliveries.
+// defaultSpoolMaxBytes is the spool's room on disk: about 60,000 spooled
+// 11 KB deliveries (a record holds the body base64-encoded, about 17 KB).
 const defaultSpoolMaxBytes = 1 << 30
 
 // envPrefix is prepended to a flag's upper snake case name to give the
