@@ -258,7 +258,7 @@ func serve(ctx context.Context, cfg config, files map[string]string, lookup func
 		Committer:     b,
 		CodeHost:      codeHost,
 		Deploy:        deploy,
-		Hooks:         disp.hooks,
+		Hooks:         ingest.NewHookCache(disp.hooks, ingest.HookCacheOptions{Logger: log}),
 		Ready:         b.Ready,
 		MaxBodyBytes:  cfg.MaxBodyBytes,
 		CommitTimeout: cfg.CommitTimeout,

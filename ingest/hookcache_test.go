@@ -1,0 +1,125 @@
+package ingest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/triggerd/triggerd/triggers"
+)
+
+// flakyHooks is fakeHooks behind a switch: while err is set every lookup
+// fails with it, as a stalled store would. It counts lookups.
+type flakyHooks struct {
+	mu    sync.Mutex
+	err   error
+	calls int
+}
+
+func (f *flakyHooks) Hook(ctx context.Context, c triggers.Connector, id string) (triggers.Scope, *Verifier, error) {
+	f.mu.Lock()
+	f.calls++
+	err := f.err
+	f.mu.Unlock()
+	if err != nil {
+		return triggers.Scope{}, nil, err
+	}
+	return fakeHooks{}.Hook(ctx, c, id)
+}
+
+func (f *flakyHooks) set(err error) (calls int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.err = err
+	return f.calls
+}
+
+func TestHookCache(t *testing.T) {
+	ctx := context.Background()
+	next := &flakyHooks{}
+	now := time.Unix(1_700_000_000, 0)
+	cache := NewHookCache(next, HookCacheOptions{TTL: time.Minute, MaxStale: time.Hour, Logger: zerolog.Nop(), Now: func() time.Time { return now }})
+
+	scope, v, err := cache.Hook(ctx, triggers.CodeHost, "h1")
+	if err != nil || scope.Tenant != "t1" || v == nil {
+		t.Fatalf("first lookup: %+v %v %v", scope, v, err)
+	}
+	if _, v2, _ := cache.Hook(ctx, triggers.CodeHost, "h1"); v2 != v || next.set(nil) != 1 {
+		t.Fatalf("a second lookup within the TTL asked the store again (%d lookups)", next.set(nil))
+	}
+	// The same id on the other connector is another hook.
+	if _, _, err := cache.Hook(ctx, triggers.Deploy, "h1"); !errors.Is(err, ErrUnknownHook) {
+		t.Fatalf("h1 as a deployment endpoint: %v, want ErrUnknownHook", err)
+	}
+
+	// Past the TTL with the store failing: the entry as it was.
+	now = now.Add(2 * time.Minute)
+	stall := errors.New("redis: i/o timeout")
+	next.set(stall)
+	if s, v2, err := cache.Hook(ctx, triggers.CodeHost, "h1"); err != nil || v2 != v || s != scope {
+		t.Fatalf("stale lookup with the store down: %+v %v %v, want the cached hook", s, v2, err)
+	}
+	// An unknown hook stays unknown while the store is down.
+	if _, _, err := cache.Hook(ctx, triggers.CodeHost, "never-seen"); !errors.Is(err, stall) {
+		t.Fatalf("uncached hook with the store down: %v, want the store's error", err)
+	}
+	// Beyond MaxStale the store's error is the answer.
+	now = now.Add(2 * time.Hour)
+	if _, _, err := cache.Hook(ctx, triggers.CodeHost, "h1"); !errors.Is(err, stall) {
+		t.Fatalf("lookup beyond MaxStale: %v, want the store's error", err)
+	}
+
+	// The store answers again: refreshed; then the hook is deleted.
+	next.set(nil)
+	if _, _, err := cache.Hook(ctx, triggers.CodeHost, "h1"); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(2 * time.Minute)
+	gone := &flakyHooks{err: errors.Join(ErrUnknownHook, errors.New("h1"))}
+	cache.next = gone
+	if _, _, err := cache.Hook(ctx, triggers.CodeHost, "h1"); !errors.Is(err, ErrUnknownHook) {
+		t.Fatalf("deleted hook: %v, want ErrUnknownHook", err)
+	}
+	// Forgotten: with the store failing now, it is not served stale.
+	gone.set(stall)
+	if _, _, err := cache.Hook(ctx, triggers.CodeHost, "h1"); !errors.Is(err, stall) {
+		t.Fatalf("deleted hook with the store down: %v, want the store's error, not the old entry", err)
+	}
+}
+
+// A per-hook delivery is accepted while the store stalls, once the hook
+// was looked up before: the sender would not retry a 503.
+func TestHookDeliveriesSurviveAStoreStall(t *testing.T) {
+	next := &flakyHooks{}
+	now := time.Now()
+	h := newHarness(t, func(o *Options) {
+		o.Hooks = NewHookCache(next, HookCacheOptions{TTL: time.Second, Logger: zerolog.Nop(), Now: func() time.Time { return now }})
+	})
+	body := []byte(issueOpened)
+	post := func(id string) answer {
+		req := httptest.NewRequest(http.MethodPost, "/webhooks/codehost/h1", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-GitHub-Event", "issues")
+		req.Header.Set("X-GitHub-Delivery", id)
+		req.Header.Set("X-Hub-Signature-256", CodeHostScheme.Sign([]byte("hook-one-secret"), body))
+		return h.do(req)
+	}
+	if a := post("before"); a.status != http.StatusAccepted {
+		t.Fatalf("before the stall: %d %v", a.status, a.body)
+	}
+	next.set(errors.New("redis: connection refused"))
+	now = now.Add(time.Minute)
+	if a := post("during"); a.status != http.StatusAccepted {
+		t.Fatalf("during the stall: %d %v, want 202 verified with the hook's secret as last looked up", a.status, a.body)
+	}
+	if c := h.fc.commits[1]; c.Scope == nil || c.Scope.Hook != "h1" || c.Scope.Tenant != "t1" {
+		t.Fatalf("capture scope during the stall: %+v", c.Scope)
+	}
+}
