@@ -5,6 +5,8 @@ import (
 	"io"
 	"maps"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -200,5 +202,44 @@ func TestNATSListenBesideNATSURLIsAnError(t *testing.T) {
 		if _, _, err := parseConfig(args, func(string) (string, bool) { return "", false }, io.Discard); err != nil {
 			t.Errorf("%q: %v", args, err)
 		}
+	}
+}
+
+// A secret source that is set but holds no secret is a startup error that
+// says how to fix it; triggerd never falls back to accepting unsigned or
+// empty-keyed deliveries.
+func TestEmptySecretSourcesAreRefused(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty-secret")
+	if err := os.WriteFile(empty, []byte(" ,\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	noEnv := func(string) (string, bool) { return "", false }
+	for _, tc := range []struct {
+		name   string
+		file   string
+		lookup func(string) (string, bool)
+		want   string
+	}{
+		{"file flag", empty, noEnv, "holds no secret"},
+		{"variable of separators", "", func(k string) (string, bool) {
+			return " , ", k == codeHostSecret.env
+		}, codeHostSecret.env + " is set but holds no secret"},
+		{"missing file", filepath.Join(dir, "nope"), noEnv, "--" + codeHostSecret.fileFlag},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := loadSecrets(codeHostSecret, tc.file, t.TempDir(), tc.lookup)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+	// A generated secret file emptied by hand is refused, not regenerated.
+	data := t.TempDir()
+	if err := os.WriteFile(filepath.Join(data, codeHostSecret.genFile), []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := loadSecrets(codeHostSecret, "", data, noEnv); err == nil || !strings.Contains(err.Error(), "delete it to have a new secret generated") {
+		t.Fatalf("emptied generated file: %v", err)
 	}
 }

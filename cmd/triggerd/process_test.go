@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -369,6 +370,91 @@ func TestKillMidStreamExactlyOnce(t *testing.T) {
 	}
 	if code := p.stop(); code != 0 {
 		t.Fatalf("graceful stop exited %d:\n%s", code, p.logs())
+	}
+}
+
+// TestSIGTERMUnderLoad stops triggerd gracefully while eight senders keep
+// posting (reliability catalogue #25): it must exit 0 within
+// --shutdown-timeout, and every delivery it answered 2xx must have its
+// events in the stream exactly once; a request it did not answer was not
+// accepted.
+func TestSIGTERMUnderLoad(t *testing.T) {
+	dir := t.TempDir()
+	const secret = "sigterm-secret"
+	env := []string{"TRIGGERD_CODEHOST_WEBHOOK_SECRET=" + secret, "TRIGGERD_DATA_DIR=" + dir, "TRIGGERD_SHUTDOWN_TIMEOUT=10s"}
+	p := startTriggerd(t, env)
+	var (
+		mu       sync.Mutex
+		accepted = map[string][]string{}
+		next     atomic.Int64
+		refused  atomic.Int64 // transport errors: never accepted
+	)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				i := next.Add(1)
+				id := fmt.Sprintf("term-%05d", i)
+				r, err := post(p.httpURL, secret, delivery{event: "issues", id: id, body: issueBody(int(i))})
+				switch {
+				case err != nil:
+					refused.Add(1)
+					if refused.Load() > 50 {
+						return // the listener is gone
+					}
+				case r.status == http.StatusAccepted:
+					evs := []string{}
+					for _, e := range r.body.Events {
+						evs = append(evs, e.ID)
+					}
+					mu.Lock()
+					accepted[id] = evs
+					mu.Unlock()
+				case r.status != http.StatusServiceUnavailable:
+					t.Errorf("%s: status %d during shutdown", id, r.status)
+				}
+			}
+		})
+	}
+	testenv.Eventually(t, 30*time.Second, "200 deliveries accepted", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(accepted) >= 200
+	})
+	start := time.Now()
+	code := p.stop()
+	took := time.Since(start)
+	close(stop)
+	wg.Wait()
+	if code != 0 {
+		t.Fatalf("exit %d after SIGTERM under load:\n%s", code, p.logs())
+	}
+	if took > 15*time.Second {
+		t.Fatalf("graceful stop took %s; --shutdown-timeout is 10s", took)
+	}
+	t.Logf("SIGTERM after %d accepted; exited 0 in %s; %d requests found no listener", len(accepted), took.Round(time.Millisecond), refused.Load())
+
+	p = startTriggerd(t, env)
+	counts, _ := streamEvents(t, p.natsURL)
+	mu.Lock()
+	defer mu.Unlock()
+	for id, evs := range accepted {
+		for _, e := range evs {
+			if counts[e] != 1 {
+				t.Errorf("event %s of delivery %s, answered 202, is in the stream %d times", e, id, counts[e])
+			}
+		}
+	}
+	for id, c := range counts {
+		if c != 1 {
+			t.Errorf("event %s is in the stream %d times", id, c)
+		}
 	}
 }
 
