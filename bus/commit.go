@@ -310,7 +310,7 @@ func (sh *scopeHeader) value(s *triggers.Scope) (string, error) {
 
 // archive writes the delivery's record, only if the subject has none yet.
 func (b *Bus) archive(ctx context.Context, subject string, c triggers.Capture, nEvents int, bodySeq uint64) error {
-	h := nats.Header(archivedHeader(c.Header))
+	h := nats.Header(ArchivedHeader(c.Header))
 	h.Set(HeaderConnector, string(c.Connector))
 	h.Set(HeaderDeliveryID, c.DeliveryID)
 	h.Set(HeaderReceivedAt, c.ReceivedAt.UTC().Format(time.RFC3339Nano))
@@ -356,9 +356,11 @@ func headerSize(h nats.Header) int {
 	return n
 }
 
-// archivedHeader returns the HTTP headers of a delivery that the archive
-// keeps (see archivedName), with canonical names.
-func archivedHeader(header map[string][]string) map[string][]string {
+// ArchivedHeader returns the HTTP headers of a delivery that the archive
+// keeps (see archivedName), with canonical names: no credentials, no
+// hop-by-hop headers, none of NATS's or triggerd's own. Whatever keeps a
+// delivery elsewhere (the ingest spool) keeps these.
+func ArchivedHeader(header map[string][]string) map[string][]string {
 	h := make(map[string][]string, len(header))
 	for k, vs := range header {
 		if name, ok := archivedName(k); ok {

@@ -519,7 +519,7 @@ func (x *deliveryIndex) stopAll() {
 }
 
 // appendJSON appends the entry's JSON encoding to dst: what json.Marshal
-// would write with Header replaced by archivedHeader(Header), but for the
+// would write with Header replaced by ArchivedHeader(Header), but for the
 // order of the header names, at a fraction of the cost: it runs once per
 // delivery.
 func (e *indexEntry) appendJSON(dst []byte) []byte {

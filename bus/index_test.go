@@ -45,7 +45,7 @@ func TestIndexEntryEncoding(t *testing.T) {
 			t.Fatalf("invalid JSON: %s", got)
 		}
 		kept := e
-		kept.Header = archivedHeader(e.Header)
+		kept.Header = ArchivedHeader(e.Header)
 		want, err := json.Marshal(kept)
 		if err != nil {
 			t.Fatal(err)
@@ -204,7 +204,7 @@ func TestIndexStreamAndLegacyIndex(t *testing.T) {
 	}
 	e := indexEntry{
 		Connector: triggers.CodeHost, Key: old.Key(), DeliveryID: old.DeliveryID, ReceivedAt: old.ReceivedAt,
-		Header: archivedHeader(old.Header), Events: 1, BodySeq: published[0].Sequence,
+		Header: ArchivedHeader(old.Header), Events: 1, BodySeq: published[0].Sequence,
 	}
 	data := append(append([]byte{'['}, e.appendJSON(nil)...), ']')
 	if _, err := b.js.Publish(ctx, legacyIndexSubject, data); err != nil {

@@ -53,6 +53,7 @@ type Spooler struct {
 	log       zerolog.Logger
 	timeout   time.Duration
 	workers   int
+	header    func(map[string][]string) map[string][]string
 	retry     time.Duration
 	maxRetry  time.Duration
 	// kick wakes Run when a delivery is spooled.
@@ -81,6 +82,10 @@ type SpoolerOptions struct {
 	// 30 s). Run also looks at the spool every RetryInterval.
 	RetryInterval    time.Duration
 	MaxRetryInterval time.Duration
+	// Header, when set, chooses the headers a spooled delivery keeps
+	// (bus.ArchivedHeader: what the archive would keep, so no credentials
+	// are written to the spool); nil keeps them all.
+	Header func(map[string][]string) map[string][]string
 	// Concurrency is how many spooled deliveries are forwarded at once
 	// (default 16): one at a time, each waits for its acknowledgements
 	// and its delivery index entry, about a millisecond.
@@ -114,7 +119,7 @@ func NewSpooler(o SpoolerOptions) (*Spooler, error) {
 	s := &Spooler{
 		disk: o.Disk, committer: o.Committer, ready: o.Ready,
 		log:     o.Logger.With().Str("component", "spool").Logger(),
-		timeout: o.CommitTimeout, workers: o.Concurrency, retry: o.RetryInterval, maxRetry: o.MaxRetryInterval,
+		timeout: o.CommitTimeout, workers: o.Concurrency, header: o.Header, retry: o.RetryInterval, maxRetry: o.MaxRetryInterval,
 		kick: make(chan struct{}, 1),
 		spooled: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "triggerd_spool_deliveries_total",
@@ -161,9 +166,13 @@ const spoolRecordVersion = 1
 // Spool writes a delivery and its events to the spool; once it returns nil
 // the delivery is durable on local disk and will be forwarded.
 func (s *Spooler) Spool(c triggers.Capture, events []triggers.Event) error {
+	header := c.Header
+	if s.header != nil {
+		header = s.header(header)
+	}
 	rec := spoolRecord{
 		Version: spoolRecordVersion, Connector: c.Connector, DeliveryID: c.DeliveryID,
-		ReceivedAt: c.ReceivedAt, Header: c.Header, Body: c.Body, Scope: c.Scope,
+		ReceivedAt: c.ReceivedAt, Header: header, Body: c.Body, Scope: c.Scope,
 		Events: make([]json.RawMessage, len(events)), SpooledAt: time.Now().UTC(),
 	}
 	for i := range events {

@@ -411,6 +411,7 @@ func openSpool(cfg config, b *bus.Bus, reg prometheus.Registerer, log zerolog.Lo
 		Disk:          disk,
 		Committer:     b,
 		Ready:         b.Ready,
+		Header:        bus.ArchivedHeader,
 		CommitTimeout: cfg.CommitTimeout,
 		Logger:        log,
 		Registerer:    reg,

@@ -573,6 +573,31 @@ func TestNATSOutageDeliveriesAreSpooled(t *testing.T) {
 		}
 	}
 	perDelivery := time.Since(start) / n
+	// A proxy's credentials never reach the spool's files.
+	{
+		body := issueBody(999)
+		req, _ := http.NewRequest(http.MethodPost, p.httpURL+"/webhooks/codehost", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-GitHub-Event", "issues")
+		req.Header.Set("X-GitHub-Delivery", "outage-credentials")
+		req.Header.Set("X-Hub-Signature-256", ingest.CodeHostScheme.Sign([]byte(secret), body))
+		req.Header.Set("Authorization", "Bearer proxy-s3cret")
+		req.Header.Set("X-Api-Key", "proxy-s3cret")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("delivery with a proxy's credentials during the outage: %d", resp.StatusCode)
+		}
+		files, _ := filepath.Glob(filepath.Join(dataDir, "spool", "*.rec"))
+		for _, f := range files {
+			if data, _ := os.ReadFile(f); bytes.Contains(data, []byte("proxy-s3cret")) {
+				t.Fatalf("spool file %s holds a credential header", filepath.Base(f))
+			}
+		}
+	}
 	// A redelivery during the outage cannot be recognised yet; it is
 	// spooled too and forwarded as a duplicate.
 	if r, err := post(p.httpURL, secret, delivery{event: "issues", id: "outage-0", body: issueBody(0)}); err != nil || !r.body.Spooled {
@@ -591,8 +616,8 @@ func TestNATSOutageDeliveriesAreSpooled(t *testing.T) {
 		}
 		return n
 	}
-	if got := spooled(); got != n+1 {
-		t.Fatalf("spool holds %d records, want %d", got, n+1)
+	if got := spooled(); got != n+2 {
+		t.Fatalf("spool holds %d records, want %d", got, n+2)
 	}
 	t.Logf("%d deliveries spooled during the outage, %s each on average", n, perDelivery)
 
@@ -608,8 +633,8 @@ func TestNATSOutageDeliveriesAreSpooled(t *testing.T) {
 			t.Errorf("event %s is in the stream %d times, want once", id, counts[id])
 		}
 	}
-	if len(counts) != len(want)+len(before.body.Events) {
-		t.Errorf("stream holds %d distinct events, want %d", len(counts), len(want)+len(before.body.Events))
+	if len(counts) != len(want)+len(before.body.Events)+2 { // +2: outage-credentials
+		t.Errorf("stream holds %d distinct events, want %d", len(counts), len(want)+len(before.body.Events)+2)
 	}
 	r, err := post(p.httpURL, secret, delivery{event: "issues", id: "outage-7", body: issueBody(7)})
 	if err != nil || r.status != http.StatusOK || !r.body.Duplicate {
@@ -647,8 +672,8 @@ func TestNATSOutageDeliveriesAreSpooled(t *testing.T) {
 			t.Errorf("event %s is in the stream %d times, want once", id, counts[id])
 		}
 	}
-	if len(counts) != len(want)+len(before.body.Events) {
-		t.Errorf("stream holds %d distinct events, want %d", len(counts), len(want)+len(before.body.Events))
+	if len(counts) != len(want)+len(before.body.Events)+2 {
+		t.Errorf("stream holds %d distinct events, want %d", len(counts), len(want)+len(before.body.Events)+2)
 	}
 	if code := p.stop(); code != 0 {
 		t.Fatalf("exit %d after SIGTERM:\n%s", code, p.logs())
