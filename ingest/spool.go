@@ -250,9 +250,12 @@ func (s *Spooler) Run(ctx context.Context) error {
 
 // Flush makes one pass over the spool, in the order deliveries were
 // spooled, forwarding up to Concurrency at once to the Committer and
-// removing each once durable. It stops starting new ones at the first
-// delivery the Committer cannot take (later ones would fare no better) and
-// returns that error. It does nothing while the Committer is not ready.
+// removing each once durable. A delivery the Committer refuses stays for
+// the next pass, and the pass goes on, so that one delivery NATS keeps
+// refusing does not hold up the rest; after Concurrency refusals it stops
+// starting new ones (NATS itself is failing, and later deliveries would
+// fare no better). It returns the first refusal. It does nothing while the
+// Committer is not ready.
 func (s *Spooler) Flush(ctx context.Context) error {
 	s.passes.Lock()
 	defer s.passes.Unlock()
@@ -266,9 +269,14 @@ func (s *Spooler) Flush(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list spool: %w", err)
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	var wg sync.WaitGroup
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		first    error
+		refusals int
+	)
 	slots := make(chan struct{}, s.workers)
 	for _, name := range names {
 		select {
@@ -280,13 +288,25 @@ func (s *Spooler) Flush(ctx context.Context) error {
 		}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			if err := s.forward(ctx, name); err != nil {
-				cancel(err)
+			err := s.forward(ctx, name)
+			if err == nil {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if first == nil {
+				first = err
+			}
+			if refusals++; refusals >= s.workers {
+				cancel()
 			}
 		})
 	}
 	wg.Wait()
-	return context.Cause(ctx)
+	if first == nil {
+		return ctx.Err()
+	}
+	return first
 }
 
 // forward commits one spooled delivery and removes it. A record that

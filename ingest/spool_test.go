@@ -375,6 +375,44 @@ func TestSpoolForwardsSeveralAtOnce(t *testing.T) {
 	}
 }
 
+// One delivery NATS keeps refusing does not hold up the others; a NATS
+// that refuses everything ends the pass after Concurrency refusals.
+func TestSpoolPassGoesOnPastARefusal(t *testing.T) {
+	var h *spoolHarness
+	var refuseAll atomic.Bool
+	var calls atomic.Int32
+	commit := committerFunc(func(ctx context.Context, c triggers.Capture, events []triggers.Event) (bool, error) {
+		calls.Add(1)
+		if refuseAll.Load() || c.DeliveryID == "d-poison" {
+			return false, errors.New("nats: maximum messages exceeded")
+		}
+		return h.fc.Commit(ctx, c, events)
+	})
+	h = newSpoolHarness(t, 0, func(o *Options) { o.Committer = commit })
+	refuseAll.Store(true)
+	for _, id := range []string{"d-first", "d-poison", "d-3", "d-4", "d-5"} {
+		if a := h.do(codeHostRequest("issues", id, []byte(issueOpened))); a.body["spooled"] != true {
+			t.Fatalf("%s: %d %v", id, a.status, a.body)
+		}
+	}
+	// Everything refused: the pass stops after Concurrency (1) refusals.
+	calls.Store(0)
+	if err := h.sp.Flush(context.Background()); err == nil || calls.Load() != 1 || h.disk.Len() != 5 {
+		t.Fatalf("Flush with NATS refusing all: err %v after %d commits, spool %d; want an error after 1 commit and all 5 kept", err, calls.Load(), h.disk.Len())
+	}
+	refuseAll.Store(false)
+	sp, err := NewSpooler(SpoolerOptions{Disk: h.disk, Committer: commit, Concurrency: 2, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sp.Flush(context.Background()); err == nil || !strings.Contains(err.Error(), "d-poison") {
+		t.Fatalf("Flush: %v, want the poison delivery's refusal", err)
+	}
+	if h.disk.Len() != 1 || h.fc.count() != 4 {
+		t.Fatalf("spool %d, commits %d; want the poison delivery kept and the 4 others forwarded", h.disk.Len(), h.fc.count())
+	}
+}
+
 type committerFunc func(context.Context, triggers.Capture, []triggers.Event) (bool, error)
 
 func (f committerFunc) Commit(ctx context.Context, c triggers.Capture, events []triggers.Event) (bool, error) {
