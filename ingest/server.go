@@ -190,9 +190,9 @@ func (s *Server) Register(e *echo.Echo) {
 
 // appendAnswer encodes the answer to an accepted delivery: its id, its
 // events (id, kind, subject), when it mapped to none, why, and whether it
-// was spooled. It is
-// written for every delivery, so it is encoded by hand: echo's JSON
-// encoding by reflection cost about 2% of ingest's CPU under load.
+// was spooled. It is written for every delivery, so it is encoded by hand:
+// echo's JSON encoding by reflection cost about 2% of ingest's CPU under
+// load.
 func appendAnswer(dst []byte, deliveryID string, events []triggers.Event, ignored string, spooled bool) []byte {
 	dst = append(dst, `{"delivery_id":`...)
 	dst = jsonx.AppendString(dst, deliveryID)
