@@ -73,7 +73,9 @@ type Options struct {
 	// Hooks resolves per-hook endpoints; nil serves only the shared ones.
 	Hooks Hooks
 	// Ready reports whether the Committer can currently make deliveries
-	// durable; /readyz answers from it.
+	// durable; /readyz answers from it, and while it is false a delivery
+	// goes to the Spool without trying the Committer (a commit would only
+	// wait out its deadline).
 	Ready func() bool
 	// MaxBodyBytes caps a delivery's body (default DefaultMaxBodyBytes).
 	MaxBodyBytes int64
@@ -506,10 +508,10 @@ func (s *Server) accept(c echo.Context, start time.Time, d triggers.Delivery, ra
 
 // commit makes a delivery durable: through the Committer, or, when it
 // cannot in time and a Spool is configured, on the spool (spooled true).
-// While the Spool says NATS is unreachable it goes to the spool at once.
+// While Ready says NATS is unreachable it goes to the spool at once.
 func (s *Server) commit(ctx context.Context, c triggers.Capture, events []triggers.Event) (duplicate, spooled bool, err error) {
 	sp := s.o.Spool
-	if sp != nil && !sp.Ready() {
+	if sp != nil && !s.o.Ready() {
 		err = errors.New("NATS is unreachable")
 	} else {
 		// The deadline is the wall clock's, whatever clock Now reads.

@@ -70,9 +70,8 @@ type SpoolerOptions struct {
 	Disk      SpoolDisk
 	Committer Committer
 	// Ready reports whether the Committer can currently make deliveries
-	// durable. The Server spools without trying the Committer while it
-	// is false (a commit would only wait out its deadline), and Run
-	// forwards only while it is true. Nil means always.
+	// durable (the Server's Options.Ready); Run forwards only while it is
+	// true. Nil means always.
 	Ready func() bool
 	// CommitTimeout bounds each forwarded commit (default
 	// DefaultCommitTimeout).
@@ -201,10 +200,6 @@ func (s *Spooler) Spool(c triggers.Capture, events []triggers.Event) error {
 	}
 	return nil
 }
-
-// Ready reports whether the Committer is ready; the Server spools at once
-// while it is not.
-func (s *Spooler) Ready() bool { return s.ready() }
 
 // Run forwards spooled deliveries until ctx ends: at once when one is
 // spooled, and every RetryInterval while some wait. While the Committer is

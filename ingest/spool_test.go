@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/triggerd/triggerd/internal/testenv"
 	"github.com/triggerd/triggerd/store/spool"
 	"github.com/triggerd/triggerd/triggers"
 )
@@ -73,6 +74,7 @@ func newSpoolHarness(t *testing.T, maxBytes int64, mutate func(*Options)) *spool
 		}
 		sh.sp = sp
 		o.Spool = sp
+		o.Ready = sh.ready.Load
 	})
 	return sh
 }
@@ -301,25 +303,17 @@ func TestSpoolRunForwardsOnceNATSTakesThem(t *testing.T) {
 		}
 	}()
 	// Run retries while the committer fails; it forwards once it takes them.
-	deadline := time.Now().Add(10 * time.Second)
-	for attempts.Load() < 3+2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("Run tried %d commits in 10s; it must keep retrying", attempts.Load())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.Eventually(t, 10*time.Second, "Run to retry past the first failed pass", func() bool { return attempts.Load() >= 3+2 })
 	if h.disk.Len() != 3 {
 		t.Fatalf("spool holds %d while NATS fails, want 3", h.disk.Len())
 	}
 	h.fc.setErr(nil)
-	for h.disk.Len() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("spool still holds %d after 10s", h.disk.Len())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.Eventually(t, 10*time.Second, "Run to empty the spool", func() bool { return h.disk.Len() == 0 })
 	h.fc.mu.Lock()
 	defer h.fc.mu.Unlock()
+	if len(h.fc.commits) != len(ids) {
+		t.Fatalf("the committer took %d deliveries, want %d", len(h.fc.commits), len(ids))
+	}
 	for i, c := range h.fc.commits {
 		if c.DeliveryID != ids[i] {
 			t.Fatalf("forwarded %s as number %d; want the spool's order %v", c.DeliveryID, i, ids)
