@@ -161,6 +161,7 @@ func (p *proc) stop() int {
 type delivery struct {
 	event, id string
 	body      []byte
+	header    http.Header // more request headers, if any
 }
 
 type reply struct {
@@ -183,6 +184,9 @@ func post(url, secret string, d delivery) (reply, error) {
 	req.Header.Set("X-GitHub-Event", d.event)
 	req.Header.Set("X-GitHub-Delivery", d.id)
 	req.Header.Set("X-Hub-Signature-256", ingest.CodeHostScheme.Sign([]byte(secret), d.body))
+	for k, vs := range d.header {
+		req.Header[k] = vs
+	}
 	resp, err := client.Do(req)
 	if err != nil {
 		return reply{}, err
@@ -550,92 +554,84 @@ func TestNATSOutageDeliveriesAreSpooled(t *testing.T) {
 		t.Fatal(err)
 	}
 	listen := strings.TrimPrefix(emb.ClientURL(), "nats://")
-	const secret = "spool-secret"
-	p := startTriggerd(t, []string{"TRIGGERD_CODEHOST_WEBHOOK_SECRET=" + secret, "TRIGGERD_NATS_URL=" + emb.ClientURL(),
-		"TRIGGERD_DATA_DIR=" + dataDir, "TRIGGERD_COMMIT_TIMEOUT=1s", "TRIGGERD_DISPATCH=false"})
-	before, err := post(p.httpURL, secret, delivery{event: "issues", id: "before-outage", body: issueBody(1000)})
-	if err != nil || before.status != http.StatusAccepted || before.body.Spooled {
-		t.Fatalf("before the outage: %v %d spooled=%v, want 202 through NATS", err, before.status, before.body.Spooled)
+	restartNATS := func() {
+		t.Helper()
+		if emb, err = bus.StartEmbedded(bus.EmbeddedOptions{Listen: listen, DataDir: natsDir}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(emb.Shutdown)
 	}
-
-	emb.Shutdown()
-	const n = 40
+	const secret = "spool-secret"
+	env := []string{"TRIGGERD_CODEHOST_WEBHOOK_SECRET=" + secret, "TRIGGERD_NATS_URL=" + emb.ClientURL(),
+		"TRIGGERD_DATA_DIR=" + dataDir, "TRIGGERD_COMMIT_TIMEOUT=1s", "TRIGGERD_DISPATCH=false"}
+	p := startTriggerd(t, env)
+	spoolFiles := func() []string {
+		files, err := filepath.Glob(filepath.Join(dataDir, "spool", "*.rec"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return files
+	}
+	// want holds the ids of every event triggerd answered with.
 	want := map[string]bool{}
-	start := time.Now()
-	for i := range n {
-		id := fmt.Sprintf("outage-%d", i)
-		r, err := post(p.httpURL, secret, delivery{event: "issues", id: id, body: issueBody(i)})
+	postSpooled := func(d delivery) {
+		t.Helper()
+		r, err := post(p.httpURL, secret, d)
 		if err != nil || r.status != http.StatusAccepted || !r.body.Spooled || len(r.body.Events) != 2 {
-			t.Fatalf("%s during the outage: %v %d %+v, want 202 spooled with 2 events", id, err, r.status, r.body)
+			t.Fatalf("%s during an outage: %v %d %+v, want 202 spooled with 2 events", d.id, err, r.status, r.body)
 		}
 		for _, e := range r.body.Events {
 			want[e.ID] = true
 		}
 	}
-	perDelivery := time.Since(start) / n
-	// A proxy's credentials never reach the spool's files.
-	{
-		body := issueBody(999)
-		req, _ := http.NewRequest(http.MethodPost, p.httpURL+"/webhooks/codehost", bytes.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-GitHub-Event", "issues")
-		req.Header.Set("X-GitHub-Delivery", "outage-credentials")
-		req.Header.Set("X-Hub-Signature-256", ingest.CodeHostScheme.Sign([]byte(secret), body))
-		req.Header.Set("Authorization", "Bearer proxy-s3cret")
-		req.Header.Set("X-Api-Key", "proxy-s3cret")
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusAccepted {
-			t.Fatalf("delivery with a proxy's credentials during the outage: %d", resp.StatusCode)
-		}
-		files, _ := filepath.Glob(filepath.Join(dataDir, "spool", "*.rec"))
-		for _, f := range files {
-			if data, _ := os.ReadFile(f); bytes.Contains(data, []byte("proxy-s3cret")) {
-				t.Fatalf("spool file %s holds a credential header", filepath.Base(f))
+	// checkStream waits for the spool to empty, then wants every answered
+	// event in the stream exactly once, and nothing else.
+	checkStream := func(what string) {
+		t.Helper()
+		testenv.Eventually(t, 30*time.Second, what, func() bool { return len(spoolFiles()) == 0 })
+		counts, _ := streamEvents(t, emb.ClientURL())
+		for id := range want {
+			if counts[id] != 1 {
+				t.Errorf("event %s is in the stream %d times, want once", id, counts[id])
 			}
+		}
+		if len(counts) != len(want) {
+			t.Errorf("stream holds %d distinct events, want %d", len(counts), len(want))
+		}
+	}
+
+	before, err := post(p.httpURL, secret, delivery{event: "issues", id: "before-outage", body: issueBody(1000)})
+	if err != nil || before.status != http.StatusAccepted || before.body.Spooled {
+		t.Fatalf("before the outage: %v %d spooled=%v, want 202 through NATS", err, before.status, before.body.Spooled)
+	}
+	for _, e := range before.body.Events {
+		want[e.ID] = true
+	}
+
+	emb.Shutdown()
+	const n = 40
+	start := time.Now()
+	for i := range n {
+		postSpooled(delivery{event: "issues", id: fmt.Sprintf("outage-%d", i), body: issueBody(i)})
+	}
+	t.Logf("%d deliveries spooled during the outage, %s each on average", n, time.Since(start)/n)
+	// A proxy's credentials never reach the spool's files.
+	postSpooled(delivery{event: "issues", id: "outage-credentials", body: issueBody(999),
+		header: http.Header{"Authorization": {"Bearer proxy-s3cret"}, "X-Api-Key": {"proxy-s3cret"}}})
+	for _, f := range spoolFiles() {
+		if data, _ := os.ReadFile(f); bytes.Contains(data, []byte("proxy-s3cret")) {
+			t.Fatalf("spool file %s holds a credential header", filepath.Base(f))
 		}
 	}
 	// A redelivery during the outage cannot be recognised yet; it is
 	// spooled too and forwarded as a duplicate.
-	if r, err := post(p.httpURL, secret, delivery{event: "issues", id: "outage-0", body: issueBody(0)}); err != nil || !r.body.Spooled {
-		t.Fatalf("redelivery during the outage: %v %+v", err, r)
-	}
-	spooled := func() int {
-		entries, err := os.ReadDir(filepath.Join(dataDir, "spool"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		for _, e := range entries {
-			if strings.HasSuffix(e.Name(), ".rec") {
-				n++
-			}
-		}
-		return n
-	}
-	if got := spooled(); got != n+2 {
+	postSpooled(delivery{event: "issues", id: "outage-0", body: issueBody(0)})
+	if got := len(spoolFiles()); got != n+2 {
 		t.Fatalf("spool holds %d records, want %d", got, n+2)
 	}
-	t.Logf("%d deliveries spooled during the outage, %s each on average", n, perDelivery)
 
-	emb, err = bus.StartEmbedded(bus.EmbeddedOptions{Listen: listen, DataDir: natsDir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer emb.Shutdown()
-	testenv.Eventually(t, 30*time.Second, "the spool to be forwarded", func() bool { return spooled() == 0 })
-	counts, _ := streamEvents(t, emb.ClientURL())
-	for id := range want {
-		if counts[id] != 1 {
-			t.Errorf("event %s is in the stream %d times, want once", id, counts[id])
-		}
-	}
-	if len(counts) != len(want)+len(before.body.Events)+2 { // +2: outage-credentials
-		t.Errorf("stream holds %d distinct events, want %d", len(counts), len(want)+len(before.body.Events)+2)
-	}
+	restartNATS()
+	checkStream("the spool to be forwarded")
 	r, err := post(p.httpURL, secret, delivery{event: "issues", id: "outage-7", body: issueBody(7)})
 	if err != nil || r.status != http.StatusOK || !r.body.Duplicate {
 		t.Fatalf("redelivery after the spool was forwarded: %v %d %+v, want 200 duplicate", err, r.status, r.body)
@@ -645,36 +641,15 @@ func TestNATSOutageDeliveriesAreSpooled(t *testing.T) {
 	// next run forwards what the killed one spooled.
 	emb.Shutdown()
 	for i := n; i < n+10; i++ {
-		id := fmt.Sprintf("outage-%d", i)
-		r, err := post(p.httpURL, secret, delivery{event: "issues", id: id, body: issueBody(i)})
-		if err != nil || r.status != http.StatusAccepted || !r.body.Spooled {
-			t.Fatalf("%s during the second outage: %v %d %+v, want 202 spooled", id, err, r.status, r.body)
-		}
-		for _, e := range r.body.Events {
-			want[e.ID] = true
-		}
+		postSpooled(delivery{event: "issues", id: fmt.Sprintf("outage-%d", i), body: issueBody(i)})
 	}
 	p.kill()
-	if got := spooled(); got != 10 {
+	if got := len(spoolFiles()); got != 10 {
 		t.Fatalf("spool holds %d records after kill -9, want 10", got)
 	}
-	emb, err = bus.StartEmbedded(bus.EmbeddedOptions{Listen: listen, DataDir: natsDir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer emb.Shutdown()
-	p = startTriggerd(t, []string{"TRIGGERD_CODEHOST_WEBHOOK_SECRET=" + secret, "TRIGGERD_NATS_URL=" + emb.ClientURL(),
-		"TRIGGERD_DATA_DIR=" + dataDir, "TRIGGERD_DISPATCH=false"})
-	testenv.Eventually(t, 30*time.Second, "the next run to forward the spool", func() bool { return spooled() == 0 })
-	counts, _ = streamEvents(t, emb.ClientURL())
-	for id := range want {
-		if counts[id] != 1 {
-			t.Errorf("event %s is in the stream %d times, want once", id, counts[id])
-		}
-	}
-	if len(counts) != len(want)+len(before.body.Events)+2 {
-		t.Errorf("stream holds %d distinct events, want %d", len(counts), len(want)+len(before.body.Events)+2)
-	}
+	restartNATS()
+	p = startTriggerd(t, env)
+	checkStream("the next run to forward the spool")
 	if code := p.stop(); code != 0 {
 		t.Fatalf("exit %d after SIGTERM:\n%s", code, p.logs())
 	}
@@ -719,12 +694,12 @@ func TestGeneratedSecretsArePrivateAndNeverLogged(t *testing.T) {
 	}
 	// A signed delivery works with the generated secret; a second start
 	// reuses it.
-	if r, err := post(p.httpURL, secrets[0], delivery{"issues", "gen-1", issueBody(1)}); err != nil || r.status != 202 {
+	if r, err := post(p.httpURL, secrets[0], delivery{event: "issues", id: "gen-1", body: issueBody(1)}); err != nil || r.status != 202 {
 		t.Fatalf("delivery signed with the generated secret: %v %d", err, r.status)
 	}
 	p.stop()
 	p = startTriggerd(t, []string{"TRIGGERD_DATA_DIR=" + dir})
-	if r, err := post(p.httpURL, secrets[0], delivery{"issues", "gen-2", issueBody(2)}); err != nil || r.status != 202 {
+	if r, err := post(p.httpURL, secrets[0], delivery{event: "issues", id: "gen-2", body: issueBody(2)}); err != nil || r.status != 202 {
 		t.Fatalf("after a restart the secret changed: %v %d", err, r.status)
 	}
 	p.stop()
@@ -770,7 +745,7 @@ func TestSlowClientsDoNotStallDeliveries(t *testing.T) {
 		}()
 	}
 	start := time.Now()
-	r, err := post(p.httpURL, secret, delivery{"issues", "among-slow-ones", issueBody(1)})
+	r, err := post(p.httpURL, secret, delivery{event: "issues", id: "among-slow-ones", body: issueBody(1)})
 	if err != nil || r.status != http.StatusAccepted {
 		t.Fatalf("delivery among slow clients: %v %d", err, r.status)
 	}
