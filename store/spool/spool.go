@@ -328,10 +328,12 @@ func (s *Spool) Read(name string) ([]byte, error) {
 	return data, nil
 }
 
-// Remove deletes a record and fsyncs the directory; removing one already
-// gone is not an error. The counts drop only when this call removed the
-// file, so two Spools (or processes) removing the same record subtract it
-// once.
+// Remove deletes a record; removing one already gone is not an error. The
+// counts drop only when this call removed the file, so two Spools (or
+// processes) removing the same record subtract it once. The removal is not
+// fsync'd: callers remove a record once it is safe elsewhere, and one that
+// comes back after a power loss is only delivered again, which the caller
+// recognises (ingest's forwarder: as a duplicate).
 func (s *Spool) Remove(name string) error {
 	if err := checkName("remove", name); err != nil {
 		return err
@@ -353,9 +355,6 @@ func (s *Spool) Remove(name string) error {
 		return fmt.Errorf("spool: remove %s: %w", name, err)
 	}
 	s.uncount(info.Size())
-	if err := syncDir(s.dir); err != nil {
-		return fmt.Errorf("spool: remove %s: %w", name, err)
-	}
 	return nil
 }
 
