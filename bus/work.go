@@ -91,11 +91,18 @@ func (b *Bus) Publish(ctx context.Context, subject, msgID string, data []byte) e
 	return nil
 }
 
+// ErrEventGone reports that the events stream no longer holds an event
+// (its retention ended, or it was deleted).
+var ErrEventGone = errors.New("the events stream no longer holds the event")
+
 // EventAt returns the event at sequence seq of EventsStream: its subject
 // and data. A sequence the stream no longer holds is an error wrapping
-// jetstream.ErrMsgNotFound.
+// ErrEventGone (and jetstream.ErrMsgNotFound).
 func (b *Bus) EventAt(ctx context.Context, seq uint64) (subject string, data []byte, err error) {
 	msg, err := b.events.GetMsg(ctx, seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return "", nil, fmt.Errorf("event at sequence %d: %w: %w", seq, ErrEventGone, err)
+	}
 	if err != nil {
 		return "", nil, fmt.Errorf("event at sequence %d: %w", seq, err)
 	}
