@@ -55,6 +55,7 @@ const (
 	PushConsumer    = "push"
 	ResultsConsumer = "results"
 	ReplayConsumer  = "replay"
+	ResumeConsumer  = "resume"
 	// ControlSubject carries "a trigger changed" broadcasts between
 	// processes (core NATS, nothing stored).
 	ControlSubject = "triggerd.control.triggers"
@@ -66,6 +67,10 @@ func pushSubject(agentID string) string { return "push.agent." + agentID }
 // replaySubject carries operators' replays of one event to one trigger.
 func replaySubject(tenantID string) string { return "push.replay." + tenantID }
 
+// resumeSubject carries the runs whose step waits for a rate limit (see
+// park).
+func resumeSubject(tenantID string) string { return "push.resume." + tenantID }
+
 // Defaults for Options.
 const (
 	DefaultAckWait     = 30 * time.Second
@@ -73,6 +78,13 @@ const (
 	DefaultConcurrency = 8
 	DefaultStepTimeout = 2 * time.Minute
 	DefaultResync      = 30 * time.Second
+	// A step the provider refuses for a rate limit waits and runs again,
+	// at most DefaultMaxStepWaits times and no later than
+	// DefaultMaxStepWait after its run started; past either its run fails
+	// with the rate_limited error. A day covers GitHub's hourly budget,
+	// Vercel's windows and GA4's daily quotas.
+	DefaultMaxStepWait  = 24 * time.Hour
+	DefaultMaxStepWaits = 10
 )
 
 // Options configures a Dispatcher.
@@ -93,6 +105,10 @@ type Options struct {
 	Concurrency int
 	// StepTimeout bounds one tool step.
 	StepTimeout time.Duration
+	// MaxStepWait and MaxStepWaits bound how long, and how often, a step
+	// refused for a rate limit waits before its run fails.
+	MaxStepWait  time.Duration
+	MaxStepWaits int
 	// Resync is how often the whole trigger index is reloaded from the
 	// store, besides the change broadcasts.
 	Resync     time.Duration
@@ -141,6 +157,12 @@ func New(o Options) (*Dispatcher, error) {
 	if o.Resync <= 0 {
 		o.Resync = DefaultResync
 	}
+	if o.MaxStepWait <= 0 {
+		o.MaxStepWait = DefaultMaxStepWait
+	}
+	if o.MaxStepWaits <= 0 {
+		o.MaxStepWaits = DefaultMaxStepWaits
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -161,8 +183,8 @@ func (d *Dispatcher) Index() *Index { return d.index.Load() }
 func (d *Dispatcher) lease() time.Duration { return d.o.StepTimeout + d.o.AckWait }
 
 // Run loads the triggers and works until ctx ends: the event consumer, the
-// HTTP push and replay consumers, the agents' results consumer and the
-// periodic resync. It returns once all of them have stopped.
+// HTTP push, replay and resume consumers, the agents' results consumer and
+// the periodic resync. It returns once all of them have stopped.
 func (d *Dispatcher) Run(ctx context.Context) error {
 	if err := d.Resync(ctx); err != nil {
 		return err
@@ -170,7 +192,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	errs := make(chan error, 5)
+	errs := make(chan error, 6)
 	run := func(name string, fn func(ctx context.Context) error) {
 		wg.Add(1)
 		go func() {
@@ -198,6 +220,12 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 			Stream: bus.PushStream, Durable: ReplayConsumer, Filter: "push.replay.>",
 			AckWait: d.o.AckWait, MaxDeliver: d.o.MaxDeliver, Concurrency: 2,
 		}, d.handleReplay)
+	})
+	run("resumes", func(ctx context.Context) error {
+		return d.o.Queue.Work(ctx, bus.WorkSpec{
+			Stream: bus.PushStream, Durable: ResumeConsumer, Filter: "push.resume.>",
+			AckWait: d.o.AckWait, MaxDeliver: d.o.MaxDeliver, Concurrency: 2,
+		}, d.handleResume)
 	})
 	if d.o.Pusher != nil {
 		run("push", func(ctx context.Context) error {

@@ -29,12 +29,15 @@ import (
 	"github.com/triggerd/triggerd/triggers"
 )
 
-// fakeSteps records the steps it runs; fail makes a step id fail.
+// fakeSteps records the steps it runs; fail makes a step id fail, refuse
+// makes its next n calls fail with refusal.
 type fakeSteps struct {
-	mu    sync.Mutex
-	calls []stepCall
-	fail  map[string]error
-	block chan struct{} // when set, every call waits for it
+	mu      sync.Mutex
+	calls   []stepCall
+	fail    map[string]error
+	refuse  map[string]int
+	refusal error
+	block   chan struct{} // when set, every call waits for it
 }
 
 type stepCall struct {
@@ -58,6 +61,10 @@ func (f *fakeSteps) Run(ctx context.Context, tenantID, stepID, accountID string,
 	f.calls = append(f.calls, stepCall{stepID, accountID, in})
 	n := len(f.calls)
 	err := f.fail[stepID]
+	if f.refuse[stepID] > 0 {
+		f.refuse[stepID]--
+		err = f.refusal
+	}
 	f.mu.Unlock()
 	if err != nil {
 		return nil, err
@@ -96,7 +103,7 @@ func newHarness(t *testing.T, o dispatch.Options) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	h := &harness{t: t, bus: b, js: js, store: st, steps: &fakeSteps{fail: map[string]error{}}}
+	h := &harness{t: t, bus: b, js: js, store: st, steps: &fakeSteps{fail: map[string]error{}, refuse: map[string]int{}}}
 	o.Store, o.Queue, o.Steps = st, b, h.steps
 	if o.AckWait == 0 {
 		o.AckWait = 2 * time.Second

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/google/uuid"
@@ -128,7 +129,7 @@ func (d *Dispatcher) handleEvent(ctx context.Context, j *bus.Job) {
 		}
 	}
 	for _, r := range started {
-		if err := d.runSteps(ctx, r, j.Data()); err != nil {
+		if err := d.runSteps(ctx, r, j.Data(), j.Sequence()); err != nil {
 			d.retry(ctx, j, err)
 			return
 		}
@@ -261,12 +262,21 @@ func (d *Dispatcher) claim(ctx context.Context, spec runSpec, delivery store.Age
 // while the claim is still this worker's; once another worker has taken
 // the run over, this one stops.
 func (d *Dispatcher) update(ctx context.Context, r store.Run) (store.Run, error) {
+	return d.updateClaim(ctx, r, time.Time{})
+}
+
+// updateClaim is update with the claim held until a given time instead of
+// a lease from now (zero: a lease from now).
+func (d *Dispatcher) updateClaim(ctx context.Context, r store.Run, until time.Time) (store.Run, error) {
 	for range 10 {
 		now := d.o.Now()
 		r.UpdatedAt = now
-		if r.Status == store.RunSucceeded || r.Status == store.RunFailed {
+		switch {
+		case r.Status == store.RunSucceeded || r.Status == store.RunFailed:
 			r.ClaimedUntil = time.Time{}
-		} else {
+		case !until.IsZero():
+			r.ClaimedUntil = until
+		default:
 			r.ClaimedUntil = now.Add(d.lease())
 		}
 		out, err := d.o.Store.UpdateRun(ctx, r)
@@ -293,10 +303,12 @@ func (d *Dispatcher) update(ctx context.Context, r store.Run) (store.Run, error)
 	return store.Run{}, errBusy{d.o.Now().Add(d.o.AckWait)}
 }
 
-// runSteps runs the pipeline of a started run from where it stands. A step
-// found running was interrupted (its worker died): it may have taken
-// effect, so it is not run again and the run fails.
-func (d *Dispatcher) runSteps(ctx context.Context, r store.Run, event []byte) error {
+// runSteps runs the pipeline of a started run from where it stands; seq
+// is the event's sequence in the events stream. A step found running was
+// interrupted (its worker died): it may have taken effect, so it is not run
+// again and the run fails. A step the provider refuses for a rate limit
+// waits (see park), and runSteps returns with the run still started.
+func (d *Dispatcher) runSteps(ctx context.Context, r store.Run, event []byte, seq uint64) error {
 	if r.Status != store.RunStarted {
 		return nil
 	}
@@ -334,19 +346,26 @@ func (d *Dispatcher) runSteps(ctx context.Context, r store.Run, event []byte) er
 			s.Error = &store.RunError{Code: "interrupted", Message: "the worker stopped while this step ran; it may have taken effect upstream, so it is not run again"}
 			return fail(i, "interrupted", s.Error.Message)
 		}
-		if data == nil {
-			if err := decodeNumbers(event, &data); err != nil {
-				return fail(i, "template", "the event could not be decoded for templates: "+err.Error())
+		// A waiting step's input was rendered before it was refused:
+		// rendering it again would read what the event put in it (an
+		// issue's body, say) as templates.
+		if s.Status != store.StepWaiting {
+			if data == nil {
+				if err := decodeNumbers(event, &data); err != nil {
+					return fail(i, "template", "the event could not be decoded for templates: "+err.Error())
+				}
 			}
+			data["steps"] = outputs
+			input, err := RenderInput(s.Input, data)
+			if err != nil {
+				s.Status, s.FinishedAt = store.StepFailed, d.o.Now()
+				s.Error = &store.RunError{Code: "template", Message: err.Error()}
+				return fail(i, "template", err.Error())
+			}
+			s.Input = input
 		}
-		data["steps"] = outputs
-		input, err := RenderInput(s.Input, data)
-		if err != nil {
-			s.Status, s.FinishedAt = store.StepFailed, d.o.Now()
-			s.Error = &store.RunError{Code: "template", Message: err.Error()}
-			return fail(i, "template", err.Error())
-		}
-		s.Input, s.Status, s.StartedAt = input, store.StepRunning, d.o.Now()
+		s.Status, s.StartedAt = store.StepRunning, d.o.Now()
+		var err error
 		if r, err = d.update(ctx, r); err != nil {
 			return err
 		}
@@ -357,10 +376,20 @@ func (d *Dispatcher) runSteps(ctx context.Context, r store.Run, event []byte) er
 		s.FinishedAt = d.o.Now()
 		d.metrics.steps.WithLabelValues(s.Step, stepResult(err)).Inc()
 		if err != nil {
-			s.Status, s.Error = store.StepFailed, stepRunError(err)
+			if until, ok := d.deferral(r, *s, err); ok {
+				return d.park(ctx, r, i, seq, until, err)
+			}
+			s.Status, s.Error, s.RetryAt = store.StepFailed, stepRunError(err), time.Time{}
+			if s.Error.Code == string(connectors.CodeRateLimited) {
+				if s.Waits >= d.o.MaxStepWaits {
+					s.Error.Message += fmt.Sprintf(" (gave up after waiting %d times for the limit)", s.Waits)
+				} else {
+					s.Error.Message += fmt.Sprintf(" (not waited for: the limit lifts more than %s after the run started)", d.o.MaxStepWait)
+				}
+			}
 			return fail(i, s.Error.Code, s.Error.Message)
 		}
-		s.Status, s.Output = store.StepSucceeded, out
+		s.Status, s.Output, s.Error, s.RetryAt = store.StepSucceeded, out, nil, time.Time{}
 		remember(s)
 		if r, err = d.update(ctx, r); err != nil {
 			return err
@@ -369,6 +398,60 @@ func (d *Dispatcher) runSteps(ctx context.Context, r store.Run, event []byte) er
 	r.Status, r.FinishedAt = store.RunSucceeded, d.o.Now()
 	_, err := d.update(ctx, r)
 	return err
+}
+
+// minStepWait is the shortest wait for a rate limit, for providers that
+// refuse without saying for how long.
+const minStepWait = time.Second
+
+// deferral says whether step s of run r, which failed with err, waits for
+// a rate limit instead of failing its run, and until when. Only a
+// rate_limited refusal waits: the provider refused the request, so nothing
+// took effect and running it again is safe even for a write. Other
+// failures of a write may have taken effect; the connectors already retry
+// idempotent requests within the step.
+func (d *Dispatcher) deferral(r store.Run, s store.StepRun, err error) (time.Time, bool) {
+	var ce *connectors.Error
+	if !errors.As(err, &ce) || ce.Code != connectors.CodeRateLimited || s.Waits >= d.o.MaxStepWaits {
+		return time.Time{}, false
+	}
+	wait := max(ce.RetryAfter, minStepWait)
+	// Runs refused together (one account's budget) should not all come
+	// back at the same instant: up to a tenth more, at most 5 s.
+	wait += rand.N(min(wait/10, 5*time.Second) + 1)
+	until := d.o.Now().Add(wait)
+	if until.Sub(r.StartedAt) > d.o.MaxStepWait {
+		return time.Time{}, false
+	}
+	return until, true
+}
+
+// park records that step i of run r waits until a given time, and
+// schedules its resumption: a message on the resume queue that the
+// dispatcher takes at that time (handleResume). The run stays claimed
+// until then, so a redelivery of its event meanwhile waits as well; if the
+// message cannot be published, the event's own redelivery resumes the run.
+// Waiting runs hold no worker and no slot of the events consumer.
+func (d *Dispatcher) park(ctx context.Context, r store.Run, i int, seq uint64, until time.Time, err error) error {
+	s := &r.Steps[i]
+	re := stepRunError(err)
+	re.Message += "; runs again at " + until.UTC().Format(time.RFC3339)
+	s.Status, s.Error, s.Waits, s.RetryAt, s.FinishedAt = store.StepWaiting, re, s.Waits+1, until, time.Time{}
+	r, err = d.updateClaim(ctx, r, until)
+	if err != nil {
+		return err
+	}
+	body, err := json.Marshal(resumeRequest{TenantID: r.TenantID, RunID: r.ID, Seq: seq, NotBefore: until})
+	if err != nil {
+		return fmt.Errorf("encode the resumption of run %s: %w", r.ID, err)
+	}
+	d.metrics.waits.Inc()
+	d.log.Info().Str("run", r.ID).Str("step", s.Step).Int("waits", s.Waits).Time("retry_at", until).Msg("step refused for a rate limit; the run waits")
+	msgID := fmt.Sprintf("resume:%s:%d:%d", r.ID, i, s.Waits)
+	if err := d.o.Queue.Publish(ctx, resumeSubject(r.TenantID), msgID, body); err != nil {
+		return fmt.Errorf("schedule the resumption of run %s: %w", r.ID, err)
+	}
+	return nil
 }
 
 func stepResult(err error) string {

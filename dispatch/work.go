@@ -242,8 +242,12 @@ func (d *Dispatcher) handleReplay(ctx context.Context, j *bus.Job) {
 		return
 	}
 	_, data, err := d.o.Queue.EventAt(ctx, req.Seq)
-	if err != nil {
+	if errors.Is(err, bus.ErrEventGone) {
 		d.dead(ctx, j, "event "+req.EventID+" is no longer in the events stream")
+		return
+	}
+	if err != nil {
+		d.retry(ctx, j, err)
 		return
 	}
 	var ev triggers.Event
@@ -251,12 +255,19 @@ func (d *Dispatcher) handleReplay(ctx context.Context, j *bus.Job) {
 		d.dead(ctx, j, "decode: "+err.Error())
 		return
 	}
-	stop := bus.Heartbeat(j, d.o.AckWait/3)
-	defer stop()
-	spec := runSpec{
+	d.continueRun(ctx, j, runSpec{
 		id: req.RunID, tenantID: req.TenantID, trigger: req.TriggerID, agentID: req.AgentID,
 		kind: ev.Kind, eventID: ev.ID, event: data, replay: true,
-	}
+	}, req.Seq)
+}
+
+// continueRun starts the run of spec if it has not started, runs its steps
+// from where they stand and settles the job that asked for it: a replay or
+// a resumption. Both are idempotent: a run already finished is left as it
+// is.
+func (d *Dispatcher) continueRun(ctx context.Context, j *bus.Job, spec runSpec, seq uint64) {
+	stop := bus.Heartbeat(j, d.o.AckWait/3)
+	defer stop()
 	r, err := d.startRun(ctx, spec, time.Time{})
 	var perm permanentError
 	switch {
@@ -267,12 +278,93 @@ func (d *Dispatcher) handleReplay(ctx context.Context, j *bus.Job) {
 		d.retry(ctx, j, err)
 		return
 	}
-	if err := d.runSteps(ctx, r, data); err != nil {
+	if err := d.runSteps(ctx, r, spec.event, seq); err != nil {
 		d.retry(ctx, j, err)
 		return
 	}
 	if err := j.Ack(ctx); err != nil {
-		d.log.Warn().Err(err).Str("run", r.ID).Msg("replay ack failed")
+		d.log.Warn().Err(err).Str("run", r.ID).Str("subject", j.Subject()).Msg("ack failed; the run is looked at again and left as it is")
+	}
+}
+
+// resumeRequest asks for a run whose step waits for a rate limit to go on
+// at NotBefore (see park).
+type resumeRequest struct {
+	TenantID  string    `json:"tenant_id"`
+	RunID     string    `json:"run_id"`
+	Seq       uint64    `json:"seq"`
+	NotBefore time.Time `json:"not_before"`
+}
+
+// handleResume goes on with a run whose step waited for a rate limit. The
+// message arrives when it is published and is put back until its time;
+// the run's claim, held by park until then, keeps any other worker off it.
+func (d *Dispatcher) handleResume(ctx context.Context, j *bus.Job) {
+	var req resumeRequest
+	if err := json.Unmarshal(j.Data(), &req); err != nil || req.RunID == "" || req.TenantID == "" {
+		d.dead(ctx, j, "decode: the message is not a run resumption")
+		return
+	}
+	if wait := req.NotBefore.Sub(d.o.Now()); wait > 0 {
+		if err := j.Retry(ctx, wait, "waiting until "+req.NotBefore.UTC().Format(time.RFC3339)); err != nil {
+			d.log.Warn().Err(err).Str("run", req.RunID).Msg("could not put the resumption back; it comes back after AckWait")
+		}
+		return
+	}
+	r, err := d.o.Store.GetRun(ctx, req.TenantID, req.RunID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		d.dead(ctx, j, "run "+req.RunID+" no longer exists")
+		return
+	case err != nil:
+		d.retry(ctx, j, fmt.Errorf("read run %s: %w", req.RunID, err))
+		return
+	case r.Status != store.RunStarted:
+		// Finished meanwhile (its event's redelivery resumed it).
+		if err := j.Ack(ctx); err != nil {
+			d.log.Warn().Err(err).Str("run", r.ID).Msg("resumption ack failed")
+		}
+		return
+	}
+	_, data, err := d.o.Queue.EventAt(ctx, req.Seq)
+	if errors.Is(err, bus.ErrEventGone) {
+		d.expire(ctx, j, r)
+		return
+	}
+	if err != nil {
+		d.retry(ctx, j, err)
+		return
+	}
+	d.continueRun(ctx, j, runSpec{
+		id: r.ID, tenantID: r.TenantID, trigger: r.TriggerID, agentID: r.AgentID,
+		kind: triggers.Kind(r.Kind), eventID: r.EventID, event: data, replay: r.Replay,
+	}, req.Seq)
+}
+
+// expire fails a waiting run whose event the events stream no longer
+// holds: its steps' templates cannot be rendered any more.
+func (d *Dispatcher) expire(ctx context.Context, j *bus.Job, r store.Run) {
+	if r.ClaimedUntil.After(d.o.Now()) {
+		d.retry(ctx, j, errBusy{r.ClaimedUntil})
+		return
+	}
+	msg := "event " + r.EventID + " left the events stream while the run waited; replay it to run the agent again"
+	for i := range r.Steps {
+		switch r.Steps[i].Status {
+		case store.StepWaiting:
+			r.Steps[i].Status, r.Steps[i].RetryAt = store.StepFailed, time.Time{}
+		case store.StepPending:
+			r.Steps[i].Status = store.StepSkipped
+		}
+	}
+	r.Status, r.FinishedAt = store.RunFailed, d.o.Now()
+	r.Error = &store.RunError{Code: "event_expired", Message: msg}
+	if _, err := d.update(ctx, r); err != nil {
+		d.retry(ctx, j, err)
+		return
+	}
+	if err := j.Ack(ctx); err != nil {
+		d.log.Warn().Err(err).Str("run", r.ID).Msg("resumption ack failed")
 	}
 }
 
@@ -282,6 +374,7 @@ type metrics struct {
 	skipped      prometheus.Counter
 	steps        *prometheus.CounterVec
 	pushes       *prometheus.CounterVec
+	waits        prometheus.Counter
 	dead         prometheus.Counter
 	startLatency prometheus.Histogram
 }
@@ -300,6 +393,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		pushes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "triggerd_dispatch_pushes_total", Help: "Runs POSTed to HTTP agents, by result (delivered, retried, dead_lettered).",
 		}, []string{"result"}),
+		waits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "triggerd_dispatch_step_waits_total", Help: "Pipeline steps refused for a rate limit and set to run again later.",
+		}),
 		dead: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "triggerd_dispatch_dead_letters_total", Help: "Messages dead-lettered by the dispatcher.",
 		}),
@@ -310,7 +406,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.outcomes, m.skipped, m.steps, m.pushes, m.dead, m.startLatency} {
+		for _, c := range []prometheus.Collector{m.outcomes, m.skipped, m.steps, m.pushes, m.waits, m.dead, m.startLatency} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("register dispatch metrics: %w", err)
 			}

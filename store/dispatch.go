@@ -199,6 +199,9 @@ const (
 	StepInterrupted StepStatus = "interrupted"
 	// StepSkipped: an earlier step failed.
 	StepSkipped StepStatus = "skipped"
+	// StepWaiting: the provider refused the step for a rate limit or
+	// quota, so nothing took effect; it runs again at RetryAt.
+	StepWaiting StepStatus = "waiting"
 )
 
 // RunError is a typed failure of a run or step.
@@ -218,6 +221,10 @@ type StepRun struct {
 	Error      *RunError       `json:"error,omitempty"`
 	StartedAt  time.Time       `json:"started_at,omitzero"`
 	FinishedAt time.Time       `json:"finished_at,omitzero"`
+	// Waits counts the times a rate limit deferred the step; RetryAt is
+	// when a waiting step runs again.
+	Waits   int       `json:"waits,omitempty"`
+	RetryAt time.Time `json:"retry_at,omitzero"`
 }
 
 // Run is one start of an agent for one event and trigger. Its ID is
