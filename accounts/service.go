@@ -52,6 +52,7 @@ const (
 	reasonRemoved = "removed by the user; reconnect it to use it again"
 	reasonReauth  = "the provider refused the account's grant; reconnect it"
 	reasonExpired = "the access token expired and the provider issued no refresh token; reconnect it"
+	reasonRefused = "the provider refused the account's token (revoked, or the app's access removed) and there is no refresh token; reconnect it"
 )
 
 // storeAPI is what the service needs from a store backend.
@@ -610,6 +611,54 @@ func (s *Service) Client(ctx context.Context, tenantID, id string) (*http.Client
 	return c, acc, nil
 }
 
+// Rejected tells the service that the provider refused accessToken, a
+// token of the account, as invalid (HTTP 401), and returns the token to
+// use instead: one stored since (a refresh or a reconnect elsewhere), or a
+// new one from a refresh made whatever the token's recorded expiry. An
+// account that can get no other token is marked needs_reauth, so later
+// calls fail fast: the error then wraps ErrNeedsReauth. Concurrent calls
+// for one account cause one refresh, as in Token.
+func (s *Service) Rejected(ctx context.Context, tenantID, id, accessToken string) (*oauth2.Token, error) {
+	acc, err := s.readAccount(ctx, tenantID, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := statusError(acc); err != nil {
+		return nil, err
+	}
+	tok, err := s.openToken(acc)
+	if err != nil {
+		return nil, err
+	}
+	if tok.AccessToken != accessToken {
+		// Replaced since the caller read it.
+		tok, _, err := s.token(ctx, tenantID, id)
+		return tok, err
+	}
+	p, err := s.provider(acc.Connector)
+	if err != nil {
+		return nil, fmt.Errorf("accounts: token for account %s: %w", id, err)
+	}
+	if !p.CanRefresh(tok) {
+		res, err := s.markNeedsReauth(ctx, acc, reasonRefused)
+		return res.tok, err
+	}
+	s.log.Info().Str("account_id", acc.ID).Str("tenant_id", acc.TenantID).Str("connector", acc.Connector).Msg("the provider refused the account's token; refreshing it")
+	key := tenantID + "/" + id + "/rejected"
+	for {
+		res, shared, err := s.flights.do(ctx, key, func() (flightResult, error) {
+			return s.refreshShared(ctx, p, acc, accessToken)
+		})
+		if err != nil && shared && errors.Is(err, errLeaderGone) && ctx.Err() == nil {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return cloneToken(res.tok), nil
+	}
+}
+
 func (s *Service) token(ctx context.Context, tenantID, id string) (*oauth2.Token, store.Account, error) {
 	acc, err := s.readAccount(ctx, tenantID, id)
 	if err != nil {
@@ -636,7 +685,7 @@ func (s *Service) token(ctx context.Context, tenantID, id string) (*oauth2.Token
 	key := tenantID + "/" + id
 	for {
 		res, shared, err := s.flights.do(ctx, key, func() (flightResult, error) {
-			return s.refreshShared(ctx, p, acc)
+			return s.refreshShared(ctx, p, acc, "")
 		})
 		if err != nil && shared && errors.Is(err, errLeaderGone) && ctx.Err() == nil {
 			continue // the caller running the refresh left; run it ourselves
@@ -671,8 +720,10 @@ var errLeaderGone = errors.New("accounts: token refresh abandoned by its caller"
 
 // refreshShared is the in-process single flight of a refresh for the
 // account before (as read by the caller): it takes the cross-process
-// lease, or waits for the process holding it to store a new token.
-func (s *Service) refreshShared(ctx context.Context, p connectors.Provider, before store.Account) (flightResult, error) {
+// lease, or waits for the process holding it to store a new token. A
+// stored token whose access token is rejected (the provider refused it;
+// "" for none) is refreshed even when its expiry is far.
+func (s *Service) refreshShared(ctx context.Context, p connectors.Provider, before store.Account, rejected string) (flightResult, error) {
 	lockKey := "refresh:" + before.TenantID + "/" + before.ID
 	log := s.log.With().Str("account_id", before.ID).Str("tenant_id", before.TenantID).Str("connector", before.Connector).Logger()
 	gone := func() error { return fmt.Errorf("%w: %w", errLeaderGone, ctx.Err()) }
@@ -690,7 +741,7 @@ func (s *Service) refreshShared(ctx context.Context, p connectors.Provider, befo
 			if release == nil {
 				release = func() {}
 			}
-			return s.refreshLocked(ctx, p, before, release)
+			return s.refreshLocked(ctx, p, before, release, rejected)
 		}
 		if ticker == nil {
 			log.Debug().Msg("another process is refreshing the token; waiting for it")
@@ -725,7 +776,9 @@ func (s *Service) refreshShared(ctx context.Context, p connectors.Provider, befo
 			if err != nil {
 				return flightResult{acc: cur}, err
 			}
-			return flightResult{tok: tok, acc: cur}, nil
+			if tok.AccessToken != rejected {
+				return flightResult{tok: tok, acc: cur}, nil
+			}
 		}
 		before = cur
 	}
@@ -735,7 +788,7 @@ func (s *Service) refreshShared(ctx context.Context, p connectors.Provider, befo
 // the work no longer depends on the caller's context (only on LockTTL): a
 // refresh the provider has done must be stored, or a rotated refresh token
 // would be lost.
-func (s *Service) refreshLocked(ctx context.Context, p connectors.Provider, before store.Account, release func()) (flightResult, error) {
+func (s *Service) refreshLocked(ctx context.Context, p connectors.Provider, before store.Account, release func(), rejected string) (flightResult, error) {
 	defer release()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.lockTTL)
 	defer cancel()
@@ -751,10 +804,14 @@ func (s *Service) refreshLocked(ctx context.Context, p connectors.Provider, befo
 	if err != nil {
 		return flightResult{acc: acc}, err
 	}
-	if s.fresh(acc.TokenExpiry) {
+	refused := tok.AccessToken == rejected
+	if s.fresh(acc.TokenExpiry) && !refused {
 		return flightResult{tok: tok, acc: acc}, nil
 	}
 	if !p.CanRefresh(tok) {
+		if refused {
+			return s.markNeedsReauth(ctx, acc, reasonRefused)
+		}
 		return s.unrefreshable(ctx, acc, tok)
 	}
 	log := s.log.With().Str("account_id", acc.ID).Str("tenant_id", acc.TenantID).Str("connector", acc.Connector).Logger()

@@ -1040,3 +1040,87 @@ func TestAdopt(t *testing.T) {
 		t.Fatalf("unknown connector: %v", err)
 	}
 }
+
+// A token the provider refuses (401) long before its expiry is refreshed
+// at once, once for many callers; a caller holding the old token later gets
+// the new one without another refresh.
+func TestRejectedTokenIsRefreshed(t *testing.T) {
+	f := newFixture(t)
+	acc := f.connect("t1", "codehost", octocat)
+	old, _, err := f.svc.Token(context.Background(), "t1", acc.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	toks := make([]*oauth2.Token, 10)
+	errs := make([]error, 10)
+	for i := range toks {
+		wg.Go(func() { toks[i], errs[i] = f.svc.Rejected(context.Background(), "t1", acc.ID, old.AccessToken) })
+	}
+	wg.Wait()
+	for i := range toks {
+		if errs[i] != nil || toks[i] == nil || toks[i].AccessToken == old.AccessToken {
+			t.Fatalf("call %d: token %v, err %v; want a new token", i, toks[i], errs[i])
+		}
+		if toks[i].AccessToken != toks[0].AccessToken {
+			t.Fatalf("callers got different tokens")
+		}
+	}
+	if c := f.code.counts(); c.refreshes != 1 {
+		t.Fatalf("%d refreshes, want 1", c.refreshes)
+	}
+	stored, _, err := f.svc.Token(context.Background(), "t1", acc.ID)
+	if err != nil || stored.AccessToken != toks[0].AccessToken {
+		t.Fatalf("stored token is not the refreshed one (err %v)", err)
+	}
+	// A late caller with the old token gets the stored one.
+	late, err := f.svc.Rejected(context.Background(), "t1", acc.ID, old.AccessToken)
+	if err != nil || late.AccessToken != toks[0].AccessToken {
+		t.Fatalf("late caller: %v, %v", late, err)
+	}
+	if c := f.code.counts(); c.refreshes != 1 {
+		t.Fatalf("%d refreshes after a late caller, want 1", c.refreshes)
+	}
+	if a := f.store.account(t, acc.ID); a.Status != store.StatusActive {
+		t.Fatalf("status %q, want active", a.Status)
+	}
+}
+
+// A refused token with nothing to refresh it, or whose refresh the
+// provider refuses too, marks the account needs_reauth; later calls fail
+// fast without asking the provider.
+func TestRejectedTokenNeedsReauth(t *testing.T) {
+	f := newFixture(t)
+	dep := f.connect("t1", "deploy", connectors.Identity{ExternalID: "team_1", Login: "acme"})
+	tok, _, err := f.svc.Token(context.Background(), "t1", dep.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.Rejected(context.Background(), "t1", dep.ID, tok.AccessToken); !errors.Is(err, ErrNeedsReauth) {
+		t.Fatalf("unrefreshable: err = %v, want ErrNeedsReauth", err)
+	}
+	if a := f.store.account(t, dep.ID); a.Status != store.StatusNeedsReauth || !strings.Contains(a.StatusReason, "refused the account's token") {
+		t.Fatalf("stored status %q, reason %q", a.Status, a.StatusReason)
+	}
+	if _, _, err := f.svc.Token(context.Background(), "t1", dep.ID); !errors.Is(err, ErrNeedsReauth) {
+		t.Fatalf("Token after: err = %v", err)
+	}
+
+	acc := f.connect("t1", "codehost", octocat)
+	old, _, err := f.svc.Token(context.Background(), "t1", acc.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.code.set(func(p *fakeProvider) { p.refreshErr = fmt.Errorf("token endpoint: %w", connectors.ErrInvalidGrant) })
+	if _, err := f.svc.Rejected(context.Background(), "t1", acc.ID, old.AccessToken); !errors.Is(err, ErrNeedsReauth) {
+		t.Fatalf("refused refresh: err = %v, want ErrNeedsReauth", err)
+	}
+	for range 5 {
+		if _, err := f.svc.Rejected(context.Background(), "t1", acc.ID, old.AccessToken); !errors.Is(err, ErrNeedsReauth) {
+			t.Fatalf("again: err = %v", err)
+		}
+	}
+	if c := f.code.counts(); c.refreshes != 1 {
+		t.Fatalf("%d refreshes, want 1 (no retry storm)", c.refreshes)
+	}
+}
