@@ -14,17 +14,23 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/oauth2"
 
 	"github.com/triggerd/triggerd/accounts"
 	"github.com/triggerd/triggerd/connectors"
 	"github.com/triggerd/triggerd/store"
 )
 
-// accountClients gives an HTTP client authorised as a connected account.
-type accountClients interface {
-	Client(ctx context.Context, tenantID, id string) (*http.Client, store.Account, error)
+// accountTokens gives the tokens of connected accounts (accounts.Service).
+type accountTokens interface {
+	Token(ctx context.Context, tenantID, id string) (*oauth2.Token, store.Account, error)
+	// Rejected is told that the provider refused an access token of the
+	// account (HTTP 401) and returns the token to use instead, or an
+	// error wrapping accounts.ErrNeedsReauth once the account is marked.
+	Rejected(ctx context.Context, tenantID, id, accessToken string) (*oauth2.Token, error)
 }
 
 // Options configures a Runner.
@@ -34,7 +40,7 @@ type Options struct {
 	// Extra are further steps (the API Call steps), run under the policy of
 	// their connector's toolkit.
 	Extra    []connectors.Step
-	Accounts accountClients
+	Accounts accountTokens
 }
 
 type entry struct {
@@ -47,7 +53,7 @@ type entry struct {
 type Runner struct {
 	entries map[string]*entry
 	order   []string
-	acc     accountClients
+	acc     accountTokens
 }
 
 // New compiles every step's input schema and refuses duplicate ids.
@@ -137,34 +143,80 @@ func (r *Runner) Run(ctx context.Context, tenantID, id, accountID string, input 
 	if accountID == "" {
 		return nil, connectors.Errorf(connectors.CodeValidation, "no account: name a connected %s account", e.step.Connector)
 	}
-	client, acc, err := r.acc.Client(ctx, tenantID, accountID)
+	tok, acc, err := r.acc.Token(ctx, tenantID, accountID)
 	if err != nil {
 		return nil, accountError(accountID, err)
 	}
 	if acc.Connector != e.step.Connector {
 		return nil, connectors.Errorf(connectors.CodeValidation, "account %s is a %s account; %s needs a %s account", accountID, acc.Connector, id, e.step.Connector)
 	}
-	hc := *client
-	if e.wrap != nil {
-		base := hc.Transport
-		if base == nil {
-			base = http.DefaultTransport
+	info := connectors.AccountInfo{ID: acc.ID, Login: acc.Login, ExternalID: acc.ExternalID, Metadata: acc.Metadata}
+	out, w, err := e.runAs(ctx, tok, info, input)
+	var marked bool
+	if w.refused {
+		// The provider refused the token: get another (a refresh), or
+		// have the account marked needs_reauth so that its next use fails
+		// fast and its owner sees why.
+		next, rerr := r.acc.Rejected(ctx, tenantID, accountID, tok.AccessToken)
+		marked = errors.Is(rerr, accounts.ErrNeedsReauth)
+		if rerr == nil && next != nil && !w.effects {
+			// Nothing but reads reached the provider: run it again with
+			// the new token, once.
+			out, _, err = e.runAs(ctx, next, info, input)
 		}
-		hc.Transport = e.wrap(accountID, base)
 	}
-	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	env := connectors.Env{HTTP: &hc, Account: connectors.AccountInfo{
-		ID: acc.ID, Login: acc.Login, ExternalID: acc.ExternalID, Metadata: acc.Metadata,
-	}}
-	out, err := e.step.Run(ctx, env, input)
 	if err != nil {
-		return nil, stepError(ctx, err)
+		ce := stepError(ctx, err)
+		if marked {
+			ce = &connectors.Error{Code: connectors.CodeNeedsReauth, Status: ce.Status,
+				Message: ce.Message + "; account " + accountID + " is now marked needs_reauth: reconnect it"}
+		}
+		return nil, ce
 	}
 	b, err := json.Marshal(out)
 	if err != nil {
 		return nil, connectors.Errorf(connectors.CodeUpstream, "encode the output of %s: %v", id, err)
 	}
 	return b, nil
+}
+
+// runAs runs the step with an account's token under its connector's HTTP
+// policy, and reports what the provider answered.
+func (e *entry) runAs(ctx context.Context, tok *oauth2.Token, info connectors.AccountInfo, input json.RawMessage) (any, *watch, error) {
+	hc := oauth2.NewClient(ctx, oauth2.StaticTokenSource(tok))
+	w := &watch{base: hc.Transport}
+	hc.Transport = w
+	if e.wrap != nil {
+		hc.Transport = e.wrap(info.ID, w)
+	}
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	out, err := e.step.Run(ctx, connectors.Env{HTTP: hc, Account: info}, input)
+	return out, w, err
+}
+
+// watch notes what the provider answered a step's requests, beneath the
+// connector's policy (so every attempt is seen, none from its cache).
+type watch struct {
+	base http.RoundTripper
+	mu   sync.Mutex
+	// refused: a request was answered 401.
+	refused bool
+	// effects: a request that may change something (not GET, HEAD or
+	// OPTIONS) was answered otherwise, or not at all.
+	effects bool
+}
+
+func (w *watch) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := w.base.RoundTrip(req)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case err == nil && resp.StatusCode == http.StatusUnauthorized:
+		w.refused = true
+	case req.Method != http.MethodGet && req.Method != http.MethodHead && req.Method != http.MethodOptions:
+		w.effects = true
+	}
+	return resp, err
 }
 
 // schemaMessage makes a validation error readable in one line.
@@ -208,7 +260,7 @@ func accountError(id string, err error) error {
 }
 
 // stepError normalises whatever a step returned into a *connectors.Error.
-func stepError(ctx context.Context, err error) error {
+func stepError(ctx context.Context, err error) *connectors.Error {
 	var ce *connectors.Error
 	if errors.As(err, &ce) {
 		return ce

@@ -9,20 +9,33 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
+
+	"golang.org/x/oauth2"
 
 	"github.com/triggerd/triggerd/accounts"
 	"github.com/triggerd/triggerd/connectors"
 	"github.com/triggerd/triggerd/store"
 )
 
-// fakeAccounts hands out clients for a fixed set of accounts.
+// fakeAccounts hands out tokens for a fixed set of accounts: "tok-<id>",
+// or what rej says after a rejection.
 type fakeAccounts struct {
 	accounts map[string]store.Account
 	errs     map[string]error
+	rej      *rejections
 }
 
-func (f fakeAccounts) Client(_ context.Context, tenant, id string) (*http.Client, store.Account, error) {
+// rejections records Rejected calls and answers them with next (or err).
+type rejections struct {
+	mu       sync.Mutex
+	rejected []string
+	next     string
+	err      error
+}
+
+func (f fakeAccounts) Token(_ context.Context, tenant, id string) (*oauth2.Token, store.Account, error) {
 	if err := f.errs[id]; err != nil {
 		return nil, store.Account{}, err
 	}
@@ -30,7 +43,20 @@ func (f fakeAccounts) Client(_ context.Context, tenant, id string) (*http.Client
 	if !ok || acc.TenantID != tenant {
 		return nil, store.Account{}, &accounts.AccountError{AccountID: id}
 	}
-	return &http.Client{}, acc, nil
+	return &oauth2.Token{AccessToken: "tok-" + id}, acc, nil
+}
+
+func (f fakeAccounts) Rejected(_ context.Context, tenant, id, accessToken string) (*oauth2.Token, error) {
+	if f.rej == nil {
+		return nil, errors.New("unexpected rejection")
+	}
+	f.rej.mu.Lock()
+	defer f.rej.mu.Unlock()
+	f.rej.rejected = append(f.rej.rejected, accessToken)
+	if f.rej.err != nil {
+		return nil, f.rej.err
+	}
+	return &oauth2.Token{AccessToken: f.rej.next}, nil
 }
 
 func greetStep(srvURL string) connectors.Step {
@@ -169,5 +195,102 @@ func TestNewRefusesBadCatalogues(t *testing.T) {
 		if _, err := New(Options{Extra: steps, Accounts: fakeAccounts{}}); err == nil {
 			t.Errorf("%s: New accepted it", name)
 		}
+	}
+}
+
+// A token the provider refuses (401) is reported to the accounts service:
+// the step runs again once with the token it hands back when nothing but
+// reads or refused requests reached the provider; a step whose write may
+// have taken effect is not run again; an account that can get no other
+// token fails with needs_reauth and says it is now marked.
+func TestRefusedTokenIsReplacedOrMarked(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Method+" "+r.URL.Path+" "+r.Header.Get("Authorization"))
+		mu.Unlock()
+		if r.URL.Path != "/free" && r.Header.Get("Authorization") != "Bearer fresh" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		fmt.Fprint(w, "ok")
+	}))
+	t.Cleanup(srv.Close)
+	// call sends each request in order and fails at the first 401.
+	call := func(id string, reqs ...string) connectors.Step {
+		return connectors.Step{
+			ID: id, Name: id, Connector: "codehost", Description: id,
+			Input: json.RawMessage(`{"type":"object"}`), Output: json.RawMessage(`{"type":"object"}`),
+			Run: func(ctx context.Context, env connectors.Env, _ json.RawMessage) (any, error) {
+				for _, r := range reqs {
+					method, path, _ := strings.Cut(r, " ")
+					req, _ := http.NewRequestWithContext(ctx, method, srv.URL+path, nil)
+					resp, err := env.HTTP.Do(req)
+					if err != nil {
+						return nil, err
+					}
+					resp.Body.Close()
+					if resp.StatusCode == http.StatusUnauthorized {
+						return nil, &connectors.Error{Code: connectors.CodeNeedsReauth, Status: 401, Message: "GitHub refused the account's token on " + r}
+					}
+				}
+				return map[string]int{"requests": len(reqs)}, nil
+			},
+		}
+	}
+	rej := &rejections{next: "fresh"}
+	r, err := New(Options{
+		Extra: []connectors.Step{
+			call("codehost.read", "GET /a", "GET /b"),
+			call("codehost.write", "POST /a"),
+			call("codehost.write_twice", "POST /free", "POST /b"),
+		},
+		Accounts: fakeAccounts{accounts: map[string]store.Account{"acc_gh": {ID: "acc_gh", TenantID: "t1", Connector: "codehost"}}, rej: rej},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(step string) ([]string, error) {
+		mu.Lock()
+		seen = nil
+		mu.Unlock()
+		_, err := r.Run(context.Background(), "t1", step, "acc_gh", json.RawMessage(`{}`))
+		mu.Lock()
+		defer mu.Unlock()
+		return seen, err
+	}
+
+	for _, step := range []string{"codehost.read", "codehost.write"} {
+		got, err := run(step)
+		if err != nil {
+			t.Fatalf("%s: %v; want it run again with the new token", step, err)
+		}
+		if last := got[len(got)-1]; !strings.HasSuffix(last, "Bearer fresh") || !strings.HasSuffix(got[0], "Bearer tok-acc_gh") {
+			t.Fatalf("%s: requests %q; want the refused token first, then the new one", step, got)
+		}
+	}
+	got, err := run("codehost.write_twice")
+	var ce *connectors.Error
+	if !errors.As(err, &ce) || ce.Code != connectors.CodeNeedsReauth || len(got) != 2 {
+		t.Fatalf("write after a write: requests %q, err %v; want needs_reauth and no second run", got, err)
+	}
+	rej.mu.Lock()
+	n := len(rej.rejected)
+	for _, tok := range rej.rejected {
+		if tok != "tok-acc_gh" {
+			t.Errorf("rejected %q, want the token the step used", tok)
+		}
+	}
+	rej.err = &accounts.AccountError{AccountID: "acc_gh", Status: store.StatusNeedsReauth}
+	rej.mu.Unlock()
+	if n != 3 {
+		t.Fatalf("%d rejections reported, want 3", n)
+	}
+
+	got, err = run("codehost.read")
+	if !errors.As(err, &ce) || ce.Code != connectors.CodeNeedsReauth || ce.Status != 401 ||
+		!strings.Contains(ce.Message, "account acc_gh is now marked needs_reauth: reconnect it") || len(got) != 1 {
+		t.Fatalf("unrefreshable: requests %q, err %v; want needs_reauth saying the account is marked", got, err)
 	}
 }
