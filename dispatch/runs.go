@@ -322,17 +322,7 @@ func (d *Dispatcher) runSteps(ctx context.Context, r store.Run, event []byte, se
 			outputs[s.Name] = map[string]any{"output": out}
 		}
 	}
-	fail := func(i int, code, msg string) error {
-		for k := i + 1; k < len(r.Steps); k++ {
-			if r.Steps[k].Status == store.StepPending {
-				r.Steps[k].Status = store.StepSkipped
-			}
-		}
-		r.Status, r.FinishedAt = store.RunFailed, d.o.Now()
-		r.Error = &store.RunError{Code: code, Message: fmt.Sprintf("step %d (%s): %s", i+1, r.Steps[i].Name, msg)}
-		_, err := d.update(ctx, r)
-		return err
-	}
+	fail := func(i int, code, msg string) error { return d.failAt(ctx, r, i, code, msg) }
 	for i := range r.Steps {
 		s := &r.Steps[i]
 		switch s.Status {
@@ -396,6 +386,20 @@ func (d *Dispatcher) runSteps(ctx context.Context, r store.Run, event []byte, se
 		}
 	}
 	r.Status, r.FinishedAt = store.RunSucceeded, d.o.Now()
+	_, err := d.update(ctx, r)
+	return err
+}
+
+// failAt fails run r at step i (whose own status the caller has set):
+// the steps after it that have not run are skipped.
+func (d *Dispatcher) failAt(ctx context.Context, r store.Run, i int, code, msg string) error {
+	for k := i + 1; k < len(r.Steps); k++ {
+		if r.Steps[k].Status == store.StepPending {
+			r.Steps[k].Status = store.StepSkipped
+		}
+	}
+	r.Status, r.FinishedAt = store.RunFailed, d.o.Now()
+	r.Error = &store.RunError{Code: code, Message: fmt.Sprintf("step %d (%s): %s", i+1, r.Steps[i].Name, msg)}
 	_, err := d.update(ctx, r)
 	return err
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -348,18 +349,17 @@ func (d *Dispatcher) expire(ctx context.Context, j *bus.Job, r store.Run) {
 		d.retry(ctx, j, errBusy{r.ClaimedUntil})
 		return
 	}
-	msg := "event " + r.EventID + " left the events stream while the run waited; replay it to run the agent again"
-	for i := range r.Steps {
-		switch r.Steps[i].Status {
-		case store.StepWaiting:
-			r.Steps[i].Status, r.Steps[i].RetryAt = store.StepFailed, time.Time{}
-		case store.StepPending:
-			r.Steps[i].Status = store.StepSkipped
+	i := slices.IndexFunc(r.Steps, func(s store.StepRun) bool { return s.Status == store.StepWaiting })
+	if i < 0 {
+		// No step waits any more: another worker went on with the run.
+		if err := j.Ack(ctx); err != nil {
+			d.log.Warn().Err(err).Str("run", r.ID).Msg("resumption ack failed")
 		}
+		return
 	}
-	r.Status, r.FinishedAt = store.RunFailed, d.o.Now()
-	r.Error = &store.RunError{Code: "event_expired", Message: msg}
-	if _, err := d.update(ctx, r); err != nil {
+	re := &store.RunError{Code: "event_expired", Message: "event " + r.EventID + " left the events stream while the run waited; replay it to run the agent again"}
+	r.Steps[i].Status, r.Steps[i].Error, r.Steps[i].RetryAt, r.Steps[i].FinishedAt = store.StepFailed, re, time.Time{}, d.o.Now()
+	if err := d.failAt(ctx, r, i, re.Code, re.Message); err != nil {
 		d.retry(ctx, j, err)
 		return
 	}
