@@ -63,6 +63,7 @@ var stepStatus = map[connectors.ErrorCode]int{
 	connectors.CodeAccountRemoved:   http.StatusConflict,
 	connectors.CodeNeedsReauth:      http.StatusConflict,
 	connectors.CodeUpstream:         http.StatusBadGateway,
+	connectors.CodeUnavailable:      http.StatusServiceUnavailable,
 }
 
 func (a *API) runStep(c echo.Context) error {

@@ -106,6 +106,7 @@ func TestStepErrorStatuses(t *testing.T) {
 		{&connectors.Error{Code: connectors.CodeAccountRemoved, Message: "m"}, 409},
 		{&connectors.Error{Code: connectors.CodeNeedsReauth, Message: "m"}, 409},
 		{&connectors.Error{Code: connectors.CodeUpstream, Message: "m", Status: 500}, 502},
+		{&connectors.Error{Code: connectors.CodeUnavailable, Message: "m", RetryAfter: 1500 * time.Millisecond, Retryable: true}, 503},
 	} {
 		rec := call(stepsServer(t, fakeSteps{err: tc.err}), http.MethodPost, "/v1/steps/codehost.create_issue/run", `{"account":"a","input":{}}`)
 		var body struct {
@@ -115,8 +116,8 @@ func TestStepErrorStatuses(t *testing.T) {
 		if rec.Code != tc.status || body.Error["code"] != string(tc.err.Code) {
 			t.Fatalf("%s: %d %s, want %d", tc.err.Code, rec.Code, rec.Body, tc.status)
 		}
-		if tc.err.Code == connectors.CodeRateLimited && (rec.Header().Get("Retry-After") != "2" || body.Error["retry_after_seconds"] != float64(2)) {
-			t.Fatalf("rate limited: Retry-After %q body %v, want 2 (rounded up)", rec.Header().Get("Retry-After"), body.Error)
+		if tc.err.RetryAfter > 0 && (rec.Header().Get("Retry-After") != "2" || body.Error["retry_after_seconds"] != float64(2)) {
+			t.Fatalf("%s: Retry-After %q body %v, want 2 (rounded up)", tc.err.Code, rec.Header().Get("Retry-After"), body.Error)
 		}
 	}
 }

@@ -70,6 +70,10 @@ const (
 	// CodeUpstream: the provider failed otherwise; Status and Message say
 	// how.
 	CodeUpstream ErrorCode = "upstream"
+	// CodeUnavailable: the provider has failed the account's requests
+	// again and again (5xx answers, or none), so the step was held back
+	// unsent; RetryAfter says when it may be tried again.
+	CodeUnavailable ErrorCode = "unavailable"
 )
 
 // Error is a step failure. Its message never contains a token.
@@ -78,7 +82,7 @@ type Error struct {
 	Message string    `json:"message"`
 	// Status is the upstream HTTP status, when there was one.
 	Status int `json:"status,omitempty"`
-	// RetryAfter is set for CodeRateLimited.
+	// RetryAfter is set for CodeRateLimited and CodeUnavailable.
 	RetryAfter time.Duration `json:"-"`
 	// Retryable reports whether the same request may succeed later.
 	Retryable bool `json:"retryable"`

@@ -67,8 +67,7 @@ func pushSubject(agentID string) string { return "push.agent." + agentID }
 // replaySubject carries operators' replays of one event to one trigger.
 func replaySubject(tenantID string) string { return "push.replay." + tenantID }
 
-// resumeSubject carries the runs whose step waits for a rate limit (see
-// park).
+// resumeSubject carries the runs whose step waits (see park).
 func resumeSubject(tenantID string) string { return "push.resume." + tenantID }
 
 // Defaults for Options.
@@ -82,7 +81,8 @@ const (
 	// at most DefaultMaxStepWaits times and no later than
 	// DefaultMaxStepWait after its run started; past either its run fails
 	// with the rate_limited error. A day covers GitHub's hourly budget,
-	// Vercel's windows and GA4's daily quotas.
+	// Vercel's windows and GA4's daily quotas. A step held back because
+	// its provider keeps failing waits within DefaultMaxStepWait only.
 	DefaultMaxStepWait  = 24 * time.Hour
 	DefaultMaxStepWaits = 10
 )
@@ -105,8 +105,8 @@ type Options struct {
 	Concurrency int
 	// StepTimeout bounds one tool step.
 	StepTimeout time.Duration
-	// MaxStepWait and MaxStepWaits bound how long, and how often, a step
-	// refused for a rate limit waits before its run fails.
+	// MaxStepWait bounds how long after its run started a step may still
+	// wait; MaxStepWaits how often a step refused for a rate limit waits.
 	MaxStepWait  time.Duration
 	MaxStepWaits int
 	// Resync is how often the whole trigger index is reloaded from the

@@ -306,8 +306,9 @@ func (d *Dispatcher) updateClaim(ctx context.Context, r store.Run, until time.Ti
 // runSteps runs the pipeline of a started run from where it stands; seq
 // is the event's sequence in the events stream. A step found running was
 // interrupted (its worker died): it may have taken effect, so it is not run
-// again and the run fails. A step the provider refuses for a rate limit
-// waits (see park), and runSteps returns with the run still started.
+// again and the run fails. A step refused for a rate limit, or held back
+// because its provider keeps failing, waits (see park), and runSteps
+// returns with the run still started.
 func (d *Dispatcher) runSteps(ctx context.Context, r store.Run, event []byte, seq uint64) error {
 	if r.Status != store.RunStarted {
 		return nil
@@ -370,12 +371,14 @@ func (d *Dispatcher) runSteps(ctx context.Context, r store.Run, event []byte, se
 				return d.park(ctx, r, i, seq, until, err)
 			}
 			s.Status, s.Error, s.RetryAt = store.StepFailed, stepRunError(err), time.Time{}
-			if s.Error.Code == string(connectors.CodeRateLimited) {
-				if s.Waits >= d.o.MaxStepWaits {
-					s.Error.Message += fmt.Sprintf(" (gave up after waiting %d times for the limit)", s.Waits)
-				} else {
-					s.Error.Message += fmt.Sprintf(" (not waited for: the limit lifts more than %s after the run started)", d.o.MaxStepWait)
-				}
+			switch {
+			case !waits(err):
+			case s.Error.Code == string(connectors.CodeRateLimited) && s.Waits >= d.o.MaxStepWaits:
+				s.Error.Message += fmt.Sprintf(" (gave up after waiting %d times for the limit)", s.Waits)
+			case s.Error.Code == string(connectors.CodeRateLimited):
+				s.Error.Message += fmt.Sprintf(" (not waited for: the limit lifts more than %s after the run started)", d.o.MaxStepWait)
+			default:
+				s.Error.Message += fmt.Sprintf(" (not waited for: the provider may be tried again only more than %s after the run started)", d.o.MaxStepWait)
 			}
 			return fail(i, s.Error.Code, s.Error.Message)
 		}
@@ -408,19 +411,31 @@ func (d *Dispatcher) failAt(ctx context.Context, r store.Run, i int, code, msg s
 // refuse without saying for how long.
 const minStepWait = time.Second
 
-// deferral says whether step s of run r, which failed with err, waits for
-// a rate limit instead of failing its run, and until when. Only a
-// rate_limited refusal waits: the provider refused the request, so nothing
-// took effect and running it again is safe even for a write. Other
-// failures of a write may have taken effect; the connectors already retry
-// idempotent requests within the step.
+// waits reports whether a step that failed with err waits and runs again
+// instead of failing its run: when a rate limit refused it
+// (rate_limited), or when it was held back unsent because its provider
+// keeps failing the account (unavailable). Nothing took effect either
+// way, so running it again is safe even for a write. Other failures of a
+// write may have taken effect; the connectors already retry idempotent
+// requests within the step.
+//
+// A rate-limited step waits at most MaxStepWaits times: a budget that is
+// still spent after that many resets will not be soon. A held-back step
+// waits as often as its provider's outage needs, within MaxStepWait.
+func waits(err error) bool {
+	var ce *connectors.Error
+	return errors.As(err, &ce) && (ce.Code == connectors.CodeRateLimited || ce.Code == connectors.CodeUnavailable)
+}
+
+// deferral says whether step s of run r, which failed with err, waits
+// (see waits) instead of failing its run, and until when.
 func (d *Dispatcher) deferral(r store.Run, s store.StepRun, err error) (time.Time, bool) {
 	var ce *connectors.Error
-	if !errors.As(err, &ce) || ce.Code != connectors.CodeRateLimited || s.Waits >= d.o.MaxStepWaits {
+	if !waits(err) || !errors.As(err, &ce) || (ce.Code == connectors.CodeRateLimited && s.Waits >= d.o.MaxStepWaits) {
 		return time.Time{}, false
 	}
 	wait := max(ce.RetryAfter, minStepWait)
-	// Runs refused together (one account's budget) should not all come
+	// Runs refused together (one account's budget or circuit) should not all come
 	// back at the same instant: up to a tenth more, at most 5 s.
 	wait += rand.N(min(wait/10, 5*time.Second) + 1)
 	until := d.o.Now().Add(wait)
@@ -450,7 +465,7 @@ func (d *Dispatcher) park(ctx context.Context, r store.Run, i int, seq uint64, u
 		return fmt.Errorf("encode the resumption of run %s: %w", r.ID, err)
 	}
 	d.metrics.waits.Inc()
-	d.log.Info().Str("run", r.ID).Str("step", s.Step).Int("waits", s.Waits).Time("retry_at", until).Msg("step refused for a rate limit; the run waits")
+	d.log.Info().Str("run", r.ID).Str("step", s.Step).Str("code", re.Code).Int("waits", s.Waits).Time("retry_at", until).Msg("step held back; the run waits")
 	msgID := fmt.Sprintf("resume:%s:%d:%d", r.ID, i, s.Waits)
 	if err := d.o.Queue.Publish(ctx, resumeSubject(r.TenantID), msgID, body); err != nil {
 		return fmt.Errorf("schedule the resumption of run %s: %w", r.ID, err)

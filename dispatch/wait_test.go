@@ -182,3 +182,28 @@ func TestWaitingRunWhoseEventIsGoneFails(t *testing.T) {
 		t.Errorf("%d resumptions dead-lettered, want 0", n)
 	}
 }
+
+// A step held back because its provider keeps failing the account
+// (unavailable: nothing was sent) waits like a rate-limited one, as often
+// as the outage needs: MaxStepWaits does not apply, MaxStepWait does.
+func TestHeldBackStepWaitsOutTheOutage(t *testing.T) {
+	h := newHarness(t, dispatch.Options{MaxStepWaits: 1, MaxStepWait: time.Minute})
+	h.steps.refusal = &connectors.Error{Code: connectors.CodeUnavailable, Message: "the provider failed 5 requests in a row", RetryAfter: 100 * time.Millisecond, Retryable: true}
+	h.steps.refuse["codehost.create_comment"] = 3
+	h.agent("agent-1", store.PipelineStep{Name: "comment", Step: "codehost.create_comment", Account: "acc1", Input: json.RawMessage(`{}`)})
+	h.agent("agent-2", store.PipelineStep{Name: "deploy", Step: "deploy.create_deployment", Account: "acc1", Input: json.RawMessage(`{}`)})
+	h.trigger("trig-a", "agent-1", triggers.NewIssue, dispatch.Params{Repositories: []string{"octo-org/api"}}, "")
+	h.trigger("trig-b", "agent-2", triggers.NewIssue, dispatch.Params{Repositories: []string{"octo-org/api"}}, "")
+	h.steps.fail["deploy.create_deployment"] = &connectors.Error{Code: connectors.CodeUnavailable, Message: "held back", RetryAfter: 2 * time.Hour, Retryable: true}
+	h.start()
+
+	ev := h.deliver("d-outage", "octo-org/api", 3)
+	r := h.waitRun(dispatch.RunID(ev.ID, "trig-a", ""))
+	if r.Status != store.RunSucceeded || r.Steps[0].Waits != 3 {
+		t.Fatalf("run = %+v; want succeeded after 3 waits, past MaxStepWaits 1", r)
+	}
+	r = h.waitRun(dispatch.RunID(ev.ID, "trig-b", ""))
+	if r.Status != store.RunFailed || r.Error.Code != "unavailable" || !strings.Contains(r.Error.Message, "more than 1m0s after the run started") {
+		t.Fatalf("run = %+v; want failed at once with unavailable: two hours is past MaxStepWait", r)
+	}
+}

@@ -394,7 +394,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "triggerd_dispatch_pushes_total", Help: "Runs POSTed to HTTP agents, by result (delivered, retried, dead_lettered).",
 		}, []string{"result"}),
 		waits: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "triggerd_dispatch_step_waits_total", Help: "Pipeline steps refused for a rate limit and set to run again later.",
+			Name: "triggerd_dispatch_step_waits_total", Help: "Pipeline steps refused for a rate limit, or held back from a failing provider, and set to run again later.",
 		}),
 		dead: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "triggerd_dispatch_dead_letters_total", Help: "Messages dead-lettered by the dispatcher.",

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"golang.org/x/oauth2"
@@ -41,6 +42,19 @@ type Options struct {
 	// their connector's toolkit.
 	Extra    []connectors.Step
 	Accounts accountTokens
+	// BreakerThreshold is how many failed answers in a row (5xx, or no
+	// answer) from the provider to one account hold back that account's
+	// steps (default DefaultBreakerThreshold); BreakerCooldown is how long
+	// at first (default DefaultBreakerCooldown), doubling while probes
+	// fail, up to BreakerMaxCooldown (default DefaultBreakerMaxCooldown).
+	BreakerThreshold   int
+	BreakerCooldown    time.Duration
+	BreakerMaxCooldown time.Duration
+	// OnCircuitChange, when set, is told when an account's steps start or
+	// stop being held back.
+	OnCircuitChange func(CircuitChange)
+	// Now is the breaker's clock (default time.Now).
+	Now func() time.Time
 }
 
 type entry struct {
@@ -54,6 +68,7 @@ type Runner struct {
 	entries map[string]*entry
 	order   []string
 	acc     accountTokens
+	breaker *breaker
 }
 
 // New compiles every step's input schema and refuses duplicate ids.
@@ -61,7 +76,7 @@ func New(o Options) (*Runner, error) {
 	if o.Accounts == nil {
 		return nil, errors.New("steps: nil Accounts")
 	}
-	r := &Runner{entries: map[string]*entry{}, acc: o.Accounts}
+	r := &Runner{entries: map[string]*entry{}, acc: o.Accounts, breaker: newBreaker(o)}
 	wraps := map[string]func(string, http.RoundTripper) http.RoundTripper{}
 	var all []connectors.Step
 	for _, tk := range o.Toolkits {
@@ -151,7 +166,11 @@ func (r *Runner) Run(ctx context.Context, tenantID, id, accountID string, input 
 		return nil, connectors.Errorf(connectors.CodeValidation, "account %s is a %s account; %s needs a %s account", accountID, acc.Connector, id, e.step.Connector)
 	}
 	info := connectors.AccountInfo{ID: acc.ID, Login: acc.Login, ExternalID: acc.ExternalID, Metadata: acc.Metadata}
-	out, w, err := e.runAs(ctx, tok, info, input)
+	probe, err := r.breaker.allow(accountID)
+	if err != nil {
+		return nil, err
+	}
+	out, w, err := e.runAs(ctx, r.breaker, tok, info, input)
 	var marked bool
 	if w.refused {
 		// The provider refused the token: get another (a refresh), or
@@ -162,8 +181,13 @@ func (r *Runner) Run(ctx context.Context, tenantID, id, accountID string, input 
 		if rerr == nil && next != nil && !w.effects {
 			// Nothing but reads reached the provider: run it again with
 			// the new token, once.
-			out, _, err = e.runAs(ctx, next, info, input)
+			var again *watch
+			out, again, err = e.runAs(ctx, r.breaker, next, info, input)
+			w.add(again)
 		}
+	}
+	if probe {
+		r.breaker.done(accountID, w.sent, w.answered)
 	}
 	if err != nil {
 		ce := stepError(ctx, err)
@@ -181,10 +205,11 @@ func (r *Runner) Run(ctx context.Context, tenantID, id, accountID string, input 
 }
 
 // runAs runs the step with an account's token under its connector's HTTP
-// policy, and reports what the provider answered.
-func (e *entry) runAs(ctx context.Context, tok *oauth2.Token, info connectors.AccountInfo, input json.RawMessage) (any, *watch, error) {
+// policy, and reports what the provider answered, to the caller and to
+// the breaker.
+func (e *entry) runAs(ctx context.Context, b *breaker, tok *oauth2.Token, info connectors.AccountInfo, input json.RawMessage) (any, *watch, error) {
 	hc := oauth2.NewClient(ctx, oauth2.StaticTokenSource(tok))
-	w := &watch{base: hc.Transport}
+	w := &watch{base: hc.Transport, breaker: b, accountID: info.ID}
 	hc.Transport = w
 	if e.wrap != nil {
 		hc.Transport = e.wrap(info.ID, w)
@@ -195,28 +220,67 @@ func (e *entry) runAs(ctx context.Context, tok *oauth2.Token, info connectors.Ac
 }
 
 // watch notes what the provider answered a step's requests, beneath the
-// connector's policy (so every attempt is seen, none from its cache).
+// connector's policy (so every attempt is seen, none from its cache), and
+// tells the breaker.
 type watch struct {
-	base http.RoundTripper
-	mu   sync.Mutex
+	base      http.RoundTripper
+	breaker   *breaker
+	accountID string
+	mu        sync.Mutex
 	// refused: a request was answered 401.
 	refused bool
 	// effects: a request that may change something (not GET, HEAD or
 	// OPTIONS) was answered otherwise, or not at all.
 	effects bool
+	// sent: a request was sent; answered: one was answered, and not with
+	// a 5xx.
+	sent, answered bool
 }
 
 func (w *watch) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := w.base.RoundTrip(req)
+	if err != nil && errors.Is(req.Context().Err(), context.Canceled) {
+		// The step was called off (a shutdown): the provider is not to
+		// blame, and the request may or may not have reached it.
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.effects = w.effects || !safeMethod(req.Method)
+		return resp, err
+	}
+	failed, detail := false, ""
+	switch {
+	case err != nil && errors.Is(req.Context().Err(), context.DeadlineExceeded):
+		failed, detail = true, "no answer within the step's deadline"
+	case err != nil:
+		failed, detail = true, "no answer: "+err.Error()
+	case resp.StatusCode >= 500:
+		failed, detail = true, fmt.Sprintf("upstream %d", resp.StatusCode)
+	}
+	w.breaker.record(w.accountID, failed, detail)
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.sent = true
+	w.answered = w.answered || !failed
 	switch {
 	case err == nil && resp.StatusCode == http.StatusUnauthorized:
 		w.refused = true
-	case req.Method != http.MethodGet && req.Method != http.MethodHead && req.Method != http.MethodOptions:
+	case !safeMethod(req.Method):
 		w.effects = true
 	}
 	return resp, err
+}
+
+// safeMethod reports whether a request with this method changes nothing.
+func safeMethod(m string) bool {
+	return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions
+}
+
+// add takes in what another watch of the same step saw.
+func (w *watch) add(o *watch) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.sent = w.sent || o.sent
+	w.answered = w.answered || o.answered
 }
 
 // schemaMessage makes a validation error readable in one line.

@@ -53,7 +53,7 @@ func (p *providerConfig) flags(fs *flag.FlagSet) {
 
 // newStepRunner builds the tool step catalogue: each connector's toolkit
 // and its API Call step, on the configured API base URLs.
-func newStepRunner(p providerConfig, acct *accounts.Service, limits store.RateLimits) (*steps.Runner, error) {
+func newStepRunner(p providerConfig, acct *accounts.Service, limits store.RateLimits, log zerolog.Logger) (*steps.Runner, error) {
 	for flag, v := range map[string]string{
 		"--deploy-api-base-url":          p.DeployAPIBaseURL,
 		"--analytics-data-api-base-url":  p.AnalyticsDataAPIURL,
@@ -79,6 +79,14 @@ func newStepRunner(p providerConfig, acct *accounts.Service, limits store.RateLi
 			apicall.Analytics(apicall.AnalyticsOptions{DataBaseURL: p.AnalyticsDataAPIURL, AdminBaseURL: p.AnalyticsAdminAPIURL}),
 		},
 		Accounts: acct,
+		OnCircuitChange: func(c steps.CircuitChange) {
+			if c.Open {
+				log.Warn().Str("account", c.AccountID).Int("failures", c.Failures).Str("last", c.Last).Time("until", c.Until).
+					Msg("the provider keeps failing this account's requests; its steps are held back")
+				return
+			}
+			log.Info().Str("account", c.AccountID).Msg("the provider answers this account again; its steps run")
+		},
 	})
 }
 

@@ -232,7 +232,7 @@ func serve(ctx context.Context, cfg config, files map[string]string, lookup func
 			return err
 		}
 	}
-	runner, err := newStepRunner(cfg.Providers, acct, st)
+	runner, err := newStepRunner(cfg.Providers, acct, st, log)
 	if err != nil {
 		return err
 	}
