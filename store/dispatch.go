@@ -260,6 +260,21 @@ type Run struct {
 	Version       int64           `json:"version"`
 }
 
+// FinishedBefore reports whether r was created and finished before t: its
+// Status is RunSucceeded or RunFailed, and its FinishedAt (its UpdatedAt
+// when FinishedAt is zero) and CreatedAt are before t. These are the runs
+// PruneRuns(t) deletes.
+func (r Run) FinishedBefore(t time.Time) bool {
+	if r.Status != RunSucceeded && r.Status != RunFailed {
+		return false
+	}
+	finished := r.FinishedAt
+	if finished.IsZero() {
+		finished = r.UpdatedAt
+	}
+	return finished.Before(t) && r.CreatedAt.Before(t)
+}
+
 // RunFilter narrows ListRuns; empty fields do not narrow. Runs come newest
 // first (by CreatedAt, then id), at most Limit (0: 100).
 type RunFilter struct {
@@ -401,6 +416,13 @@ type Runs interface {
 	UpdateRun(ctx context.Context, r Run) (Run, error)
 	// ListRuns returns the runs f selects, newest first.
 	ListRuns(ctx context.Context, f RunFilter) ([]Run, error)
+	// PruneRuns deletes the runs of every tenant that finished before
+	// before (see Run.FinishedBefore), with their index entries, oldest
+	// CreatedAt first, at most limit (DefaultPruneLimit if not positive),
+	// and returns how many it deleted. Runs that have not finished are
+	// never deleted; a run updated while it is pruned is left for a later
+	// call.
+	PruneRuns(ctx context.Context, before time.Time, limit int) (int, error)
 }
 
 // Events stores the dispatcher's decisions.
@@ -412,6 +434,13 @@ type Events interface {
 	// ListTriggerEvents returns the tenant's records that have an outcome
 	// for the trigger, newest DispatchedAt first, at most limit (0: 100).
 	ListTriggerEvents(ctx context.Context, tenantID, triggerID string, limit int) ([]EventRecord, error)
+	// PruneEvents deletes the records of every tenant whose DispatchedAt
+	// is before before, with their index entries, oldest DispatchedAt
+	// first, at most limit (DefaultPruneLimit if not positive), and
+	// returns how many it deleted. A record replaced while it is pruned is
+	// left for a later call, which deletes it only if its new
+	// DispatchedAt is before that call's before.
+	PruneEvents(ctx context.Context, before time.Time, limit int) (int, error)
 }
 
 // Cursors stores pollers' cursors.
@@ -434,6 +463,18 @@ const DefaultListLimit = 100
 func ListLimit(limit int) int {
 	if limit <= 0 {
 		return DefaultListLimit
+	}
+	return limit
+}
+
+// DefaultPruneLimit is how many records a PruneRuns or PruneEvents with a
+// zero (or negative) limit deletes at most.
+const DefaultPruneLimit = 1000
+
+// PruneLimit returns limit, or DefaultPruneLimit when it is not positive.
+func PruneLimit(limit int) int {
+	if limit <= 0 {
+		return DefaultPruneLimit
 	}
 	return limit
 }

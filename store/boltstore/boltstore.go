@@ -40,13 +40,17 @@
 //	run-event       tenant id \0 event id \0 T(CreatedAt) run id -> empty
 //	events          tenant id \0 event id -> store.EventRecord
 //	event-trigger   tenant id \0 trigger id \0 T(DispatchedAt) event id -> empty
+//	event-time      \0 T(DispatchedAt) tenant id \0 event id -> empty (every record)
 //	cursors         cursor key -> store.Cursor
 //
 // Agent, trigger, hook and run ids are global, like the keys of their
 // buckets: a create finds another tenant's id taken. The time-ordered
 // indexes let ListRuns and ListTriggerEvents walk newest first and stop at
 // their limit; every write that changes a record's indexed fields moves its
-// index entries in the same transaction.
+// index entries in the same transaction. PruneRuns and PruneEvents walk
+// run-time and event-time from the oldest entry and delete records with
+// all their entries. Open fills an empty event-time from the event records
+// of a file written before it existed.
 //
 // Reads check the tenant and ids inside the record, so ids that contain
 // the separators ('/', NUL) cannot reach another tenant's data; at worst
@@ -164,14 +168,17 @@ func Open(path string, o Options) (*Store, error) {
 		buckets := [][]byte{bucketTenants, bucketAPIKeys, bucketAPIKeyIDs, bucketAccounts, bucketAccountExt, bucketFlows, bucketFlowExpiry}
 		for _, name := range slices.Concat(buckets, dispatchBuckets) {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
-				return fmt.Errorf("bucket %s: %w", name, err)
+				return fmt.Errorf("create bucket %s: %w", name, err)
 			}
+		}
+		if err := indexEvents(tx); err != nil {
+			return fmt.Errorf("index event records: %w", err)
 		}
 		return nil
 	})
 	if err != nil {
 		_ = db.Close()
-		return nil, fmt.Errorf("boltstore: open %s: create buckets: %w", path, err)
+		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
 	}
 	return &Store{db: db, now: o.Now, leases: make(map[string]lease), limits: make(map[string]store.RateLimit)}, nil
 }

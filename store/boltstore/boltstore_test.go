@@ -233,7 +233,7 @@ func TestIndexesFollowRecords(t *testing.T) {
 		"agents": 1, "agent-tenant": 1, "triggers": 1, "trigger-tenant": 1,
 		"hooks": 1, "hook-tenant": 1, "hook-key": 1,
 		"runs": 2, "run-time": 2, "run-tenant": 2, "run-trigger": 1, "run-agent": 1, "run-event": 1,
-		"events": 1, "event-trigger": 2, "cursors": 1,
+		"events": 1, "event-trigger": 2, "event-time": 1, "cursors": 1,
 	}
 	wantCounts("after creates", afterCreates)
 
@@ -250,7 +250,7 @@ func TestIndexesFollowRecords(t *testing.T) {
 
 	before = r
 	r.TriggerID, r.AgentID, r.EventID, r.CreatedAt = "tr2", "ag2", "ev2", created.Add(time.Hour)
-	_, err = s.UpdateRun(ctx, r)
+	r, err = s.UpdateRun(ctx, r)
 	must(t, err)
 	// Every entry of r1 moves (its time is in each key): five out, five in.
 	if gone, added := without(runIndexes(before), runIndexes(r)), without(runIndexes(r), runIndexes(before)); len(gone) != 5 || len(added) != 5 {
@@ -266,8 +266,65 @@ func TestIndexesFollowRecords(t *testing.T) {
 	must(t, s.DeleteHook(ctx, h.ID))
 	wantCounts("after moves and deletions", map[string]int{
 		"runs": 2, "run-time": 2, "run-tenant": 2, "run-trigger": 1, "run-agent": 1, "run-event": 1,
-		"events": 1, "event-trigger": 1, "cursors": 1,
+		"events": 1, "event-trigger": 1, "event-time": 1, "cursors": 1,
 	})
+
+	// Pruning deletes every entry of the records it deletes.
+	r.Status, r.FinishedAt = store.RunSucceeded, created.Add(2*time.Hour)
+	_, err = s.UpdateRun(ctx, r)
+	must(t, err)
+	r2, err := s.GetRun(ctx, "t1", "r2")
+	must(t, err)
+	r2.Status = store.RunFailed
+	_, err = s.UpdateRun(ctx, r2)
+	must(t, err)
+	later := created.Add(24 * time.Hour)
+	if n, err := s.PruneRuns(ctx, later, 0); err != nil || n != 2 {
+		t.Fatalf("PruneRuns = %d, %v; want 2", n, err)
+	}
+	if n, err := s.PruneEvents(ctx, later, 0); err != nil || n != 1 {
+		t.Fatalf("PruneEvents = %d, %v; want 1", n, err)
+	}
+	wantCounts("after pruning", map[string]int{"cursors": 1})
+}
+
+// TestPruneEventsOfOldFile opens a file written before event-time
+// existed: Open indexes its event records, so PruneEvents finds them.
+func TestPruneEventsOfOldFile(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "triggerd.db")
+	s := open(t, path, Options{})
+	old, recent := time.Date(2025, 1, 1, 0, 0, 0, 5, time.UTC), time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)
+	for i, at := range []time.Time{old, old.Add(time.Hour), recent, old.Add(time.Minute)} {
+		must(t, s.PutEvent(ctx, store.EventRecord{TenantID: fmt.Sprintf("t%d", i%2), EventID: fmt.Sprintf("ev%d", i), DispatchedAt: at,
+			Outcomes: []store.Outcome{{TriggerID: "tr1"}}}))
+	}
+	// As the file was: no event-time bucket.
+	must(t, s.db.Update(func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketEventTime) }))
+	must(t, s.Close())
+
+	s = open(t, path, Options{})
+	defer func() { _ = s.Close() }() // the last store opened
+	if n := count(t, s, bucketEventTime); n != 4 {
+		t.Fatalf("after reopening, event-time holds %d keys, want 4", n)
+	}
+	if n, err := s.PruneEvents(ctx, old.Add(time.Hour), 0); err != nil || n != 2 {
+		t.Fatalf("PruneEvents = %d, %v; want 2 (ev0, ev3)", n, err)
+	}
+	for i, want := range []error{store.ErrNotFound, nil, nil, store.ErrNotFound} {
+		if _, err := s.GetEvent(ctx, fmt.Sprintf("t%d", i%2), fmt.Sprintf("ev%d", i)); !errors.Is(err, want) {
+			t.Errorf("GetEvent ev%d after pruning: err = %v, want %v", i, err, want)
+		}
+	}
+	if n, m := count(t, s, bucketEventTime), count(t, s, bucketEventTrigger); n != 2 || m != 2 {
+		t.Fatalf("after pruning, event-time and event-trigger hold %d and %d keys, want 2 and 2", n, m)
+	}
+	// Indexed once: opening again adds nothing.
+	must(t, s.Close())
+	s = open(t, path, Options{})
+	if n := count(t, s, bucketEventTime); n != 2 {
+		t.Fatalf("after reopening again, event-time holds %d keys, want 2", n)
+	}
 }
 
 // must fails the test on err.

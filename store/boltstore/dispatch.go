@@ -33,6 +33,7 @@ var (
 	bucketRunEvent      = []byte("run-event")
 	bucketEvents        = []byte("events")
 	bucketEventTrigger  = []byte("event-trigger")
+	bucketEventTime     = []byte("event-time")
 	bucketCursors       = []byte("cursors")
 )
 
@@ -42,7 +43,7 @@ var dispatchBuckets = [][]byte{
 	bucketTriggers, bucketTriggerTenant,
 	bucketHooks, bucketHookTenant, bucketHookKey,
 	bucketRuns, bucketRunTime, bucketRunTenant, bucketRunTrigger, bucketRunAgent, bucketRunEvent,
-	bucketEvents, bucketEventTrigger,
+	bucketEvents, bucketEventTrigger, bucketEventTime,
 	bucketCursors,
 }
 
@@ -98,6 +99,26 @@ func newestFirst(b *bolt.Bucket, scope string, f func(id string) (more bool, err
 		}
 		seen[id] = true
 		more, err := f(id)
+		if err != nil || !more {
+			return err
+		}
+	}
+	return nil
+}
+
+// oldestFirst calls f with the id of every entry of the scope "" of the
+// time-ordered index b whose time is before before, oldest first (of equal
+// times, the least id first), until f returns false or an error. The id is
+// valid only until the transaction ends.
+func oldestFirst(b *bolt.Bucket, before time.Time, f func(id []byte) (more bool, err error)) error {
+	prefix := []byte(sep)
+	end := timeIndexKey("", before, "")
+	c := b.Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.Compare(k, end) < 0; k, _ = c.Next() {
+		if len(k) < len(prefix)+timeKeyLen {
+			continue
+		}
+		more, err := f(k[len(prefix)+timeKeyLen:])
 		if err != nil || !more {
 			return err
 		}
@@ -786,6 +807,66 @@ func (s *Store) UpdateRun(ctx context.Context, r store.Run) (store.Run, error) {
 	return r, nil
 }
 
+// PruneRuns deletes the runs of every tenant that finished before before
+// (see store.Run.FinishedBefore), with their index entries, oldest
+// CreatedAt first (then least id), at most limit (store.DefaultPruneLimit
+// if not positive), and returns how many it deleted. It walks run-time from
+// the oldest entry to the first created at or after before, past the runs
+// that have not finished, in write transactions of at most
+// store.DefaultPruneLimit runs, so that the dispatcher's writes are not
+// held up long.
+func (s *Store) PruneRuns(ctx context.Context, before time.Time, limit int) (int, error) {
+	limit = store.PruneLimit(limit)
+	deleted := 0
+	for deleted < limit {
+		if err := ctx.Err(); err != nil {
+			return deleted, fmt.Errorf("boltstore: prune runs: %w", err)
+		}
+		batch := min(limit-deleted, store.DefaultPruneLimit)
+		n := 0
+		err := s.db.Update(func(tx *bolt.Tx) error {
+			runs := tx.Bucket(bucketRuns)
+			var doomed []store.Run
+			err := oldestFirst(tx.Bucket(bucketRunTime), before, func(id []byte) (bool, error) {
+				r, err := getJSON[store.Run](runs, id)
+				if errors.Is(err, store.ErrNotFound) {
+					return true, nil
+				}
+				if err != nil {
+					return false, err
+				}
+				if r.FinishedBefore(before) {
+					doomed = append(doomed, r)
+				}
+				return len(doomed) < batch, nil
+			})
+			if err != nil {
+				return err
+			}
+			// Deleted after the walk: a cursor does not follow deletions
+			// of keys other than its own.
+			for _, r := range doomed {
+				if err := runs.Delete([]byte(r.ID)); err != nil {
+					return err
+				}
+				if err := deleteIndexes(tx, runIndexes(r)); err != nil {
+					return err
+				}
+			}
+			n = len(doomed)
+			return nil
+		})
+		if err != nil {
+			return deleted, fmt.Errorf("boltstore: prune runs: %w", err)
+		}
+		deleted += n
+		if n < batch {
+			break
+		}
+	}
+	return deleted, nil
+}
+
 // ListRuns returns the runs f selects, newest first (by CreatedAt, then
 // id), at most f.Limit (100 if not positive). It walks the most selective
 // index f allows (the tenant's event, the trigger, the agent, the tenant,
@@ -840,19 +921,36 @@ func eventKey(tenantID, eventID string) []byte {
 	return []byte(tenantID + sep + eventID)
 }
 
-// eventIndexes returns e's entries in the event-trigger index, one per
-// trigger with an outcome.
+// eventIndexes returns e's entries in the indexes: one in event-time, and
+// one in event-trigger per trigger with an outcome.
 func eventIndexes(e store.EventRecord) []indexEntry {
-	var entries []indexEntry
+	entries := []indexEntry{{bucketEventTime, timeIndexKey("", e.DispatchedAt, string(eventKey(e.TenantID, e.EventID)))}}
 	for _, tr := range e.TriggerIDs() {
 		entries = append(entries, indexEntry{bucketEventTrigger, timeIndexKey(e.TenantID+sep+tr, e.DispatchedAt, e.EventID)})
 	}
 	return entries
 }
 
+// indexEvents fills event-time from the event records when it is empty
+// but they are not: a file written before event-time existed, whose
+// records PruneEvents could not find otherwise. Open calls it.
+func indexEvents(tx *bolt.Tx) error {
+	index := tx.Bucket(bucketEventTime)
+	if k, _ := index.Cursor().First(); k != nil {
+		return nil
+	}
+	return tx.Bucket(bucketEvents).ForEach(func(k, v []byte) error {
+		var e store.EventRecord
+		if err := json.Unmarshal(v, &e); err != nil {
+			return fmt.Errorf("decode %q: %w", k, err)
+		}
+		return index.Put(timeIndexKey("", e.DispatchedAt, string(k)), nil)
+	})
+}
+
 // PutEvent stores or replaces the tenant's record of an event, and moves
-// it in the per-trigger index: a trigger no longer among the outcomes no
-// longer lists it. A zero DispatchedAt is stored as the time of the
+// it in the indexes: a trigger no longer among the outcomes no longer
+// lists it. A zero DispatchedAt is stored as the time of the
 // write.
 func (s *Store) PutEvent(ctx context.Context, e store.EventRecord) error {
 	if err := ctx.Err(); err != nil {
@@ -951,6 +1049,62 @@ func (s *Store) ListTriggerEvents(ctx context.Context, tenantID, triggerID strin
 		return nil, fmt.Errorf("boltstore: list trigger events %s: %w", triggerID, err)
 	}
 	return es, nil
+}
+
+// PruneEvents deletes the records of every tenant whose DispatchedAt is
+// before before, with their index entries, oldest DispatchedAt first (then
+// least tenant and event id), at most limit (store.DefaultPruneLimit if not
+// positive), and returns how many it deleted. It walks event-time from the
+// oldest entry, in write transactions of at most store.DefaultPruneLimit
+// records.
+func (s *Store) PruneEvents(ctx context.Context, before time.Time, limit int) (int, error) {
+	limit = store.PruneLimit(limit)
+	deleted := 0
+	for deleted < limit {
+		if err := ctx.Err(); err != nil {
+			return deleted, fmt.Errorf("boltstore: prune events: %w", err)
+		}
+		batch := min(limit-deleted, store.DefaultPruneLimit)
+		n := 0
+		err := s.db.Update(func(tx *bolt.Tx) error {
+			events := tx.Bucket(bucketEvents)
+			var doomed []store.EventRecord
+			err := oldestFirst(tx.Bucket(bucketEventTime), before, func(k []byte) (bool, error) {
+				e, err := getJSON[store.EventRecord](events, k)
+				if errors.Is(err, store.ErrNotFound) {
+					return true, nil
+				}
+				if err != nil {
+					return false, err
+				}
+				if e.DispatchedAt.Before(before) {
+					doomed = append(doomed, e)
+				}
+				return len(doomed) < batch, nil
+			})
+			if err != nil {
+				return err
+			}
+			for _, e := range doomed {
+				if err := events.Delete(eventKey(e.TenantID, e.EventID)); err != nil {
+					return err
+				}
+				if err := deleteIndexes(tx, eventIndexes(e)); err != nil {
+					return err
+				}
+			}
+			n = len(doomed)
+			return nil
+		})
+		if err != nil {
+			return deleted, fmt.Errorf("boltstore: prune events: %w", err)
+		}
+		deleted += n
+		if n < batch {
+			break
+		}
+	}
+	return deleted, nil
 }
 
 // Cursors.

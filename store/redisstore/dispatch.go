@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -84,10 +85,11 @@ redis.call('ZREM', KEYS[4], ARGV[1])
 return 1`)
 
 	// putEventScript stores an event record if the stored one is still
-	// the one the caller read, and moves its id between per-trigger
-	// sorted sets. KEYS: event, ARGV[5] sorted sets to leave, sorted sets
-	// to be in. ARGV: SHA-1 (hex) of the JSON read, "" if none was stored;
-	// JSON, event id, score, number of sets to leave. Returns 1 when
+	// the one the caller read, scores it in the events sorted set, and
+	// moves its id between per-trigger sorted sets. KEYS: event, events,
+	// ARGV[5] sorted sets to leave, sorted sets to be in. ARGV: SHA-1
+	// (hex) of the JSON read, "" if none was stored; JSON, event id,
+	// score, number of sets to leave, member of events. Returns 1 when
 	// written, 0 when the stored record changed.
 	putEventScript = redis.NewScript(`
 local cur = redis.call('GET', KEYS[1])
@@ -95,9 +97,25 @@ local sum = ''
 if cur then sum = redis.sha1hex(cur) end
 if sum ~= ARGV[1] then return 0 end
 local leave = tonumber(ARGV[5])
-for i = 2, 1 + leave do redis.call('ZREM', KEYS[i], ARGV[3]) end
-for i = 2 + leave, #KEYS do redis.call('ZADD', KEYS[i], ARGV[4], ARGV[3]) end
+for i = 3, 2 + leave do redis.call('ZREM', KEYS[i], ARGV[3]) end
+for i = 3 + leave, #KEYS do redis.call('ZADD', KEYS[i], ARGV[4], ARGV[3]) end
+redis.call('ZADD', KEYS[2], ARGV[4], ARGV[6])
 redis.call('SET', KEYS[1], ARGV[2])
+return 1`)
+
+	// pruneRecordScript deletes a record if the stored one is still the
+	// one the caller read, and removes it from sorted sets. KEYS: record,
+	// sorted sets. ARGV: SHA-1 (hex) of the JSON read, "" for a record
+	// already gone (whose stale members are removed); then the record's
+	// member of each sorted set, in order. Returns 1 when deleted (or
+	// removed), 0 when the stored record changed.
+	pruneRecordScript = redis.NewScript(`
+local cur = redis.call('GET', KEYS[1])
+local sum = ''
+if cur then sum = redis.sha1hex(cur) end
+if sum ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+for i = 2, #KEYS do redis.call('ZREM', KEYS[i], ARGV[i]) end
 return 1`)
 
 	// putCursorScript stores a cursor if the stored version (0 when none
@@ -143,12 +161,21 @@ func (s *Store) eventRunsKey(tenant, event string) string {
 	return s.prefix + "event-runs:" + tenant + ":" + event
 }
 func (s *Store) eventKey(tenant, event string) string {
-	return s.prefix + "event:" + tenant + ":" + event
+	return s.eventMemberKey(eventMember(tenant, event))
 }
+func (s *Store) eventMemberKey(member string) string { return s.prefix + "event:" + member }
+func (s *Store) allEventsKey() string                { return s.prefix + "events" }
+func (s *Store) eventsIndexedKey() string            { return s.prefix + "events-indexed" }
 func (s *Store) triggerEventsKey(tenant, trigger string) string {
 	return s.prefix + "trigger-events:" + tenant + ":" + trigger
 }
 func (s *Store) cursorKey(key string) string { return s.prefix + "cursor:" + key }
+
+// eventMember is an event record's member of the events sorted set: its
+// key without the prefix and "event:". Records that are stored have
+// distinct keys, so they have distinct members, and a member names its
+// record's key.
+func eventMember(tenant, event string) string { return tenant + ":" + event }
 func (s *Store) hookKeyKey(k store.HookKey) string {
 	return s.prefix + "hook-key:" + k.TenantID + ":" + k.AccountID + ":" + k.Connector + ":" + string(k.Scope) + ":" + k.Target
 }
@@ -218,6 +245,102 @@ func newestFirst[T any](ctx context.Context, rdb *redis.Client, zkey string, rec
 		out = append(out, h.v)
 	}
 	return out, nil
+}
+
+// prunable is a record read by oldestFirst: its member of the sorted set,
+// its value, the SHA-1 (hex) of its JSON, which pruneRecordScript compares,
+// and its score.
+type prunable[T any] struct {
+	member string
+	v      T
+	sum    string
+	score  float64
+}
+
+// oldestFirst returns at most limit records that keep accepts among those
+// whose members the sorted set zkey holds with a score up to max (scores
+// are times in unix nanos), oldest first as order sorts them, and the
+// members whose record (at recordKey(member)) is gone. It reads the set
+// from the lowest score up, in growing pages, with the records of each
+// page, and stops once limit accepted records have scores below the first
+// unread one. Scores are float64, too coarse for nanoseconds, but they
+// never order two times the wrong way round, so records whose scores tie
+// are all read and sorted exactly. The caller deletes the records only if
+// they are still the ones read.
+func oldestFirst[T any](ctx context.Context, rdb *redis.Client, zkey, max string, recordKey func(member string) string,
+	keep func(T) bool, order func(a, b T) int, limit int) (found []prunable[T], gone []string, err error) {
+	seen := make(map[string]bool)
+	for start, page := 0, min(limit, 1000); ; start, page = start+page, min(2*page, 1000) {
+		// One more than the page: the last is a look at the next page.
+		zs, err := rdb.ZRangeByScoreWithScores(ctx, zkey, &redis.ZRangeBy{Min: "-inf", Max: max, Offset: int64(start), Count: int64(page + 1)}).Result()
+		if err != nil {
+			return nil, nil, err
+		}
+		more := len(zs) > page
+		var next float64
+		if more {
+			next, zs = zs[page].Score, zs[:page]
+		}
+		var members, keys []string
+		var scores []float64
+		for _, z := range zs {
+			if m := fmt.Sprint(z.Member); !seen[m] {
+				seen[m] = true
+				members = append(members, m)
+				keys = append(keys, recordKey(m))
+				scores = append(scores, z.Score)
+			}
+		}
+		if len(keys) > 0 {
+			vals, err := rdb.MGet(ctx, keys...).Result()
+			if err != nil {
+				return nil, nil, err
+			}
+			for i, val := range vals {
+				raw, ok := val.(string)
+				if !ok {
+					gone = append(gone, members[i])
+					continue
+				}
+				var v T
+				if err := json.Unmarshal([]byte(raw), &v); err != nil {
+					return nil, nil, fmt.Errorf("decode %s: %w", keys[i], err)
+				}
+				if keep(v) {
+					sum := sha1.Sum([]byte(raw))
+					found = append(found, prunable[T]{members[i], v, hex.EncodeToString(sum[:]), scores[i]})
+				}
+			}
+		}
+		if !more {
+			break
+		}
+		below := 0
+		for _, p := range found {
+			if p.score < next {
+				below++
+			}
+		}
+		if below >= limit {
+			break
+		}
+	}
+	slices.SortStableFunc(found, func(a, b prunable[T]) int { return order(a.v, b.v) })
+	return found[:min(limit, len(found))], gone, nil
+}
+
+// pruneRecord runs pruneRecordScript on the record at key with the SHA-1
+// sum of the JSON read ("" for a record gone) and the sorted sets that
+// list it, where its member is member, and reports whether it deleted it.
+func pruneRecord(ctx context.Context, rdb *redis.Client, key, sum string, sets []string, member func(set int) string) (bool, error) {
+	// KEYS: record, sorted sets. ARGV: SHA-1 of the record read, its
+	// member of each set.
+	args := []any{sum}
+	for i := range sets {
+		args = append(args, member(i))
+	}
+	n, err := pruneRecordScript.Run(ctx, rdb, append([]string{key}, sets...), args...).Int()
+	return n == 1, err
 }
 
 // updateResult turns the result of updateRecordScript (1: written, 0: a
@@ -623,9 +746,10 @@ func (s *Store) UpdateRun(ctx context.Context, r store.Run) (store.Run, error) {
 	if err := store.RequireIDs("redisstore: update run", "id", r.ID, "tenant id", r.TenantID); err != nil {
 		return store.Run{}, err
 	}
-	// The script must name the sets the run leaves, so read it first. Runs
-	// are never deleted, so the script's version check makes that read
-	// safe: the stored run is still the one read.
+	// The script must name the sets the run leaves, so read it first; the
+	// script's version check makes that read safe: the stored run is
+	// still the one read. A run that PruneRuns deleted since the read is
+	// missing, which the script answers with -1 (store.ErrNotFound).
 	cur, err := s.getRun(ctx, r.TenantID, r.ID)
 	if err != nil {
 		return store.Run{}, fmt.Errorf("redisstore: update run %s: %w", r.ID, err)
@@ -676,6 +800,39 @@ func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, e
 	return rs, nil
 }
 
+// PruneRuns deletes the runs of every tenant that finished before before
+// (see store.Run.FinishedBefore), with their members of every sorted set,
+// oldest CreatedAt first (then least id), at most limit
+// (store.DefaultPruneLimit if not positive), and returns how many it
+// deleted. It reads runs from the lowest score up to before's, past the
+// runs that have not finished, and deletes each with a script that checks
+// the stored run is still the one read: a run updated meanwhile is left
+// for a later call. It also removes the members of runs that are gone.
+func (s *Store) PruneRuns(ctx context.Context, before time.Time, limit int) (int, error) {
+	keep := func(r store.Run) bool { return r.FinishedBefore(before) }
+	older := func(a, b store.Run) int { return newerRun(b, a) }
+	found, gone, err := oldestFirst(ctx, s.rdb, s.allRunsKey(), score(before), s.runKey, keep, older, store.PruneLimit(limit))
+	if err != nil {
+		return 0, fmt.Errorf("redisstore: prune runs: %w", err)
+	}
+	for _, id := range gone {
+		if _, err := pruneRecord(ctx, s.rdb, s.runKey(id), "", []string{s.allRunsKey()}, func(int) string { return id }); err != nil {
+			return 0, fmt.Errorf("redisstore: prune runs: %w", err)
+		}
+	}
+	deleted := 0
+	for _, p := range found {
+		ok, err := pruneRecord(ctx, s.rdb, s.runKey(p.member), p.sum, s.runSets(p.v), func(int) string { return p.member })
+		if err != nil {
+			return deleted, fmt.Errorf("redisstore: prune runs: %w", err)
+		}
+		if ok {
+			deleted++
+		}
+	}
+	return deleted, nil
+}
+
 // Events.
 
 // eventSets returns the per-trigger sorted sets that list e, one per
@@ -688,10 +845,10 @@ func (s *Store) eventSets(e store.EventRecord) []string {
 	return sets
 }
 
-// PutEvent stores or replaces the tenant's record of an event, and moves
-// it between the per-trigger sorted sets: a trigger no longer among the
-// outcomes no longer lists it. A zero DispatchedAt is stored as the time
-// of the write.
+// PutEvent stores or replaces the tenant's record of an event, scores it
+// in the events sorted set, and moves it between the per-trigger sorted
+// sets: a trigger no longer among the outcomes no longer lists it. A zero
+// DispatchedAt is stored as the time of the write.
 func (s *Store) PutEvent(ctx context.Context, e store.EventRecord) error {
 	if err := store.RequireIDs("redisstore: put event", "tenant id", e.TenantID, "event id", e.EventID); err != nil {
 		return err
@@ -728,10 +885,12 @@ func (s *Store) PutEvent(ctx context.Context, e store.EventRecord) error {
 			sum = hex.EncodeToString(h[:])
 			leave = leaving(s.eventSets(old), sets)
 		}
-		// KEYS: event, sets to leave, sets to be in.
-		// ARGV: SHA-1 of the record read, JSON, event id, score, number of sets to leave.
-		keys := slices.Concat([]string{key}, leave, sets)
-		n, err := putEventScript.Run(ctx, s.rdb, keys, sum, v, e.EventID, score(e.DispatchedAt), len(leave)).Int()
+		// KEYS: event, events, sets to leave, sets to be in. ARGV: SHA-1 of
+		// the record read, JSON, event id, score, number of sets to leave,
+		// member of events.
+		keys := slices.Concat([]string{key, s.allEventsKey()}, leave, sets)
+		n, err := putEventScript.Run(ctx, s.rdb, keys, sum, v, e.EventID, score(e.DispatchedAt), len(leave),
+			eventMember(e.TenantID, e.EventID)).Int()
 		if err != nil {
 			return fmt.Errorf("redisstore: put event %s: %w", e.EventID, err)
 		}
@@ -769,6 +928,134 @@ func (s *Store) ListTriggerEvents(ctx context.Context, tenantID, triggerID strin
 		return nil, fmt.Errorf("redisstore: list trigger events %s: %w", triggerID, err)
 	}
 	return es, nil
+}
+
+// PruneEvents deletes the records of every tenant whose DispatchedAt is
+// before before, with their members of every sorted set, oldest
+// DispatchedAt first (then least tenant and event id), at most limit
+// (store.DefaultPruneLimit if not positive), and returns how many it
+// deleted. It reads the events sorted set from the lowest score up to
+// before's and deletes each record with a script that checks it is still
+// the one read: a record replaced meanwhile is left for a later call. It
+// also removes the members of records that are gone. The first call of a
+// Store adds the records written before the events set existed to it (see
+// indexEvents).
+func (s *Store) PruneEvents(ctx context.Context, before time.Time, limit int) (int, error) {
+	if err := s.indexEvents(ctx); err != nil {
+		return 0, fmt.Errorf("redisstore: prune events: index records: %w", err)
+	}
+	keep := func(e store.EventRecord) bool { return e.DispatchedAt.Before(before) }
+	older := func(a, b store.EventRecord) int {
+		return cmp.Or(a.DispatchedAt.Compare(b.DispatchedAt), cmp.Compare(a.TenantID+"\x00"+a.EventID, b.TenantID+"\x00"+b.EventID))
+	}
+	found, gone, err := oldestFirst(ctx, s.rdb, s.allEventsKey(), score(before), s.eventMemberKey, keep, older, store.PruneLimit(limit))
+	if err != nil {
+		return 0, fmt.Errorf("redisstore: prune events: %w", err)
+	}
+	for _, m := range gone {
+		if _, err := pruneRecord(ctx, s.rdb, s.eventMemberKey(m), "", []string{s.allEventsKey()}, func(int) string { return m }); err != nil {
+			return 0, fmt.Errorf("redisstore: prune events: %w", err)
+		}
+	}
+	deleted := 0
+	for _, p := range found {
+		// The events set lists the record as p.member, the per-trigger
+		// sets as its event id.
+		sets := append([]string{s.allEventsKey()}, s.eventSets(p.v)...)
+		member := func(i int) string {
+			if i == 0 {
+				return p.member
+			}
+			return p.v.EventID
+		}
+		ok, err := pruneRecord(ctx, s.rdb, s.eventMemberKey(p.member), p.sum, sets, member)
+		if err != nil {
+			return deleted, fmt.Errorf("redisstore: prune events: %w", err)
+		}
+		if ok {
+			deleted++
+		}
+	}
+	return deleted, nil
+}
+
+// indexEvents adds the event records written before the events sorted set
+// existed to it, unless the events-indexed marker says it was done: it
+// SCANs the keys event:*, adds each record found (ZADD NX, so as not to
+// undo the score of a PutEvent meanwhile), then sets the marker. Keys that
+// are not this store's records (another store's, whose prefix starts with
+// this one's) are left out. Stores doing it at once add the same members.
+func (s *Store) indexEvents(ctx context.Context) error {
+	if s.eventsIndexed.Load() {
+		return nil
+	}
+	n, err := s.rdb.Exists(ctx, s.eventsIndexedKey()).Result()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		var cursor uint64
+		for {
+			keys, next, err := s.rdb.Scan(ctx, cursor, globEscape(s.prefix)+"event:*", 1000).Result()
+			if err != nil {
+				return err
+			}
+			if err := s.indexEventKeys(ctx, keys); err != nil {
+				return err
+			}
+			if next == 0 {
+				break
+			}
+			cursor = next
+		}
+		if err := s.rdb.Set(ctx, s.eventsIndexedKey(), "1", 0).Err(); err != nil {
+			return err
+		}
+	}
+	s.eventsIndexed.Store(true)
+	return nil
+}
+
+// indexEventKeys adds the event records at keys to the events sorted set,
+// unless they are in it.
+func (s *Store) indexEventKeys(ctx context.Context, keys []string) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	vals, err := s.rdb.MGet(ctx, keys...).Result()
+	if err != nil {
+		return err
+	}
+	var zs []redis.Z
+	for i, val := range vals {
+		raw, ok := val.(string)
+		if !ok {
+			continue // gone, or not a record
+		}
+		var e store.EventRecord
+		if json.Unmarshal([]byte(raw), &e) != nil || keys[i] != s.eventKey(e.TenantID, e.EventID) {
+			continue // not this store's record
+		}
+		zs = append(zs, redis.Z{Score: float64(e.DispatchedAt.UnixNano()), Member: eventMember(e.TenantID, e.EventID)})
+	}
+	if len(zs) == 0 {
+		return nil
+	}
+	return s.rdb.ZAddNX(ctx, s.allEventsKey(), zs...).Err()
+}
+
+// globEscape escapes the characters that SCAN's MATCH patterns give a
+// meaning, so that the pattern matches s itself.
+func globEscape(s string) string {
+	var b strings.Builder
+	for i := range len(s) {
+		switch s[i] {
+		case '*', '?', '[', ']', '\\':
+			b.WriteByte('\\')
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
 
 // Cursors.

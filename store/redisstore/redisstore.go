@@ -36,6 +36,8 @@
 //	event-runs:{tenant}:{event}                   sorted set of the runs of the tenant's event
 //	event:{tenant}:{event}                        store.EventRecord (JSON)
 //	trigger-events:{tenant}:{trigger}             sorted set of the event ids with an outcome for the trigger
+//	events                                        sorted set of every event record, as {tenant}:{event}
+//	events-indexed                                marker: events holds the records written before it existed
 //	cursor:{key}                                  store.Cursor (JSON)
 //
 // Agent, trigger, hook and run ids are global, like their keys: a create
@@ -52,9 +54,14 @@
 // stored record is still the one read (its version, its key fields, or
 // the SHA-1 of an event's JSON), so that the read is safe. ListRuns and
 // ListTriggerEvents read a sorted set from the newest end and stop at
-// their limit. TakeFlowState is a GETDEL; a flow state's expiry is the
-// server's key TTL. A lease is SET NX PX with a random token, released by
-// a compare-and-delete script.
+// their limit. PruneRuns and PruneEvents read runs and events from the
+// oldest end, and delete each record, with its members of every sorted
+// set, by a script that checks the SHA-1 of the stored JSON, so that a
+// record changed since the read is left. The first PruneEvents of a Store
+// adds the event records written before events existed (found by SCAN)
+// unless events-indexed is set, and then sets it. TakeFlowState is a
+// GETDEL; a flow state's expiry is the server's key TTL. A lease is SET NX
+// PX with a random token, released by a compare-and-delete script.
 //
 // Keys that lose data must never be evicted, so Open refuses a server whose
 // maxmemory-policy is not noeviction (see ErrEvictingPolicy).
@@ -79,6 +86,7 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -156,6 +164,9 @@ type Store struct {
 	prefix     string
 	now        func() time.Time
 	unverified string
+	// eventsIndexed is set once the events sorted set is known to hold
+	// the records written before it existed (see indexEvents).
+	eventsIndexed atomic.Bool
 
 	closeOnce sync.Once
 	closeErr  error

@@ -440,6 +440,7 @@ func TestDispatchKeyLayout(t *testing.T) {
 		"agent-runs:ag1":        "zset",
 		"event-runs:t1:ev1":     "zset",
 		"event:t1:ev1":          "string",
+		"events":                "zset",
 		"trigger-events:t1:tr1": "zset",
 		"trigger-events:t1:tr2": "zset",
 		"cursor:poll:acc1":      "string",
@@ -460,6 +461,7 @@ func TestDispatchKeyLayout(t *testing.T) {
 		{"runs:t1", "r1", created},
 		{"trigger-runs:tr1", "r1", created},
 		{"trigger-events:t1:tr1", "ev1", created.Add(time.Second)},
+		{"events", "t1:ev1", created.Add(time.Second)},
 	} {
 		if got := rdb.ZScore(ctx, prefix+z.key, z.member).Val(); got != float64(z.at.UnixNano()) {
 			t.Errorf("%s score of %s = %v, want %v", z.key, z.member, got, float64(z.at.UnixNano()))
@@ -467,7 +469,7 @@ func TestDispatchKeyLayout(t *testing.T) {
 	}
 
 	r.TriggerID, r.AgentID, r.EventID = "tr2", "ag2", "ev2"
-	_, err = s.UpdateRun(ctx, r)
+	r, err = s.UpdateRun(ctx, r)
 	step(err)
 	step(s.PutEvent(ctx, store.EventRecord{TenantID: "t1", EventID: "ev1", DispatchedAt: created,
 		Outcomes: []store.Outcome{{TriggerID: "tr3"}}}))
@@ -485,11 +487,120 @@ func TestDispatchKeyLayout(t *testing.T) {
 		"agent-runs:ag2":        "zset",
 		"event-runs:t1:ev2":     "zset",
 		"event:t1:ev1":          "string",
+		"events":                "zset",
 		"trigger-events:t1:tr3": "zset",
 		"cursor:poll:acc1":      "string",
 	}
 	if got := keysUnder(t, rdb, prefix); !maps.Equal(got, want) {
 		t.Fatalf("keys after moves and deletions:\n got %v\nwant %v", got, want)
+	}
+	if got := rdb.ZScore(ctx, prefix+"events", "t1:ev1").Val(); got != float64(created.UnixNano()) {
+		t.Errorf("events score of t1:ev1 after a replace = %v, want %v", got, float64(created.UnixNano()))
+	}
+
+	// Pruning deletes the records from every sorted set.
+	r.Status, r.FinishedAt = store.RunSucceeded, created.Add(time.Minute)
+	_, err = s.UpdateRun(ctx, r)
+	step(err)
+	later := created.Add(24 * time.Hour)
+	if n, err := s.PruneRuns(ctx, later, 0); err != nil || n != 1 {
+		t.Fatalf("PruneRuns = %d, %v; want 1", n, err)
+	}
+	if n, err := s.PruneEvents(ctx, later, 0); err != nil || n != 1 {
+		t.Fatalf("PruneEvents = %d, %v; want 1", n, err)
+	}
+	want = map[string]string{
+		"cursor:poll:acc1": "string",
+		"events-indexed":   "string",
+	}
+	if got := keysUnder(t, rdb, prefix); !maps.Equal(got, want) {
+		t.Fatalf("keys after pruning:\n got %v\nwant %v", got, want)
+	}
+}
+
+// TestPruneEventsIndexesOldRecords prunes event records written before
+// the events sorted set existed, under a prefix with glob characters: the
+// first PruneEvents of a Store finds them by SCAN, and only them (not the
+// records of another prefix that the unescaped pattern would match), then
+// marks the prefix as indexed.
+func TestPruneEventsIndexesOldRecords(t *testing.T) {
+	ctx := t.Context()
+	url, base := storetest.RedisURL(t), storetest.Prefix(t)
+	rdb := client(t, url)
+	// Unescaped, the first prefix's pattern misses its own keys and
+	// matches the second's.
+	prefix, other := "a[b]*?\\:", "abcd:"
+	s, o := open(t, url, base+prefix), open(t, url, base+other)
+	defer s.Close()
+	defer o.Close()
+	old, cutoff := time.Unix(1700000000, 5), time.Unix(1700003600, 0)
+	put := func(s *redisstore.Store, tenant, id string, at time.Time, trigger string) {
+		t.Helper()
+		if err := s.PutEvent(ctx, store.EventRecord{TenantID: tenant, EventID: id, DispatchedAt: at, Outcomes: []store.Outcome{{TriggerID: trigger}}}); err != nil {
+			t.Fatalf("PutEvent %s: %v", id, err)
+		}
+	}
+	put(s, "t1", "e1", old, "trA")
+	put(s, "t2", "e2", old.Add(time.Minute), "trA")
+	put(s, "t1", "e3", cutoff, "trB")
+	put(o, "t1", "e9", old, "trA")
+	// As the data was: no events sorted sets.
+	if err := rdb.Del(ctx, base+prefix+"events", base+other+"events").Err(); err != nil {
+		t.Fatal(err)
+	}
+	under := func(p string) map[string]string {
+		t.Helper()
+		keys := map[string]string{}
+		for k, typ := range keysUnder(t, rdb, base) {
+			if rest, ok := strings.CutPrefix(k, p); ok {
+				keys[rest] = typ
+			}
+		}
+		return keys
+	}
+
+	s2 := open(t, url, base+prefix)
+	defer s2.Close()
+	put(s2, "t1", "e4", old.Add(time.Second), "trC") // in events already
+	if n, err := s2.PruneEvents(ctx, cutoff, 0); err != nil || n != 3 {
+		t.Fatalf("PruneEvents = %d, %v; want 3", n, err)
+	}
+	want := map[string]string{
+		"event:t1:e3":           "string",
+		"events":                "zset",
+		"events-indexed":        "string",
+		"trigger-events:t1:trB": "zset",
+	}
+	if got := under(prefix); !maps.Equal(got, want) {
+		t.Errorf("keys of the pruned prefix:\n got %v\nwant %v", got, want)
+	}
+	if got := rdb.ZRange(ctx, base+prefix+"events", 0, -1).Val(); len(got) != 1 || got[0] != "t1:e3" {
+		t.Errorf("events = %q, want [t1:e3]", got)
+	}
+	want = map[string]string{
+		"event:t1:e9":           "string",
+		"trigger-events:t1:trA": "zset",
+	}
+	if got := under(other); !maps.Equal(got, want) {
+		t.Errorf("keys of the other prefix:\n got %v\nwant %v", got, want)
+	}
+
+	// Once the prefix is marked, Stores do not look again.
+	if err := rdb.Del(ctx, base+prefix+"events").Err(); err != nil {
+		t.Fatal(err)
+	}
+	s3 := open(t, url, base+prefix)
+	defer s3.Close()
+	if n, err := s3.PruneEvents(ctx, cutoff.Add(time.Hour), 0); err != nil || n != 0 {
+		t.Fatalf("PruneEvents on a marked prefix without events = %d, %v; want 0", n, err)
+	}
+	if err := rdb.Del(ctx, base+prefix+"events-indexed").Err(); err != nil {
+		t.Fatal(err)
+	}
+	s4 := open(t, url, base+prefix)
+	defer s4.Close()
+	if n, err := s4.PruneEvents(ctx, cutoff.Add(time.Hour), 0); err != nil || n != 1 {
+		t.Fatalf("PruneEvents after the mark was deleted = %d, %v; want 1", n, err)
 	}
 }
 
@@ -556,7 +667,7 @@ func TestConcurrentPutEvent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"event:t1:ev1": "string"}
+	want := map[string]string{"event:t1:ev1": "string", "events": "zset"}
 	for _, o := range e.Outcomes {
 		want["trigger-events:t1:"+o.TriggerID] = "zset"
 	}

@@ -1110,6 +1110,211 @@ func testRunListAfterUpdates(t *testing.T, s store.Store) {
 	})
 }
 
+// prunedRuns is what PruneRuns(before, limit) must delete of all: the
+// runs that succeeded or failed, created and finished (or, without a
+// FinishedAt, last updated) before before, oldest CreatedAt first (then
+// id), at most limit (1000 if not positive).
+func prunedRuns(all []store.Run, before time.Time, limit int) []store.Run {
+	var out []store.Run
+	for _, r := range all {
+		finished := r.FinishedAt
+		if finished.IsZero() {
+			finished = r.UpdatedAt
+		}
+		if (r.Status == store.RunSucceeded || r.Status == store.RunFailed) && finished.Before(before) && r.CreatedAt.Before(before) {
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, func(a, b store.Run) int {
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
+	})
+	if limit <= 0 {
+		limit = 1000
+	}
+	return out[:min(limit, len(out))]
+}
+
+// pruneRuns calls PruneRuns and checks that it deleted exactly the runs
+// prunedRuns names, that GetRun no longer finds them and that ListRuns,
+// through every kind of filter, lists exactly the others. It returns the
+// runs left.
+func pruneRuns(t *testing.T, s store.Store, all []store.Run, before time.Time, limit int) []store.Run {
+	t.Helper()
+	ctx := t.Context()
+	what := fmt.Sprintf("PruneRuns(%v, %d)", before, limit)
+	want := prunedRuns(all, before, limit)
+	n, err := s.PruneRuns(ctx, before, limit)
+	must(t, what, err)
+	if n != len(want) {
+		t.Fatalf("%s deleted %d runs, want %d (%q)", what, n, len(want), ids(want, runID))
+	}
+	left := slices.DeleteFunc(slices.Clone(all), func(r store.Run) bool {
+		return slices.ContainsFunc(want, func(p store.Run) bool { return p.ID == r.ID })
+	})
+	for _, r := range want {
+		_, err := s.GetRun(ctx, "", r.ID)
+		wantErr(t, fmt.Sprintf("GetRun %s after %s", r.ID, what), err, store.ErrNotFound)
+	}
+	for _, r := range left {
+		got, err := s.GetRun(ctx, r.TenantID, r.ID)
+		must(t, fmt.Sprintf("GetRun %s after %s", r.ID, what), err)
+		same(t, fmt.Sprintf("GetRun %s after %s", r.ID, what), normRun, got, r)
+	}
+	checkRunLists(t, s, left, []store.RunFilter{
+		{},
+		{Limit: 1000},
+		{TenantID: "t1"},
+		{TenantID: "t2", Limit: 3},
+		{TenantID: "t1:x"},
+		{TenantID: "t4"},
+		{TriggerID: "tr1"},
+		{TriggerID: "tr2"},
+		{TriggerID: "tr4", Limit: 2},
+		{AgentID: "ag1"},
+		{AgentID: "ag3"},
+		{TenantID: "t1", EventID: "ev1"},
+		{TenantID: "t2", EventID: "ev2"},
+		{TenantID: "t1:x", EventID: "ev0"},
+		{TenantID: "t4", EventID: "ev1"},
+		{Status: store.RunSucceeded},
+		{Status: store.RunFailed},
+		{Status: store.RunClaimed},
+		{Status: store.RunStarted},
+		{TenantID: "t1", TriggerID: "tr2", Status: store.RunFailed},
+	})
+	return left
+}
+
+// testRunPrune prunes runs of several tenants, step by step: each step
+// deletes exactly the oldest runs that finished before its cut-off, up to
+// its limit, and every list follows. Runs that have not finished, and
+// runs that finished at or after the cut-off, stay.
+func testRunPrune(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	// After the runs at tieTime, which tie as float64 unix nanoseconds.
+	before := tieTime.Add(time.Hour)
+	if n, err := s.PruneRuns(ctx, before, 0); err != nil || n != 0 {
+		t.Fatalf("PruneRuns on an empty store = %d, %v; want 0", n, err)
+	}
+	var all []store.Run
+	create := func(r store.Run) store.Run {
+		t.Helper()
+		created, err := s.CreateRun(ctx, r)
+		must(t, "CreateRun "+r.ID, err)
+		all = append(all, created)
+		return created
+	}
+	tenants := []string{"t1", "t2", "t1:x"}
+	// Finished long ago: created out of order, an hour apart, finished a
+	// minute after creation.
+	for i := range 12 {
+		j := i * 5 % 12
+		r := run(tenants[j%3], fmt.Sprintf("old%02d", j*7%12), fmt.Sprintf("ev%d", j%4), []string{"tr1", "tr2"}[j%2],
+			[]string{"ag1", "ag2", "ag3"}[j%3], []store.RunStatus{store.RunSucceeded, store.RunFailed}[j%2], base.Add(time.Duration(j)*time.Hour))
+		r.StartedAt = r.CreatedAt.Add(time.Second)
+		r.FinishedAt = r.CreatedAt.Add(time.Minute).In(pdt)
+		create(r)
+	}
+	// Without a FinishedAt, the UpdatedAt counts: long ago, and at the
+	// cut-off.
+	noFinish := run("t1", "no-finish-old", "ev1", "tr1", "ag1", store.RunSucceeded, base.Add(-time.Hour))
+	noFinish.UpdatedAt = base.Add(-30 * time.Minute)
+	create(noFinish)
+	noFinish = run("t2", "no-finish-recent", "ev2", "tr2", "ag2", store.RunFailed, base.Add(-time.Hour+1))
+	noFinish.UpdatedAt = before
+	create(noFinish)
+	// Finished a nanosecond before the cut-off, and at the cut-off.
+	edge := run("t1", "edge-before", "ev1", "tr2", "ag3", store.RunFailed, base.Add(90*time.Minute))
+	edge.FinishedAt = before.Add(-1).In(pdt)
+	create(edge)
+	edge = run("t1:x", "edge-at", "ev0", "tr1", "ag1", store.RunSucceeded, base.Add(90*time.Minute+1))
+	edge.FinishedAt = before
+	create(edge)
+	// Not finished, however old (one started has a FinishedAt: the status
+	// decides).
+	create(run("t1", "claimed-old", "ev1", "tr1", "ag1", store.RunClaimed, base.Add(-3*time.Hour)))
+	startedOld := run("t2", "started-old", "ev2", "tr2", "ag2", store.RunStarted, base.Add(-2*time.Hour))
+	startedOld.FinishedAt = base.Add(-2 * time.Hour).Add(time.Minute)
+	startedOld = create(startedOld)
+	// Nanoseconds apart where float64 unix nanoseconds are 512 apart, ids
+	// in the opposite order.
+	for k := range 5 {
+		r := run("t4", fmt.Sprintf("tie%d", 5-k), "ev1", "tr4", "ag4", store.RunSucceeded, tieTime.Add(time.Duration(k)))
+		r.FinishedAt = r.CreatedAt.Add(time.Minute)
+		create(r)
+	}
+	// Created after the cut-off.
+	for k := range 3 {
+		r := run(tenants[k], fmt.Sprintf("recent%d", k), "ev1", "tr1", "ag1", store.RunSucceeded, before.Add(time.Duration(k)))
+		r.FinishedAt = r.CreatedAt.Add(time.Second)
+		create(r)
+	}
+	create(run("t1", "recent-claimed", "ev1", "tr2", "ag2", store.RunClaimed, before.Add(time.Hour)))
+
+	// An earlier cut-off first: only what finished before it goes.
+	all = pruneRuns(t, s, all, base.Add(150*time.Minute), 0)
+	// A run that finishes becomes prunable.
+	startedOld.Status = store.RunSucceeded
+	startedOld, err := s.UpdateRun(ctx, startedOld)
+	must(t, "UpdateRun started-old", err)
+	all[slices.IndexFunc(all, func(r store.Run) bool { return r.ID == "started-old" })] = startedOld
+	// Small steps; one ends among the runs that tie as float64.
+	for _, limit := range []int{3, 4, 6, 0} {
+		all = pruneRuns(t, s, all, before, limit)
+	}
+	if got := prunedRuns(all, before, 0); len(got) != 0 {
+		t.Fatalf("runs left to prune before the cut-off: %q", ids(got, runID))
+	}
+	all = pruneRuns(t, s, all, before, 0) // nothing left: 0
+	// A later cut-off takes the recent ones; the unfinished runs stay.
+	all = pruneRuns(t, s, all, before.Add(24*time.Hour), 0)
+	if got, want := ids(all, runID), []string{"claimed-old", "recent-claimed"}; !slices.Equal(got, want) {
+		t.Fatalf("runs left after pruning everything finished: %q, want %q", got, want)
+	}
+}
+
+// testRunCreateAfterPrune creates pruned runs again, earlier and with
+// another tenant, trigger, agent and event: they are created anew, listed
+// once and where they now belong (no index entry of the pruned runs is
+// left), and pruned again once finished.
+func testRunCreateAfterPrune(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	cutoff := base.Add(24 * time.Hour)
+	var all []store.Run
+	for i, id := range []string{"r1", "r2"} {
+		r := run("t1", id, "ev1", "tr1", "ag1", []store.RunStatus{store.RunSucceeded, store.RunFailed}[i], base.Add(time.Duration(2+i)*time.Hour))
+		r.FinishedAt = r.CreatedAt.Add(time.Minute)
+		created, err := s.CreateRun(ctx, r)
+		must(t, "CreateRun "+id, err)
+		all = append(all, created)
+	}
+	keeper, err := s.CreateRun(ctx, run("t1", "keeper", "ev1", "tr1", "ag1", store.RunStarted, base.Add(time.Hour)))
+	must(t, "CreateRun keeper", err)
+	all = append(all, keeper)
+	all = pruneRuns(t, s, all, cutoff, 0)
+
+	r1, err := s.CreateRun(ctx, run("t2", "r1", "ev2", "tr2", "ag2", store.RunClaimed, base))
+	must(t, "CreateRun r1 after it was pruned", err)
+	r2, err := s.CreateRun(ctx, run("t1", "r2", "ev1", "tr1", "ag1", store.RunClaimed, base.Add(30*time.Minute)))
+	must(t, "CreateRun r2 after it was pruned", err)
+	if r1.Version != 1 || r2.Version != 1 {
+		t.Fatalf("runs created again: versions %d and %d, want 1", r1.Version, r2.Version)
+	}
+	all = append(all, r1, r2)
+	all = pruneRuns(t, s, all, cutoff, 0) // none finished: 0
+	_, err = s.CreateRun(ctx, run("t1", "r1", "ev1", "tr1", "ag1", store.RunClaimed, base))
+	wantErr(t, "CreateRun of a run created again", err, store.ErrConflict)
+
+	r1.Status, r1.FinishedAt = store.RunSucceeded, base.Add(time.Minute)
+	r1, err = s.UpdateRun(ctx, r1)
+	must(t, "UpdateRun r1", err)
+	all[slices.IndexFunc(all, func(r store.Run) bool { return r.ID == "r1" })] = r1
+	all = pruneRuns(t, s, all, cutoff, 0)
+	if got, want := ids(all, runID), []string{"keeper", "r2"}; !slices.Equal(got, want) {
+		t.Fatalf("runs left: %q, want %q", got, want)
+	}
+}
+
 // Events.
 
 func testEventPutGet(t *testing.T, s store.Store) {
@@ -1268,6 +1473,149 @@ func testEventConcurrentPuts(t *testing.T, s store.Store) {
 	m.check(t, s, "t1", "common", 0)
 	for i := range n {
 		m.check(t, s, "t1", fmt.Sprintf("tr%d", i), 0)
+	}
+}
+
+// pruned is what PruneEvents(before, limit) must delete of the model:
+// the records dispatched before before, oldest first (then by tenant and
+// event id), at most limit (1000 if not positive).
+func (m eventModel) pruned(before time.Time, limit int) []store.EventRecord {
+	var out []store.EventRecord
+	for _, e := range m {
+		if e.DispatchedAt.Before(before) {
+			out = append(out, e)
+		}
+	}
+	slices.SortFunc(out, func(a, b store.EventRecord) int {
+		return cmp.Or(a.DispatchedAt.Compare(b.DispatchedAt), cmp.Compare(a.TenantID+"\x00"+a.EventID, b.TenantID+"\x00"+b.EventID))
+	})
+	if limit <= 0 {
+		limit = 1000
+	}
+	return out[:min(limit, len(out))]
+}
+
+// prune calls PruneEvents and checks that it deleted exactly the records
+// pruned names, that GetEvent no longer finds them, and that GetEvent and
+// ListTriggerEvents find exactly the others; it removes them from the
+// model.
+func (m eventModel) prune(t *testing.T, s store.Store, before time.Time, limit int, tenants, triggers []string) {
+	t.Helper()
+	ctx := t.Context()
+	what := fmt.Sprintf("PruneEvents(%v, %d)", before, limit)
+	want := m.pruned(before, limit)
+	n, err := s.PruneEvents(ctx, before, limit)
+	must(t, what, err)
+	if n != len(want) {
+		t.Fatalf("%s deleted %d records, want %d (%q)", what, n, len(want), ids(want, eventID))
+	}
+	for _, e := range want {
+		delete(m, e.TenantID+"\x00"+e.EventID)
+		_, err := s.GetEvent(ctx, e.TenantID, e.EventID)
+		wantErr(t, fmt.Sprintf("GetEvent %s after %s", eventID(e), what), err, store.ErrNotFound)
+	}
+	for _, e := range m {
+		got, err := s.GetEvent(ctx, e.TenantID, e.EventID)
+		must(t, fmt.Sprintf("GetEvent %s after %s", eventID(e), what), err)
+		same(t, fmt.Sprintf("GetEvent %s after %s", eventID(e), what), normEvent, got, e)
+	}
+	for _, tenant := range tenants {
+		for _, tr := range triggers {
+			m.check(t, s, tenant, tr, 0)
+		}
+	}
+	m.check(t, s, "t1", "trA", 2)
+}
+
+// testEventPrune prunes the records of several tenants, step by step:
+// each step deletes exactly the oldest records dispatched before its
+// cut-off, up to its limit, and the triggers' lists follow. A record
+// dispatched again since stays if that was at or after the cut-off.
+func testEventPrune(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	// After the records at tieTime, which tie as float64 unix nanoseconds.
+	before := tieTime.Add(time.Hour)
+	if n, err := s.PruneEvents(ctx, before, 0); err != nil || n != 0 {
+		t.Fatalf("PruneEvents on an empty store = %d, %v; want 0", n, err)
+	}
+	m := eventModel{}
+	tenants := []string{"t1", "t2", "t1:x", "t4"}
+	triggers := []string{"trA", "trB", "trC", "tr4"}
+	// Dispatched long ago, out of order, a minute apart.
+	for i := range 15 {
+		j := i * 4 % 15
+		trs := []string{[]string{"trA", "trB", "trC"}[j%3]}
+		if j%2 == 0 {
+			trs = append(trs, "trA") // two outcomes for one trigger, or another trigger
+		}
+		m.put(t, s, event(tenants[j%3], fmt.Sprintf("e%02d", j*7%15), base.Add(time.Duration(j)*time.Minute).In(pdt), trs...))
+	}
+	// Dispatched long ago, then again after the cut-off: it stays.
+	m.put(t, s, event("t1", "again-late", base.Add(-time.Hour), "trA", "trB"))
+	m.put(t, s, event("t1", "again-late", before.Add(time.Minute), "trC"))
+	// Dispatched after the cut-off, then again (earlier) long ago.
+	m.put(t, s, event("t2", "again-early", before.Add(2*time.Minute), "trA"))
+	m.put(t, s, event("t2", "again-early", base.Add(-2*time.Hour), "trB"))
+	// A nanosecond before the cut-off, and at it.
+	m.put(t, s, event("t1", "edge-before", before.Add(-1).In(pdt), "trA"))
+	m.put(t, s, event("t1:x", "edge-at", before, "trA"))
+	// Nanoseconds apart where float64 unix nanoseconds are 512 apart, ids
+	// in the opposite order.
+	for k := range 5 {
+		m.put(t, s, event("t4", fmt.Sprintf("tie%d", 5-k), tieTime.Add(time.Duration(k)), "tr4"))
+	}
+	// Dispatched after the cut-off.
+	for k := range 3 {
+		m.put(t, s, event(tenants[k], fmt.Sprintf("recent%d", k), before.Add(time.Duration(k)), "trA", "trB"))
+	}
+
+	// An earlier cut-off first.
+	m.prune(t, s, base.Add(5*time.Minute+1), 0, tenants, triggers)
+	// Small steps; one ends among the records that tie as float64.
+	for _, limit := range []int{3, 4, 6, 0} {
+		m.prune(t, s, before, limit, tenants, triggers)
+	}
+	if got := m.pruned(before, 0); len(got) != 0 {
+		t.Fatalf("records left to prune before the cut-off: %q", ids(got, eventID))
+	}
+	m.prune(t, s, before, 0, tenants, triggers) // nothing left: 0
+	if _, ok := m["t1\x00again-late"]; !ok {
+		t.Fatal("the record dispatched again after the cut-off was pruned")
+	}
+	m.prune(t, s, before.Add(24*time.Hour), 0, tenants, triggers)
+	if len(m) != 0 {
+		t.Fatalf("%d records left after pruning everything", len(m))
+	}
+}
+
+// testEventPutAfterPrune puts pruned records again, earlier and with
+// other outcomes: only the new outcomes' triggers list them, and they are
+// pruned again by their new DispatchedAt.
+func testEventPutAfterPrune(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	tenants, triggers := []string{"t1", "t2"}, []string{"trA", "trB", "trC"}
+	m := eventModel{}
+	m.put(t, s, event("t1", "e1", base, "trA", "trB"))
+	m.put(t, s, event("t1", "e2", base.Add(time.Second), "trA"))
+	m.put(t, s, event("t2", "e1", base.Add(time.Hour), "trA"))
+	m.prune(t, s, base.Add(time.Minute), 0, tenants, triggers)
+
+	m.put(t, s, event("t1", "e1", base.Add(-time.Hour), "trC"))
+	m.put(t, s, event("t1", "e2", base.Add(2*time.Hour), "trB"))
+	for _, tenant := range tenants {
+		for _, tr := range triggers {
+			m.check(t, s, tenant, tr, 0)
+		}
+	}
+	got, err := s.GetEvent(ctx, "t1", "e1")
+	must(t, "GetEvent e1 put again", err)
+	same(t, "GetEvent e1 put again", normEvent, got, m["t1\x00e1"])
+	m.prune(t, s, base.Add(-2*time.Hour), 0, tenants, triggers) // nothing that old: 0
+	m.prune(t, s, base, 0, tenants, triggers)
+	m.prune(t, s, base.Add(3*time.Hour), 1, tenants, triggers)
+	m.prune(t, s, base.Add(3*time.Hour), 1, tenants, triggers)
+	if len(m) != 0 {
+		t.Fatalf("%d records left after pruning everything", len(m))
 	}
 }
 
