@@ -111,7 +111,15 @@ type Options struct {
 	MaxStepWaits int
 	// Resync is how often the whole trigger index is reloaded from the
 	// store, besides the change broadcasts.
-	Resync     time.Duration
+	Resync time.Duration
+	// Retention is how long finished runs and event records are kept
+	// (default DefaultRetention); every PruneInterval (default
+	// DefaultPruneInterval) older ones are deleted. Keep it at least as
+	// long as the events stream and the delivery archive keep what could
+	// start the same run again: a pruned run no longer stops it.
+	Retention     time.Duration
+	PruneInterval time.Duration
+
 	Logger     zerolog.Logger
 	Registerer prometheus.Registerer
 	Now        func() time.Time
@@ -157,6 +165,12 @@ func New(o Options) (*Dispatcher, error) {
 	if o.Resync <= 0 {
 		o.Resync = DefaultResync
 	}
+	if o.Retention <= 0 {
+		o.Retention = DefaultRetention
+	}
+	if o.PruneInterval <= 0 {
+		o.PruneInterval = DefaultPruneInterval
+	}
 	if o.MaxStepWait <= 0 {
 		o.MaxStepWait = DefaultMaxStepWait
 	}
@@ -192,7 +206,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	errs := make(chan error, 6)
+	errs := make(chan error, 7)
 	run := func(name string, fn func(ctx context.Context) error) {
 		wg.Add(1)
 		go func() {
@@ -241,6 +255,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 			AckWait: d.o.AckWait, MaxDeliver: d.o.MaxDeliver, Concurrency: 2,
 		}, d.handleResult)
 	})
+	run("prune", d.pruneLoop)
 	run("resync", func(ctx context.Context) error {
 		t := time.NewTicker(d.o.Resync)
 		defer t.Stop()

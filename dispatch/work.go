@@ -376,6 +376,7 @@ type metrics struct {
 	pushes       *prometheus.CounterVec
 	waits        prometheus.Counter
 	dead         prometheus.Counter
+	pruned       *prometheus.CounterVec
 	startLatency prometheus.Histogram
 }
 
@@ -399,6 +400,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		dead: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "triggerd_dispatch_dead_letters_total", Help: "Messages dead-lettered by the dispatcher.",
 		}),
+		pruned: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "triggerd_dispatch_pruned_total", Help: "Finished runs and event records deleted past the retention, by record (run, event).",
+		}, []string{"record"}),
 		startLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "triggerd_dispatch_start_latency_seconds",
 			Help:    "Time from a webhook's receipt to its agent run being published.",
@@ -406,7 +410,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.outcomes, m.skipped, m.steps, m.pushes, m.waits, m.dead, m.startLatency} {
+		for _, c := range []prometheus.Collector{m.outcomes, m.skipped, m.steps, m.pushes, m.waits, m.dead, m.pruned, m.startLatency} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("register dispatch metrics: %w", err)
 			}

@@ -64,6 +64,7 @@ type dispatchConfig struct {
 	AckWait           time.Duration
 	MaxDeliver        int
 	StepTimeout       time.Duration
+	RunRetention      time.Duration
 	ReconcileInterval time.Duration
 	PollInterval      time.Duration
 	AllowPrivateURLs  bool
@@ -75,6 +76,7 @@ func (d *dispatchConfig) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&d.AckWait, "dispatch-ack-wait", dispatch.DefaultAckWait, "how long a worker may hold an event without a heartbeat before another worker gets it")
 	fs.IntVar(&d.MaxDeliver, "dispatch-max-deliver", dispatch.DefaultMaxDeliver, "deliveries of one message before it is dead-lettered")
 	fs.DurationVar(&d.StepTimeout, "step-timeout", dispatch.DefaultStepTimeout, "bound on one pipeline tool step")
+	fs.DurationVar(&d.RunRetention, "run-retention", dispatch.DefaultRetention, "how long finished runs and the records of why each event did or did not start an agent are kept (at least --event-retention and --archive-retention)")
 	fs.DurationVar(&d.ReconcileInterval, "reconcile-interval", 5*time.Minute, "how often registered webhooks are compared with upstream and repaired (one process at a time)")
 	fs.DurationVar(&d.PollInterval, "poll-interval", time.Minute, "how often polled kinds (new_gist, account-wide new_mention) are polled, one process at a time per account; GitHub's X-Poll-Interval can lengthen it (0: never)")
 	fs.BoolVar(&d.AllowPrivateURLs, "allow-private-agent-urls", false, "let HTTP agents' URLs resolve to loopback or private addresses (for agents on the same host or network; off blocks SSRF)")
@@ -157,6 +159,10 @@ func parseConfig(args []string, lookup func(string) (string, bool), stderr io.Wr
 	}
 	if c.SpoolMaxBytes < 0 {
 		return c, nil, errors.New("--spool-max-bytes must be 0 (no spool) or positive")
+	}
+	if keep := max(c.EventRetention, c.ArchiveRetention); c.Dispatch.RunRetention < keep {
+		return c, nil, fmt.Errorf("--run-retention %s is shorter than the %s events or deliveries are kept (--event-retention, --archive-retention): "+
+			"a delivery redelivered after its runs were pruned would start its agents again; set it to %s or more", c.Dispatch.RunRetention, keep, keep)
 	}
 	if c.CommitTimeout <= 0 || c.ShutdownTimeout <= 0 {
 		return c, nil, errors.New("--commit-timeout and --shutdown-timeout must be positive")

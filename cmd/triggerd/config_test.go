@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/triggerd/triggerd/ingest"
 )
@@ -241,5 +242,19 @@ func TestEmptySecretSourcesAreRefused(t *testing.T) {
 	}
 	if _, _, err := loadSecrets(codeHostSecret, "", data, noEnv); err == nil || !strings.Contains(err.Error(), "delete it to have a new secret generated") {
 		t.Fatalf("emptied generated file: %v", err)
+	}
+}
+
+// Runs must outlive what could start them again: a retention shorter than
+// the events' or the archive's is refused with the length to use.
+func TestRunRetentionShorterThanTheArchiveIsAnError(t *testing.T) {
+	none := func(string) (string, bool) { return "", false }
+	_, _, err := parseConfig([]string{"--run-retention", "100h"}, none, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "--run-retention 100h0m0s is shorter than the 168h0m0s") || !strings.Contains(err.Error(), "set it to 168h0m0s or more") {
+		t.Fatalf("err = %v", err)
+	}
+	cfg, _, err := parseConfig([]string{"--run-retention", "72h", "--event-retention", "72h", "--archive-retention", "72h"}, none, io.Discard)
+	if err != nil || cfg.Dispatch.RunRetention != 72*time.Hour {
+		t.Fatalf("run retention %s, err %v; want 72h accepted", cfg.Dispatch.RunRetention, err)
 	}
 }

@@ -42,7 +42,7 @@ func newDispatch(cfg config, b *bus.Bus, st store.Store, acct *accounts.Service,
 	d, err := dispatch.New(dispatch.Options{
 		Store: st, Queue: b, Steps: runner, Secrets: vault, Pusher: pusher,
 		AckWait: dc.AckWait, MaxDeliver: dc.MaxDeliver, Concurrency: dc.Concurrency, StepTimeout: dc.StepTimeout,
-		Logger: log, Registerer: reg,
+		Retention: dc.RunRetention, Logger: log, Registerer: reg,
 	})
 	if err != nil {
 		return nil, err
