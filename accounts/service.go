@@ -18,10 +18,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -599,16 +601,79 @@ func (s *Service) Token(ctx context.Context, tenantID, id string) (*oauth2.Token
 // Client returns an *http.Client that sends the account's access token
 // (see Token) as a bearer token and does not follow redirects (a 3xx comes
 // back as the response). Its base transport is the one of the
-// oauth2.HTTPClient in ctx, if any. The token is not refreshed during the
-// client's life: get a client per job.
+// oauth2.HTTPClient in ctx, if any. The token is not refreshed ahead of
+// its expiry during the client's life (get a client per job), but a token
+// the provider refuses is: on a 401 the client tells Rejected, and sends
+// the refused request once more with the token it gets, which is safe
+// whatever the method (a refused request took no effect) when its body
+// can be sent again. When the account can get no other token, the 401
+// comes back and the account is marked needs_reauth.
 func (s *Service) Client(ctx context.Context, tenantID, id string) (*http.Client, store.Account, error) {
 	tok, acc, err := s.Token(ctx, tenantID, id)
 	if err != nil {
 		return nil, acc, err
 	}
-	c := oauth2.NewClient(ctx, oauth2.StaticTokenSource(tok))
-	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	base := oauth2.NewClient(ctx, nil).Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	t := &rejectingTransport{svc: s, tenantID: tenantID, id: id, base: base, tok: tok}
+	c := &http.Client{Transport: t, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	return c, acc, nil
+}
+
+// rejectingTransport adds an account's token to requests, and replaces
+// the token when the provider refuses it (see Client).
+type rejectingTransport struct {
+	svc          *Service
+	tenantID, id string
+	base         http.RoundTripper
+
+	mu  sync.Mutex
+	tok *oauth2.Token
+}
+
+func (t *rejectingTransport) token() *oauth2.Token {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.tok
+}
+
+func (t *rejectingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	tok := t.token()
+	resp, err := t.send(req, tok, req.Body)
+	if err != nil || resp.StatusCode != http.StatusUnauthorized {
+		return resp, err
+	}
+	next, rerr := t.svc.Rejected(req.Context(), t.tenantID, t.id, tok.AccessToken)
+	if rerr != nil || next == nil || next.AccessToken == tok.AccessToken {
+		// Marked needs_reauth, or no answer from the store or the
+		// provider: the caller gets the 401 and the next job tries again.
+		return resp, nil
+	}
+	t.mu.Lock()
+	t.tok = next
+	t.mu.Unlock()
+	body := req.Body
+	if body != nil && body != http.NoBody {
+		if req.GetBody == nil {
+			return resp, nil // the body is spent; the next request uses the new token
+		}
+		if body, err = req.GetBody(); err != nil {
+			return resp, nil
+		}
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	return t.send(req, next, body)
+}
+
+// send sends a copy of req with tok and body.
+func (t *rejectingTransport) send(req *http.Request, tok *oauth2.Token, body io.ReadCloser) (*http.Response, error) {
+	r := req.Clone(req.Context())
+	r.Body = body
+	tok.SetAuthHeader(r)
+	return t.base.RoundTrip(r)
 }
 
 // Rejected tells the service that the provider refused accessToken, a

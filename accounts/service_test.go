@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -1122,5 +1123,77 @@ func TestRejectedTokenNeedsReauth(t *testing.T) {
 	}
 	if c := f.code.counts(); c.refreshes != 1 {
 		t.Fatalf("%d refreshes, want 1 (no retry storm)", c.refreshes)
+	}
+}
+
+// A client's request the provider refuses with 401 is sent once more with
+// the token Rejected gets, body included; an account with no other token
+// gets the 401 back and is marked needs_reauth.
+func TestClientReplacesARefusedToken(t *testing.T) {
+	f := newFixture(t)
+	acc := f.connect("t1", "codehost", octocat)
+	dep := f.connect("t1", "deploy", connectors.Identity{ExternalID: "team_1", Login: "acme"})
+	ctx := context.Background()
+	old, _, err := f.svc.Token(ctx, "t1", acc.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	depTok, _, err := f.svc.Token(ctx, "t1", dep.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var refused int
+	var bodies []string
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		defer mu.Unlock()
+		if auth := r.Header.Get("Authorization"); auth == "Bearer "+old.AccessToken || auth == "Bearer "+depTok.AccessToken {
+			refused++
+			http.Error(w, `{"message":"Bad credentials"}`, http.StatusUnauthorized)
+			return
+		}
+		bodies = append(bodies, r.Method+" "+string(b))
+	}))
+	t.Cleanup(api.Close)
+
+	c, _, err := f.svc.Client(ctx, "t1", acc.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		resp, err := c.Post(api.URL+"/repos/o/r/hooks", "application/json", strings.NewReader(fmt.Sprintf(`{"n":%d}`, i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("request %d: %d, want 200 with the refreshed token", i, resp.StatusCode)
+		}
+	}
+	mu.Lock()
+	if refused != 1 || len(bodies) != 2 || bodies[0] != `POST {"n":0}` || bodies[1] != `POST {"n":1}` {
+		t.Fatalf("refused %d, bodies %q; want one refusal, then both bodies with the new token", refused, bodies)
+	}
+	mu.Unlock()
+	if c := f.code.counts(); c.refreshes != 1 {
+		t.Fatalf("%d refreshes, want 1", c.refreshes)
+	}
+
+	c, _, err = f.svc.Client(ctx, "t1", dep.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.Get(api.URL + "/v9/projects")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("unrefreshable: %d, want the 401 back", resp.StatusCode)
+	}
+	if _, _, err := f.svc.Client(ctx, "t1", dep.ID); !errors.Is(err, ErrNeedsReauth) {
+		t.Fatalf("Client after the refusal: err = %v, want ErrNeedsReauth", err)
 	}
 }
