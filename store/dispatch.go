@@ -64,7 +64,7 @@ type TriggerStatus string
 const (
 	TriggerActive TriggerStatus = "active"
 	// TriggerInactive: the platform stopped the trigger (its account was
-	// removed, its hook could not be registered); StatusReason says why.
+	// removed); StatusReason says why.
 	TriggerInactive TriggerStatus = "inactive"
 )
 
@@ -82,8 +82,11 @@ type Trigger struct {
 	Params json.RawMessage `json:"params,omitempty"`
 	Filter string          `json:"filter,omitempty"`
 	Status TriggerStatus   `json:"status"`
-	// StatusCode classifies an inactive trigger ("account_removed",
-	// "hook_failed"); StatusReason says it in words.
+	// StatusCode classifies an inactive trigger ("account_removed");
+	// StatusReason says it in words. A webhook that cannot be registered
+	// or repaired shows on its Hook (HookFailing, with the reason), not
+	// here: the trigger stays active, takes the events of its other hooks,
+	// and those of this one once the reconciler repairs it.
 	StatusCode   string    `json:"status_code,omitempty"`
 	StatusReason string    `json:"status_reason,omitempty"`
 	CreatedAt    time.Time `json:"created_at"`
