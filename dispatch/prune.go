@@ -32,29 +32,31 @@ type Pruned struct {
 func (d *Dispatcher) Prune(ctx context.Context) (Pruned, error) {
 	before := d.o.Now().Add(-d.o.Retention)
 	var p Pruned
-	for {
-		n, err := d.o.Store.PruneRuns(ctx, before, pruneBatch)
-		p.Runs += n
-		d.metrics.pruned.WithLabelValues("run").Add(float64(n))
-		if err != nil {
-			return p, fmt.Errorf("prune runs finished before %s: %w", before.UTC().Format(time.RFC3339), err)
-		}
-		if n < pruneBatch {
-			break
-		}
+	var err error
+	p.Runs, err = d.pruneAll(ctx, "run", before, d.o.Store.PruneRuns)
+	if err != nil {
+		return p, fmt.Errorf("prune runs finished before %s: %w", before.UTC().Format(time.RFC3339), err)
 	}
-	for {
-		n, err := d.o.Store.PruneEvents(ctx, before, pruneBatch)
-		p.Events += n
-		d.metrics.pruned.WithLabelValues("event").Add(float64(n))
-		if err != nil {
-			return p, fmt.Errorf("prune event records dispatched before %s: %w", before.UTC().Format(time.RFC3339), err)
-		}
-		if n < pruneBatch {
-			break
-		}
+	p.Events, err = d.pruneAll(ctx, "event", before, d.o.Store.PruneEvents)
+	if err != nil {
+		return p, fmt.Errorf("prune event records dispatched before %s: %w", before.UTC().Format(time.RFC3339), err)
 	}
 	return p, nil
+}
+
+// pruneAll calls prune in batches until a batch comes back short, and
+// counts the records deleted.
+func (d *Dispatcher) pruneAll(ctx context.Context, record string, before time.Time,
+	prune func(ctx context.Context, before time.Time, limit int) (int, error)) (int, error) {
+	total := 0
+	for {
+		n, err := prune(ctx, before, pruneBatch)
+		total += n
+		d.metrics.pruned.WithLabelValues(record).Add(float64(n))
+		if err != nil || n < pruneBatch {
+			return total, err
+		}
+	}
 }
 
 // pruneLoop runs Prune at start and every PruneInterval until ctx ends.

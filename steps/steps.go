@@ -170,6 +170,15 @@ func (r *Runner) Run(ctx context.Context, tenantID, id, accountID string, input 
 	if err != nil {
 		return nil, err
 	}
+	var w *watch
+	if probe {
+		// Deferred, so that a step that panics does not leave the
+		// circuit probing for ever.
+		defer func() {
+			sent, answered := w.outcome()
+			r.breaker.done(accountID, sent, answered)
+		}()
+	}
 	out, w, err := e.runAs(ctx, r.breaker, tok, info, input)
 	var marked bool
 	if w.refused {
@@ -185,9 +194,6 @@ func (r *Runner) Run(ctx context.Context, tenantID, id, accountID string, input 
 			out, again, err = e.runAs(ctx, r.breaker, next, info, input)
 			w.add(again)
 		}
-	}
-	if probe {
-		r.breaker.done(accountID, w.sent, w.answered)
 	}
 	if err != nil {
 		ce := stepError(ctx, err)
@@ -273,6 +279,17 @@ func (w *watch) RoundTrip(req *http.Request) (*http.Response, error) {
 // safeMethod reports whether a request with this method changes nothing.
 func safeMethod(m string) bool {
 	return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions
+}
+
+// outcome says whether a request was sent, and whether one was answered
+// (not with a 5xx); nil saw nothing.
+func (w *watch) outcome() (sent, answered bool) {
+	if w == nil {
+		return false, false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.sent, w.answered
 }
 
 // add takes in what another watch of the same step saw.

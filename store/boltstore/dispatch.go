@@ -816,27 +816,44 @@ func (s *Store) UpdateRun(ctx context.Context, r store.Run) (store.Run, error) {
 // store.DefaultPruneLimit runs, so that the dispatcher's writes are not
 // held up long.
 func (s *Store) PruneRuns(ctx context.Context, before time.Time, limit int) (int, error) {
+	n, err := prune(ctx, s.db, bucketRunTime, bucketRuns, before, limit,
+		func(r store.Run) bool { return r.FinishedBefore(before) },
+		func(r store.Run) []byte { return []byte(r.ID) }, runIndexes)
+	if err != nil {
+		return n, fmt.Errorf("boltstore: prune runs: %w", err)
+	}
+	return n, nil
+}
+
+// prune deletes, oldest first, at most limit (store.DefaultPruneLimit if
+// not positive) of the records that the time-ordered index names (by
+// their key in records) with a time before before and that due accepts,
+// with their index entries, and returns how many it deleted. It works in
+// write transactions of at most store.DefaultPruneLimit records, so that
+// other writes are not held up long.
+func prune[T any](ctx context.Context, db *bolt.DB, index, records []byte, before time.Time, limit int,
+	due func(T) bool, key func(T) []byte, indexes func(T) []indexEntry) (int, error) {
 	limit = store.PruneLimit(limit)
 	deleted := 0
 	for deleted < limit {
 		if err := ctx.Err(); err != nil {
-			return deleted, fmt.Errorf("boltstore: prune runs: %w", err)
+			return deleted, err
 		}
 		batch := min(limit-deleted, store.DefaultPruneLimit)
 		n := 0
-		err := s.db.Update(func(tx *bolt.Tx) error {
-			runs := tx.Bucket(bucketRuns)
-			var doomed []store.Run
-			err := oldestFirst(tx.Bucket(bucketRunTime), before, func(id []byte) (bool, error) {
-				r, err := getJSON[store.Run](runs, id)
+		err := db.Update(func(tx *bolt.Tx) error {
+			rb := tx.Bucket(records)
+			var doomed []T
+			err := oldestFirst(tx.Bucket(index), before, func(k []byte) (bool, error) {
+				v, err := getJSON[T](rb, k)
 				if errors.Is(err, store.ErrNotFound) {
 					return true, nil
 				}
 				if err != nil {
 					return false, err
 				}
-				if r.FinishedBefore(before) {
-					doomed = append(doomed, r)
+				if due(v) {
+					doomed = append(doomed, v)
 				}
 				return len(doomed) < batch, nil
 			})
@@ -845,11 +862,11 @@ func (s *Store) PruneRuns(ctx context.Context, before time.Time, limit int) (int
 			}
 			// Deleted after the walk: a cursor does not follow deletions
 			// of keys other than its own.
-			for _, r := range doomed {
-				if err := runs.Delete([]byte(r.ID)); err != nil {
+			for _, v := range doomed {
+				if err := rb.Delete(key(v)); err != nil {
 					return err
 				}
-				if err := deleteIndexes(tx, runIndexes(r)); err != nil {
+				if err := deleteIndexes(tx, indexes(v)); err != nil {
 					return err
 				}
 			}
@@ -857,7 +874,7 @@ func (s *Store) PruneRuns(ctx context.Context, before time.Time, limit int) (int
 			return nil
 		})
 		if err != nil {
-			return deleted, fmt.Errorf("boltstore: prune runs: %w", err)
+			return deleted, err
 		}
 		deleted += n
 		if n < batch {
@@ -1058,53 +1075,13 @@ func (s *Store) ListTriggerEvents(ctx context.Context, tenantID, triggerID strin
 // oldest entry, in write transactions of at most store.DefaultPruneLimit
 // records.
 func (s *Store) PruneEvents(ctx context.Context, before time.Time, limit int) (int, error) {
-	limit = store.PruneLimit(limit)
-	deleted := 0
-	for deleted < limit {
-		if err := ctx.Err(); err != nil {
-			return deleted, fmt.Errorf("boltstore: prune events: %w", err)
-		}
-		batch := min(limit-deleted, store.DefaultPruneLimit)
-		n := 0
-		err := s.db.Update(func(tx *bolt.Tx) error {
-			events := tx.Bucket(bucketEvents)
-			var doomed []store.EventRecord
-			err := oldestFirst(tx.Bucket(bucketEventTime), before, func(k []byte) (bool, error) {
-				e, err := getJSON[store.EventRecord](events, k)
-				if errors.Is(err, store.ErrNotFound) {
-					return true, nil
-				}
-				if err != nil {
-					return false, err
-				}
-				if e.DispatchedAt.Before(before) {
-					doomed = append(doomed, e)
-				}
-				return len(doomed) < batch, nil
-			})
-			if err != nil {
-				return err
-			}
-			for _, e := range doomed {
-				if err := events.Delete(eventKey(e.TenantID, e.EventID)); err != nil {
-					return err
-				}
-				if err := deleteIndexes(tx, eventIndexes(e)); err != nil {
-					return err
-				}
-			}
-			n = len(doomed)
-			return nil
-		})
-		if err != nil {
-			return deleted, fmt.Errorf("boltstore: prune events: %w", err)
-		}
-		deleted += n
-		if n < batch {
-			break
-		}
+	n, err := prune(ctx, s.db, bucketEventTime, bucketEvents, before, limit,
+		func(e store.EventRecord) bool { return e.DispatchedAt.Before(before) },
+		func(e store.EventRecord) []byte { return eventKey(e.TenantID, e.EventID) }, eventIndexes)
+	if err != nil {
+		return n, fmt.Errorf("boltstore: prune events: %w", err)
 	}
-	return deleted, nil
+	return n, nil
 }
 
 // Cursors.
