@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,10 +16,14 @@ import (
 // Prune deletes finished runs and event records past the retention, and
 // keeps a run that is still waiting, whatever its age.
 func TestPruneDeletesFinishedRunsAndKeepsWaitingOnes(t *testing.T) {
-	// A retention of a nanosecond makes every finished run old; the
-	// prune loop's own pass runs once, at start, before any run exists.
-	h := newHarness(t, dispatch.Options{Retention: time.Nanosecond, PruneInterval: time.Hour})
-	h.steps.fail["deploy.create_deployment"] = rateLimited(time.Hour)
+	// The dispatcher's clock is moved two hours on before Prune is
+	// called, so its finished run is then older than the hour kept; the
+	// prune loop's own pass, at start, finds nothing old, whenever it
+	// runs. The waiting run's retry lies past the move.
+	var ahead atomic.Int64
+	now := func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
+	h := newHarness(t, dispatch.Options{Retention: time.Hour, PruneInterval: time.Hour, Now: now})
+	h.steps.fail["deploy.create_deployment"] = rateLimited(10 * time.Hour)
 	h.agent("agent-1", store.PipelineStep{Name: "comment", Step: "codehost.create_comment", Account: "acc1", Input: json.RawMessage(`{}`)})
 	h.agent("agent-2", store.PipelineStep{Name: "deploy", Step: "deploy.create_deployment", Account: "acc1", Input: json.RawMessage(`{}`)})
 	h.trigger("trig-a", "agent-1", triggers.NewIssue, dispatch.Params{Repositories: []string{"octo-org/api"}}, "")
@@ -37,6 +42,10 @@ func TestPruneDeletesFinishedRunsAndKeepsWaitingOnes(t *testing.T) {
 		t.Fatalf("event record before pruning: %v", err)
 	}
 
+	if p, err := h.d.Prune(ctx); err != nil || p != (dispatch.Pruned{}) {
+		t.Fatalf("within the retention: pruned %+v, %v; want nothing", p, err)
+	}
+	ahead.Store(int64(2 * time.Hour))
 	p, err := h.d.Prune(ctx)
 	if err != nil {
 		t.Fatal(err)

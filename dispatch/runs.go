@@ -372,7 +372,7 @@ func (d *Dispatcher) runSteps(ctx context.Context, r store.Run, event []byte, se
 			}
 			s.Status, s.Error, s.RetryAt = store.StepFailed, stepRunError(err), time.Time{}
 			switch {
-			case !waits(err):
+			case !waits(s.Error.Code):
 			case s.Error.Code == string(connectors.CodeRateLimited) && s.Waits >= d.o.MaxStepWaits:
 				s.Error.Message += fmt.Sprintf(" (gave up after waiting %d times for the limit)", s.Waits)
 			case s.Error.Code == string(connectors.CodeRateLimited):
@@ -411,7 +411,7 @@ func (d *Dispatcher) failAt(ctx context.Context, r store.Run, i int, code, msg s
 // refuse without saying for how long.
 const minStepWait = time.Second
 
-// waits reports whether a step that failed with err waits and runs again
+// waits reports whether a step that failed with code waits and runs again
 // instead of failing its run: when a rate limit refused it
 // (rate_limited), or when it was held back unsent because its provider
 // keeps failing the account (unavailable). Nothing took effect either
@@ -422,21 +422,20 @@ const minStepWait = time.Second
 // A rate-limited step waits at most MaxStepWaits times: a budget that is
 // still spent after that many resets will not be soon. A held-back step
 // waits as often as its provider's outage needs, within MaxStepWait.
-func waits(err error) bool {
-	var ce *connectors.Error
-	return errors.As(err, &ce) && (ce.Code == connectors.CodeRateLimited || ce.Code == connectors.CodeUnavailable)
+func waits(code string) bool {
+	return code == string(connectors.CodeRateLimited) || code == string(connectors.CodeUnavailable)
 }
 
 // deferral says whether step s of run r, which failed with err, waits
 // (see waits) instead of failing its run, and until when.
 func (d *Dispatcher) deferral(r store.Run, s store.StepRun, err error) (time.Time, bool) {
 	var ce *connectors.Error
-	if !waits(err) || !errors.As(err, &ce) || (ce.Code == connectors.CodeRateLimited && s.Waits >= d.o.MaxStepWaits) {
+	if !errors.As(err, &ce) || !waits(string(ce.Code)) || (ce.Code == connectors.CodeRateLimited && s.Waits >= d.o.MaxStepWaits) {
 		return time.Time{}, false
 	}
 	wait := max(ce.RetryAfter, minStepWait)
-	// Runs refused together (one account's budget or circuit) should not all come
-	// back at the same instant: up to a tenth more, at most 5 s.
+	// Runs refused together (one account's budget or circuit) should not
+	// all come back at the same instant: up to a tenth more, at most 5 s.
 	wait += rand.N(min(wait/10, 5*time.Second) + 1)
 	until := d.o.Now().Add(wait)
 	if until.Sub(r.StartedAt) > d.o.MaxStepWait {

@@ -121,19 +121,18 @@ func (b *breaker) record(accountID string, failed bool, detail string) {
 	var change *CircuitChange
 	b.mu.Lock()
 	c := b.m[accountID]
-	switch {
-	case !failed && c != nil && !c.probing:
-		// A closed circuit forgets; an open one waits for its probe,
-		// whatever a step that ran before it opened answers now.
-		if c.openUntil.IsZero() {
+	if !failed {
+		// A closed circuit forgets its failures; an open one (probing or
+		// not) waits for its probe, whatever a step that ran before it
+		// opened answers now.
+		if c != nil && c.openUntil.IsZero() {
 			delete(b.m, accountID)
 		}
-	case !failed:
-	case c == nil:
-		c = &circuit{cooldown: b.cooldown}
-		b.m[accountID] = c
-		fallthrough
-	default:
+	} else {
+		if c == nil {
+			c = &circuit{cooldown: b.cooldown}
+			b.m[accountID] = c
+		}
 		c.failures++
 		c.last = detail
 		if c.openUntil.IsZero() && c.failures >= b.threshold {

@@ -46,6 +46,23 @@ func (p *flakyProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprint(w, `{"ok":true}`)
 }
 
+// holdRequests makes requests wait until release; each one arriving is
+// announced on the returned channel (buffered for n).
+func (p *flakyProvider) holdRequests(n int) <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.hold, p.held = make(chan struct{}), make(chan struct{}, n)
+	return p.held
+}
+
+// release lets the held requests, and every later one, through.
+func (p *flakyProvider) release() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	close(p.hold)
+	p.hold = nil
+}
+
 func (p *flakyProvider) count(tok string) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -169,17 +186,12 @@ func TestFailingProviderHoldsBackTheAccountsSteps(t *testing.T) {
 	// steps are held back; its answer closes the circuit.
 	p.failing.Store(false)
 	clock.Advance(time.Minute)
-	p.mu.Lock()
-	p.hold, p.held = make(chan struct{}), make(chan struct{})
-	p.mu.Unlock()
+	held := p.holdRequests(0)
 	probe := make(chan error, 1)
 	go func() { probe <- fetch(r, "acc_gh") }()
-	<-p.held
+	<-held
 	wantCode(t, fetch(r, "acc_gh"), connectors.CodeUnavailable, 6*time.Second)
-	p.mu.Lock()
-	close(p.hold)
-	p.hold = nil
-	p.mu.Unlock()
+	p.release()
 	if err := <-probe; err != nil {
 		t.Fatalf("probe: %v", err)
 	}
@@ -205,31 +217,50 @@ func TestFailingProviderHoldsBackTheAccountsSteps(t *testing.T) {
 // A step called off (its caller went away) says nothing about the
 // provider: it neither counts as a failure nor ends a probe as one.
 func TestCalledOffStepsDoNotOpenTheCircuit(t *testing.T) {
-	r, p, _, changes := newBreakerRunner(t)
-	p.mu.Lock()
-	p.hold, p.held = make(chan struct{}), make(chan struct{}, 10)
-	p.mu.Unlock()
-	for range 5 {
+	r, p, clock, changes := newBreakerRunner(t)
+	calledOff := func() {
+		t.Helper()
+		held := p.holdRequests(1)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() {
 			_, err := r.Run(ctx, "t1", "codehost.fetch", "acc_gh", json.RawMessage(`{}`))
 			done <- err
 		}()
-		<-p.held
+		<-held
 		cancel()
 		if err := <-done; err == nil {
 			t.Fatal("a called-off step succeeded")
 		}
+		p.release()
 	}
-	close(p.hold)
+	for range 5 {
+		calledOff()
+	}
 	if len(*changes) != 0 {
 		t.Fatalf("changes = %+v: called-off steps opened the circuit", *changes)
 	}
-	p.mu.Lock()
-	p.hold = nil
-	p.mu.Unlock()
 	if err := fetch(r, "acc_gh"); err != nil {
 		t.Fatal(err)
+	}
+
+	// Open the circuit, and call its probe off: the circuit stays open
+	// for the next step to probe at once, not for twice as long.
+	p.failing.Store(true)
+	for range 3 {
+		wantCode(t, fetch(r, "acc_gh"), connectors.CodeUpstream, 0)
+	}
+	clock.Advance(30 * time.Second)
+	calledOff()
+	before := p.count("tok-acc_gh")
+	p.failing.Store(false)
+	if err := fetch(r, "acc_gh"); err != nil {
+		t.Fatalf("the step after a called-off probe: %v; want it sent as the next probe", err)
+	}
+	if got := p.count("tok-acc_gh"); got != before+1 {
+		t.Fatalf("provider saw %d more requests, want 1", got-before)
+	}
+	if last := (*changes)[len(*changes)-1]; len(*changes) != 2 || last.Open {
+		t.Fatalf("changes = %+v, want open, then closed by the second probe", *changes)
 	}
 }
