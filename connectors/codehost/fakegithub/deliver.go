@@ -33,8 +33,13 @@ const HookshotUserAgent = "GitHub-Hookshot/fake"
 
 // Delivery is one webhook delivery the fake made (or could not make).
 type Delivery struct {
-	// ID is the X-GitHub-Delivery header, a fresh UUID.
+	// ID is the X-GitHub-Delivery header, a fresh UUID (the original's
+	// for a redelivery).
 	ID string
+	// AttemptID is the attempt's id in the deliveries API, and Redelivery
+	// whether it was asked for there.
+	AttemptID  int64
+	Redelivery bool
 	// HookID is the hook delivered to; TargetType (TargetRepository or
 	// TargetOrganization) and TargetID say what the hook belongs to.
 	HookID     int64
@@ -53,13 +58,17 @@ type Delivery struct {
 	// says why ("" when the receiver answered).
 	StatusCode int
 	Error      string
-	// At is when it was sent, on the fake's clock.
-	At time.Time
+	// At is when it was sent, on the fake's clock; Duration how long the
+	// receiver took (real time).
+	At       time.Time
+	Duration time.Duration
 }
 
 // outgoing is a delivery decided under the lock and sent later.
 type outgoing struct {
 	id                 string
+	attempt            int64
+	redelivery         bool
 	hookID             int64
 	targetType         string
 	targetID           int64
@@ -130,9 +139,11 @@ func (s *Server) emitLocked(hooks []hookAt, event string, payload []byte, now ti
 // launchLocked starts one delivery on a goroutine the Server owns; after
 // Close it records the delivery as refused instead.
 func (s *Server) launchLocked(o outgoing) {
+	o.attempt = s.st.id()
 	if s.closed {
-		s.recordDeliveryLocked(Delivery{ID: o.id, HookID: o.hookID, TargetType: o.targetType, TargetID: o.targetID,
-			Event: o.event, Action: o.action, URL: o.url, Payload: o.payload, Error: "fakegithub: server closed", At: o.at})
+		d := o.delivery()
+		d.Error = "fakegithub: server closed"
+		s.recordDeliveryLocked(d)
 		return
 	}
 	if s.inflight == 0 {
@@ -142,10 +153,16 @@ func (s *Server) launchLocked(o outgoing) {
 	go s.send(o)
 }
 
+// delivery is what the log records of o before it is sent.
+func (o outgoing) delivery() Delivery {
+	return Delivery{ID: o.id, AttemptID: o.attempt, Redelivery: o.redelivery, HookID: o.hookID,
+		TargetType: o.targetType, TargetID: o.targetID, Event: o.event, Action: o.action, URL: o.url,
+		Payload: o.payload, At: o.at}
+}
+
 // send POSTs one delivery, then records it and the hook's last response.
 func (s *Server) send(o outgoing) {
-	d := Delivery{ID: o.id, HookID: o.hookID, TargetType: o.targetType, TargetID: o.targetID,
-		Event: o.event, Action: o.action, URL: o.url, Payload: o.payload, At: o.at}
+	d := o.delivery()
 	body, ctype := o.payload, "application/json"
 	if o.contentType == "form" {
 		body, ctype = []byte("payload="+url.QueryEscape(string(o.payload))), "application/x-www-form-urlencoded"
@@ -167,7 +184,9 @@ func (s *Server) send(o outgoing) {
 		h.Set("X-Hub-Signature", "sha1="+hex.EncodeToString(m.Sum(nil)))
 	}
 	d.Header = h
+	start := time.Now()
 	d.StatusCode, d.Error = s.post(o.url, h, body)
+	d.Duration = time.Since(start)
 
 	s.mu.Lock()
 	defer s.mu.Unlock()

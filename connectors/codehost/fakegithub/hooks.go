@@ -534,6 +534,7 @@ func hookRoutes() []row {
 			row{Route("DELETE " + base + "/{hook_id}"), (*call).deleteHook},
 			row{Route("POST " + base + "/{hook_id}/pings"), (*call).pingHook},
 		)
+		out = append(out, hookDeliveryRoutes(base)...)
 	}
 	return out
 }
