@@ -240,6 +240,9 @@ type hookView struct {
 	StatusReason string           `json:"status_reason,omitempty"`
 	ExternalID   int64            `json:"external_id,omitempty"`
 	CheckedAt    time.Time        `json:"checked_at,omitzero"`
+	// HealedThrough: every delivery GitHub attempted before it was taken,
+	// redelivered or given up on (registry/heal.go).
+	HealedThrough time.Time `json:"healed_through,omitzero"`
 }
 
 type triggerView struct {
@@ -286,6 +289,7 @@ func (a *API) triggerView(c echo.Context, t store.Trigger, withSecret bool) trig
 		v.Hooks = append(v.Hooks, hookView{
 			ID: h.ID, Scope: h.Scope, Target: h.Target, URL: a.o.Registry.HookURL(h), Events: h.Events,
 			Status: h.Status, StatusReason: h.StatusReason, ExternalID: h.ExternalID, CheckedAt: h.CheckedAt,
+			HealedThrough: h.HealedThrough,
 		})
 	}
 	return v

@@ -19,6 +19,7 @@ import (
 	"github.com/triggerd/triggerd/accounts"
 	"github.com/triggerd/triggerd/connectors/codehost"
 	"github.com/triggerd/triggerd/connectors/codehost/fakegithub"
+	"github.com/triggerd/triggerd/internal/testenv"
 	"github.com/triggerd/triggerd/registry"
 	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/store/boltstore"
@@ -56,21 +57,36 @@ type harness struct {
 	// tenant the triggers start.
 	octo  store.Account
 	agent store.Agent
+	// clock is harnessOptions.clock (nil: real time).
+	clock *testenv.Clock
 }
 
 type harnessOptions struct {
 	checkAgentURL func(string) error
+	// receiver answers the fake's deliveries (default: 204 to each).
+	receiver  http.RoundTripper
+	healBatch int
+	// clock, when set, is the time of both the fake and the registry.
+	clock *testenv.Clock
 }
 
 func newHarness(t *testing.T) *harness { return newHarnessWith(t, harnessOptions{}) }
 
 func newHarnessWith(t *testing.T, o harnessOptions) *harness {
 	t.Helper()
+	if o.receiver == nil {
+		o.receiver = answer(http.StatusNoContent)
+	}
+	now := time.Now
+	if o.clock != nil {
+		now = o.clock.Now
+	}
 	gh := fakegithub.New(fakegithub.Options{
+		Now:          now,
 		Authenticate: func(token string) (string, bool) { return strings.CutPrefix(token, "tok-") },
 		// Deliveries (the ping of a new hook) are answered here instead of
 		// resolving triggerd.test.
-		DeliveryClient: &http.Client{Transport: answer(http.StatusNoContent)},
+		DeliveryClient: &http.Client{Transport: o.receiver},
 	})
 	gh.Start()
 	t.Cleanup(gh.Close)
@@ -103,13 +119,15 @@ func newHarnessWith(t *testing.T, o harnessOptions) *harness {
 		PublicURL:      publicURL + "/",
 		CheckAgentURL:  o.checkAgentURL,
 		NewAgentSecret: func() (string, error) { return "whsec_" + rand.Text(), nil },
+		HealBatch:      o.healBatch,
+		Now:            now,
 	})
 	if err != nil {
 		t.Fatalf("registry.New: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
-	h := &harness{t: t, ctx: ctx, gh: gh, st: st, vault: vault, reg: reg, notes: n, faults: f}
+	h := &harness{t: t, ctx: ctx, gh: gh, st: st, vault: vault, reg: reg, notes: n, faults: f, clock: o.clock}
 	h.octo = h.account("octocat", string(triggers.CodeHost))
 	h.agent = h.newAgent("issue bot")
 	return h

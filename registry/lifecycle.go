@@ -110,6 +110,10 @@ type ReconcileReport struct {
 	Repaired int  `json:"repaired"`
 	Removed  int  `json:"removed"`
 	Failed   int  `json:"failed"`
+	// Redelivered and Abandoned add up what healing the hooks did
+	// (HealReport).
+	Redelivered int `json:"redelivered"`
+	Abandoned   int `json:"abandoned"`
 }
 
 // reconcileLease is the lease that lets one process reconcile at a time.
@@ -117,8 +121,10 @@ const reconcileLease = "registry:reconcile"
 
 // Reconcile compares every code-hosting hook with upstream and repairs
 // drift: a hook deleted upstream is re-created, a disabled one re-enabled,
-// events put back, and a hook no trigger needs removed. Only one process
-// reconciles at a time (a store lease); the others skip.
+// events put back, and a hook no trigger needs removed. It then heals each
+// hook: GitHub is asked to redeliver the events it failed to deliver
+// (heal.go). Only one process reconciles at a time (a store lease); the
+// others skip.
 func (r *Registry) Reconcile(ctx context.Context) (ReconcileReport, error) {
 	release, held, err := r.o.Store.TryLock(ctx, reconcileLease, 10*time.Minute)
 	if err != nil {
@@ -138,7 +144,9 @@ func (r *Registry) Reconcile(ctx context.Context) (ReconcileReport, error) {
 			continue
 		}
 		rep.Checked++
-		changed, removed, err := r.reconcileHook(ctx, h)
+		changed, removed, healed, err := r.reconcileHook(ctx, h)
+		rep.Redelivered += healed.Redelivered
+		rep.Abandoned += healed.Abandoned
 		switch {
 		case err != nil:
 			rep.Failed++
@@ -153,28 +161,38 @@ func (r *Registry) Reconcile(ctx context.Context) (ReconcileReport, error) {
 	return rep, nil
 }
 
-func (r *Registry) reconcileHook(ctx context.Context, h store.Hook) (changed, removed bool, err error) {
+func (r *Registry) reconcileHook(ctx context.Context, h store.Hook) (changed, removed bool, healed HealReport, err error) {
 	release, err := r.lockHook(ctx, h.Key())
 	if err != nil {
-		return false, false, err
+		return false, false, healed, err
 	}
 	defer release()
 	want, err := r.desiredEvents(ctx, h.Key())
 	if err != nil {
-		return false, false, err
+		return false, false, healed, err
 	}
 	if h, err = r.o.Store.GetHook(ctx, h.ID); errors.Is(err, store.ErrNotFound) {
 		// Removed since the list was read (its last trigger deleted, its
 		// account removed): nothing to repair.
-		return false, false, nil
+		return false, false, healed, nil
 	} else if err != nil {
-		return false, false, err
+		return false, false, healed, err
 	}
 	if len(want) == 0 {
-		return false, true, r.removeHook(ctx, h)
+		return false, true, healed, r.removeHook(ctx, h)
 	}
-	changed, err = r.register(ctx, h, want)
-	return changed, false, err
+	if changed, err = r.register(ctx, h, want); err != nil {
+		return changed, false, healed, err
+	}
+	if h, err = r.o.Store.GetHook(ctx, h.ID); err != nil {
+		return changed, false, healed, fmt.Errorf("reread hook %s: %w", h.ID, err)
+	}
+	api, err := r.api(ctx, h)
+	if err != nil {
+		return changed, false, healed, err
+	}
+	healed, err = r.heal(ctx, api, h)
+	return changed, false, healed, err
 }
 
 // RunReconciler reconciles every interval until ctx ends.
@@ -188,7 +206,7 @@ func (r *Registry) RunReconciler(ctx context.Context, interval time.Duration) {
 		case <-t.C:
 			if rep, err := r.Reconcile(ctx); err != nil {
 				r.log.Warn().Err(err).Msg("reconcile failed")
-			} else if rep.Repaired+rep.Removed+rep.Failed > 0 {
+			} else if rep.Repaired+rep.Removed+rep.Failed+rep.Redelivered+rep.Abandoned > 0 {
 				r.log.Info().Interface("report", rep).Msg("reconciled hooks")
 			}
 		}

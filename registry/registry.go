@@ -56,6 +56,8 @@ type HookAPI interface {
 	Create(ctx context.Context, t codehost.HookTarget, s codehost.HookSpec) (codehost.Hook, error)
 	Update(ctx context.Context, t codehost.HookTarget, id int64, s codehost.HookSpec) (codehost.Hook, error)
 	Delete(ctx context.Context, t codehost.HookTarget, id int64) error
+	Deliveries(ctx context.Context, t codehost.HookTarget, id int64, since time.Time) (codehost.Deliveries, error)
+	Redeliver(ctx context.Context, t codehost.HookTarget, id, deliveryID int64) error
 }
 
 // Sealer seals and opens secrets at rest (accounts.Vault).
@@ -109,8 +111,13 @@ type Options struct {
 	CheckAgentURL func(raw string) error
 	// NewAgentSecret makes an HTTP agent's Standard Webhooks secret.
 	NewAgentSecret func() (string, error)
-	Logger         zerolog.Logger
-	Now            func() time.Time
+	// MaxRedeliveries (DefaultMaxRedeliveries) and HealBatch
+	// (DefaultHealBatch) bound how Reconcile heals failed deliveries
+	// (heal.go).
+	MaxRedeliveries int
+	HealBatch       int
+	Logger          zerolog.Logger
+	Now             func() time.Time
 }
 
 // Registry manages agents, triggers and their hooks.
@@ -132,6 +139,12 @@ func New(o Options) (*Registry, error) {
 	o.PublicURL = strings.TrimRight(o.PublicURL, "/")
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.MaxRedeliveries <= 0 {
+		o.MaxRedeliveries = DefaultMaxRedeliveries
+	}
+	if o.HealBatch <= 0 {
+		o.HealBatch = DefaultHealBatch
 	}
 	if o.CheckAgentURL == nil {
 		// The pusher's own URL rule (addresses are its dialer's

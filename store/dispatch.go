@@ -159,7 +159,12 @@ type Hook struct {
 	UpdatedAt    time.Time  `json:"updated_at"`
 	// CheckedAt is when a reconcile last compared the hook with upstream.
 	CheckedAt time.Time `json:"checked_at,omitzero"`
-	Version   int64     `json:"version"`
+	// HealedThrough is how far the provider's delivery attempts to the
+	// hook have been settled: redelivered successfully, or given up on
+	// (registry/heal.go). HealedAt is when they were last read.
+	HealedThrough time.Time `json:"healed_through,omitzero"`
+	HealedAt      time.Time `json:"healed_at,omitzero"`
+	Version       int64     `json:"version"`
 }
 
 // HookKey identifies the one hook per tenant, account and target.

@@ -77,7 +77,7 @@ func (d *dispatchConfig) flags(fs *flag.FlagSet) {
 	fs.IntVar(&d.MaxDeliver, "dispatch-max-deliver", dispatch.DefaultMaxDeliver, "deliveries of one message before it is dead-lettered")
 	fs.DurationVar(&d.StepTimeout, "step-timeout", dispatch.DefaultStepTimeout, "bound on one pipeline tool step")
 	fs.DurationVar(&d.RunRetention, "run-retention", dispatch.DefaultRetention, "how long finished runs and the records of why each event did or did not start an agent are kept (at least --event-retention and --archive-retention)")
-	fs.DurationVar(&d.ReconcileInterval, "reconcile-interval", 5*time.Minute, "how often registered webhooks are compared with upstream and repaired (one process at a time)")
+	fs.DurationVar(&d.ReconcileInterval, "reconcile-interval", 5*time.Minute, "how often registered webhooks are compared with upstream and repaired, and GitHub asked to redeliver what failed to reach triggerd (one process at a time)")
 	fs.DurationVar(&d.PollInterval, "poll-interval", time.Minute, "how often polled kinds (new_gist, account-wide new_mention) are polled, one process at a time per account; GitHub's X-Poll-Interval can lengthen it (0: never)")
 	fs.BoolVar(&d.AllowPrivateURLs, "allow-private-agent-urls", false, "let HTTP agents' URLs resolve to loopback or private addresses (for agents on the same host or network; off blocks SSRF)")
 }

@@ -543,3 +543,56 @@ func TestEndToEndPolledGistStartsAgent(t *testing.T) {
 		t.Fatalf("runs = %v", runs)
 	}
 }
+
+// GitHub never redelivers on its own: issues opened while triggerd was
+// down reach their agent once it is back, because the reconcile asks
+// GitHub to redeliver what failed.
+func TestEndToEndDeliveriesMissedWhileDownAreHealed(t *testing.T) {
+	v := newE2EWith(t, []string{"--reconcile-interval", "1s"}, nil)
+	_, ag := v.api(http.MethodPost, "/v1/agents", `{"name": "healed"}`, http.StatusCreated)
+	v.natsAgent(ag["id"].(string))
+	_, tr := v.api(http.MethodPost, "/v1/triggers", fmt.Sprintf(`{"kind": "new_issue", "account": %q, "agent": %q, "params": {"repositories": ["octocat/hello-world"]}}`,
+		v.account, ag["id"]), http.StatusCreated)
+
+	if code := v.p.stop(); code != 0 {
+		t.Fatalf("triggerd exited %d", code)
+	}
+	for i := range 3 {
+		createIssue(t, v.gh, fmt.Sprintf("while down %d", i))
+	}
+	if err := v.gh.WaitDeliveries(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	failed := 0
+	for _, d := range v.gh.Deliveries() {
+		if d.Event == "issues" && d.StatusCode == 0 {
+			failed++
+		}
+	}
+	if failed != 3 {
+		t.Fatalf("%d failed deliveries while triggerd was down, want 3", failed)
+	}
+
+	v.start()
+	testenv.Eventually(t, 30*time.Second, "a run for each issue opened while triggerd was down", func() bool {
+		return len(v.runs("trigger="+tr["id"].(string))) == 3 && mapLen(&v.natsRuns) == 3
+	})
+	for _, r := range v.runs("") {
+		if c := countOf(&v.natsRuns, r["id"].(string)); c != 1 {
+			t.Errorf("run %s reached the agent %d times, want 1", r["id"], c)
+		}
+	}
+	redelivered := 0
+	for _, d := range v.gh.Deliveries() {
+		if d.Redelivery && d.StatusCode == http.StatusAccepted {
+			redelivered++
+		}
+	}
+	if redelivered != 3 {
+		t.Errorf("%d redeliveries answered 202, want 3", redelivered)
+	}
+	_, got := v.api(http.MethodGet, "/v1/triggers/"+tr["id"].(string), "", http.StatusOK)
+	if hooks := got["hooks"].([]any); len(hooks) != 1 || hooks[0].(map[string]any)["healed_through"] == nil {
+		t.Errorf("trigger hooks = %v; want healed_through shown", got["hooks"])
+	}
+}
