@@ -152,6 +152,8 @@ func (r *Registry) heal(ctx context.Context, api HookAPI, h store.Hook) (HealRep
 	if err := r.setHealed(ctx, h.ID, through, now); err != nil {
 		errs = append(errs, err)
 	}
+	r.metrics.redeliveries.WithLabelValues("requested").Add(float64(rep.Redelivered))
+	r.metrics.redeliveries.WithLabelValues("abandoned").Add(float64(rep.Abandoned))
 	if rep.Redelivered > 0 {
 		r.log.Info().Str("hook", h.ID).Str("target", h.Target).Int("redelivered", rep.Redelivered).
 			Msg("asked GitHub to redeliver failed webhook deliveries")

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/triggerd/triggerd/connectors/codehost"
@@ -116,14 +117,17 @@ type Options struct {
 	// (heal.go).
 	MaxRedeliveries int
 	HealBatch       int
-	Logger          zerolog.Logger
-	Now             func() time.Time
+	// Registerer takes the registry's metrics (none when nil).
+	Registerer prometheus.Registerer
+	Logger     zerolog.Logger
+	Now        func() time.Time
 }
 
 // Registry manages agents, triggers and their hooks.
 type Registry struct {
-	o   Options
-	log zerolog.Logger
+	o       Options
+	log     zerolog.Logger
+	metrics *metrics
 }
 
 // New returns a Registry.
@@ -151,7 +155,11 @@ func New(o Options) (*Registry, error) {
 		// business), so nothing passes here that it then refuses.
 		o.CheckAgentURL = func(raw string) error { return push.CheckURL(raw, true) }
 	}
-	return &Registry{o: o, log: o.Logger.With().Str("component", "registry").Logger()}, nil
+	m, err := newMetrics(o.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	return &Registry{o: o, log: o.Logger.With().Str("component", "registry").Logger(), metrics: m}, nil
 }
 
 // cleanupTimeout bounds undoing a trigger whose hooks failed, which goes

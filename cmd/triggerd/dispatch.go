@@ -56,6 +56,7 @@ func newDispatch(cfg config, b *bus.Bus, st store.Store, acct *accounts.Service,
 		PublicURL:      cfg.PublicURL,
 		CheckAgentURL:  func(raw string) error { return push.CheckURL(raw, dc.AllowPrivateURLs) },
 		NewAgentSecret: agent.NewSecret,
+		Registerer:     reg,
 		Logger:         log,
 	})
 	if err != nil {

@@ -473,6 +473,13 @@ func TestEndToEndAccountRemovalDeactivatesTriggers(t *testing.T) {
 // startedCount reads triggerd_dispatch_outcomes_total{result="started"}.
 func startedCount(t *testing.T, httpURL string) int {
 	t.Helper()
+	return metricValue(t, httpURL, `triggerd_dispatch_outcomes_total{result="started"}`)
+}
+
+// metricValue reads one sample (name and labels as /metrics prints them)
+// from triggerd's /metrics; 0 when absent.
+func metricValue(t *testing.T, httpURL, sample string) int {
+	t.Helper()
 	resp, err := client.Get(httpURL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -480,7 +487,7 @@ func startedCount(t *testing.T, httpURL string) int {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, `triggerd_dispatch_outcomes_total{result="started"} `); ok {
+		if rest, ok := strings.CutPrefix(line, sample+" "); ok {
 			var n float64
 			fmt.Sscan(rest, &n)
 			return int(n)
@@ -590,6 +597,9 @@ func TestEndToEndDeliveriesMissedWhileDownAreHealed(t *testing.T) {
 	}
 	if redelivered != 3 {
 		t.Errorf("%d redeliveries answered 202, want 3", redelivered)
+	}
+	if n := metricValue(t, "http://"+v.httpAddr, `triggerd_registry_redeliveries_total{result="requested"}`); n != 3 {
+		t.Errorf("triggerd_registry_redeliveries_total{result=\"requested\"} = %d, want 3", n)
 	}
 	_, got := v.api(http.MethodGet, "/v1/triggers/"+tr["id"].(string), "", http.StatusOK)
 	if hooks := got["hooks"].([]any); len(hooks) != 1 || hooks[0].(map[string]any)["healed_through"] == nil {
