@@ -1,8 +1,10 @@
 package fakegithub
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -70,11 +72,19 @@ func (c *call) listHookDeliveries() *reply {
 	case redelivery != "" && redelivery != "true" && redelivery != "false":
 		return invalid("HookDelivery", "redelivery", "invalid")
 	}
+	// Newest attempt first, by id: the log is in the order attempts
+	// finished, which concurrent ones do out of order.
+	var mine []Delivery
+	for _, d := range c.s.deliveries {
+		if d.HookID == h.id {
+			mine = append(mine, d)
+		}
+	}
+	slices.SortFunc(mine, func(a, b Delivery) int { return cmp.Compare(b.AttemptID, a.AttemptID) })
 	var items []any
 	next := int64(0)
-	for i := len(c.s.deliveries) - 1; i >= 0; i-- {
-		d := c.s.deliveries[i]
-		if d.HookID != h.id || (from >= 0 && d.AttemptID > from) {
+	for _, d := range mine {
+		if from >= 0 && d.AttemptID > from {
 			continue
 		}
 		if ok := d.StatusCode >= 200 && d.StatusCode < 400; (status == "success" && !ok) || (status == "failure" && ok) {
