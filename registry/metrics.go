@@ -19,6 +19,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Events GitHub failed to deliver to a hook, by what healing did: requested (a redelivery asked for) or abandoned (refused by the receiver, still failing after the last redelivery, or too old).",
 		}, []string{"result"}),
 	}
+	// Both series exist from the start, at 0, so that dashboards and
+	// alerts see them before the first outage.
+	for _, r := range []string{"requested", "abandoned"} {
+		m.redeliveries.WithLabelValues(r)
+	}
 	if reg != nil {
 		if err := reg.Register(m.redeliveries); err != nil {
 			return nil, fmt.Errorf("register registry metrics: %w", err)
