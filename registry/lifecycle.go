@@ -181,14 +181,11 @@ func (r *Registry) reconcileHook(ctx context.Context, h store.Hook) (changed, re
 	if len(want) == 0 {
 		return false, true, healed, r.removeHook(ctx, h)
 	}
-	if changed, err = r.register(ctx, h, want); err != nil {
-		return changed, false, healed, err
-	}
-	if h, err = r.o.Store.GetHook(ctx, h.ID); err != nil {
-		return changed, false, healed, fmt.Errorf("reread hook %s: %w", h.ID, err)
-	}
 	api, err := r.api(ctx, h)
 	if err != nil {
+		return false, false, healed, r.failHook(ctx, h, err)
+	}
+	if h, changed, err = r.register(ctx, api, h, want); err != nil {
 		return changed, false, healed, err
 	}
 	healed, err = r.heal(ctx, api, h)

@@ -530,7 +530,11 @@ func (r *Registry) syncHook(ctx context.Context, key store.HookKey) error {
 		}
 		return err
 	}
-	_, err = r.register(ctx, h, want)
+	api, err := r.api(ctx, h)
+	if err != nil {
+		return r.failHook(ctx, h, err)
+	}
+	_, _, err = r.register(ctx, api, h, want)
 	return err
 }
 
@@ -568,22 +572,18 @@ func target(h store.Hook) codehost.HookTarget {
 // register makes the upstream hook exist, be active and carry events want
 // and the hook's URL and secret. It finds an existing hook with the URL
 // (listing every page) before creating one, so it never makes duplicates.
-// A hook that vanished upstream is created again. It returns
-// whether anything upstream changed.
-func (r *Registry) register(ctx context.Context, h store.Hook, want []string) (bool, error) {
-	api, err := r.api(ctx, h)
-	if err != nil {
-		return false, r.failHook(ctx, h, err)
-	}
+// A hook that vanished upstream is created again. It returns the hook
+// as stored and whether anything upstream changed.
+func (r *Registry) register(ctx context.Context, api HookAPI, h store.Hook, want []string) (store.Hook, bool, error) {
 	secret, err := r.o.Secrets.Open(h.SealedSecret, hookSecretAAD(h.ID))
 	if err != nil {
-		return false, fmt.Errorf("open the secret of hook %s: %w", h.ID, err)
+		return h, false, fmt.Errorf("open the secret of hook %s: %w", h.ID, err)
 	}
 	url, tgt := r.HookURL(h), target(h)
 	spec := codehost.HookSpec{URL: url, Secret: string(secret), Events: want, Active: true}
 	hooks, err := api.List(ctx, tgt)
 	if err != nil {
-		return false, r.failHook(ctx, h, r.upstreamError(h, err))
+		return h, false, r.failHook(ctx, h, r.upstreamError(h, err))
 	}
 	found := findUpstream(hooks, h.ExternalID, url)
 	changed := false
@@ -591,23 +591,24 @@ func (r *Registry) register(ctx context.Context, h store.Hook, want []string) (b
 	case found == nil:
 		created, err := api.Create(ctx, tgt, spec)
 		if err != nil {
-			return false, r.failHook(ctx, h, r.upstreamError(h, err))
+			return h, false, r.failHook(ctx, h, r.upstreamError(h, err))
 		}
 		h.ExternalID, changed = created.ID, true
 	case !found.Active || !sameSet(found.Events, want) || found.ID != h.ExternalID || !slices.Equal(h.Events, want):
 		// Updating also resets the secret: a hook adopted from an earlier
 		// record (or tampered with) signs with ours again.
 		if _, err := api.Update(ctx, tgt, found.ID, spec); err != nil {
-			return false, r.failHook(ctx, h, r.upstreamError(h, err))
+			return h, false, r.failHook(ctx, h, r.upstreamError(h, err))
 		}
 		h.ExternalID, changed = found.ID, true
 	}
 	now := r.o.Now()
 	h.Events, h.Status, h.StatusReason, h.CheckedAt, h.UpdatedAt = want, store.HookActive, "", now, now
-	if _, err := r.o.Store.UpdateHook(ctx, h); err != nil {
-		return changed, fmt.Errorf("store hook %s: %w", h.ID, err)
+	updated, err := r.o.Store.UpdateHook(ctx, h)
+	if err != nil {
+		return h, changed, fmt.Errorf("store hook %s: %w", h.ID, err)
 	}
-	return changed, nil
+	return updated, changed, nil
 }
 
 // sameSet reports whether a and b hold the same strings.

@@ -29,7 +29,7 @@ func deliveryStatus(d Delivery) string {
 }
 
 // deliveryItem is GitHub's hook-delivery-item for d.
-func (s *Server) deliveryItem(d Delivery) M {
+func deliveryItem(d Delivery) M {
 	var repoID any
 	if d.TargetType == TargetRepository {
 		repoID = d.TargetID
@@ -97,7 +97,7 @@ func (c *call) listHookDeliveries() *reply {
 			next = d.AttemptID
 			break
 		}
-		items = append(items, c.s.deliveryItem(d))
+		items = append(items, deliveryItem(d))
 	}
 	if items == nil {
 		items = []any{}
