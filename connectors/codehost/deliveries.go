@@ -4,11 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
 	"time"
-
-	"github.com/triggerd/triggerd/connectors"
 )
 
 // RedeliveryWindow is how far back GitHub redelivers: a delivery attempt
@@ -89,40 +86,23 @@ func (h Hooks) Deliveries(ctx context.Context, t HookTarget, id int64, since tim
 	if err != nil {
 		return Deliveries{}, wrapHook(what, err)
 	}
-	next := c.url(t.path()+"/"+strconv.FormatInt(id, 10)+"/deliveries", url.Values{"per_page": {strconv.Itoa(perPage)}})
 	var out Deliveries
-	for pages := 1; ; pages++ {
-		a, err := h.exchange(ctx, c, http.MethodGet, next, nil, nil)
-		if err != nil {
-			return Deliveries{}, h.fail(c, what, http.MethodGet, a, err, ErrHookNotFound, "")
-		}
-		var page []hookDeliveryJSON
-		if err := decodeAnswer(a, "page of webhook deliveries", &page); err != nil {
-			return Deliveries{}, wrapHook(what, err)
-		}
-		for _, j := range page {
-			d := HookDelivery{ID: j.ID, GUID: j.GUID, DeliveredAt: j.DeliveredAt, Redelivery: j.Redelivery,
-				StatusCode: j.StatusCode, Status: j.Status, Event: j.Event}
-			if j.Action != nil {
-				d.Action = *j.Action
+	out.Truncated, err = hookPages(ctx, h, c, what, "webhook deliveries", t.path()+"/"+strconv.FormatInt(id, 10)+"/deliveries",
+		ErrHookNotFound, maxDeliveryPages, func(page []hookDeliveryJSON) bool {
+			for _, j := range page {
+				d := HookDelivery{ID: j.ID, GUID: j.GUID, DeliveredAt: j.DeliveredAt, Redelivery: j.Redelivery,
+					StatusCode: j.StatusCode, Status: j.Status, Event: j.Event}
+				if j.Action != nil {
+					d.Action = *j.Action
+				}
+				out.Attempts = append(out.Attempts, d)
 			}
-			out.Attempts = append(out.Attempts, d)
-		}
-		link := nextLink(a.header.Get("Link"))
-		if link == "" || len(page) == 0 || page[len(page)-1].DeliveredAt.Before(since) {
-			return out, nil
-		}
-		if pages >= maxDeliveryPages {
-			out.Truncated = true
-			return out, nil
-		}
-		u, ok := c.pageLink(link)
-		if !ok {
-			return Deliveries{}, wrapHook(what, &connectors.Error{Code: connectors.CodeUpstream, Status: a.status,
-				Message: fmt.Sprintf("refusing GitHub's next page link: it is not on %s", c.base.Host)})
-		}
-		next = u
+			return len(page) == 0 || !page[len(page)-1].DeliveredAt.Before(since)
+		})
+	if err != nil {
+		return Deliveries{}, err
 	}
+	return out, nil
 }
 
 // Redeliver asks GitHub to send delivery attempt deliveryID of hook id

@@ -194,31 +194,49 @@ func (h Hooks) List(ctx context.Context, t HookTarget) ([]Hook, error) {
 	if err != nil {
 		return nil, wrapHook(what, err)
 	}
-	next := c.url(t.path(), url.Values{"per_page": {strconv.Itoa(perPage)}})
 	out := []Hook{}
-	for pages := 1; ; pages++ {
-		a, err := h.exchange(ctx, c, http.MethodGet, next, nil, nil)
-		if err != nil {
-			return nil, h.fail(c, what, http.MethodGet, a, err, ErrHookPermission, "")
-		}
-		var page []hookJSON
-		if err := decodeAnswer(a, "page of webhooks", &page); err != nil {
-			return nil, wrapHook(what, err)
-		}
+	more, err := hookPages(ctx, h, c, what, "webhooks", t.path(), ErrHookPermission, maxHookPages, func(page []hookJSON) bool {
 		for _, j := range page {
 			out = append(out, j.hook())
 		}
-		link := nextLink(a.header.Get("Link"))
-		if link == "" || len(page) == 0 {
-			return out, nil
+		return true
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case more:
+		return nil, wrapHook(what, &connectors.Error{Code: connectors.CodeUpstream, Status: http.StatusOK,
+			Message: fmt.Sprintf("GitHub's list did not end after %d pages", maxHookPages)})
+	}
+	return out, nil
+}
+
+// hookPages GETs path (100 a page) and follows GitHub's Link rel="next",
+// on the API's host only, handing each page, a JSON array of T, to page.
+// It stops at the last page, at an empty one, or when page returns false;
+// after maxPages pages it stops with more true. A failed call is mapped by
+// fail, with notFound for a 404; what names the call and noun its items.
+func hookPages[T any](ctx context.Context, h Hooks, c *client, what, noun, path string, notFound error, maxPages int, page func([]T) bool) (more bool, err error) {
+	next := c.url(path, url.Values{"per_page": {strconv.Itoa(perPage)}})
+	for pages := 1; ; pages++ {
+		a, err := h.exchange(ctx, c, http.MethodGet, next, nil, nil)
+		if err != nil {
+			return false, h.fail(c, what, http.MethodGet, a, err, notFound, "")
 		}
-		if pages >= maxHookPages {
-			return nil, wrapHook(what, &connectors.Error{Code: connectors.CodeUpstream, Status: a.status,
-				Message: fmt.Sprintf("GitHub's list did not end after %d pages", maxHookPages)})
+		var items []T
+		if err := decodeAnswer(a, "page of "+noun, &items); err != nil {
+			return false, wrapHook(what, err)
+		}
+		link := nextLink(a.header.Get("Link"))
+		if !page(items) || link == "" || len(items) == 0 {
+			return false, nil
+		}
+		if pages >= maxPages {
+			return true, nil
 		}
 		u, ok := c.pageLink(link)
 		if !ok {
-			return nil, wrapHook(what, &connectors.Error{Code: connectors.CodeUpstream, Status: a.status,
+			return false, wrapHook(what, &connectors.Error{Code: connectors.CodeUpstream, Status: a.status,
 				Message: fmt.Sprintf("refusing GitHub's next page link: it is not on %s", c.base.Host)})
 		}
 		next = u
