@@ -193,9 +193,9 @@ func (s *Server) send(o outgoing) {
 	if _, hk := s.st.hookByID(o.hookID); hk != nil {
 		switch {
 		case d.StatusCode/100 == 2:
-			hk.lastCode, hk.lastStatus, hk.lastMessage = d.StatusCode, "active", "OK"
+			hk.lastCode, hk.lastStatus, hk.lastMessage = d.StatusCode, "active", deliveryStatus(d)
 		case d.StatusCode != 0:
-			hk.lastCode, hk.lastStatus, hk.lastMessage = d.StatusCode, "misconfigured", fmt.Sprintf("Invalid HTTP Response: %d", d.StatusCode)
+			hk.lastCode, hk.lastStatus, hk.lastMessage = d.StatusCode, "misconfigured", deliveryStatus(d)
 		default:
 			hk.lastCode, hk.lastStatus, hk.lastMessage = 0, "timeout", "We couldn't deliver this payload: "+d.Error
 		}
