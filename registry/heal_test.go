@@ -3,7 +3,6 @@ package registry_test
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"sync/atomic"
@@ -22,16 +21,14 @@ import (
 type switchable struct{ status atomic.Int32 }
 
 func (s *switchable) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Body != nil {
-		_, _ = io.Copy(io.Discard, req.Body)
-		_ = req.Body.Close()
-	}
-	code := int(s.status.Load())
+	code := s.status.Load()
 	if code == 0 {
+		if req.Body != nil {
+			_ = req.Body.Close()
+		}
 		return nil, errors.New("dial tcp 10.0.0.1:443: connect: connection refused")
 	}
-	return &http.Response{StatusCode: code, Status: http.StatusText(code), Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+	return answer(code).RoundTrip(req)
 }
 
 // deliverAs sends one issues event to hello-world's hooks while the
