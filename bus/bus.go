@@ -250,10 +250,11 @@ func Connect(ctx context.Context, url string, o Options) (*Bus, error) {
 var ErrNoJetStream = errors.New("JetStream is not enabled")
 
 func (b *Bus) provision(ctx context.Context) error {
-	// Without JetStream every request below finds "no responders", which
-	// says nothing of the cause: ask first.
+	// Without JetStream the requests after this one find "no responders",
+	// which says nothing of the cause: ask first (AccountInfo reports no
+	// responders as ErrJetStreamNotEnabled).
 	if _, err := b.js.AccountInfo(ctx); errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
-		errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) || errors.Is(err, nats.ErrNoResponders) {
+		errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
 		return fmt.Errorf("the NATS at %s: %w (start nats-server with -js, or enable JetStream for this account)", b.nc.ConnectedUrlRedacted(), ErrNoJetStream)
 	} else if err != nil {
 		return fmt.Errorf("ask the NATS at %s about JetStream: %w", b.nc.ConnectedUrlRedacted(), err)

@@ -159,7 +159,7 @@ func (b *Bus) Commit(ctx context.Context, c triggers.Capture, events []triggers.
 			Key:        key,
 			DeliveryID: c.DeliveryID,
 			ReceivedAt: c.ReceivedAt.UTC(),
-			Header:     c.Header, // appendJSON keeps what archivedHeader would
+			Header:     c.Header, // appendJSON keeps what ArchivedHeader would
 			Scope:      c.Scope,
 			Events:     len(events),
 			BodySeq:    bodySeq,

@@ -34,7 +34,7 @@ func TestIndexEntryEncoding(t *testing.T) {
 				"Authorization":           {"Bearer secret"},
 				"Triggerd-Body-Event-Seq": {"1"},
 				"Nats-Msg-Id":             {"forged"},
-				// Canonicalised, as archivedHeader does.
+				// Canonicalised, as ArchivedHeader does.
 				"x-lower-case": {"kept"},
 			},
 			Scope: &triggers.Scope{Hook: "hook-1", Tenant: "t-1", Account: "a \"1\""},

@@ -101,7 +101,7 @@ func (af archiveFlags) each(ctx context.Context, fs *flag.FlagSet, stdout, stder
 }
 
 func printDelivery(ctx context.Context, b *bus.Bus, c triggers.Connector, arg string, payloadOnly bool, stdout io.Writer, enc *json.Encoder) error {
-	capture, key, err := findDelivery(ctx, b, c, arg)
+	capture, err := findDelivery(ctx, b, c, arg)
 	if err != nil {
 		return err
 	}
@@ -122,7 +122,7 @@ func printDelivery(ctx context.Context, b *bus.Bus, c triggers.Connector, arg st
 		Connector: capture.Connector, DeliveryID: capture.DeliveryID, ReceivedAt: capture.ReceivedAt,
 		Header: capture.Header, Scope: capture.Scope, Body: capture.Body,
 	}
-	if key != capture.DeliveryID {
+	if key := capture.Key(); key != capture.DeliveryID {
 		out.Key = key
 	}
 	if !json.Valid(capture.Body) {
@@ -133,22 +133,21 @@ func printDelivery(ctx context.Context, b *bus.Bus, c triggers.Connector, arg st
 
 // findDelivery reads an archived delivery named by arg: a payload_ref
 // subject, or a delivery key of connector c, or, when c is empty, of
-// whichever connector holds it. It returns the delivery and its key.
-func findDelivery(ctx context.Context, b *bus.Bus, c triggers.Connector, arg string) (triggers.Capture, string, error) {
+// whichever connector holds it. Its key (the archive's) is
+// capture.Key().
+func findDelivery(ctx context.Context, b *bus.Bus, c triggers.Connector, arg string) (triggers.Capture, error) {
 	if strings.HasPrefix(arg, bus.DeliveriesPrefix+".") {
 		rc, key, ok := bus.ParseArchiveSubject(arg)
 		if !ok {
-			return triggers.Capture{}, "", fmt.Errorf("%q is not a payload_ref: want deliveries.<codehost|deploy>.<encoded delivery id>", arg)
+			return triggers.Capture{}, fmt.Errorf("%q is not a payload_ref: want deliveries.<codehost|deploy>.<encoded delivery id>", arg)
 		}
 		if c != "" && c != rc {
-			return triggers.Capture{}, "", fmt.Errorf("payload_ref %s names a %s delivery, not a %s one (--connector)", arg, rc, c)
+			return triggers.Capture{}, fmt.Errorf("payload_ref %s names a %s delivery, not a %s one (--connector)", arg, rc, c)
 		}
-		capture, err := b.Delivery(ctx, rc, key)
-		return capture, key, err
+		return b.Delivery(ctx, rc, key)
 	}
 	if c != "" {
-		capture, err := b.Delivery(ctx, c, arg)
-		return capture, arg, err
+		return b.Delivery(ctx, c, arg)
 	}
 	// Code-hosting ids are GUIDs and deployment ids "uev_…": a delivery
 	// id is in one archive at most, in practice. Should it be in both,
@@ -160,15 +159,15 @@ func findDelivery(ctx context.Context, b *bus.Bus, c triggers.Connector, arg str
 			continue
 		}
 		if err != nil {
-			return triggers.Capture{}, "", err
+			return triggers.Capture{}, err
 		}
 		found = append(found, capture)
 	}
 	switch len(found) {
 	case 0:
-		return triggers.Capture{}, "", fmt.Errorf("delivery %s: %w (looked in the code-hosting and deployment archives)", arg, bus.ErrNotArchived)
+		return triggers.Capture{}, fmt.Errorf("delivery %s: %w (looked in the code-hosting and deployment archives)", arg, bus.ErrNotArchived)
 	case 1:
-		return found[0], arg, nil
+		return found[0], nil
 	}
-	return triggers.Capture{}, "", fmt.Errorf("delivery %s is in both the code-hosting and the deployment archive: choose one with --connector", arg)
+	return triggers.Capture{}, fmt.Errorf("delivery %s is in both the code-hosting and the deployment archive: choose one with --connector", arg)
 }

@@ -54,11 +54,11 @@ func redeliver(ctx context.Context, args []string, stdout, stderr io.Writer) int
 }
 
 func redeliverOne(ctx context.Context, b *bus.Bus, c triggers.Connector, id string, asNew bool, enc *json.Encoder) error {
-	capture, key, err := findDelivery(ctx, b, c, id)
+	capture, err := findDelivery(ctx, b, c, id)
 	if err != nil {
 		return err
 	}
-	c = capture.Connector
+	c, key := capture.Connector, capture.Key()
 	payload, err := ingest.CapturedPayload(capture)
 	if err != nil {
 		return err
