@@ -23,7 +23,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "triggerd_ingest_deliveries_total",
-			Help: "Webhook deliveries by source, event and outcome (accepted, ignored, duplicate, ping, unavailable, or the error code of a rejection).",
+			Help: "Webhook deliveries by source, event and outcome (accepted, ignored, spooled, duplicate, ping, unavailable, or the error code of a rejection).",
 		}, []string{"source", "event", "outcome"}),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "triggerd_ingest_events_published_total",

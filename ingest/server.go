@@ -252,11 +252,8 @@ func (s *Server) codeHost(c echo.Context) error {
 	id := r.Header.Get("X-GitHub-Delivery")
 	switch {
 	case event == "" && id == "":
-		msg := "headers X-GitHub-Event and X-GitHub-Delivery are required"
-		if m := misdirected(c, triggers.CodeHost); m != "" {
-			msg = m
-		}
-		return s.reject(c, triggers.CodeHost, http.StatusBadRequest, "missing_header", msg)
+		return s.reject(c, triggers.CodeHost, http.StatusBadRequest, "missing_header",
+			misdirected(c, triggers.CodeHost, "headers X-GitHub-Event and X-GitHub-Delivery are required"))
 	case event == "":
 		return s.reject(c, triggers.CodeHost, http.StatusBadRequest, "missing_header", "header X-GitHub-Event is required: it names the event (issues, push, ...)")
 	case id == "":
@@ -291,12 +288,9 @@ func (s *Server) codeHost(c echo.Context) error {
 	defer s.putBuf(buf)
 	body := buf.Bytes()
 	if !verifier.Verify(sig, body) {
-		msg := verifier.Malformed(sig)
-		s.log.Warn().Str("delivery_id", id).Str("hook", c.Param("hook")).Str("remote", c.RealIP()).Bool("malformed", msg != "").
+		msg, malformed := verifier.mismatch(sig, secretName(triggers.CodeHost, scope))
+		s.log.Warn().Str("delivery_id", id).Str("hook", c.Param("hook")).Str("remote", c.RealIP()).Bool("malformed", malformed).
 			Msg("code-hosting delivery with an invalid signature")
-		if msg == "" {
-			msg = "X-Hub-Signature-256 does not match the body: the webhook's secret differs from " + secretName(triggers.CodeHost, scope) + ", or the body was changed on the way"
-		}
 		return s.reject(c, triggers.CodeHost, http.StatusUnauthorized, "invalid_signature", msg)
 	}
 	payload := body
@@ -315,11 +309,8 @@ func (s *Server) deploy(c echo.Context) error {
 	c.Response().Header()["Date"] = s.dates.header(start)
 	r := c.Request()
 	if mediaType(r) != "application/json" {
-		msg := "Content-Type must be application/json"
-		if m := misdirected(c, triggers.Deploy); m != "" {
-			msg = m
-		}
-		return s.reject(c, triggers.Deploy, http.StatusUnsupportedMediaType, "unsupported_media_type", msg)
+		return s.reject(c, triggers.Deploy, http.StatusUnsupportedMediaType, "unsupported_media_type",
+			misdirected(c, triggers.Deploy, "Content-Type must be application/json"))
 	}
 	verifier, scope, ok, err := s.verifier(c, triggers.Deploy)
 	if !ok {
@@ -327,11 +318,8 @@ func (s *Server) deploy(c echo.Context) error {
 	}
 	sig := r.Header.Get(DeployScheme.Header)
 	if sig == "" {
-		msg := "header x-vercel-signature is missing: set the webhook's secret to " + secretName(triggers.Deploy, scope)
-		if m := misdirected(c, triggers.Deploy); m != "" {
-			msg = m
-		}
-		return s.reject(c, triggers.Deploy, http.StatusUnauthorized, "missing_signature", msg)
+		return s.reject(c, triggers.Deploy, http.StatusUnauthorized, "missing_signature",
+			misdirected(c, triggers.Deploy, "header x-vercel-signature is missing: set the webhook's secret to "+secretName(triggers.Deploy, scope)))
 	}
 	buf, status, err := s.readBody(r)
 	if err != nil {
@@ -340,12 +328,9 @@ func (s *Server) deploy(c echo.Context) error {
 	defer s.putBuf(buf)
 	body := buf.Bytes()
 	if !verifier.Verify(sig, body) {
-		msg := verifier.Malformed(sig)
-		s.log.Warn().Str("hook", c.Param("hook")).Str("remote", c.RealIP()).Bool("malformed", msg != "").
+		msg, malformed := verifier.mismatch(sig, secretName(triggers.Deploy, scope))
+		s.log.Warn().Str("hook", c.Param("hook")).Str("remote", c.RealIP()).Bool("malformed", malformed).
 			Msg("deployment delivery with an invalid signature")
-		if msg == "" {
-			msg = "x-vercel-signature does not match the body: the webhook's secret differs from " + secretName(triggers.Deploy, scope) + ", or the body was changed on the way"
-		}
 		return s.reject(c, triggers.Deploy, http.StatusUnauthorized, "invalid_signature", msg)
 	}
 	return s.accept(c, start, triggers.Delivery{Connector: triggers.Deploy, ReceivedAt: start, Payload: body, Scope: scope}, body)
@@ -365,11 +350,8 @@ func (s *Server) verifier(c echo.Context, src triggers.Connector) (v *Verifier, 
 	sc, v, err := s.o.Hooks.Hook(c.Request().Context(), src, id)
 	switch {
 	case errors.Is(err, ErrUnknownHook):
-		msg := fmt.Sprintf("no %s hook %q: it was removed (its last trigger was deleted) or the URL is mistyped; copy the URL from the trigger's or agent's page", src, id)
-		if m := misdirected(c, src); m != "" {
-			msg = m
-		}
-		return nil, nil, false, s.reject(c, src, http.StatusNotFound, "unknown_hook", msg)
+		return nil, nil, false, s.reject(c, src, http.StatusNotFound, "unknown_hook", misdirected(c, src,
+			fmt.Sprintf("no %s hook %q: it was removed (its last trigger was deleted) or the URL is mistyped; copy the URL from the trigger's or agent's page", src, id)))
 	case err != nil:
 		s.log.Error().Err(err).Str("hook", id).Msg("hook lookup failed; answered 503")
 		c.Response().Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds))
@@ -380,14 +362,14 @@ func (s *Server) verifier(c echo.Context, src triggers.Connector) (v *Verifier, 
 
 // misdirected returns, for a delivery in the other provider's format (its
 // headers present, this endpoint's absent), a message that says so and
-// names the endpoint to send it to; otherwise "". Only rejection paths call
-// it.
-func misdirected(c echo.Context, src triggers.Connector) string {
+// names the endpoint to send it to; otherwise the rejection's own message,
+// otherwise. Only rejection paths call it.
+func misdirected(c echo.Context, src triggers.Connector, otherwise string) string {
 	h := c.Request().Header
 	hook := c.Param("hook") != ""
 	if src == triggers.CodeHost {
 		if h.Get(DeployScheme.Header) == "" || hasCodeHostHeader(h) {
-			return ""
+			return otherwise
 		}
 		msg := "this is a deployment (Vercel-format) delivery: it has header x-vercel-signature and no X-GitHub-* headers, " +
 			"and this endpoint takes code-hosting (GitHub-format) deliveries; "
@@ -398,7 +380,7 @@ func misdirected(c echo.Context, src triggers.Connector) string {
 		return msg + "send it to /webhooks/deploy, not /webhooks/codehost"
 	}
 	if h.Get(DeployScheme.Header) != "" {
-		return ""
+		return otherwise
 	}
 	var seen string
 	switch {
@@ -407,7 +389,7 @@ func misdirected(c echo.Context, src triggers.Connector) string {
 	case h.Get(CodeHostScheme.Header) != "":
 		seen = "X-Hub-Signature-256"
 	default:
-		return ""
+		return otherwise
 	}
 	msg := "this is a code-hosting (GitHub-format) delivery: it has header " + seen + " and no x-vercel-signature, " +
 		"and this endpoint takes deployment (Vercel-format) deliveries; "
@@ -494,12 +476,11 @@ func (s *Server) accept(c echo.Context, start time.Time, d triggers.Delivery, ra
 		s.metrics.delivery(d.Connector, event, "ping")
 		return c.JSONBlob(http.StatusOK, ans)
 	}
-	if spooled {
-		s.metrics.delivery(d.Connector, event, "spooled")
-		return c.JSONBlob(http.StatusAccepted, ans)
-	}
 	outcome := "accepted"
-	if len(res.Events) == 0 {
+	switch {
+	case spooled:
+		outcome = "spooled"
+	case len(res.Events) == 0:
 		outcome = "ignored"
 	}
 	s.metrics.delivery(d.Connector, event, outcome)

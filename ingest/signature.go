@@ -155,6 +155,17 @@ func (s Scheme) Malformed(header string) string {
 // Malformed is the verifier's Scheme's Malformed.
 func (v *Verifier) Malformed(header string) string { return v.scheme.Malformed(header) }
 
+// mismatch explains a signature that failed Verify: what is malformed in
+// it, or else that it does not match, naming where the secret is set
+// (secretName). malformed says which.
+func (v *Verifier) mismatch(header, secretName string) (msg string, malformed bool) {
+	if m := v.Malformed(header); m != "" {
+		return m, true
+	}
+	return v.scheme.shown + " does not match the body: the webhook's secret differs from " + secretName +
+		", or the body was changed on the way", false
+}
+
 // signatureLabel returns the algorithm label a signature header starts
 // with, "=" included ("sha1=", "v1="), or "" when it has none. A label is 1
 // to 10 letters, digits, '-' or '_', starting with a letter and not all hex

@@ -205,7 +205,7 @@ func (s *Spooler) Spool(c triggers.Capture, events []triggers.Event) error {
 // spooled, and every RetryInterval while some wait. While the Committer is
 // not ready it only looks (and says so once); after a pass that failed it
 // waits longer each time, up to MaxRetryInterval.
-func (s *Spooler) Run(ctx context.Context) error {
+func (s *Spooler) Run(ctx context.Context) {
 	var backoff time.Duration
 	waiting := false
 	t := time.NewTimer(0) // a first pass at once: deliveries left by an earlier run
@@ -213,7 +213,7 @@ func (s *Spooler) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-s.kick:
 			if backoff > 0 {
 				continue // the pass after a failure waits for the timer

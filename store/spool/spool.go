@@ -66,6 +66,9 @@ import (
 // the spool past Options.MaxBytes.
 var ErrFull = errors.New("spool: full")
 
+// castagnoli is the CRC-32C table every record's checksum uses.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
 // Record framing.
 const (
 	magic      = "TDSPOOL1"
@@ -111,7 +114,6 @@ type Options struct {
 type Spool struct {
 	dir      string
 	maxBytes int64
-	crc      *crc32.Table
 
 	mu       sync.Mutex
 	next     uint64 // sequence number of the next Append
@@ -137,7 +139,6 @@ func Open(dir string, o Options) (*Spool, error) {
 	s := &Spool{
 		dir:      dir,
 		maxBytes: o.MaxBytes,
-		crc:      crc32.MakeTable(crc32.Castagnoli),
 	}
 	removedTmp := false
 	var maxSeq uint64
@@ -267,7 +268,7 @@ func (s *Spool) writeTemp(path string, data []byte) error {
 	var hdr [headerSize]byte
 	copy(hdr[:], magic)
 	binary.BigEndian.PutUint32(hdr[len(magic):], uint32(len(data)))
-	binary.BigEndian.PutUint32(hdr[len(magic)+4:], crc32.Checksum(data, s.crc))
+	binary.BigEndian.PutUint32(hdr[len(magic)+4:], crc32.Checksum(data, castagnoli))
 	if _, err := f.Write(hdr[:]); err != nil {
 		f.Close()
 		return err
@@ -322,7 +323,7 @@ func (s *Spool) Read(name string) ([]byte, error) {
 	if uint64(n) != uint64(len(data)) {
 		return nil, &CorruptError{Name: name, Reason: fmt.Sprintf("header says %d data bytes, file holds %d", n, len(data))}
 	}
-	if got := crc32.Checksum(data, s.crc); got != sum {
+	if got := crc32.Checksum(data, castagnoli); got != sum {
 		return nil, &CorruptError{Name: name, Reason: fmt.Sprintf("CRC-32C of data is %08x, header says %08x", got, sum)}
 	}
 	return data, nil
