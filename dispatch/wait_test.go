@@ -79,8 +79,13 @@ func TestRateLimitedStepWaitsAndRunsAgain(t *testing.T) {
 		!strings.Contains(s.Error.Message, "runs again at") || r.Steps[1].Status != store.StepPending {
 		t.Fatalf("while waiting: run %s, step %+v, next step %s; want started, step waiting with rate_limited and a retry time, next pending", r.Status, s, r.Steps[1].Status)
 	}
-	// The event is settled while its run waits.
+	// The event is settled while its run waits: the events consumer has
+	// nothing pending and the run has not finished (its two waits take
+	// 1.4 s).
 	h.waitPending()
+	if r, err := h.store.GetRun(context.Background(), "t1", runID); err != nil || r.Status != store.RunStarted {
+		t.Fatalf("run once the event was settled: %s, %v; want it still started (waiting)", r.Status, err)
+	}
 
 	r = h.waitRun(runID)
 	if r.Status != store.RunSucceeded || r.Steps[0].Status != store.StepSucceeded || r.Steps[0].Waits != 2 ||
@@ -130,10 +135,7 @@ func TestRateLimitedStepGivesUp(t *testing.T) {
 	if r.Status != store.RunFailed || r.Steps[0].Waits != 0 || r.Error.Code != "rate_limited" || !strings.Contains(r.Error.Message, "not waited for: the limit lifts more than 1m0s after the run started") {
 		t.Fatalf("run = %+v; want failed at once: two hours is past MaxStepWait", r)
 	}
-	h.steps.mu.Lock()
-	calls := len(h.steps.calls)
-	h.steps.mu.Unlock()
-	if calls != 4 {
+	if calls := h.steps.count(); calls != 4 {
 		t.Errorf("%d step calls, want 4 (3 comments, 1 deployment)", calls)
 	}
 }

@@ -322,9 +322,7 @@ func (d *Dispatcher) handleResume(ctx context.Context, j *bus.Job) {
 		return
 	case r.Status != store.RunStarted:
 		// Finished meanwhile (its event's redelivery resumed it).
-		if err := j.Ack(ctx); err != nil {
-			d.log.Warn().Err(err).Str("run", r.ID).Msg("resumption ack failed")
-		}
+		d.ackResumption(ctx, j, r.ID)
 		return
 	}
 	_, data, err := d.o.Queue.EventAt(ctx, req.Seq)
@@ -352,9 +350,7 @@ func (d *Dispatcher) expire(ctx context.Context, j *bus.Job, r store.Run) {
 	i := slices.IndexFunc(r.Steps, func(s store.StepRun) bool { return s.Status == store.StepWaiting })
 	if i < 0 {
 		// No step waits any more: another worker went on with the run.
-		if err := j.Ack(ctx); err != nil {
-			d.log.Warn().Err(err).Str("run", r.ID).Msg("resumption ack failed")
-		}
+		d.ackResumption(ctx, j, r.ID)
 		return
 	}
 	re := &store.RunError{Code: "event_expired", Message: "event " + r.EventID + " left the events stream while the run waited; replay it to run the agent again"}
@@ -363,8 +359,14 @@ func (d *Dispatcher) expire(ctx context.Context, j *bus.Job, r store.Run) {
 		d.retry(ctx, j, err)
 		return
 	}
+	d.ackResumption(ctx, j, r.ID)
+}
+
+// ackResumption acknowledges a resumption request for run runID; a lost
+// acknowledgement only brings the request back, to be found done.
+func (d *Dispatcher) ackResumption(ctx context.Context, j *bus.Job, runID string) {
 	if err := j.Ack(ctx); err != nil {
-		d.log.Warn().Err(err).Str("run", r.ID).Msg("resumption ack failed")
+		d.log.Warn().Err(err).Str("run", runID).Msg("resumption ack failed")
 	}
 }
 

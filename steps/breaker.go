@@ -10,8 +10,10 @@ import (
 
 // Defaults of the breaker's Options.
 const (
-	DefaultBreakerThreshold   = 5
-	DefaultBreakerCooldown    = 30 * time.Second
+	DefaultBreakerThreshold = 5
+	DefaultBreakerCooldown  = 30 * time.Second
+	// DefaultBreakerMaxCooldown is the longest a failing probe doubles the
+	// hold to, unless the cooldown itself is longer.
 	DefaultBreakerMaxCooldown = 5 * time.Minute
 	// minProbeWait is the least steps are told to wait while another
 	// step probes their circuit (a tenth of its cooldown otherwise): the
@@ -70,7 +72,7 @@ type circuit struct {
 }
 
 func newBreaker(o Options) *breaker {
-	b := &breaker{threshold: o.BreakerThreshold, cooldown: o.BreakerCooldown, maxCooldown: o.BreakerMaxCooldown,
+	b := &breaker{threshold: o.BreakerThreshold, cooldown: o.BreakerCooldown,
 		now: o.Now, onChange: o.OnCircuitChange, m: map[string]*circuit{}}
 	if b.threshold <= 0 {
 		b.threshold = DefaultBreakerThreshold
@@ -78,9 +80,7 @@ func newBreaker(o Options) *breaker {
 	if b.cooldown <= 0 {
 		b.cooldown = DefaultBreakerCooldown
 	}
-	if b.maxCooldown < b.cooldown {
-		b.maxCooldown = max(DefaultBreakerMaxCooldown, b.cooldown)
-	}
+	b.maxCooldown = max(DefaultBreakerMaxCooldown, b.cooldown)
 	if b.now == nil {
 		b.now = time.Now
 	}

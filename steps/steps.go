@@ -46,10 +46,9 @@ type Options struct {
 	// answer) from the provider to one account hold back that account's
 	// steps (default DefaultBreakerThreshold); BreakerCooldown is how long
 	// at first (default DefaultBreakerCooldown), doubling while probes
-	// fail, up to BreakerMaxCooldown (default DefaultBreakerMaxCooldown).
-	BreakerThreshold   int
-	BreakerCooldown    time.Duration
-	BreakerMaxCooldown time.Duration
+	// fail, up to DefaultBreakerMaxCooldown (or the cooldown, if longer).
+	BreakerThreshold int
+	BreakerCooldown  time.Duration
 	// OnCircuitChange, when set, is told when an account's steps start or
 	// stop being held back.
 	OnCircuitChange func(CircuitChange)
