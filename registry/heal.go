@@ -116,7 +116,7 @@ func (r *Registry) heal(ctx context.Context, api HookAPI, h store.Hook) (HealRep
 		// the last read may be reported twice, never not at all.
 		judged := latest.DeliveredAt.Before(h.HealedAt.Truncate(time.Second))
 		switch {
-		case !latest.Retryable() && judged, len(e.attempts) > r.o.MaxRedeliveries && judged:
+		case judged && (!latest.Retryable() || len(e.attempts) > r.o.MaxRedeliveries):
 			continue
 		case !latest.Retryable():
 			rep.Abandoned++
