@@ -33,6 +33,8 @@ type Queue interface {
 	SetWorkFilters(ctx context.Context, stream, durable string, filters []string) (changed bool, err error)
 	Publish(ctx context.Context, subject, msgID string, data []byte) error
 	EventAt(ctx context.Context, seq uint64) (subject string, data []byte, err error)
+	// ReadBack reads events on filters from the newest back (DryRun).
+	ReadBack(ctx context.Context, filters []string, maxRead int, visit func(data []byte), done func() bool) (read int, exhausted bool, err error)
 }
 
 // StepRunner runs one tool step as a connected account (steps.Runner).
@@ -138,6 +140,8 @@ type Dispatcher struct {
 	// interestMu serialises applyInterest, so the last filters applied
 	// are those of the latest index.
 	interestMu sync.Mutex
+	// dryRuns holds a slot per dry run in progress (DryRun).
+	dryRuns chan struct{}
 }
 
 // New returns a Dispatcher; Run starts it.
@@ -184,7 +188,10 @@ func New(o Options) (*Dispatcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Dispatcher{o: o, log: o.Logger.With().Str("component", "dispatch").Logger(), metrics: m}
+	d := &Dispatcher{
+		o: o, log: o.Logger.With().Str("component", "dispatch").Logger(), metrics: m,
+		dryRuns: make(chan struct{}, maxDryRuns),
+	}
 	d.index.Store(NewIndex())
 	return d, nil
 }

@@ -79,7 +79,7 @@ func (f *fakeSteps) count() int {
 }
 
 type harness struct {
-	t     *testing.T
+	t     testing.TB
 	bus   *bus.Bus
 	js    jetstream.JetStream
 	store *boltstore.Store
@@ -88,7 +88,7 @@ type harness struct {
 	stop  func()
 }
 
-func newHarness(t *testing.T, o dispatch.Options) *harness {
+func newHarness(t testing.TB, o dispatch.Options) *harness {
 	t.Helper()
 	dir := t.TempDir()
 	b, emb := bustest.Start(t)

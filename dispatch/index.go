@@ -208,6 +208,38 @@ func keysOf(e *entry) []bucketKey {
 // and account (or agent); no other trigger is looked at. The event is decoded for filters
 // at most once, and only if a candidate's filter is evaluated.
 func (x *Index) Match(ev *triggers.Event) []Outcome {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	exact, wild := x.eventBuckets(ev)
+	if len(exact)+len(wild) == 0 {
+		return nil
+	}
+	m := matcher{x: x, ev: ev}
+	out := make([]Outcome, 0, len(exact)+len(wild))
+	eachCandidate(ev, exact, wild, func(e *entry) bool {
+		out = append(out, m.outcome(e))
+		return true
+	})
+	return out
+}
+
+// Considers reports whether Match would return any outcome for ev: whether
+// any trigger is a candidate for it, parameters and filters aside.
+func (x *Index) Considers(ev *triggers.Event) bool {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	exact, wild := x.eventBuckets(ev)
+	found := false
+	eachCandidate(ev, exact, wild, func(*entry) bool {
+		found = true
+		return false
+	})
+	return found
+}
+
+// eventBuckets returns the buckets ev draws its candidates from
+// (bucketsFor). x.mu must be held.
+func (x *Index) eventBuckets(ev *triggers.Event) (exact, wild []*entry) {
 	conn := ev.Connector
 	if conn == "" {
 		conn = ev.Kind.Connector()
@@ -216,15 +248,13 @@ func (x *Index) Match(ev *triggers.Event) []Outcome {
 	if ev.Repository != nil {
 		repo = strings.ToLower(ev.Repository.FullName)
 	}
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	exact, wild := x.bucketsFor(conn, ev.Kind, repo)
-	if len(exact)+len(wild) == 0 {
-		return nil
-	}
+	return x.bucketsFor(conn, ev.Kind, repo)
+}
 
-	m := matcher{x: x, ev: ev}
-	out := make([]Outcome, 0, len(exact)+len(wild))
+// eachCandidate calls fn, in id order, with each trigger of the buckets
+// exact and wild that is a candidate for ev (in its scope and source),
+// while fn returns true.
+func eachCandidate(ev *triggers.Event, exact, wild []*entry, fn func(e *entry) bool) {
 	// Merge the two id-sorted buckets; a trigger is in exactly one of them.
 	for len(exact) > 0 || len(wild) > 0 {
 		var e *entry
@@ -233,12 +263,10 @@ func (x *Index) Match(ev *triggers.Event) []Outcome {
 		} else {
 			e, wild = wild[0], wild[1:]
 		}
-		if !inScope(ev.Scope, &e.t) || !mentionSource(ev, e) {
-			continue
+		if inScope(ev.Scope, &e.t) && mentionSource(ev, e) && !fn(e) {
+			return
 		}
-		out = append(out, m.outcome(e))
 	}
-	return out
 }
 
 // Candidates reports whether any trigger is indexed for events of kind k
