@@ -56,6 +56,9 @@ type Options struct {
 	// Records reads runs and event outcomes; Replayer replays events.
 	Records  records
 	Replayer replayer
+	// DryRunner tests triggers against past events; nil leaves
+	// /triggers/test and /triggers/{id}/test out.
+	DryRunner dryRunner
 	// AdminKey authenticates tenant creation; empty disables it.
 	AdminKey string
 	Logger   zerolog.Logger

@@ -26,6 +26,7 @@ type registryService interface {
 	AgentEndpoint(ctx context.Context, tenantID, agentID string) (store.Hook, bool, error)
 	EndpointSecret(ctx context.Context, h store.Hook) (string, error)
 	CreateTrigger(ctx context.Context, tenantID string, in registry.TriggerInput) (store.Trigger, error)
+	DraftTrigger(ctx context.Context, tenantID string, in registry.TriggerInput) (store.Trigger, error)
 	GetTrigger(ctx context.Context, tenantID, id string) (store.Trigger, error)
 	ListTriggers(ctx context.Context, tenantID string) ([]store.Trigger, error)
 	SetEnabled(ctx context.Context, tenantID, id string, enabled bool) (store.Trigger, error)
@@ -42,6 +43,11 @@ type records interface {
 	ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, error)
 	GetEvent(ctx context.Context, tenantID, eventID string) (store.EventRecord, error)
 	ListTriggerEvents(ctx context.Context, tenantID, triggerID string, limit int) ([]store.EventRecord, error)
+}
+
+// dryRunner tests triggers against past events (dispatch.Dispatcher).
+type dryRunner interface {
+	DryRun(ctx context.Context, t store.Trigger, limit int) (dispatch.DryRunReport, error)
 }
 
 // replayer replays events (dispatch.Dispatcher).
@@ -72,6 +78,10 @@ func (a *API) registerDispatch(g *echo.Group) {
 	}
 	if a.o.Replayer != nil {
 		g.POST("/events/:id/replay", a.replayEvent)
+	}
+	if a.o.DryRunner != nil {
+		g.POST("/triggers/test", a.testDraft)
+		g.POST("/triggers/:id/test", a.testTrigger)
 	}
 }
 
@@ -349,6 +359,63 @@ func (a *API) deleteTrigger(c echo.Context) error {
 		return a.registryFail(c, err, "trigger")
 	}
 	return c.NoContent(http.StatusNoContent)
+}
+
+// testDraft answers what a trigger not created yet would have done with
+// the latest events of its kind: the body is what POST /triggers takes,
+// plus an optional "limit".
+func (a *API) testDraft(c echo.Context) error {
+	var in struct {
+		registry.TriggerInput
+		Limit *int `json:"limit"`
+	}
+	if ok, err := decodeStrict(c, &in); !ok {
+		return err
+	}
+	t, err := a.o.Registry.DraftTrigger(c.Request().Context(), tenantOf(c), in.TriggerInput)
+	if err != nil {
+		return a.registryFail(c, err, "trigger")
+	}
+	return a.dryRun(c, t, in.Limit)
+}
+
+// testTrigger answers what a trigger would have done with the latest
+// events of its kind, with "filter" in place of its own when given ("" for
+// none).
+func (a *API) testTrigger(c echo.Context) error {
+	var in struct {
+		Filter *string `json:"filter"`
+		Limit  *int    `json:"limit"`
+	}
+	if c.Request().ContentLength != 0 {
+		if ok, err := decodeStrict(c, &in); !ok {
+			return err
+		}
+	}
+	t, err := a.o.Registry.GetTrigger(c.Request().Context(), tenantOf(c), c.Param("id"))
+	if err != nil {
+		return a.registryFail(c, err, "trigger")
+	}
+	if in.Filter != nil {
+		t.Filter = *in.Filter
+	}
+	return a.dryRun(c, t, in.Limit)
+}
+
+func (a *API) dryRun(c echo.Context, t store.Trigger, limit *int) error {
+	n := dispatch.DryRunEvents
+	if limit != nil {
+		n = *limit
+	}
+	report, err := a.o.DryRunner.DryRun(c.Request().Context(), t, n)
+	switch {
+	case errors.Is(err, dispatch.ErrInvalidDryRun):
+		return fail(c, http.StatusBadRequest, "invalid_request", err.Error())
+	case err != nil:
+		a.log.Warn().Err(err).Msg("dry run failed")
+		return fail(c, http.StatusServiceUnavailable, "unavailable", "the events stream could not be read right now; retry")
+	}
+	return c.JSON(http.StatusOK, report)
 }
 
 // limitParam reads ?limit= (1..1000, default 100).

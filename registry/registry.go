@@ -256,6 +256,35 @@ func Polled(t store.Trigger) bool {
 // deployment endpoint created. If a hook cannot be registered, nothing is
 // kept and the error says why.
 func (r *Registry) CreateTrigger(ctx context.Context, tenantID string, in TriggerInput) (store.Trigger, error) {
+	t, err := r.DraftTrigger(ctx, tenantID, in)
+	if err != nil {
+		return store.Trigger{}, err
+	}
+	if t, err = r.o.Store.CreateTrigger(ctx, t); err != nil {
+		return store.Trigger{}, fmt.Errorf("store trigger: %w", err)
+	}
+	if err := r.syncFor(ctx, t); err != nil {
+		// Leave nothing behind: the trigger and any hook made for it, even
+		// when the failure is the caller giving up (a cancelled context
+		// must not keep a trigger whose events never arrive).
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		if derr := r.o.Store.DeleteTrigger(cctx, tenantID, t.ID); derr != nil {
+			r.log.Error().Err(derr).Str("trigger", t.ID).Msg("could not delete a trigger whose hook failed")
+		}
+		if serr := r.syncFor(cctx, t); serr != nil {
+			r.log.Warn().Err(serr).Str("trigger", t.ID).Msg("could not narrow hooks after a failed trigger creation; the reconcile retries")
+		}
+		return store.Trigger{}, err
+	}
+	r.changed(ctx, t)
+	return t, nil
+}
+
+// DraftTrigger validates in as CreateTrigger does and returns the trigger
+// CreateTrigger would store, without storing it or registering anything: a
+// dry run (dispatch.Dispatcher.DryRun) tests it against past events.
+func (r *Registry) DraftTrigger(ctx context.Context, tenantID string, in TriggerInput) (store.Trigger, error) {
 	k := triggers.Kind(in.Kind)
 	if !k.Valid() {
 		return store.Trigger{}, invalidf("unknown trigger kind %q; GET /v1/triggers/kinds lists them", in.Kind)
@@ -307,24 +336,6 @@ func (r *Registry) CreateTrigger(ctx context.Context, tenantID string, in Trigge
 	if err != nil {
 		return store.Trigger{}, invalidf("%v", err)
 	}
-	if t, err = r.o.Store.CreateTrigger(ctx, t); err != nil {
-		return store.Trigger{}, fmt.Errorf("store trigger: %w", err)
-	}
-	if err := r.syncFor(ctx, t); err != nil {
-		// Leave nothing behind: the trigger and any hook made for it, even
-		// when the failure is the caller giving up (a cancelled context
-		// must not keep a trigger whose events never arrive).
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-		defer cancel()
-		if derr := r.o.Store.DeleteTrigger(cctx, tenantID, t.ID); derr != nil {
-			r.log.Error().Err(derr).Str("trigger", t.ID).Msg("could not delete a trigger whose hook failed")
-		}
-		if serr := r.syncFor(cctx, t); serr != nil {
-			r.log.Warn().Err(serr).Str("trigger", t.ID).Msg("could not narrow hooks after a failed trigger creation; the reconcile retries")
-		}
-		return store.Trigger{}, err
-	}
-	r.changed(ctx, t)
 	return t, nil
 }
 

@@ -81,8 +81,12 @@ func triggersCmd(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	var disabled *bool
 	var limit *int
 	synopsis := "usage: triggerctl triggers kinds | list | get ID | events ID | enable ID | disable ID | delete ID\n" +
-		"       triggerctl triggers create --kind KIND --account ACCOUNT --agent AGENT [--repos owner/repo,...] [--params JSON|@FILE] [--filter CEL] [--disabled]\n\n" +
-		"create registers the webhook the trigger needs on each repository (or organisation) through the account."
+		"       triggerctl triggers create --kind KIND --account ACCOUNT --agent AGENT [--repos owner/repo,...] [--params JSON|@FILE] [--filter CEL] [--disabled]\n" +
+		"       triggerctl triggers test ID [--filter CEL] [--limit N]\n" +
+		"       triggerctl triggers test --kind KIND --account ACCOUNT --agent AGENT [--repos ...] [--params ...] [--filter CEL] [--limit N]\n\n" +
+		"create registers the webhook the trigger needs on each repository (or organisation) through the account.\n" +
+		"test starts nothing: it shows what a trigger (with --filter in place of its own), or one not created yet,\n" +
+		"would have done with the latest --limit events of its kind that the events stream holds, newest first."
 	define := func(fs *flag.FlagSet) {
 		kind = fs.String("kind", "", "trigger kind (see: triggers kinds)")
 		account = fs.String("account", "", "connected account the trigger acts through")
@@ -91,7 +95,7 @@ func triggersCmd(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		params = fs.String("params", "", "per-kind parameters as JSON, or @FILE")
 		filter = fs.String("filter", "", "CEL expression over the event that must be true")
 		disabled = fs.Bool("disabled", false, "create the trigger disabled")
-		limit = fs.Int("limit", 20, "how many events to list")
+		limit = fs.Int("limit", 20, "how many events to list or test (test: at most 100)")
 	}
 	route := func(fs *flag.FlagSet) (request, error) {
 		a := fs.Args()
@@ -108,7 +112,13 @@ func triggersCmd(ctx context.Context, args []string, stdout, stderr io.Writer) i
 			return request{http.MethodPatch, "/triggers/" + url.PathEscape(a[1]), map[string]bool{"enabled": a[0] == "enable"}}, nil
 		case len(a) == 2 && a[0] == "delete":
 			return request{http.MethodDelete, "/triggers/" + url.PathEscape(a[1]), nil}, nil
-		case len(a) == 1 && a[0] == "create":
+		case len(a) == 2 && a[0] == "test":
+			body := map[string]any{"limit": *limit}
+			if flagSet(fs, "filter") {
+				body["filter"] = *filter // "" tests the trigger without its filter
+			}
+			return request{http.MethodPost, "/triggers/" + url.PathEscape(a[1]) + "/test", body}, nil
+		case len(a) == 1 && (a[0] == "create" || a[0] == "test"):
 			p := map[string]any{}
 			raw, err := jsonArg("params", *params)
 			if err != nil {
@@ -123,16 +133,20 @@ func triggersCmd(ctx context.Context, args []string, stdout, stderr io.Writer) i
 				p["repositories"] = strings.Split(*repos, ",")
 			}
 			if *kind == "" || *account == "" || *agent == "" {
-				return request{}, errors.New("create needs --kind, --account and --agent")
+				return request{}, fmt.Errorf("%s needs --kind, --account and --agent", a[0])
 			}
-			enabled := !*disabled
-			body := map[string]any{"kind": *kind, "account": *account, "agent": *agent, "params": p, "enabled": enabled}
+			body := map[string]any{"kind": *kind, "account": *account, "agent": *agent, "params": p}
 			if *filter != "" {
 				body["filter"] = *filter
 			}
+			if a[0] == "test" {
+				body["limit"] = *limit
+				return request{http.MethodPost, "/triggers/test", body}, nil
+			}
+			body["enabled"] = !*disabled
 			return request{http.MethodPost, "/triggers", body}, nil
 		}
-		return request{}, errors.New("want: triggers kinds | list | get ID | events ID | enable ID | disable ID | delete ID | create --kind KIND ...")
+		return request{}, errors.New("want: triggers kinds | list | get ID | events ID | enable ID | disable ID | delete ID | create --kind KIND ... | test ID | test --kind KIND ...")
 	}
 	return apiCommand(ctx, "triggers", synopsis, args, stdout, stderr, define, route)
 }
@@ -242,4 +256,11 @@ func replayEventCmd(ctx context.Context, args []string, stdout, stderr io.Writer
 		body := map[string]any{"trigger_id": *trigger, "bypass_filter": *bypass}
 		return request{http.MethodPost, "/events/" + url.PathEscape(fs.Arg(0)) + "/replay", body}, nil
 	})
+}
+
+// flagSet reports whether the flag name was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }

@@ -244,7 +244,7 @@ func serve(ctx context.Context, cfg config, files map[string]string, lookup func
 	}
 	mgmt, err := api.New(api.Options{
 		Accounts: acct, Auth: tenantSvc, Tenants: tenantSvc, Steps: runner, AdminKey: adminKeys[0], Logger: log,
-		Registry: disp.registry, Records: st, Replayer: disp.dispatcher,
+		Registry: disp.registry, Records: st, Replayer: disp.dispatcher, DryRunner: disp.dispatcher,
 	})
 	if err != nil {
 		return err
