@@ -10,6 +10,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/triggerd/triggerd/accounts"
 	"github.com/triggerd/triggerd/agent"
 	"github.com/triggerd/triggerd/dispatch"
 	"github.com/triggerd/triggerd/registry"
@@ -266,7 +267,14 @@ type triggerView struct {
 	StatusReason string              `json:"status_reason,omitempty"`
 	Params       json.RawMessage     `json:"params"`
 	Filter       string              `json:"filter,omitempty"`
-	Hooks        []hookView          `json:"hooks"`
+	// AccountStatus is the status of the account the trigger acts
+	// through: "needs_reauth" (the provider refused its grant: its hooks
+	// can be neither repaired nor healed, and tool steps run as it fail,
+	// until it is reconnected) shows here, with the reason, as well as on
+	// the account.
+	AccountStatus       store.AccountStatus `json:"account_status,omitempty"`
+	AccountStatusReason string              `json:"account_status_reason,omitempty"`
+	Hooks               []hookView          `json:"hooks"`
 	// Endpoint is the agent's deployment endpoint, for deployment kinds.
 	Endpoint  *endpointView `json:"deploy_endpoint,omitempty"`
 	CreatedAt time.Time     `json:"created_at"`
@@ -283,6 +291,11 @@ func (a *API) triggerView(c echo.Context, t store.Trigger, withSecret bool) trig
 		v.Params = json.RawMessage("{}")
 	}
 	ctx := c.Request().Context()
+	if acc, err := a.o.Accounts.Get(ctx, t.TenantID, t.AccountID); err == nil {
+		v.AccountStatus, v.AccountStatusReason = acc.Status, acc.StatusReason
+	} else if !errors.Is(err, accounts.ErrAccountNotFound) {
+		a.log.Warn().Err(err).Str("trigger", t.ID).Msg("reading a trigger's account")
+	}
 	hooks, err := a.o.Registry.HooksOf(ctx, t)
 	if err != nil {
 		a.log.Warn().Err(err).Str("trigger", t.ID).Msg("reading a trigger's hooks")

@@ -470,6 +470,41 @@ func TestEndToEndAccountRemovalDeactivatesTriggers(t *testing.T) {
 	}
 }
 
+// TestEndToEndTriggerShowsItsAccountNeedsReauth: an account whose grant the
+// provider refused shows on its triggers until it is reconnected.
+func TestEndToEndTriggerShowsItsAccountNeedsReauth(t *testing.T) {
+	v := newE2E(t)
+	_, ag := v.api(http.MethodPost, "/v1/agents", `{"name": "a"}`, http.StatusCreated)
+	_, tr := v.api(http.MethodPost, "/v1/triggers", fmt.Sprintf(`{"kind": "new_star", "account": %q, "agent": %q, "params": {"repositories": ["octocat/hello-world"]}}`,
+		v.account, ag["id"]), http.StatusCreated)
+	path := "/v1/triggers/" + tr["id"].(string)
+	if tr["account_status"] != "active" {
+		t.Fatalf("new trigger = %v, want account_status active", tr)
+	}
+	// A token about to expire whose refresh the provider refuses: the next
+	// use marks the account.
+	v.auth.SetAccessTTL(10 * time.Second)
+	v.reconnect()
+	v.auth.RefuseRefresh(true)
+	v.api(http.MethodPost, "/v1/steps/codehost.get_issue/run",
+		fmt.Sprintf(`{"account": %q, "input": {"owner": "octocat", "repo": "hello-world", "issue_number": 1}}`, v.account), http.StatusConflict)
+	_, got := v.api(http.MethodGet, path, "", http.StatusOK)
+	if got["account_status"] != "needs_reauth" || got["account_status_reason"] == nil || got["status"] != "active" {
+		t.Fatalf("trigger of an account needing reauth = %v", got)
+	}
+	_, list := v.api(http.MethodGet, "/v1/triggers", "", http.StatusOK)
+	if ts := list["triggers"].([]any); len(ts) != 1 || ts[0].(map[string]any)["account_status"] != "needs_reauth" {
+		t.Fatalf("trigger list = %v", list)
+	}
+	v.auth.RefuseRefresh(false)
+	v.auth.SetAccessTTL(8 * time.Hour)
+	v.reconnect()
+	_, got = v.api(http.MethodGet, path, "", http.StatusOK)
+	if got["account_status"] != "active" || got["account_status_reason"] != nil {
+		t.Fatalf("trigger after reconnecting = %v", got)
+	}
+}
+
 // startedCount reads triggerd_dispatch_outcomes_total{result="started"}.
 func startedCount(t *testing.T, httpURL string) int {
 	t.Helper()
