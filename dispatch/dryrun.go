@@ -90,18 +90,18 @@ func (d *Dispatcher) DryRun(ctx context.Context, t store.Trigger, limit int) (Dr
 	}
 
 	report := DryRunReport{Events: []DryRunEvent{}}
-	// The current window's candidates, oldest first: only its newest can
-	// be reported, so only those are matched (a filter decodes the whole
-	// event).
+	// The current window's candidates, oldest first: only its newest
+	// limit can be reported, so only those are matched (a filter decodes
+	// the whole event), and older ones are dropped as the window fills.
 	var window []triggers.Event
 	left := false // a candidate was left out for the limit
 	visit := func(data []byte) {
 		var ev triggers.Event
-		if triggers.DecodeEvent(data, &ev) != nil || ev.Kind != dt.Kind || !index.Considers(&ev) {
+		if triggers.DecodeEvent(data, &ev) != nil || !index.Considers(&ev) {
 			return // another tenant's, account's or source's; or unreadable
 		}
-		if len(window) == limit {
-			window, left = slices.Delete(window, 0, 1), true
+		if len(window) == 2*limit {
+			window, left = append(window[:0], window[limit:]...), true
 		}
 		window = append(window, ev)
 	}
