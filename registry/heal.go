@@ -37,14 +37,14 @@ const (
 	healMargin = time.Hour
 )
 
-// HealReport says what heal did for one hook.
-type HealReport struct {
-	// Redelivered events were asked to be sent again.
-	Redelivered int `json:"redelivered"`
-	// Abandoned events failed in a way another attempt would not fix (the
+// healReport says what heal did for one hook.
+type healReport struct {
+	// redelivered events were asked to be sent again.
+	redelivered int
+	// abandoned events failed in a way another attempt would not fix (the
 	// receiver refused them), failed MaxRedeliveries redeliveries, or grew
 	// too old to redeliver.
-	Abandoned int `json:"abandoned"`
+	abandoned int
 }
 
 // pendingEvent is one event's attempts, newest first.
@@ -58,8 +58,8 @@ func (e pendingEvent) first() time.Time { return e.attempts[len(e.attempts)-1].D
 // heal redelivers h's failed events (see above) and moves h's
 // HealedThrough to the oldest event still being healed, or to now. Only
 // code-hosting hooks registered upstream are healed.
-func (r *Registry) heal(ctx context.Context, api HookAPI, h store.Hook) (HealReport, error) {
-	var rep HealReport
+func (r *Registry) heal(ctx context.Context, api HookAPI, h store.Hook) (healReport, error) {
+	var rep healReport
 	if h.ExternalID == 0 {
 		return rep, nil
 	}
@@ -119,18 +119,18 @@ func (r *Registry) heal(ctx context.Context, api HookAPI, h store.Hook) (HealRep
 		case judged && (!latest.Retryable() || len(e.attempts) > r.o.MaxRedeliveries):
 			continue
 		case !latest.Retryable():
-			rep.Abandoned++
+			rep.abandoned++
 			r.log.Warn().Str("hook", h.ID).Str("target", h.Target).Str("delivery", e.guid).Str("event", latest.Event).
 				Int("status", latest.StatusCode).Msg("webhook delivery refused by its receiver (triggerd, or a proxy in front of it); not redelivering it: see triggerd_ingest_deliveries_total for why")
 			continue
 		case len(e.attempts) > r.o.MaxRedeliveries, latest.DeliveredAt.Before(oldest):
-			rep.Abandoned++
+			rep.abandoned++
 			r.log.Warn().Str("hook", h.ID).Str("target", h.Target).Str("delivery", e.guid).Str("event", latest.Event).
 				Int("attempts", len(e.attempts)).Str("status", latest.Status).
 				Msg("webhook delivery still failing; giving up on redelivering it")
 			continue
 		}
-		if rep.Redelivered == r.o.HealBatch || len(errs) > 0 {
+		if rep.redelivered == r.o.HealBatch || len(errs) > 0 {
 			// Held for the next pass.
 			through = earlier(through, e.first())
 			continue
@@ -139,12 +139,12 @@ func (r *Registry) heal(ctx context.Context, api HookAPI, h store.Hook) (HealRep
 		switch {
 		case errors.Is(err, codehost.ErrHookNotFound):
 			// GitHub no longer has the attempt (or the hook).
-			rep.Abandoned++
+			rep.abandoned++
 			continue
 		case err != nil:
 			errs = append(errs, fmt.Errorf("redeliver %s: %w", e.guid, err))
 		default:
-			rep.Redelivered++
+			rep.redelivered++
 		}
 		// Watched until an attempt succeeds or it is given up.
 		through = earlier(through, e.first())
@@ -152,10 +152,10 @@ func (r *Registry) heal(ctx context.Context, api HookAPI, h store.Hook) (HealRep
 	if err := r.setHealed(ctx, h.ID, through, now); err != nil {
 		errs = append(errs, err)
 	}
-	r.metrics.redeliveries.WithLabelValues("requested").Add(float64(rep.Redelivered))
-	r.metrics.redeliveries.WithLabelValues("abandoned").Add(float64(rep.Abandoned))
-	if rep.Redelivered > 0 {
-		r.log.Info().Str("hook", h.ID).Str("target", h.Target).Int("redelivered", rep.Redelivered).
+	r.metrics.redeliveries.WithLabelValues("requested").Add(float64(rep.redelivered))
+	r.metrics.redeliveries.WithLabelValues("abandoned").Add(float64(rep.abandoned))
+	if rep.redelivered > 0 {
+		r.log.Info().Str("hook", h.ID).Str("target", h.Target).Int("redelivered", rep.redelivered).
 			Msg("asked GitHub to redeliver failed webhook deliveries")
 	}
 	return rep, errors.Join(errs...)

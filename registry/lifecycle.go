@@ -111,7 +111,7 @@ type ReconcileReport struct {
 	Removed  int  `json:"removed"`
 	Failed   int  `json:"failed"`
 	// Redelivered and Abandoned add up what healing the hooks did
-	// (HealReport).
+	// (heal.go).
 	Redelivered int `json:"redelivered"`
 	Abandoned   int `json:"abandoned"`
 }
@@ -144,9 +144,7 @@ func (r *Registry) Reconcile(ctx context.Context) (ReconcileReport, error) {
 			continue
 		}
 		rep.Checked++
-		changed, removed, healed, err := r.reconcileHook(ctx, h)
-		rep.Redelivered += healed.Redelivered
-		rep.Abandoned += healed.Abandoned
+		h, api, changed, removed, err := r.reconcileHook(ctx, h)
 		switch {
 		case err != nil:
 			rep.Failed++
@@ -157,39 +155,56 @@ func (r *Registry) Reconcile(ctx context.Context) (ReconcileReport, error) {
 			rep.Repaired++
 			r.log.Info().Str("hook", h.ID).Str("target", h.Target).Msg("hook repaired upstream")
 		}
+		if api == nil {
+			continue
+		}
+		// Healing only reads and asks GitHub, and records its progress
+		// with a compare-and-set: it runs after the hook's lease is
+		// released, so trigger changes need not wait up to a hundred
+		// redeliveries for it.
+		healed, err := r.heal(ctx, api, h)
+		rep.Redelivered += healed.redelivered
+		rep.Abandoned += healed.abandoned
+		if err != nil {
+			r.log.Warn().Err(err).Str("hook", h.ID).Str("target", h.Target).Msg("healing the hook's failed deliveries failed; the next reconcile tries again")
+		}
 	}
 	return rep, nil
 }
 
-func (r *Registry) reconcileHook(ctx context.Context, h store.Hook) (changed, removed bool, healed HealReport, err error) {
+// reconcileHook repairs or removes one hook under its lease. It returns
+// the hook as registered and the API that reads it when it is to be
+// healed (nil otherwise).
+func (r *Registry) reconcileHook(ctx context.Context, h store.Hook) (_ store.Hook, _ HookAPI, changed, removed bool, err error) {
 	release, err := r.lockHook(ctx, h.Key())
 	if err != nil {
-		return false, false, healed, err
+		return h, nil, false, false, err
 	}
 	defer release()
 	want, err := r.desiredEvents(ctx, h.Key())
 	if err != nil {
-		return false, false, healed, err
+		return h, nil, false, false, err
 	}
-	if h, err = r.o.Store.GetHook(ctx, h.ID); errors.Is(err, store.ErrNotFound) {
+	cur, err := r.o.Store.GetHook(ctx, h.ID)
+	if errors.Is(err, store.ErrNotFound) {
 		// Removed since the list was read (its last trigger deleted, its
 		// account removed): nothing to repair.
-		return false, false, healed, nil
+		return h, nil, false, false, nil
 	} else if err != nil {
-		return false, false, healed, err
+		return h, nil, false, false, err
 	}
+	h = cur
 	if len(want) == 0 {
-		return false, true, healed, r.removeHook(ctx, h)
+		return h, nil, false, true, r.removeHook(ctx, h)
 	}
 	api, err := r.api(ctx, h)
 	if err != nil {
-		return false, false, healed, r.failHook(ctx, h, err)
+		return h, nil, false, false, r.failHook(ctx, h, err)
 	}
 	if h, changed, err = r.register(ctx, api, h, want); err != nil {
-		return changed, false, healed, err
+		return h, nil, changed, false, err
 	}
-	healed, err = r.heal(ctx, api, h)
-	return changed, false, healed, err
+	return h, api, changed, false, nil
 }
 
 // RunReconciler reconciles every interval until ctx ends.
