@@ -174,9 +174,17 @@ func (s *Spooler) Spool(c triggers.Capture, events []triggers.Event) error {
 		ReceivedAt: c.ReceivedAt, Header: header, Body: c.Body, Scope: c.Scope,
 		Events: make([]json.RawMessage, len(events)), SpooledAt: time.Now().UTC(),
 	}
+	// The payload events carry: the body, or its form field. Events
+	// carrying it leave it out and get it back from the body on forward,
+	// byte for byte (a payload kept in the record's JSON would come back
+	// compacted and HTML-escaped).
+	payload, err := CapturedPayload(c)
+	if err != nil {
+		payload = c.Body
+	}
 	for i := range events {
 		e := events[i]
-		if e.Payload != nil && bytes.Equal(e.Payload, c.Body) {
+		if e.Payload != nil && bytes.Equal(e.Payload, payload) {
 			e.Payload = nil
 			rec.BodyEvents = append(rec.BodyEvents, i)
 		}
@@ -372,15 +380,21 @@ func decodeSpoolRecord(data []byte) (triggers.Capture, []triggers.Event, time.Ti
 			return triggers.Capture{}, nil, time.Time{}, fmt.Errorf("decode event %d of spooled delivery %s: %w", i, rec.DeliveryID, err)
 		}
 	}
-	for _, i := range rec.BodyEvents {
-		if i < 0 || i >= len(events) {
-			return triggers.Capture{}, nil, time.Time{}, fmt.Errorf("spooled delivery %s names event %d of %d as carrying the body", rec.DeliveryID, i, len(events))
-		}
-		events[i].Payload = rec.Body
-	}
 	c := triggers.Capture{
 		Connector: rec.Connector, DeliveryID: rec.DeliveryID, ReceivedAt: rec.ReceivedAt,
 		Header: rec.Header, Body: rec.Body, Scope: rec.Scope,
+	}
+	if len(rec.BodyEvents) > 0 {
+		payload, err := CapturedPayload(c)
+		if err != nil {
+			return triggers.Capture{}, nil, time.Time{}, fmt.Errorf("spooled delivery %s: its payload: %w", rec.DeliveryID, err)
+		}
+		for _, i := range rec.BodyEvents {
+			if i < 0 || i >= len(events) {
+				return triggers.Capture{}, nil, time.Time{}, fmt.Errorf("spooled delivery %s names event %d of %d as carrying the body", rec.DeliveryID, i, len(events))
+			}
+			events[i].Payload = payload
+		}
 	}
 	return c, events, rec.SpooledAt, nil
 }

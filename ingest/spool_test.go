@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -140,6 +141,28 @@ func TestSpoolTakesWhatTheCommitterCannot(t *testing.T) {
 	// A redelivery now reaches the committer, which knows it.
 	if a := h.do(codeHostRequest("issues", "d-spool", []byte(issueOpened))); a.status != http.StatusOK || a.body["duplicate"] != true {
 		t.Fatalf("redelivery after forwarding: %d %v, want 200 duplicate", a.status, a.body)
+	}
+}
+
+// TestSpoolKeepsAFormDeliveryPayloadAsSent: the events of a form-encoded
+// delivery carry the payload field, not the body; forwarded from the
+// spool they carry it byte for byte, not re-encoded.
+func TestSpoolKeepsAFormDeliveryPayloadAsSent(t *testing.T) {
+	h := newSpoolHarness(t, 0, nil)
+	h.fc.setErr(errors.New("nats: timeout"))
+	payload := strings.Replace(issueOpened, `"body":"hi"`, `"body": "a <b> & c"`, 1)
+	form := []byte("payload=" + url.QueryEscape(payload))
+	req := codeHostRequest("issues", "d-spool-form", form)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if a := h.do(req); a.status != http.StatusAccepted || a.body["spooled"] != true {
+		t.Fatalf("got %d %v, want 202 spooled", a.status, a.body)
+	}
+	h.fc.setErr(nil)
+	if err := h.sp.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if h.fc.count() != 1 || !bytes.Equal(h.fc.commits[0].Body, form) || string(h.fc.events[0][0].Payload) != payload {
+		t.Fatalf("forwarded body %q, payload %s; want the form body and the payload field as sent", h.fc.commits[0].Body, h.fc.events[0][0].Payload)
 	}
 }
 
