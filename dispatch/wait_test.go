@@ -28,18 +28,6 @@ func (h *harness) waitStep(id string, i int, want store.StepStatus) store.Run {
 	return r
 }
 
-// publishEvent publishes ev as ingest would, under its own id.
-func (h *harness) publishEvent(ev triggers.Event) {
-	h.t.Helper()
-	data, err := json.Marshal(ev)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	if err := h.bus.Publish(context.Background(), ev.Subject(), ev.ID, data); err != nil {
-		h.t.Fatal(err)
-	}
-}
-
 func rateLimited(after time.Duration) error {
 	return &connectors.Error{Code: connectors.CodeRateLimited, Status: 403, Message: "API rate limit exceeded for the account", RetryAfter: after, Retryable: true}
 }
@@ -49,7 +37,7 @@ func rateLimited(after time.Duration) error {
 // with the input it was rendered with, then the rest of the pipeline.
 func TestRateLimitedStepWaitsAndRunsAgain(t *testing.T) {
 	h := newHarness(t, dispatch.Options{})
-	h.steps.refusal = rateLimited(700 * time.Millisecond)
+	h.steps.refusal = rateLimited(time.Second)
 	h.steps.refuse["codehost.create_comment"] = 2
 	h.agent("agent-1",
 		store.PipelineStep{Name: "comment", Step: "codehost.create_comment", Account: "acc1",
@@ -70,7 +58,9 @@ func TestRateLimitedStepWaitsAndRunsAgain(t *testing.T) {
 	// A title that is itself a template: rendering the step's input a
 	// second time would turn it into "new_issue".
 	ev.Resource.Title = "{{ .kind }} breaks"
-	h.publishEvent(ev)
+	if _, err := h.bus.PublishEvents(context.Background(), []triggers.Event{ev}, ""); err != nil {
+		t.Fatal(err)
+	}
 	runID := dispatch.RunID(ev.ID, "trig-a", "")
 
 	r := h.waitStep(runID, 0, store.StepWaiting)
@@ -80,8 +70,8 @@ func TestRateLimitedStepWaitsAndRunsAgain(t *testing.T) {
 		t.Fatalf("while waiting: run %s, step %+v, next step %s; want started, step waiting with rate_limited and a retry time, next pending", r.Status, s, r.Steps[1].Status)
 	}
 	// The event is settled while its run waits: the events consumer has
-	// nothing pending and the run has not finished (its two waits take
-	// 1.4 s).
+	// nothing pending and the run has not finished (its two waits take at
+	// least 2 s: a wait is never shorter than a second, minStepWait).
 	h.waitPending()
 	if r, err := h.store.GetRun(context.Background(), "t1", runID); err != nil || r.Status != store.RunStarted {
 		t.Fatalf("run once the event was settled: %s, %v; want it still started (waiting)", r.Status, err)
@@ -112,7 +102,7 @@ func TestRateLimitedStepWaitsAndRunsAgain(t *testing.T) {
 // rate_limited error.
 func TestRateLimitedStepGivesUp(t *testing.T) {
 	h := newHarness(t, dispatch.Options{MaxStepWaits: 2, MaxStepWait: time.Minute})
-	h.steps.refusal = rateLimited(100 * time.Millisecond)
+	h.steps.refusal = rateLimited(time.Second)
 	h.steps.refuse["codehost.create_comment"] = 1000
 	h.agent("agent-1",
 		store.PipelineStep{Name: "comment", Step: "codehost.create_comment", Account: "acc1", Input: json.RawMessage(`{}`)},

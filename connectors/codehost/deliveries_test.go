@@ -23,6 +23,19 @@ type flakyReceiver struct {
 	guids  chan string
 }
 
+// next returns the X-GitHub-Delivery of the next delivery received, failing
+// the test if none comes.
+func (rc *flakyReceiver) next(t *testing.T) string {
+	t.Helper()
+	select {
+	case g := <-rc.guids:
+		return g
+	case <-time.After(10 * time.Second):
+		t.Fatal("no delivery reached the receiver")
+		return ""
+	}
+}
+
 func newFlakyReceiver(t *testing.T) *flakyReceiver {
 	t.Helper()
 	rc := &flakyReceiver{guids: make(chan string, 100)}
@@ -98,7 +111,7 @@ func TestHookDeliveriesAndRedelivery(t *testing.T) {
 		t.Errorf("%d requests, want 1", n)
 	}
 	for range 5 {
-		<-rc.guids // the ping, three failures and the closed issue
+		rc.next(t) // the ping, three failures and the closed issue
 	}
 
 	// A redelivery is the same event under the same X-GitHub-Delivery.
@@ -107,7 +120,7 @@ func TestHookDeliveriesAndRedelivery(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitDeliveries(t, h)
-	if got := <-rc.guids; got != guids[0] || oldest.GUID != guids[0] {
+	if got := rc.next(t); got != guids[0] || oldest.GUID != guids[0] {
 		t.Errorf("redelivered %s (attempt of %s), want %s", got, oldest.GUID, guids[0])
 	}
 	ds, err = hooks.Deliveries(ctx, repoTarget, hk.ID, time.Time{})
