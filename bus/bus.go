@@ -252,12 +252,12 @@ var ErrNoJetStream = errors.New("JetStream is not enabled")
 func (b *Bus) provision(ctx context.Context) error {
 	// Without JetStream the requests after this one find "no responders",
 	// which says nothing of the cause: ask first (AccountInfo reports no
-	// responders as ErrJetStreamNotEnabled).
+	// responders as ErrJetStreamNotEnabled). Any other failure (a
+	// credential allowed only the streams it needs, say) is left to those
+	// requests, which report their own.
 	if _, err := b.js.AccountInfo(ctx); errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
 		errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
 		return fmt.Errorf("the NATS at %s: %w (start nats-server with -js, or enable JetStream for this account)", b.nc.ConnectedUrlRedacted(), ErrNoJetStream)
-	} else if err != nil {
-		return fmt.Errorf("ask the NATS at %s about JetStream: %w", b.nc.ConnectedUrlRedacted(), err)
 	}
 	shared, err := b.layout(ctx)
 	if err != nil {
