@@ -445,6 +445,13 @@ func TestSIGTERMUnderLoad(t *testing.T) {
 	t.Logf("SIGTERM after %d accepted; exited 0 in %s; %d requests found no listener", len(accepted), took.Round(time.Millisecond), refused.Load())
 
 	p = startTriggerd(t, env)
+	// A delivery answered 202 from the spool (its commit timed out under
+	// load) and not forwarded before the stop is forwarded by this
+	// process's spool loop: wait for it before reading the stream.
+	testenv.Eventually(t, 30*time.Second, "the spool to be forwarded", func() bool {
+		files, _ := filepath.Glob(filepath.Join(dir, "spool", "*.rec"))
+		return len(files) == 0
+	})
 	counts, _ := streamEvents(t, p.natsURL)
 	mu.Lock()
 	defer mu.Unlock()
