@@ -44,8 +44,8 @@ func delivery(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return code
 	}
 	return af.each(ctx, fs, stdout, stderr, "name one or more delivery ids or payload_ref subjects",
-		func(ctx context.Context, b *bus.Bus, c triggers.Connector, arg string, enc *json.Encoder) error {
-			return printDelivery(ctx, b, c, arg, *payload, stdout, enc)
+		func(_ context.Context, _ *bus.Bus, capture triggers.Capture, enc *json.Encoder) error {
+			return printDelivery(capture, *payload, stdout, enc)
 		})
 }
 
@@ -65,13 +65,14 @@ func addArchiveFlags(fs *flag.FlagSet, timeoutUsage string) archiveFlags {
 	}
 }
 
-// each checks the flags, connects to triggerd's NATS and calls fn for each
-// argument under its own timeout, reporting each failure on stderr. It
+// each checks the flags, connects to triggerd's NATS, finds the archived
+// delivery each argument names (findDelivery) and calls fn with it, under
+// the argument's own timeout, reporting each failure on stderr. It
 // returns the exit code: 2 on a usage error (missing names what the
 // arguments should be), 1 when anything failed. fn's encoder writes JSON
 // lines to stdout, with ids printed as the HTTP answers print them.
 func (af archiveFlags) each(ctx context.Context, fs *flag.FlagSet, stdout, stderr io.Writer, missing string,
-	fn func(ctx context.Context, b *bus.Bus, c triggers.Connector, arg string, enc *json.Encoder) error) int {
+	fn func(ctx context.Context, b *bus.Bus, capture triggers.Capture, enc *json.Encoder) error) int {
 	c := triggers.Connector(*af.connector)
 	if c != "" && !c.Valid() {
 		return usageError(fs, "--connector is %q: use codehost or deploy, or leave it out to look in both", c)
@@ -90,7 +91,10 @@ func (af archiveFlags) each(ctx context.Context, fs *flag.FlagSet, stdout, stder
 	code := 0
 	for _, arg := range fs.Args() {
 		actx, cancel := context.WithTimeout(ctx, *af.timeout)
-		err := fn(actx, b, c, arg, enc)
+		capture, err := findDelivery(actx, b, c, arg)
+		if err == nil {
+			err = fn(actx, b, capture, enc)
+		}
 		cancel()
 		if err != nil {
 			fmt.Fprintf(stderr, "triggerctl %s %s: %v\n", fs.Name(), arg, err)
@@ -100,11 +104,7 @@ func (af archiveFlags) each(ctx context.Context, fs *flag.FlagSet, stdout, stder
 	return code
 }
 
-func printDelivery(ctx context.Context, b *bus.Bus, c triggers.Connector, arg string, payloadOnly bool, stdout io.Writer, enc *json.Encoder) error {
-	capture, err := findDelivery(ctx, b, c, arg)
-	if err != nil {
-		return err
-	}
+func printDelivery(capture triggers.Capture, payloadOnly bool, stdout io.Writer, enc *json.Encoder) error {
 	if payloadOnly {
 		p, err := ingest.CapturedPayload(capture)
 		if err != nil {

@@ -53,8 +53,8 @@ func TestRedeliver(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &line); err != nil {
 		t.Fatalf("output %q: %v", out.String(), err)
 	}
-	if line.Kind != triggers.NewIssue || line.Published {
-		t.Fatalf("redelivery of an event the stream holds: %+v, want new_issue, published false", line)
+	if line.Kind != triggers.NewIssue || line.Published || line.DeliveryID != "d-1" {
+		t.Fatalf("redelivery of an event the stream holds: %+v, want d-1's new_issue, published false", line)
 	}
 	out.Reset()
 	if code := run([]string{"redeliver", "--nats-url", emb.ClientURL(), "--as-new", "d-1"}, &out, &errOut); code != 0 {

@@ -48,16 +48,12 @@ func redeliver(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return code
 	}
 	return af.each(ctx, fs, stdout, stderr, "name one or more delivery ids (the X-GitHub-Delivery header, or the deployment envelope's id)",
-		func(ctx context.Context, b *bus.Bus, c triggers.Connector, id string, enc *json.Encoder) error {
-			return redeliverOne(ctx, b, c, id, *asNew, enc)
+		func(ctx context.Context, b *bus.Bus, capture triggers.Capture, enc *json.Encoder) error {
+			return redeliverOne(ctx, b, capture, *asNew, enc)
 		})
 }
 
-func redeliverOne(ctx context.Context, b *bus.Bus, c triggers.Connector, id string, asNew bool, enc *json.Encoder) error {
-	capture, err := findDelivery(ctx, b, c, id)
-	if err != nil {
-		return err
-	}
+func redeliverOne(ctx context.Context, b *bus.Bus, capture triggers.Capture, asNew bool, enc *json.Encoder) error {
 	c, key := capture.Connector, capture.Key()
 	payload, err := ingest.CapturedPayload(capture)
 	if err != nil {
@@ -91,7 +87,7 @@ func redeliverOne(ctx context.Context, b *bus.Bus, c triggers.Connector, id stri
 		return err
 	}
 	for i, e := range res.Events {
-		if err := enc.Encode(redeliverLine{DeliveryID: id, EventID: e.ID, Kind: e.Kind, Subject: e.Subject(), Published: !acks[i].Duplicate}); err != nil {
+		if err := enc.Encode(redeliverLine{DeliveryID: capture.DeliveryID, EventID: e.ID, Kind: e.Kind, Subject: e.Subject(), Published: !acks[i].Duplicate}); err != nil {
 			return err
 		}
 	}
