@@ -10,9 +10,9 @@ import (
 	"time"
 )
 
-// RedeliveryWindow is how old an attempt may be and still be redelivered:
+// redeliveryWindow is how old an attempt may be and still be redelivered:
 // GitHub redelivers the past 3 days only.
-const RedeliveryWindow = 72 * time.Hour
+const redeliveryWindow = 72 * time.Hour
 
 // deliveryStatus is GitHub's summary of an attempt.
 func deliveryStatus(d Delivery) string {
@@ -114,7 +114,7 @@ func (c *call) listHookDeliveries() *reply {
 // redeliverHookDelivery answers POST .../deliveries/{delivery_id}/attempts:
 // 202, and the attempt's event sent again to the hook as it is configured
 // now, with the same X-GitHub-Delivery and redelivery true. An unknown
-// attempt is 404; one older than RedeliveryWindow 422.
+// attempt is 404; one older than redeliveryWindow 422.
 func (c *call) redeliverHookDelivery() *reply {
 	sc, h, rep := c.hookParam()
 	if rep != nil {
@@ -129,7 +129,7 @@ func (c *call) redeliverHookDelivery() *reply {
 		if d.HookID != h.id || d.AttemptID != id {
 			continue
 		}
-		if c.now.Sub(d.At) > RedeliveryWindow {
+		if c.now.Sub(d.At) > redeliveryWindow {
 			return validation(M{"resource": "HookDelivery", "code": "custom",
 				"message": "Deliveries older than 3 days cannot be redelivered"})
 		}
