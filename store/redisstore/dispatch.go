@@ -180,99 +180,55 @@ func (s *Store) hookKeyKey(k store.HookKey) string {
 	return s.prefix + "hook-key:" + k.TenantID + ":" + k.AccountID + ":" + k.Connector + ":" + string(k.Scope) + ":" + k.Target
 }
 
-// newestFirst returns at most limit records that keep accepts among those
-// whose ids the sorted set zkey holds (scored by a time in unix nanos),
-// newest first as order sorts them. It reads the set from the highest
-// score down, in growing pages, with the records of each page (at
-// recordKey(id)), and stops once limit accepted records have scores above
-// the first unread one. Scores are float64, too coarse for nanoseconds,
-// but they never order two times the wrong way round, so records whose
-// scores tie are all read and sorted exactly. Writes between two pages
-// shift the set: an id read twice is used once, and a record that moves
-// while the list is read may be missed, as with any paged read.
-func newestFirst[T any](ctx context.Context, rdb *redis.Client, zkey string, recordKey func(id string) string,
-	keep func(T) bool, order func(a, b T) int, limit int) ([]T, error) {
-	type hit struct {
-		v     T
-		score float64
-	}
-	var hits []hit
-	seen := make(map[string]bool)
-	for start, page := 0, limit; ; start, page = start+page, min(2*page, 1000) {
-		// One more than the page: the last is a look at the next page.
-		zs, err := rdb.ZRevRangeWithScores(ctx, zkey, int64(start), int64(start+page)).Result()
-		if err != nil {
-			return nil, err
-		}
-		more := len(zs) > page
-		var next float64
-		if more {
-			next, zs = zs[page].Score, zs[:page]
-		}
-		var ids []string
-		var scores []float64
-		for _, z := range zs {
-			if id := fmt.Sprint(z.Member); !seen[id] {
-				seen[id] = true
-				ids = append(ids, id)
-				scores = append(scores, z.Score)
-			}
-		}
-		err = mgetJSON(ctx, rdb, ids, recordKey, func(i int, v T) {
-			if keep(v) {
-				hits = append(hits, hit{v, scores[i]})
-			}
-		})
-		if err != nil {
-			return nil, err
-		}
-		if !more {
-			break
-		}
-		above := 0
-		for _, h := range hits {
-			if h.score > next {
-				above++
-			}
-		}
-		if above >= limit {
-			break
-		}
-	}
-	slices.SortStableFunc(hits, func(a, b hit) int { return order(a.v, b.v) })
-	out := make([]T, 0, min(limit, len(hits)))
-	for _, h := range hits[:min(limit, len(hits))] {
-		out = append(out, h.v)
-	}
-	return out, nil
-}
-
-// prunable is a record read by oldestFirst: its member of the sorted set,
-// its value, the SHA-1 (hex) of its JSON, which pruneRecordScript compares,
-// and its score.
-type prunable[T any] struct {
+// sortedRecord is a record read through a sorted set by scanSorted: its
+// member of the set, its value, its JSON as read, and its score.
+type sortedRecord[T any] struct {
 	member string
 	v      T
-	sum    string
+	raw    string
 	score  float64
 }
 
-// oldestFirst returns at most limit records that keep accepts among those
-// whose members the sorted set zkey holds with a score up to max (scores
-// are times in unix nanos), oldest first as order sorts them, and the
-// members whose record (at recordKey(member)) is gone. It reads the set
-// from the lowest score up, in growing pages, with the records of each
-// page, and stops once limit accepted records have scores below the first
-// unread one. Scores are float64, too coarse for nanoseconds, but they
-// never order two times the wrong way round, so records whose scores tie
-// are all read and sorted exactly. The caller deletes the records only if
-// they are still the ones read.
-func oldestFirst[T any](ctx context.Context, rdb *redis.Client, zkey, max string, recordKey func(member string) string,
-	keep func(T) bool, order func(a, b T) int, limit int) (found []prunable[T], gone []string, err error) {
+// sortedScan says which records scanSorted reads and how it orders them.
+type sortedScan[T any] struct {
+	// zkey is the sorted set, scored by times in unix nanos; recordKey
+	// gives the key of a member's record.
+	zkey      string
+	recordKey func(member string) string
+	// oldest reads from the lowest score up to max (a score, as ZRANGEBYSCORE
+	// takes it); otherwise from the highest score down.
+	oldest bool
+	max    string
+	// keep chooses records; order sorts them, first first.
+	keep  func(T) bool
+	order func(a, b T) int
+	limit int
+}
+
+// scanSorted returns at most sc.limit records that sc.keep accepts, in
+// sc.order, and the members whose records are gone. It reads the set from
+// one end, in growing pages, with the records of each page, and stops once
+// limit accepted records have scores before the first unread one. Scores
+// are float64, too coarse for nanoseconds, but they never order two times
+// the wrong way round, so records whose scores tie are all read and sorted
+// exactly. Writes between two pages shift the set: a member read twice is
+// used once, and a record that moves while the set is read may be missed,
+// as with any paged read.
+func scanSorted[T any](ctx context.Context, rdb *redis.Client, sc sortedScan[T]) (found []sortedRecord[T], gone []string, err error) {
+	// before reports whether score a comes before score b in the reading.
+	before := func(a, b float64) bool { return a > b }
+	if sc.oldest {
+		before = func(a, b float64) bool { return a < b }
+	}
 	seen := make(map[string]bool)
-	for start, page := 0, min(limit, 1000); ; start, page = start+page, min(2*page, 1000) {
+	for start, page := 0, min(sc.limit, 1000); ; start, page = start+page, min(2*page, 1000) {
 		// One more than the page: the last is a look at the next page.
-		zs, err := rdb.ZRangeByScoreWithScores(ctx, zkey, &redis.ZRangeBy{Min: "-inf", Max: max, Offset: int64(start), Count: int64(page + 1)}).Result()
+		var zs []redis.Z
+		if sc.oldest {
+			zs, err = rdb.ZRangeByScoreWithScores(ctx, sc.zkey, &redis.ZRangeBy{Min: "-inf", Max: sc.max, Offset: int64(start), Count: int64(page + 1)}).Result()
+		} else {
+			zs, err = rdb.ZRevRangeWithScores(ctx, sc.zkey, int64(start), int64(start+page)).Result()
+		}
 		if err != nil {
 			return nil, nil, err
 		}
@@ -287,7 +243,7 @@ func oldestFirst[T any](ctx context.Context, rdb *redis.Client, zkey, max string
 			if m := fmt.Sprint(z.Member); !seen[m] {
 				seen[m] = true
 				members = append(members, m)
-				keys = append(keys, recordKey(m))
+				keys = append(keys, sc.recordKey(m))
 				scores = append(scores, z.Score)
 			}
 		}
@@ -299,34 +255,85 @@ func oldestFirst[T any](ctx context.Context, rdb *redis.Client, zkey, max string
 			for i, val := range vals {
 				raw, ok := val.(string)
 				if !ok {
-					gone = append(gone, members[i])
+					gone = append(gone, members[i]) // deleted since the set was read
 					continue
 				}
 				var v T
 				if err := json.Unmarshal([]byte(raw), &v); err != nil {
 					return nil, nil, fmt.Errorf("decode %s: %w", keys[i], err)
 				}
-				if keep(v) {
-					sum := sha1.Sum([]byte(raw))
-					found = append(found, prunable[T]{members[i], v, hex.EncodeToString(sum[:]), scores[i]})
+				if sc.keep(v) {
+					found = append(found, sortedRecord[T]{members[i], v, raw, scores[i]})
 				}
 			}
 		}
 		if !more {
 			break
 		}
-		below := 0
-		for _, p := range found {
-			if p.score < next {
-				below++
+		settled := 0
+		for _, r := range found {
+			if before(r.score, next) {
+				settled++
 			}
 		}
-		if below >= limit {
+		if settled >= sc.limit {
 			break
 		}
 	}
-	slices.SortStableFunc(found, func(a, b prunable[T]) int { return order(a.v, b.v) })
-	return found[:min(limit, len(found))], gone, nil
+	slices.SortStableFunc(found, func(a, b sortedRecord[T]) int { return sc.order(a.v, b.v) })
+	return found[:min(sc.limit, len(found))], gone, nil
+}
+
+// newestFirst returns at most limit records that keep accepts among those
+// whose ids the sorted set zkey holds, newest first as order sorts them
+// (see scanSorted).
+func newestFirst[T any](ctx context.Context, rdb *redis.Client, zkey string, recordKey func(id string) string,
+	keep func(T) bool, order func(a, b T) int, limit int) ([]T, error) {
+	found, _, err := scanSorted(ctx, rdb, sortedScan[T]{zkey: zkey, recordKey: recordKey, keep: keep, order: order, limit: limit})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]T, len(found))
+	for i, r := range found {
+		out[i] = r.v
+	}
+	return out, nil
+}
+
+// pruneOldest deletes, oldest first as order sorts them, at most limit
+// records that keep accepts among those whose members the sorted set zkey
+// holds with a score up to before's, and removes from zkey the members
+// whose record is gone. Each record goes with its members of sets(r),
+// member(i) naming its member of the i-th, by a script that checks it is
+// still the one read: a record written meanwhile is left for a later call.
+// It returns how many records it deleted.
+func pruneOldest[T any](ctx context.Context, rdb *redis.Client, zkey string, recordKey func(member string) string,
+	keep func(T) bool, order func(a, b T) int, before time.Time, limit int,
+	sets func(r sortedRecord[T]) (keys []string, member func(i int) string)) (int, error) {
+	found, gone, err := scanSorted(ctx, rdb, sortedScan[T]{zkey: zkey, recordKey: recordKey, oldest: true, max: score(before),
+		keep: keep, order: order, limit: limit})
+	if err != nil {
+		return 0, err
+	}
+	for _, m := range gone {
+		if _, err := pruneRecord(ctx, rdb, recordKey(m), "", []string{zkey}, func(int) string { return m }); err != nil {
+			return 0, err
+		}
+	}
+	deleted := 0
+	for _, r := range found {
+		// The script deletes the record only if its SHA-1 is still this.
+		sum := sha1.Sum([]byte(r.raw))
+		keys, member := sets(r)
+		ok, err := pruneRecord(ctx, rdb, recordKey(r.member), hex.EncodeToString(sum[:]), keys, member)
+		if err != nil {
+			return deleted, err
+		}
+		if ok {
+			deleted++
+		}
+	}
+	return deleted, nil
 }
 
 // pruneRecord runs pruneRecordScript on the record at key with the SHA-1
@@ -811,26 +818,14 @@ func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, e
 func (s *Store) PruneRuns(ctx context.Context, before time.Time, limit int) (int, error) {
 	keep := func(r store.Run) bool { return r.FinishedBefore(before) }
 	older := func(a, b store.Run) int { return newerRun(b, a) }
-	found, gone, err := oldestFirst(ctx, s.rdb, s.allRunsKey(), score(before), s.runKey, keep, older, store.PruneLimit(limit))
+	sets := func(r sortedRecord[store.Run]) ([]string, func(int) string) {
+		return s.runSets(r.v), func(int) string { return r.member }
+	}
+	n, err := pruneOldest(ctx, s.rdb, s.allRunsKey(), s.runKey, keep, older, before, store.PruneLimit(limit), sets)
 	if err != nil {
-		return 0, fmt.Errorf("redisstore: prune runs: %w", err)
+		return n, fmt.Errorf("redisstore: prune runs: %w", err)
 	}
-	for _, id := range gone {
-		if _, err := pruneRecord(ctx, s.rdb, s.runKey(id), "", []string{s.allRunsKey()}, func(int) string { return id }); err != nil {
-			return 0, fmt.Errorf("redisstore: prune runs: %w", err)
-		}
-	}
-	deleted := 0
-	for _, p := range found {
-		ok, err := pruneRecord(ctx, s.rdb, s.runKey(p.member), p.sum, s.runSets(p.v), func(int) string { return p.member })
-		if err != nil {
-			return deleted, fmt.Errorf("redisstore: prune runs: %w", err)
-		}
-		if ok {
-			deleted++
-		}
-	}
-	return deleted, nil
+	return n, nil
 }
 
 // Events.
@@ -948,35 +943,21 @@ func (s *Store) PruneEvents(ctx context.Context, before time.Time, limit int) (i
 	older := func(a, b store.EventRecord) int {
 		return cmp.Or(a.DispatchedAt.Compare(b.DispatchedAt), cmp.Compare(a.TenantID+"\x00"+a.EventID, b.TenantID+"\x00"+b.EventID))
 	}
-	found, gone, err := oldestFirst(ctx, s.rdb, s.allEventsKey(), score(before), s.eventMemberKey, keep, older, store.PruneLimit(limit))
-	if err != nil {
-		return 0, fmt.Errorf("redisstore: prune events: %w", err)
-	}
-	for _, m := range gone {
-		if _, err := pruneRecord(ctx, s.rdb, s.eventMemberKey(m), "", []string{s.allEventsKey()}, func(int) string { return m }); err != nil {
-			return 0, fmt.Errorf("redisstore: prune events: %w", err)
-		}
-	}
-	deleted := 0
-	for _, p := range found {
-		// The events set lists the record as p.member, the per-trigger
-		// sets as its event id.
-		sets := append([]string{s.allEventsKey()}, s.eventSets(p.v)...)
-		member := func(i int) string {
+	// The events set lists a record as its member, the per-trigger sets
+	// as its event id.
+	sets := func(r sortedRecord[store.EventRecord]) ([]string, func(int) string) {
+		return append([]string{s.allEventsKey()}, s.eventSets(r.v)...), func(i int) string {
 			if i == 0 {
-				return p.member
+				return r.member
 			}
-			return p.v.EventID
-		}
-		ok, err := pruneRecord(ctx, s.rdb, s.eventMemberKey(p.member), p.sum, sets, member)
-		if err != nil {
-			return deleted, fmt.Errorf("redisstore: prune events: %w", err)
-		}
-		if ok {
-			deleted++
+			return r.v.EventID
 		}
 	}
-	return deleted, nil
+	n, err := pruneOldest(ctx, s.rdb, s.allEventsKey(), s.eventMemberKey, keep, older, before, store.PruneLimit(limit), sets)
+	if err != nil {
+		return n, fmt.Errorf("redisstore: prune events: %w", err)
+	}
+	return n, nil
 }
 
 // indexEvents adds the event records written before the events sorted set
