@@ -684,14 +684,7 @@ func (t *rejectingTransport) send(req *http.Request, tok *oauth2.Token, body io.
 // calls fail fast: the error then wraps ErrNeedsReauth. Concurrent calls
 // for one account cause one refresh, as in Token.
 func (s *Service) Rejected(ctx context.Context, tenantID, id, accessToken string) (*oauth2.Token, error) {
-	acc, err := s.readAccount(ctx, tenantID, id)
-	if err != nil {
-		return nil, err
-	}
-	if err := statusError(acc); err != nil {
-		return nil, err
-	}
-	tok, err := s.openToken(acc)
+	acc, p, tok, err := s.usable(ctx, tenantID, id)
 	if err != nil {
 		return nil, err
 	}
@@ -700,43 +693,20 @@ func (s *Service) Rejected(ctx context.Context, tenantID, id, accessToken string
 		tok, _, err := s.token(ctx, tenantID, id)
 		return tok, err
 	}
-	p, err := s.provider(acc.Connector)
-	if err != nil {
-		return nil, fmt.Errorf("accounts: token for account %s: %w", id, err)
-	}
 	if !p.CanRefresh(tok) {
 		res, err := s.markNeedsReauth(ctx, acc, reasonRefused)
 		return res.tok, err
 	}
 	s.log.Info().Str("account_id", acc.ID).Str("tenant_id", acc.TenantID).Str("connector", acc.Connector).Msg("the provider refused the account's token; refreshing it")
-	key := tenantID + "/" + id + "/rejected"
-	for {
-		res, shared, err := s.flights.do(ctx, key, func() (flightResult, error) {
-			return s.refreshShared(ctx, p, acc, accessToken)
-		})
-		if err != nil && shared && errors.Is(err, errLeaderGone) && ctx.Err() == nil {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		return cloneToken(res.tok), nil
+	res, err := s.refresh(ctx, tenantID+"/"+id+"/rejected", p, acc, accessToken)
+	if err != nil {
+		return nil, err
 	}
+	return cloneToken(res.tok), nil
 }
 
 func (s *Service) token(ctx context.Context, tenantID, id string) (*oauth2.Token, store.Account, error) {
-	acc, err := s.readAccount(ctx, tenantID, id)
-	if err != nil {
-		return nil, store.Account{}, err
-	}
-	if err := statusError(acc); err != nil {
-		return nil, acc, err
-	}
-	p, err := s.provider(acc.Connector)
-	if err != nil {
-		return nil, acc, fmt.Errorf("accounts: token for account %s: %w", id, err)
-	}
-	tok, err := s.openToken(acc)
+	acc, p, tok, err := s.usable(ctx, tenantID, id)
 	if err != nil {
 		return nil, acc, err
 	}
@@ -747,21 +717,50 @@ func (s *Service) token(ctx context.Context, tenantID, id string) (*oauth2.Token
 		res, err := s.unrefreshable(ctx, acc, tok)
 		return res.tok, res.acc, err
 	}
-	key := tenantID + "/" + id
+	res, err := s.refresh(ctx, tenantID+"/"+id, p, acc, "")
+	if err != nil {
+		if res.acc.ID == "" {
+			res.acc = acc
+		}
+		return nil, res.acc, err
+	}
+	return cloneToken(res.tok), res.acc, nil
+}
+
+// usable reads an account that may be used (see statusError), its
+// connector's provider and its stored token. The account is returned
+// with an error too when it was read.
+func (s *Service) usable(ctx context.Context, tenantID, id string) (store.Account, connectors.Provider, *oauth2.Token, error) {
+	acc, err := s.readAccount(ctx, tenantID, id)
+	if err != nil {
+		return store.Account{}, nil, nil, err
+	}
+	if err := statusError(acc); err != nil {
+		return acc, nil, nil, err
+	}
+	p, err := s.provider(acc.Connector)
+	if err != nil {
+		return acc, nil, nil, fmt.Errorf("accounts: token for account %s: %w", id, err)
+	}
+	tok, err := s.openToken(acc)
+	if err != nil {
+		return acc, nil, nil, err
+	}
+	return acc, p, tok, nil
+}
+
+// refresh runs refreshShared for acc once per process and flight key:
+// concurrent callers share it. When the caller running it leaves before
+// it starts, a waiting caller runs it itself.
+func (s *Service) refresh(ctx context.Context, key string, p connectors.Provider, acc store.Account, rejected string) (flightResult, error) {
 	for {
 		res, shared, err := s.flights.do(ctx, key, func() (flightResult, error) {
-			return s.refreshShared(ctx, p, acc, "")
+			return s.refreshShared(ctx, p, acc, rejected)
 		})
 		if err != nil && shared && errors.Is(err, errLeaderGone) && ctx.Err() == nil {
 			continue // the caller running the refresh left; run it ourselves
 		}
-		if err != nil {
-			if res.acc.ID == "" {
-				res.acc = acc
-			}
-			return nil, res.acc, err
-		}
-		return cloneToken(res.tok), res.acc, nil
+		return res, err
 	}
 }
 
