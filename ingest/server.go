@@ -510,6 +510,11 @@ func (s *Server) commit(ctx context.Context, c triggers.Capture, events []trigge
 	return false, true, nil
 }
 
+// preallocBytes is the most readBody sets aside for a body before it
+// arrives: more than nearly every webhook delivery (GitHub's are mostly
+// 5–30 KB).
+const preallocBytes = 64 << 10
+
 // readBody reads the request body into a pooled buffer, refusing (without
 // reading it all) a body larger than MaxBodyBytes. On error it returns the
 // status to answer.
@@ -520,8 +525,12 @@ func (s *Server) readBody(r *http.Request) (*bytes.Buffer, int, error) {
 	}
 	buf := s.bufs.Get().(*bytes.Buffer)
 	buf.Reset()
+	// Room for the declared length, up to preallocBytes: the length is
+	// the sender's word, given before the signature is checked, and a
+	// client declaring 25 MiB and sending one byte must not hold 25 MiB.
+	// A larger body grows the buffer as it arrives.
 	if r.ContentLength > 0 {
-		buf.Grow(int(r.ContentLength))
+		buf.Grow(int(min(r.ContentLength, preallocBytes)))
 	}
 	n, err := buf.ReadFrom(io.LimitReader(r.Body, max+1))
 	if err != nil {

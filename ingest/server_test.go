@@ -304,6 +304,40 @@ func TestBodyLimit(t *testing.T) {
 	}
 }
 
+// TestDeclaredLengthIsNotAllocatedUpFront: a client that declares a body
+// of nearly the limit and sends one byte, as one holding many connections
+// open to exhaust memory would, gets no buffer of the declared size. The
+// body is read into what the reader is handed, so its largest read shows
+// what was set aside.
+func TestDeclaredLengthIsNotAllocatedUpFront(t *testing.T) {
+	h := newHarness(t, nil)
+	src := &widestReader{r: strings.NewReader("{")}
+	req := codeHostRequest("issues", "d-declared", []byte("{"))
+	req.Body = io.NopCloser(src)
+	req.ContentLength = 20 << 20
+	if a := h.do(req); a.status != 400 || errorCode(a) != "malformed_payload" {
+		t.Fatalf("one byte of a declared 20 MiB: %d %v, want 400 malformed_payload", a.status, a.body)
+	}
+	if src.widest > 1<<20 {
+		t.Fatalf("the body was read into %d bytes set aside for a declared 20 MiB; at most 1 MiB should be set aside before the body arrives", src.widest)
+	}
+	// A body that is as large as declared still arrives whole.
+	big := []byte(`{"x":"` + strings.Repeat("a", 3<<20) + `"}`)
+	if a := h.do(codeHostRequest("issues", "d-big", big)); a.status != 202 {
+		t.Fatalf("a 3 MiB body: %d %v, want 202", a.status, a.body)
+	}
+}
+
+type widestReader struct {
+	r      io.Reader
+	widest int
+}
+
+func (w *widestReader) Read(p []byte) (int, error) {
+	w.widest = max(w.widest, len(p))
+	return w.r.Read(p)
+}
+
 type countingReader struct {
 	r io.Reader
 	n int
