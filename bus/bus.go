@@ -86,6 +86,13 @@ const (
 	// carry inline in total (a push of 2,048 commits would otherwise copy
 	// its payload 2,049 times).
 	DefaultMaxInlineBytes = 8 << 20
+	// DefaultWriteTimeout bounds a write to NATS: nats.go writes under the
+	// connection's lock, so a server that stopped reading (stopped, or
+	// behind a network black hole) would hold every publisher for as long
+	// as one write may block, a minute by nats.go's default, past any
+	// commit deadline. A write that times out closes the connection, which
+	// then reconnects.
+	DefaultWriteTimeout = 2 * time.Second
 )
 
 // Options configures a Bus.
@@ -118,6 +125,9 @@ type Options struct {
 	// SkipProvision connects without creating or updating the streams
 	// (for tools that only read).
 	SkipProvision bool
+	// WriteTimeout bounds each write to NATS (DefaultWriteTimeout if
+	// zero); keep it well below the commit deadline.
+	WriteTimeout time.Duration
 	// SeparateArchive keeps archive records in DeliveriesStream on a NATS
 	// that holds no triggerd streams yet, as servers before 2.11 require
 	// (Connect chooses it itself there). A NATS that already holds the
@@ -140,6 +150,9 @@ func (o *Options) setDefaults() error {
 	}
 	if o.MaxInlineBytes == 0 {
 		o.MaxInlineBytes = DefaultMaxInlineBytes
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = DefaultWriteTimeout
 	}
 	if o.ArchiveRetention < MinArchiveRetention {
 		return fmt.Errorf("archive retention %s is shorter than the promised %s: duplicates and replays must stay available that long", o.ArchiveRetention, MinArchiveRetention)
@@ -194,6 +207,7 @@ func Connect(ctx context.Context, url string, o Options) (*Bus, error) {
 	nopts := []nats.Option{
 		nats.ClosedHandler(func(*nats.Conn) { b.down.Store(true); close(b.closed) }),
 		nats.DrainTimeout(5 * time.Second),
+		nats.FlusherTimeout(o.WriteTimeout),
 		nats.Name(o.Name),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
