@@ -32,14 +32,14 @@ type fixture struct {
 	vault *Vault
 	code  *fakeProvider // "codehost": PKCE, expiring tokens, rotating refresh tokens
 	dep   *fakeProvider // "deploy": no PKCE, long-lived tokens
-	logs  *syncBuffer
+	logs  *testenv.Buffer
 	svc   *Service
 	seq   int
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	f := &fixture{t: t, clock: newClock(), logs: &syncBuffer{}}
+	f := &fixture{t: t, clock: newClock(), logs: &testenv.Buffer{}}
 	f.store = newFakeStore(f.clock.Now)
 	f.vault = mustVault(t, newKey(t))
 	f.code = newFakeProvider("codehost", true, f.clock.Now, tokenTTL, true)

@@ -23,6 +23,7 @@ import (
 	"github.com/triggerd/triggerd/api"
 	"github.com/triggerd/triggerd/connectors"
 	"github.com/triggerd/triggerd/connectors/oauthtest"
+	"github.com/triggerd/triggerd/internal/testenv"
 	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/store/boltstore"
 	"github.com/triggerd/triggerd/store/redisstore"
@@ -31,24 +32,6 @@ import (
 )
 
 const adminKey = "admin-key-for-tests"
-
-// syncBuffer collects log lines written from several goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // env is one triggerd management API over real components: a store
 // backend, the accounts service with the three real providers pointed at
@@ -62,7 +45,7 @@ type env struct {
 	gh       *oauthtest.GitHub
 	vc       *oauthtest.Vercel
 	gg       *oauthtest.Google
-	logs     *syncBuffer
+	logs     *testenv.Buffer
 }
 
 type backend struct {
@@ -121,7 +104,7 @@ func backends() []backend {
 
 func newEnv(t *testing.T, st store.Store) *env {
 	t.Helper()
-	v := &env{t: t, store: st, gh: oauthtest.NewGitHub(t), vc: oauthtest.NewVercel(t), gg: oauthtest.NewGoogle(t), logs: &syncBuffer{}}
+	v := &env{t: t, store: st, gh: oauthtest.NewGitHub(t), vc: oauthtest.NewVercel(t), gg: oauthtest.NewGoogle(t), logs: &testenv.Buffer{}}
 	log := zerolog.New(v.logs)
 	public := "https://triggerd.example.test"
 	providers := map[string]connectors.Provider{

@@ -1,7 +1,6 @@
 package poll_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -29,24 +28,6 @@ import (
 	"github.com/triggerd/triggerd/store/boltstore"
 	"github.com/triggerd/triggerd/triggers"
 )
-
-// syncBuffer collects log output from several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // token is the fake's token acting as login.
 func token(login string) string { return "tok-" + login }
@@ -112,7 +93,7 @@ type harness struct {
 	bus    *bus.Bus
 	stream jetstream.Stream
 	accts  *fakeAccounts
-	logs   *syncBuffer
+	logs   *testenv.Buffer
 	ids    atomic.Int64
 }
 
@@ -122,7 +103,7 @@ func newHarness(t *testing.T) *harness {
 		t:     t,
 		clock: testenv.NewClock(time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)),
 		accts: &fakeAccounts{m: map[[2]string]fakeAccount{}},
-		logs:  &syncBuffer{},
+		logs:  &testenv.Buffer{},
 	}
 	t.Cleanup(func() {
 		if os.Getenv("POLL_LOGS") != "" {
