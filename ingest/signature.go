@@ -10,6 +10,7 @@ import (
 	"hash"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // ErrEmptySecret is returned when a verifier would be built with no secret,
@@ -50,9 +51,10 @@ func (s Scheme) Sign(secret, body []byte) string {
 
 // Verifier checks signatures of one scheme against one or more secrets, so
 // that a secret can be rotated without a window of rejected deliveries.
+// Its secrets can be replaced while it verifies (Rotate).
 type Verifier struct {
 	scheme  Scheme
-	secrets []*keyedMACs
+	secrets atomic.Pointer[[]*keyedMACs]
 }
 
 // keyedMACs hands out MACs keyed with one secret. Keying an HMAC costs two
@@ -75,13 +77,28 @@ func NewVerifier(s Scheme, secrets ...string) (*Verifier, error) {
 		return nil, ErrEmptySecret
 	}
 	v := &Verifier{scheme: s}
-	for _, sec := range secrets {
-		if sec == "" {
-			return nil, ErrEmptySecret
-		}
-		v.secrets = append(v.secrets, newKeyedMACs(s, []byte(sec)))
+	if err := v.Rotate(secrets...); err != nil {
+		return nil, err
 	}
 	return v, nil
+}
+
+// Rotate replaces the secrets v accepts, at once for every Verify that
+// starts after it returns. Like NewVerifier it refuses an empty list and
+// any empty secret, and then keeps the secrets it had.
+func (v *Verifier) Rotate(secrets ...string) error {
+	if len(secrets) == 0 {
+		return ErrEmptySecret
+	}
+	keys := make([]*keyedMACs, 0, len(secrets))
+	for _, sec := range secrets {
+		if sec == "" {
+			return ErrEmptySecret
+		}
+		keys = append(keys, newKeyedMACs(v.scheme, []byte(sec)))
+	}
+	v.secrets.Store(&keys)
+	return nil
 }
 
 // maxDigestSize bounds the digest of every Scheme (SHA-512's, with room to
@@ -104,7 +121,7 @@ func (v *Verifier) Verify(signature string, body []byte) bool {
 		return false
 	}
 	valid := false
-	for _, k := range v.secrets {
+	for _, k := range *v.secrets.Load() {
 		m := k.pool.Get().(hash.Hash)
 		m.Reset()
 		m.Write(body)
@@ -198,11 +215,12 @@ func isHex(s string) bool {
 	return true
 }
 
-// SplitSecrets splits a comma-separated list of secrets, dropping white
-// space around each and empty entries.
+// SplitSecrets splits a list of secrets separated by commas or line
+// breaks (a file may hold one per line), dropping white space around each
+// and empty entries.
 func SplitSecrets(list string) []string {
 	var out []string
-	for _, s := range strings.Split(list, ",") {
+	for _, s := range strings.FieldsFunc(list, func(r rune) bool { return r == ',' || r == '\n' }) {
 		if s = strings.TrimSpace(s); s != "" {
 			out = append(out, s)
 		}

@@ -130,10 +130,53 @@ func TestVerifierRotation(t *testing.T) {
 			t.Fatalf("a delivery signed with %s was refused during rotation", s)
 		}
 	}
-	v, _ = NewVerifier(DeployScheme, "new-secret")
+	// Rotated in place: the old secret stops verifying, the new goes on.
+	if err := v.Rotate("new-secret"); err != nil {
+		t.Fatal(err)
+	}
 	if v.Verify(DeployScheme.Sign([]byte("old-secret"), body), body) {
 		t.Fatal("the removed secret still verifies")
 	}
+	if !v.Verify(DeployScheme.Sign([]byte("new-secret"), body), body) {
+		t.Fatal("the kept secret no longer verifies")
+	}
+	// A rotation to nothing is refused and changes nothing.
+	for _, secrets := range [][]string{nil, {"", "x"}} {
+		if err := v.Rotate(secrets...); !errors.Is(err, ErrEmptySecret) {
+			t.Fatalf("Rotate(%q) = %v, want ErrEmptySecret", secrets, err)
+		}
+	}
+	if !v.Verify(DeployScheme.Sign([]byte("new-secret"), body), body) || v.Verify(DeployScheme.Sign([]byte("x"), body), body) {
+		t.Fatal("a refused rotation changed the secrets")
+	}
+}
+
+// TestRotateWhileVerifying rotates while deliveries are verified (run
+// with -race): every Verify sees one set of secrets or the other.
+func TestRotateWhileVerifying(t *testing.T) {
+	body := []byte(`{"a":1}`)
+	v, err := NewVerifier(CodeHostScheme, "a", "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig := CodeHostScheme.Sign([]byte("b"), body)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 200 {
+			if i%2 == 0 {
+				v.Rotate("b", "c")
+			} else {
+				v.Rotate("a", "b")
+			}
+		}
+	}()
+	for range 2000 {
+		if !v.Verify(sig, body) {
+			t.Fatal("a secret kept by every rotation failed to verify")
+		}
+	}
+	<-done
 }
 
 func TestEmptySecretsRefused(t *testing.T) {
