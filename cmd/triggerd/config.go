@@ -130,8 +130,8 @@ func parseConfig(args []string, lookup func(string) (string, bool), stderr io.Wr
 	c.Dispatch.flags(fs)
 	fs.BoolVar(&c.Sandbox, "sandbox", false, "run in-process fakes of the three providers and connect one account per connector to the default tenant, to try every tool step offline")
 	fs.StringVar(&c.DebugAddr, "debug-addr", "", "when set, serve Go's pprof profiles on this address (keep it private, e.g. 127.0.0.1:6060)")
-	files[codeHostSecret.fileFlag] = fs.String(codeHostSecret.fileFlag, "", "file holding the code-hosting webhook secret(s), comma-separated; overrides "+codeHostSecret.env)
-	files[deploySecret.fileFlag] = fs.String(deploySecret.fileFlag, "", "file holding the deployment webhook secret(s), comma-separated; overrides "+deploySecret.env)
+	files[codeHostSecret.fileFlag] = fs.String(codeHostSecret.fileFlag, "", "file holding the code-hosting webhook secret(s), separated by commas or line breaks, read again every 10 s and on SIGHUP; overrides "+codeHostSecret.env)
+	files[deploySecret.fileFlag] = fs.String(deploySecret.fileFlag, "", "file holding the deployment webhook secret(s), likewise; overrides "+deploySecret.env)
 	fs.Usage = env.Usage(fs, "usage: triggerd [flags]\n\nEvery flag can also be set as TRIGGERD_<FLAG_NAME> (an empty variable counts as unset). Webhook secrets come from "+
 		codeHostSecret.env+" and "+deploySecret.env+" (comma-separated for rotation); when unset, one is generated into the data dir.\n")
 	src, err := env.Parse(fs, args, lookup)

@@ -122,6 +122,16 @@ func serve(ctx context.Context, cfg config, files map[string]string, lookup func
 	if err != nil {
 		return err
 	}
+	var secretFiles []*secretFile
+	for _, f := range []*secretFile{
+		{flag: codeHostSecret.fileFlag, v: codeHost, secrets: codeHostSecrets},
+		{flag: deploySecret.fileFlag, v: deploy, secrets: deploySecrets},
+	} {
+		if f.path = files[f.flag]; f.path != "" {
+			secretFiles = append(secretFiles, f)
+		}
+	}
+	defer watchSecrets(secretFiles, secretReloadInterval, log)()
 
 	adminKeys, adminFrom, err := loadSecrets(adminKey, "", cfg.DataDir, lookup)
 	if err != nil {

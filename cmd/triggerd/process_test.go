@@ -717,6 +717,50 @@ func TestGeneratedSecretsArePrivateAndNeverLogged(t *testing.T) {
 	}
 }
 
+// TestSecretFileRotationOnSIGHUP rotates the code-hosting secret without a
+// restart (reliability catalogue #6): both secrets verify while the file
+// holds both, and after the file is rewritten and triggerd gets SIGHUP the
+// removed one is refused with 401 while the kept one goes on.
+func TestSecretFileRotationOnSIGHUP(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "codehost-secret")
+	if err := os.WriteFile(path, []byte("old-rotated-secret\nnew-rotated-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startTriggerd(t, []string{"TRIGGERD_DATA_DIR=" + t.TempDir()}, "--codehost-webhook-secret-file", path)
+	n := 0
+	send := func(secret string) int {
+		t.Helper()
+		n++
+		r, err := post(p.httpURL, secret, delivery{event: "issues", id: fmt.Sprintf("rot-%d", n), body: issueBody(n)})
+		if err != nil && r.status == 0 {
+			t.Fatal(err)
+		}
+		return r.status
+	}
+	for _, s := range []string{"old-rotated-secret", "new-rotated-secret"} {
+		if got := send(s); got != 202 {
+			t.Fatalf("signed with %s while the file holds both: %d, want 202", s, got)
+		}
+	}
+	if err := os.WriteFile(path, []byte("new-rotated-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, "the removed secret to be refused", func() bool { return send("old-rotated-secret") == 401 })
+	if got := send("new-rotated-secret"); got != 202 {
+		t.Fatalf("signed with the kept secret after the rotation: %d, want 202", got)
+	}
+	if code := p.stop(); code != 0 {
+		t.Fatalf("exit code %d after the rotation, want 0:\n%s", code, p.logs())
+	}
+	logs := p.logs()
+	if !strings.Contains(logs, "webhook secrets reloaded") || strings.Contains(logs, "rotated-secret") {
+		t.Fatalf("want a reload logged and no secret in the log:\n%s", logs)
+	}
+}
+
 // TestSlowClientsDoNotStallDeliveries holds 100 connections that send their
 // headers a byte at a time (slowloris) and checks that a real delivery
 // still gets its answer promptly.

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"os"
+	"os/signal"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/triggerd/triggerd/ingest"
+)
+
+// secretReloadInterval is how often the webhook secret files are read
+// again for a change. A secret mounted from a Kubernetes Secret or
+// rewritten by a secrets manager changes under a running process; SIGHUP
+// reads the files at once.
+const secretReloadInterval = 10 * time.Second
+
+// secretFile is a webhook secret file named by a flag, and the verifier
+// that takes its secrets.
+type secretFile struct {
+	flag, path string
+	v          *ingest.Verifier
+	secrets    []string // as last loaded
+	problem    string   // the last problem reported, so it is not repeated
+}
+
+// watchSecrets reads files again every interval and on SIGHUP, and rotates
+// each verifier to its file's secrets when they change, until the
+// returned stop is called (once or more). A file that cannot be read or holds no secret
+// leaves the secrets as they are, with a warning. With no files it does
+// nothing (and SIGHUP keeps its default effect).
+func watchSecrets(files []*secretFile, interval time.Duration, log zerolog.Logger) (stop func()) {
+	if len(files) == 0 {
+		return func() {}
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-hup:
+				log.Info().Msg("SIGHUP: reading the webhook secret files again")
+			case <-tick.C:
+			}
+			for _, f := range files {
+				f.reload(log)
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			signal.Stop(hup)
+			close(quit)
+			<-done
+		})
+	}
+}
+
+// reload reads f's file and rotates f's verifier to its secrets if they
+// changed. The log says which file and how many secrets, never a secret.
+func (f *secretFile) reload(log zerolog.Logger) {
+	b, err := os.ReadFile(f.path)
+	secrets := ingest.SplitSecrets(string(b))
+	switch {
+	case err != nil:
+		f.report(log, "cannot read the webhook secret file; keeping the secrets loaded before: "+err.Error())
+		return
+	case len(secrets) == 0:
+		f.report(log, "the webhook secret file holds no secret; keeping the secrets loaded before (write one or more, separated by commas or line breaks)")
+		return
+	}
+	f.problem = ""
+	if slices.Equal(secrets, f.secrets) {
+		return
+	}
+	if err := f.v.Rotate(secrets...); err != nil {
+		f.report(log, "the webhook secrets were refused; keeping those loaded before: "+err.Error())
+		return
+	}
+	f.secrets = secrets
+	log.Info().Str("flag", "--"+f.flag).Str("file", f.path).Int("secrets", len(secrets)).
+		Msg("webhook secrets reloaded: deliveries signed with a secret no longer in the file are refused from now on")
+}
+
+func (f *secretFile) report(log zerolog.Logger, problem string) {
+	if problem == f.problem {
+		return
+	}
+	f.problem = problem
+	log.Warn().Str("flag", "--"+f.flag).Str("file", f.path).Msg(problem)
+}
