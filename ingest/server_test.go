@@ -261,6 +261,13 @@ func TestRejectionsNeverReachTheMapper(t *testing.T) {
 			if h.fc.count() != 0 {
 				t.Fatal("a refused delivery was committed")
 			}
+			source := "codehost"
+			if strings.HasPrefix(tc.name, "deploy") {
+				source = "deploy"
+			}
+			if got := h.deliveries(source, "unverified", tc.code); got != 1 {
+				t.Fatalf("triggerd_ingest_deliveries_total{source=%q,event=\"unverified\",outcome=%q} = %v, want 1", source, tc.code, got)
+			}
 		})
 	}
 }
