@@ -358,11 +358,16 @@ func (m *matcher) reject(e *entry) string {
 	if p.Organization != "" && !strings.EqualFold(p.Organization, m.ev.Account) {
 		return "organization " + orNone(m.ev.Account) + " is not " + p.Organization
 	}
-	if len(p.Branches) > 0 && !matchBranch(p.Branches, r.Ref) {
-		if r.Ref == "" {
+	if len(p.Branches) > 0 {
+		switch {
+		case r.RefType == "tag":
+			// A tag named like a branch pattern is still not a branch.
+			return "branch: the event is about tag " + r.Ref + ", not a branch; want " + list(p.Branches)
+		case r.Ref == "":
 			return "branch: the event has no branch; want " + list(p.Branches)
+		case !matchBranch(p.Branches, r.Ref):
+			return "branch " + r.Ref + " not in " + list(p.Branches)
 		}
-		return "branch " + r.Ref + " not in " + list(p.Branches)
 	}
 	if len(p.Labels) > 0 && !m.matchLabels(p.Labels) {
 		have := eventLabels(m.ev)

@@ -28,7 +28,8 @@ type Params struct {
 	// compared case-insensitively.
 	Repositories []string `json:"repositories,omitempty"`
 	// Branches are branch names or path.Match patterns ("release/*") the
-	// event's branch (Resource.Ref) must match.
+	// event's branch (Resource.Ref) must match; an event about a tag
+	// (Resource.RefType "tag", a tag push) matches none.
 	Branches []string `json:"branches,omitempty"`
 	// Labels restricts the trigger to events carrying at least one of these
 	// labels, compared case-insensitively.

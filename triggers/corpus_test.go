@@ -9,11 +9,11 @@ import (
 // new corpus files are noticed.
 var corpusCases = []fileCase{
 	{name: "github/create.branch.json", kinds: ks(NewBranch), check: func(t *testing.T, res Result) {
-		wantResource(t, res.Events[0], Resource{Type: "branch", Title: "feature-branch", Ref: "feature-branch", Author: "bradrydzewski"})
+		wantResource(t, res.Events[0], Resource{Type: "branch", Title: "feature-branch", Ref: "feature-branch", RefType: "branch", Author: "bradrydzewski"})
 	}},
 	{name: "github/create.tag.json", kinds: ks(NewTag), subject: "triggers.codehost.new_tag.codertocat.hello-world",
 		check: func(t *testing.T, res Result) {
-			wantResource(t, res.Events[0], Resource{Type: "tag", Title: "simple-tag", Ref: "simple-tag", Author: "Codertocat"})
+			wantResource(t, res.Events[0], Resource{Type: "tag", Title: "simple-tag", Ref: "simple-tag", RefType: "tag", Author: "Codertocat"})
 		}},
 	{name: "github/discussion.created.json", kinds: ks(NewDiscussion), check: func(t *testing.T, res Result) {
 		wantResource(t, res.Events[0], Resource{Type: "discussion", ID: "3299614", Number: 4, Title: "TEST edit",
@@ -112,20 +112,20 @@ var corpusCases = []fileCase{
 	// Three of the four commits are not distinct.
 	{name: "github/push.multiple-commits.json", kinds: ks(NewPush, NewCommit), subject: "triggers.codehost.new_push.amplify-security.sl-repro-5941",
 		check: func(t *testing.T, res Result) {
-			wantResource(t, res.Events[0], Resource{Type: "push", Ref: "main", SHA: "cc62b30b91677b695d3929d6352e7bb541e5ed8c",
+			wantResource(t, res.Events[0], Resource{Type: "push", Ref: "main", RefType: "branch", SHA: "cc62b30b91677b695d3929d6352e7bb541e5ed8c",
 				URL: "https://github.com/amplify-security/sl-repro-5941/compare/dc27afaa1f4d...cc62b30b9167", Author: "lae"})
 			wantResource(t, res.Events[1], Resource{Type: "commit", ID: "cc62b30b91677b695d3929d6352e7bb541e5ed8c",
 				SHA: "cc62b30b91677b695d3929d6352e7bb541e5ed8c", Title: "Merge pull request #1 from amplify-security/feature/readme",
 				URL:    "https://github.com/amplify-security/sl-repro-5941/commit/cc62b30b91677b695d3929d6352e7bb541e5ed8c",
-				Author: "lae", Ref: "main"})
+				Author: "lae", Ref: "main", RefType: "branch"})
 		}},
 	{name: "github/push.new-branch.json", kinds: ks(NewPush, NewCommit)},
 	{name: "github/push.single-commit.json", kinds: ks(NewPush, NewCommit)},
 	// Tag pushes are pushes; tags come from "create" only.
 	{name: "github/push.tag-created.ghes.json", kinds: ks(NewPush)},
 	{name: "github/push.tag-created.json", kinds: ks(NewPush), check: func(t *testing.T, res Result) {
-		if got := res.Events[0].Resource.Ref; got != "v0.0.1" {
-			t.Errorf("ref %q, want the bare tag name", got)
+		if r := res.Events[0].Resource; r.Ref != "v0.0.1" || r.RefType != "tag" {
+			t.Errorf("ref %q, ref_type %q; want the bare tag name, and that it is a tag", r.Ref, r.RefType)
 		}
 	}},
 	{name: "github/push.tag-deleted.json", ignored: `event "push" deleting "refs/tags/simple-tag" maps to no trigger kind`},

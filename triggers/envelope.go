@@ -103,8 +103,10 @@ type Resource struct {
 	Title  string `json:"title,omitempty"`
 	URL    string `json:"url,omitempty"`
 	State  string `json:"state,omitempty"`
-	// Ref is a bare branch or tag name ("main", "v1.0"), never "refs/…".
+	// Ref is a bare branch or tag name ("main", "v1.0"), never "refs/…";
+	// RefType says which ("branch" or "tag") where the event tells.
 	Ref         string   `json:"ref,omitempty"`
+	RefType     string   `json:"ref_type,omitempty"`
 	SHA         string   `json:"sha,omitempty"`
 	Conclusion  string   `json:"conclusion,omitempty"`
 	ReviewState string   `json:"review_state,omitempty"`

@@ -240,8 +240,8 @@ func mapCodeHost(d Delivery) (Result, error) {
 		if p.Ref == "" {
 			return e.res, lacks(ev, "ref")
 		}
-		ref := bareRef(p.Ref)
-		e.emit(k, Resource{Type: p.RefType, Title: ref, Ref: ref, Author: e.sender})
+		ref, _ := bareRef(p.Ref)
+		e.emit(k, Resource{Type: p.RefType, Title: ref, Ref: ref, RefType: p.RefType, Author: e.sender})
 
 	case "issues":
 		is := p.Issue
@@ -403,12 +403,12 @@ func mapCodeHost(d Delivery) (Result, error) {
 		if p.Ref == "" {
 			return e.res, lacks(ev, "ref")
 		}
-		ref := bareRef(p.Ref)
+		ref, refType := bareRef(p.Ref)
 		if !p.Deleted || len(p.Commits) > 0 {
 			e.res.Events = make([]Event, 0, 1+len(p.Commits))
 		}
 		if !p.Deleted {
-			e.emit(NewPush, Resource{Type: "push", Ref: ref, SHA: p.After, URL: p.Compare, Author: e.sender})
+			e.emit(NewPush, Resource{Type: "push", Ref: ref, RefType: refType, SHA: p.After, URL: p.Compare, Author: e.sender})
 		}
 		for i := range p.Commits {
 			c := &p.Commits[i]
@@ -419,7 +419,7 @@ func mapCodeHost(d Delivery) (Result, error) {
 			if author == "" {
 				author = c.Author.Name
 			}
-			e.emit(NewCommit, Resource{Type: "commit", ID: c.ID, SHA: c.ID, Title: firstLine(c.Message), URL: c.URL, Author: author, Ref: ref})
+			e.emit(NewCommit, Resource{Type: "commit", ID: c.ID, SHA: c.ID, Title: firstLine(c.Message), URL: c.URL, Author: author, Ref: ref, RefType: refType})
 		}
 		return e.done(fmt.Sprintf("event %q deleting %q maps to no trigger kind", ev, p.Ref))
 
@@ -671,15 +671,16 @@ func decimalID(n int64) string {
 	return strconv.FormatInt(n, 10)
 }
 
-// bareRef strips "refs/heads/" or "refs/tags/" from a Git ref.
-func bareRef(ref string) string {
+// bareRef strips "refs/heads/" or "refs/tags/" from a Git ref and says
+// which it was: "branch", "tag", or "" for neither.
+func bareRef(ref string) (bare, refType string) {
 	if s, ok := strings.CutPrefix(ref, "refs/heads/"); ok {
-		return s
+		return s, "branch"
 	}
 	if s, ok := strings.CutPrefix(ref, "refs/tags/"); ok {
-		return s
+		return s, "tag"
 	}
-	return ref
+	return ref, ""
 }
 
 // firstLine returns the first line of a commit message, without a trailing
