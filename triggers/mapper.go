@@ -257,7 +257,11 @@ func mapCodeHost(d Delivery) (Result, error) {
 		switch action {
 		case "opened":
 			e.emit(NewIssue, r)
-			e.emitMentions(is.Body, textResource(is.ID, is.Number, is.Title, is.HTMLURL, is.User))
+			// A transferred issue arrives "opened" with its old body:
+			// nothing in it is newly written.
+			if p.Changes == nil || p.Changes.OldIssue == nil {
+				e.emitMentions(is.Body, textResource(is.ID, is.Number, is.Title, is.HTMLURL, is.User))
+			}
 		case "labeled":
 			e.emit(UpdatedIssue, r)
 			lr := r

@@ -87,6 +87,10 @@ func TestMapRules(t *testing.T) {
 			ignored: `event "issue_comment" action "edited" maps to no trigger kind`},
 		{name: "create of another ref type", event: "create", payload: `{"ref":"x","ref_type":"repository",` + repo + `}`,
 			ignored: `event "create" ref_type "repository" maps to no trigger kind`},
+		{name: "transferred issue: new here, but its text is not new", event: "issues",
+			payload: `{"action":"opened","changes":{"old_issue":{"id":8,"body":"@a"},"old_repository":{"id":1}},` +
+				`"issue":{"id":9,"number":3,"title":"T","html_url":"u","body":"@a"},` + repo + `}`,
+			kinds: ks(NewIssue)},
 		{name: "issue opened with mentions", event: "issues",
 			payload: `{"action":"opened","issue":{"id":9,"number":3,"title":"T","html_url":"u","body":"@a @b\n> @c\n@A @mona @d"},` + repo + `}`,
 			kinds:   ks(NewIssue, NewMention, NewMention, NewMention),

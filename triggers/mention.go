@@ -23,10 +23,16 @@ const maxLoginLen = 39
 //     where Markdown would continue the quote lazily);
 //   - inline code spans: a run of N backticks up to the next run of exactly
 //     N backticks in the same paragraph (an unmatched run is literal, as is
-//     a backslash-escaped backtick).
+//     a backslash-escaped backtick);
+//   - HTML comments, <!-- to -->, which GitHub does not show (issue and
+//     pull request templates are full of them); one may span paragraphs,
+//     and an unclosed one runs to the end of the text;
+//   - a backslash-escaped '@' (\@octocat), which GitHub does not link.
 //
 // A mention is '@' followed by a login: 1 to 39 characters of [A-Za-z0-9-],
-// no leading, trailing or doubled hyphen. The '@' must start the text or
+// no leading, trailing or doubled hyphen, optionally followed by '_' and
+// the short code of an enterprise with managed users (@mona_acme). The '@'
+// must start the text or
 // follow a character that is not a letter, digit or underscore (so e-mail
 // addresses do not count), nor '/' (URLs such as medium.com/@x) nor '`'. The
 // login must not run on into '/' (a team, @org/team), '_', a letter or a
@@ -34,7 +40,9 @@ const maxLoginLen = 39
 // dots are punctuation ("thanks @octocat.").
 //
 // Known simplifications of Markdown: indentation inside list items is read
-// as an indented code block, and HTML (comments, <code>) is not parsed.
+// as an indented code block; HTML other than comments (<code>) is not
+// parsed, and a comment is looked for in ordinary lines only (not in
+// quoted lines or code).
 func mentions(text, sender string) []string {
 	var s mentionScanner
 	s.text = text
@@ -98,6 +106,9 @@ type mentionScanner struct {
 	// seen holds the lower-cased logins found, once there are too many to
 	// compare one by one.
 	seen map[string]struct{}
+	// inComment is set while an HTML comment opened in an earlier
+	// paragraph is not closed yet.
+	inComment bool
 }
 
 // linearDedupe is how many logins add compares one by one before it
@@ -111,6 +122,14 @@ func (s *mentionScanner) paragraph(start, end int) {
 		return
 	}
 	t := s.text[:end]
+	if s.inComment {
+		j := strings.Index(t[start:], "-->")
+		if j < 0 {
+			return
+		}
+		start += j + len("-->")
+		s.inComment = false
+	}
 	var runs backtickRuns
 	if strings.IndexByte(t[start:], '`') >= 0 {
 		runs.index(t, start)
@@ -118,11 +137,25 @@ func (s *mentionScanner) paragraph(start, end int) {
 	for i := start; i < end; {
 		switch t[i] {
 		case '\\':
-			if i+1 < end && t[i+1] == '`' {
-				i += 2 // an escaped backtick opens no code span
+			if i+1 < end && isASCIIPunct(t[i+1]) {
+				// An escaped character is literal: a backtick opens no
+				// code span, an '@' is no mention, a backslash escapes
+				// nothing.
+				i += 2
 				continue
 			}
 			i++
+		case '<':
+			if !strings.HasPrefix(t[i:], "<!--") {
+				i++
+				continue
+			}
+			j := strings.Index(t[i+len("<!--"):], "-->")
+			if j < 0 {
+				s.inComment = true // closed in a later paragraph, if at all
+				return
+			}
+			i += len("<!--") + j + len("-->")
 		case '`':
 			n := runLen(t, i, '`')
 			if runs.last(n) >= i+n {
@@ -225,10 +258,20 @@ func mentionAt(t string, i int) (login string, next int, ok bool) {
 	for j < len(t) && (isAlnum(t[j]) || t[j] == '-') {
 		j++
 	}
-	login = t[i+1 : j]
-	if !validLogin(login) {
+	if !validLogin(t[i+1 : j]) {
 		return "", 0, false
 	}
+	// A managed user's login ends in '_' and the enterprise's short code.
+	if j+1 < len(t) && t[j] == '_' && isAlnum(t[j+1]) {
+		k := j + 1
+		for k < len(t) && isAlnum(t[k]) {
+			k++
+		}
+		if k-(j+1) <= maxLoginLen {
+			j = k
+		}
+	}
+	login = t[i+1 : j]
 	if j < len(t) {
 		k := j
 		for k < len(t) && t[k] == '.' {
@@ -258,6 +301,12 @@ func isWordRune(r rune) bool {
 		return isAlnum(byte(r)) || r == '_'
 	}
 	return unicode.IsLetter(r) || unicode.IsDigit(r)
+}
+
+// isASCIIPunct reports whether c is ASCII punctuation, which a backslash
+// escapes in Markdown.
+func isASCIIPunct(c byte) bool {
+	return c >= '!' && c <= '/' || c >= ':' && c <= '@' || c >= '[' && c <= '`' || c >= '{' && c <= '~'
 }
 
 // isAlnum reports whether c is an ASCII letter or digit.

@@ -59,6 +59,17 @@ func TestMentions(t *testing.T) {
 		{name: "tab-indented code block", text: "\t@b", want: nil},
 		{name: "indented line continuing a paragraph", text: "text\n    @a continues", want: []string{"a"}},
 
+		// HTML comments and escapes.
+		{name: "html comment", text: "<!-- cc @a -->@b", want: []string{"b"}},
+		{name: "template comment across lines", text: "<!-- Describe the bug.\n  Ping @a if urgent. -->\nBroken, @b", want: []string{"b"}},
+		{name: "comment across paragraphs", text: "<!-- start\n\n@a\n\nend --> @b", want: []string{"b"}},
+		{name: "unclosed comment runs to the end", text: "@a <!-- @b\n\n@c", want: []string{"a"}},
+		{name: "comment in a code span is code", text: "`<!--` @a `-->`", want: []string{"a"}},
+		{name: "less-than is no comment", text: "a <!- @a <b> @b", want: []string{"a", "b"}},
+		{name: "escaped at", text: "\\@a but @b", want: []string{"b"}},
+		{name: "escaped backslash then at", text: "\\\\@a", want: []string{"a"}},
+		{name: "escaped less-than opens no comment", text: "\\<!-- @a -->", want: []string{"a"}},
+
 		// Quotes.
 		{name: "quoted line", text: "> @a wrote this\n\n@b replies", want: []string{"b"}},
 		{name: "quoted line right before new text", text: "> @a wrote this\n@b replies", want: []string{"b"}},
@@ -74,7 +85,10 @@ func TestMentions(t *testing.T) {
 		{name: "after a slash", text: "https://medium.com/@writer", want: nil},
 		{name: "after a backtick", text: "`@a", want: nil},
 		{name: "login running into a domain", text: "@example.com", want: nil},
-		{name: "login running into an underscore", text: "@foo_bar", want: nil},
+		{name: "managed user", text: "cc @mona_acme, @Hubot_Octo1.", want: []string{"mona_acme", "Hubot_Octo1"}},
+		{name: "login running into a second underscore", text: "@foo_bar_baz", want: nil},
+		{name: "login running into a trailing underscore", text: "@foo_ x", want: nil},
+		{name: "managed user with a bad handle", text: "@-foo_bar", want: nil},
 		{name: "login running into unicode", text: "@fooé", want: nil},
 
 		// Teams.

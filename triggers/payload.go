@@ -150,9 +150,12 @@ type ghProjectsItem struct {
 }
 
 // ghChanges is the "changes" object; only a projects (v2) item's field value
-// change is read.
+// change and whether an issue was transferred are read.
 type ghChanges struct {
 	FieldValue *ghFieldValue `json:"field_value"`
+	// OldIssue is set on the "opened" delivery of an issue transferred
+	// from another repository.
+	OldIssue *struct{} `json:"old_issue"`
 }
 
 // ghFieldValue describes which field of a projects (v2) item changed. The
