@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -387,6 +388,9 @@ func (m *matcher) reject(e *entry) string {
 	}
 	if len(p.Environments) > 0 && !containsFold(p.Environments, r.Target) {
 		return "environment " + orNone(r.Target) + " not in " + list(p.Environments)
+	}
+	if len(p.Mentioned) > 0 && !slices.Contains(p.Mentioned, AnyLogin) && !containsFold(p.Mentioned, r.Mentioned) {
+		return "mentioned @" + r.Mentioned + " is not among " + list(p.Mentioned)
 	}
 	if e.program != nil {
 		act, err := m.activation()

@@ -46,7 +46,15 @@ type Params struct {
 	// organisation-level kinds (new_repository,
 	// project_item_status_changed); required for them.
 	Organization string `json:"organization,omitempty"`
+	// Mentioned restricts new_mention from repositories to mentions of
+	// these logins (Resource.Mentioned), compared case-insensitively;
+	// AnyLogin takes every mention. The registry sets it to the account's
+	// own login when a trigger is created without it.
+	Mentioned []string `json:"mentioned,omitempty"`
 }
+
+// AnyLogin in Params.Mentioned takes a mention of anyone.
+const AnyLogin = "*"
 
 // Parameter names, as they appear in JSON and in ParamsFor.
 const (
@@ -58,11 +66,12 @@ const (
 	paramReviewStates = "review_states"
 	paramEnvironments = "environments"
 	paramOrganization = "organization"
+	paramMentioned    = "mentioned"
 )
 
 // paramOrder is the order ParamsFor lists parameters in.
 var paramOrder = []string{paramRepositories, paramBranches, paramLabels, paramColumnID,
-	paramConclusions, paramReviewStates, paramEnvironments, paramOrganization}
+	paramConclusions, paramReviewStates, paramEnvironments, paramOrganization, paramMentioned}
 
 // noRepositoryKinds are the code-hosting kinds that take no repositories:
 // new_repository and project_item_status_changed are organisation-level
@@ -87,6 +96,7 @@ var paramKinds = map[string][]triggers.Kind{
 	paramEnvironments: {triggers.DeploymentStarted, triggers.DeploymentCompleted, triggers.DeploymentFailed,
 		triggers.DeploymentCanceled},
 	paramOrganization: {triggers.NewRepository, triggers.ProjectItemStatusChanged},
+	paramMentioned:    {triggers.NewMention},
 }
 
 // OrgKinds reports whether k is served by an organisation hook (and
@@ -145,7 +155,7 @@ func kindsTaking(p string) []string {
 
 // ParamsFor returns the names of the parameters that apply to kind k, in a
 // fixed order (repositories, branches, labels, column_id, conclusions,
-// review_states, environments), or nil for an unknown kind or a kind that
+// review_states, environments, organization, mentioned), or nil for an unknown kind or a kind that
 // takes none.
 //
 // Repositories apply to every code-hosting kind except the organisation-level
@@ -155,7 +165,7 @@ func kindsTaking(p string) []string {
 // conclusions to the workflow kinds; review_states to
 // new_pull_request_review; environments to the deployment kinds;
 // organization (required) to new_repository and
-// project_item_status_changed.
+// project_item_status_changed; mentioned to new_mention with repositories.
 func ParamsFor(k triggers.Kind) []string {
 	ps := kindParams[k]
 	if ps == nil {
@@ -201,6 +211,17 @@ func ValidateParams(k triggers.Kind, p Params) error {
 	check(paramOrganization, p.Organization != "", func() error {
 		if !validOwner(p.Organization) {
 			return fmt.Errorf("organization %q is not an organisation login", p.Organization)
+		}
+		return nil
+	})
+	check(paramMentioned, len(p.Mentioned) > 0, func() error {
+		if len(p.Repositories) == 0 {
+			return errors.New("mentioned applies to new_mention with repositories; without them the account's own notifications are polled, which are about its own login")
+		}
+		for _, m := range p.Mentioned {
+			if m != AnyLogin && !validOwner(m) {
+				return fmt.Errorf("mentioned %q is not a login (or %q for anyone)", m, AnyLogin)
+			}
 		}
 		return nil
 	})

@@ -317,6 +317,12 @@ func (r *Registry) DraftTrigger(ctx context.Context, tenantID string, in Trigger
 	if _, err := r.o.Store.GetAgent(ctx, tenantID, in.Agent); err != nil {
 		return store.Trigger{}, invalidf("agent %q: %v", in.Agent, err)
 	}
+	if k == triggers.NewMention && how == viaHooks && len(p.Mentioned) == 0 && acc.Login != "" {
+		// "The account is mentioned": a repository's webhooks report
+		// every login mentioned there, so take the account's own unless
+		// the trigger names others (or "*" for anyone).
+		p.Mentioned = []string{acc.Login}
+	}
 	params, err := json.Marshal(p)
 	if err != nil {
 		return store.Trigger{}, err

@@ -3,6 +3,7 @@ package registry_test
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"slices"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/triggerd/triggerd/connectors/codehost"
 	"github.com/triggerd/triggerd/connectors/codehost/fakegithub"
+	"github.com/triggerd/triggerd/dispatch"
 	"github.com/triggerd/triggerd/internal/testenv"
 	"github.com/triggerd/triggerd/registry"
 	"github.com/triggerd/triggerd/store"
@@ -1070,6 +1072,40 @@ func TestNewChecksOptions(t *testing.T) {
 		edit(&o)
 		if _, err := registry.New(o); err == nil {
 			t.Errorf("New with %s succeeded", name)
+		}
+	}
+}
+
+// TestMentionTriggersTakeTheAccountsLogin: a repository's webhooks report
+// every login mentioned there, and "new mention" means the account is
+// mentioned, so a new_mention trigger with repositories takes the
+// account's login unless it names logins (or "*" for anyone) itself.
+func TestMentionTriggersTakeTheAccountsLogin(t *testing.T) {
+	h := newHarness(t)
+	mentioned := func(tr store.Trigger) []string {
+		t.Helper()
+		var p dispatch.Params
+		if err := json.Unmarshal(tr.Params, &p); err != nil {
+			t.Fatal(err)
+		}
+		return p.Mentioned
+	}
+	own := h.mustCreate(triggers.NewMention, h.octo, repos(helloWorld))
+	if got := mentioned(own); !slices.Equal(got, []string{h.octo.Login}) || h.octo.Login == "" {
+		t.Errorf("mentioned = %q, want the account's login %q", got, h.octo.Login)
+	}
+	named := h.mustCreate(triggers.NewMention, h.octo, `{"repositories":["`+helloWorld+`"],"mentioned":["hubot","*"]}`)
+	if got := mentioned(named); !slices.Equal(got, []string{"hubot", "*"}) {
+		t.Errorf("mentioned = %q, want the trigger's own", got)
+	}
+	// Polled mentions are the account's own notifications: no default,
+	// and no mentioned parameter.
+	if got := mentioned(h.mustCreate(triggers.NewMention, h.octo, "")); got != nil {
+		t.Errorf("polled mention trigger: mentioned = %q, want none", got)
+	}
+	for _, params := range []string{`{"mentioned":["hubot"]}`, `{"repositories":["` + helloWorld + `"],"mentioned":["not a login"]}`} {
+		if _, err := h.create(triggers.NewMention, h.octo, params); !errors.Is(err, registry.ErrInvalid) || !strings.Contains(err.Error(), "mentioned") {
+			t.Errorf("params %s: %v, want invalid, naming mentioned", params, err)
 		}
 	}
 }
