@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,8 +21,9 @@ type blackhole struct {
 	ln     net.Listener
 	target string
 
+	hung atomic.Bool
+
 	mu    sync.Mutex
-	hung  chan struct{} // closed while hung
 	conns []net.Conn
 	wg    sync.WaitGroup
 }
@@ -32,7 +34,7 @@ func startBlackhole(t *testing.T, target string) *blackhole {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bh := &blackhole{ln: ln, target: target, hung: make(chan struct{})}
+	bh := &blackhole{ln: ln, target: target}
 	bh.wg.Add(1)
 	go bh.accept()
 	t.Cleanup(bh.close)
@@ -41,25 +43,11 @@ func startBlackhole(t *testing.T, target string) *blackhole {
 
 func (bh *blackhole) url() string { return "nats://" + bh.ln.Addr().String() }
 
-func (bh *blackhole) isHung() bool {
-	bh.mu.Lock()
-	defer bh.mu.Unlock()
-	return isClosed(bh.hung)
-}
-
-func (bh *blackhole) hang() {
-	bh.mu.Lock()
-	defer bh.mu.Unlock()
-	close(bh.hung)
-}
+func (bh *blackhole) hang() { bh.hung.Store(true) }
 
 // release lets new connections through; those open while hung stay
 // unread.
-func (bh *blackhole) release() {
-	bh.mu.Lock()
-	defer bh.mu.Unlock()
-	bh.hung = make(chan struct{})
-}
+func (bh *blackhole) release() { bh.hung.Store(false) }
 
 func (bh *blackhole) accept() {
 	defer bh.wg.Done()
@@ -88,11 +76,11 @@ func (bh *blackhole) pipe(dst, src net.Conn) {
 	defer bh.wg.Done()
 	buf := make([]byte, 32<<10)
 	for {
-		if bh.isHung() {
+		if bh.hung.Load() {
 			return // the connection stays open, unread, until close
 		}
 		n, err := src.Read(buf)
-		if bh.isHung() {
+		if bh.hung.Load() {
 			return
 		}
 		if n > 0 {
@@ -103,15 +91,6 @@ func (bh *blackhole) pipe(dst, src net.Conn) {
 		if err != nil {
 			return
 		}
-	}
-}
-
-func isClosed(c chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
 	}
 }
 
