@@ -209,19 +209,29 @@ func externalNATSError(cfg config, err error) error {
 	return fmt.Errorf("external NATS from --nats-url: %w; check that server, or leave out --nats-url to run an embedded NATS", err)
 }
 
+// readSecretFile reads the secrets of the file named by --flag: separated
+// by commas or line breaks, at least one.
+func readSecretFile(flag, path string) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--%s: cannot read the secret file: %w", flag, err)
+	}
+	s := ingest.SplitSecrets(string(b))
+	if len(s) == 0 {
+		return nil, fmt.Errorf("--%s %s holds no secret; write one or more (32+ random characters each), separated by commas or line breaks", flag, path)
+	}
+	return s, nil
+}
+
 // loadSecrets resolves one endpoint's secrets: the file flag, else the
 // environment variable, else a secret generated once into the data dir
 // (mode 0600) and reused on later starts. It returns the secrets and where
 // they came from (never the values).
 func loadSecrets(ws secretSource, file string, dataDir string, lookup func(string) (string, bool)) ([]string, string, error) {
 	if file != "" {
-		b, err := os.ReadFile(file)
+		s, err := readSecretFile(ws.fileFlag, file)
 		if err != nil {
-			return nil, "", fmt.Errorf("--%s: %w", ws.fileFlag, err)
-		}
-		s := ingest.SplitSecrets(string(b))
-		if len(s) == 0 {
-			return nil, "", fmt.Errorf("--%s %s holds no secret; write one (32+ random characters) into it", ws.fileFlag, file)
+			return nil, "", err
 		}
 		return s, "file " + file, nil
 	}

@@ -70,25 +70,20 @@ func watchSecrets(files []*secretFile, interval time.Duration, log zerolog.Logge
 // reload reads f's file and rotates f's verifier to its secrets if they
 // changed. The log says which file and how many secrets, never a secret.
 func (f *secretFile) reload(log zerolog.Logger) {
-	b, err := os.ReadFile(f.path)
-	secrets := ingest.SplitSecrets(string(b))
+	secrets, err := readSecretFile(f.flag, f.path)
 	switch {
 	case err != nil:
-		f.report(log, "cannot read the webhook secret file; keeping the secrets loaded before: "+err.Error())
+	case slices.Equal(secrets, f.secrets):
+		f.problem = ""
 		return
-	case len(secrets) == 0:
-		f.report(log, "the webhook secret file holds no secret; keeping the secrets loaded before (write one or more, separated by commas or line breaks)")
+	default:
+		err = f.v.Rotate(secrets...)
+	}
+	if err != nil {
+		f.report(log, err.Error()+"; keeping the secrets loaded before")
 		return
 	}
-	f.problem = ""
-	if slices.Equal(secrets, f.secrets) {
-		return
-	}
-	if err := f.v.Rotate(secrets...); err != nil {
-		f.report(log, "the webhook secrets were refused; keeping those loaded before: "+err.Error())
-		return
-	}
-	f.secrets = secrets
+	f.problem, f.secrets = "", secrets
 	log.Info().Str("flag", "--"+f.flag).Str("file", f.path).Int("secrets", len(secrets)).
 		Msg("webhook secrets reloaded: deliveries signed with a secret no longer in the file are refused from now on")
 }
