@@ -69,8 +69,12 @@ func (r *Registry) heal(ctx context.Context, api HookAPI, h store.Hook) (healRep
 	if from.IsZero() {
 		from = h.CreatedAt
 	}
-	if from.Before(oldest) {
-		from = oldest
+	// Read back to HealedThrough as far as GitHub lists attempts, past
+	// oldest: an event held over since then (a full batch, a failed
+	// redelivery) is then seen once more, and given up on and counted
+	// rather than dropped unseen.
+	if listed := now.Add(-codehost.RedeliveryWindow); from.Before(listed) {
+		from = listed
 	}
 	from = from.Add(-healOverlap)
 	ds, err := api.Deliveries(ctx, target(h), h.ExternalID, from)

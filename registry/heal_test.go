@@ -164,3 +164,37 @@ func TestHealingIsBatchedAcrossPasses(t *testing.T) {
 		t.Errorf("third Reconcile = %+v, %v", rep, err)
 	}
 }
+
+// TestHeldEventGrownTooOldIsAbandoned: an event held for a later pass
+// (here by a batch of one) that grows too old to redeliver before that
+// pass is given up on and counted, not dropped unseen.
+func TestHeldEventGrownTooOldIsAbandoned(t *testing.T) {
+	rc := &switchable{}
+	rc.status.Store(http.StatusNoContent)
+	h := newHarnessWith(t, harnessOptions{receiver: rc, healBatch: 1, clock: testenv.NewClock(time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC))})
+	h.mustCreate(triggers.NewIssue, h.octo, repos(helloWorld))
+	h.waitDeliveries()
+	first := h.deliverAs(rc, http.StatusServiceUnavailable, "opened")
+	held := h.deliverAs(rc, http.StatusServiceUnavailable, "edited")
+	rc.status.Store(http.StatusAccepted)
+	if rep, err := h.reconcile(); err != nil || rep.Redelivered != 1 {
+		t.Fatalf("first Reconcile = %+v, %v; want 1 redelivered", rep, err)
+	}
+	h.waitDeliveries()
+
+	// The next pass comes when the held event is within GitHub's window
+	// but past the margin heal keeps from it.
+	h.clock.Advance(71*time.Hour + 30*time.Minute)
+	if rep, err := h.reconcile(); err != nil || rep != (registry.ReconcileReport{Checked: 1, Abandoned: 1}) {
+		t.Fatalf("Reconcile after 71.5 h = %+v, %v; want the held event abandoned", rep, err)
+	}
+	if got := h.attempts(held); !slices.Equal(got, []string{"503"}) {
+		t.Errorf("attempts of the held event: %v, want none more", got)
+	}
+	if got := h.attempts(first); !slices.Equal(got, []string{"503", "202r"}) {
+		t.Errorf("attempts of the first event: %v", got)
+	}
+	if rep, err := h.reconcile(); err != nil || rep != (registry.ReconcileReport{Checked: 1}) {
+		t.Errorf("Reconcile after giving up = %+v, %v; want nothing more", rep, err)
+	}
+}
