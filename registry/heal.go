@@ -153,7 +153,7 @@ func (r *Registry) heal(ctx context.Context, api HookAPI, h store.Hook) (healRep
 		// Watched until an attempt succeeds or it is given up.
 		through = earlier(through, e.first())
 	}
-	if err := r.setHealed(ctx, h.ID, through, now); err != nil {
+	if err := r.setHealed(ctx, h, through, now); err != nil {
 		errs = append(errs, err)
 	}
 	r.metrics.redeliveries.WithLabelValues("requested").Add(float64(rep.redelivered))
@@ -165,26 +165,27 @@ func (r *Registry) heal(ctx context.Context, api HookAPI, h store.Hook) (healRep
 	return rep, errors.Join(errs...)
 }
 
-// setHealed records how far heal has settled hook id's deliveries, and
-// when it read them.
-func (r *Registry) setHealed(ctx context.Context, id string, through, at time.Time) error {
+// setHealed records on h how far heal has settled its deliveries, and
+// when it read them. h is the hook as heal read it; a write that finds it
+// changed since reads it again. A hook deleted meanwhile needs nothing.
+func (r *Registry) setHealed(ctx context.Context, h store.Hook, through, at time.Time) error {
 	for {
-		h, err := r.o.Store.GetHook(ctx, id)
-		if errors.Is(err, store.ErrNotFound) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("reread hook %s: %w", id, err)
-		}
 		if through.After(h.HealedThrough) {
 			h.HealedThrough = through
 		}
 		h.HealedAt = at
-		if _, err := r.o.Store.UpdateHook(ctx, h); !errors.Is(err, store.ErrConflict) {
-			if err != nil {
-				return fmt.Errorf("store hook %s: %w", id, err)
-			}
+		_, err := r.o.Store.UpdateHook(ctx, h)
+		switch {
+		case err == nil, errors.Is(err, store.ErrNotFound):
 			return nil
+		case !errors.Is(err, store.ErrConflict):
+			return fmt.Errorf("store hook %s: %w", h.ID, err)
+		}
+		id := h.ID
+		if h, err = r.o.Store.GetHook(ctx, id); errors.Is(err, store.ErrNotFound) {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("reread hook %s: %w", id, err)
 		}
 	}
 }
