@@ -303,20 +303,20 @@ func newestFirst[T any](ctx context.Context, rdb *redis.Client, zkey string, rec
 // pruneOldest deletes, oldest first as order sorts them, at most limit
 // records that keep accepts among those whose members the sorted set zkey
 // holds with a score up to before's, and removes from zkey the members
-// whose record is gone. Each record goes with its members of sets(r),
-// member(i) naming its member of the i-th, by a script that checks it is
+// whose record is gone. Each record goes with its members of sets(r)
+// (the sets, and its member of each), by a script that checks it is
 // still the one read: a record written meanwhile is left for a later call.
 // It returns how many records it deleted.
 func pruneOldest[T any](ctx context.Context, rdb *redis.Client, zkey string, recordKey func(member string) string,
 	keep func(T) bool, order func(a, b T) int, before time.Time, limit int,
-	sets func(r sortedRecord[T]) (keys []string, member func(i int) string)) (int, error) {
+	sets func(r sortedRecord[T]) (keys, members []string)) (int, error) {
 	found, gone, err := scanSorted(ctx, rdb, sortedScan[T]{zkey: zkey, recordKey: recordKey, oldest: true, max: score(before),
 		keep: keep, order: order, limit: limit})
 	if err != nil {
 		return 0, err
 	}
 	for _, m := range gone {
-		if _, err := pruneRecord(ctx, rdb, recordKey(m), "", []string{zkey}, func(int) string { return m }); err != nil {
+		if _, err := pruneRecord(ctx, rdb, recordKey(m), "", []string{zkey}, []string{m}); err != nil {
 			return 0, err
 		}
 	}
@@ -324,8 +324,8 @@ func pruneOldest[T any](ctx context.Context, rdb *redis.Client, zkey string, rec
 	for _, r := range found {
 		// The script deletes the record only if its SHA-1 is still this.
 		sum := sha1.Sum([]byte(r.raw))
-		keys, member := sets(r)
-		ok, err := pruneRecord(ctx, rdb, recordKey(r.member), hex.EncodeToString(sum[:]), keys, member)
+		keys, members := sets(r)
+		ok, err := pruneRecord(ctx, rdb, recordKey(r.member), hex.EncodeToString(sum[:]), keys, members)
 		if err != nil {
 			return deleted, err
 		}
@@ -338,13 +338,14 @@ func pruneOldest[T any](ctx context.Context, rdb *redis.Client, zkey string, rec
 
 // pruneRecord runs pruneRecordScript on the record at key with the SHA-1
 // sum of the JSON read ("" for a record gone) and the sorted sets that
-// list it, where its member is member, and reports whether it deleted it.
-func pruneRecord(ctx context.Context, rdb *redis.Client, key, sum string, sets []string, member func(set int) string) (bool, error) {
+// list it, where its member is members[i] in sets[i], and reports whether
+// it deleted it.
+func pruneRecord(ctx context.Context, rdb *redis.Client, key, sum string, sets, members []string) (bool, error) {
 	// KEYS: record, sorted sets. ARGV: SHA-1 of the record read, its
 	// member of each set.
 	args := []any{sum}
-	for i := range sets {
-		args = append(args, member(i))
+	for _, m := range members {
+		args = append(args, m)
 	}
 	n, err := pruneRecordScript.Run(ctx, rdb, append([]string{key}, sets...), args...).Int()
 	return n == 1, err
@@ -818,8 +819,12 @@ func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, e
 func (s *Store) PruneRuns(ctx context.Context, before time.Time, limit int) (int, error) {
 	keep := func(r store.Run) bool { return r.FinishedBefore(before) }
 	older := func(a, b store.Run) int { return newerRun(b, a) }
-	sets := func(r sortedRecord[store.Run]) ([]string, func(int) string) {
-		return s.runSets(r.v), func(int) string { return r.member }
+	sets := func(r sortedRecord[store.Run]) (keys, members []string) {
+		keys = s.runSets(r.v)
+		for range keys {
+			members = append(members, r.member)
+		}
+		return keys, members
 	}
 	n, err := pruneOldest(ctx, s.rdb, s.allRunsKey(), s.runKey, keep, older, before, store.PruneLimit(limit), sets)
 	if err != nil {
@@ -945,13 +950,12 @@ func (s *Store) PruneEvents(ctx context.Context, before time.Time, limit int) (i
 	}
 	// The events set lists a record as its member, the per-trigger sets
 	// as its event id.
-	sets := func(r sortedRecord[store.EventRecord]) ([]string, func(int) string) {
-		return append([]string{s.allEventsKey()}, s.eventSets(r.v)...), func(i int) string {
-			if i == 0 {
-				return r.member
-			}
-			return r.v.EventID
+	sets := func(r sortedRecord[store.EventRecord]) (keys, members []string) {
+		keys, members = []string{s.allEventsKey()}, []string{r.member}
+		for _, k := range s.eventSets(r.v) {
+			keys, members = append(keys, k), append(members, r.v.EventID)
 		}
+		return keys, members
 	}
 	n, err := pruneOldest(ctx, s.rdb, s.allEventsKey(), s.eventMemberKey, keep, older, before, store.PruneLimit(limit), sets)
 	if err != nil {

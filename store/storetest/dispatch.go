@@ -1129,7 +1129,7 @@ func prunedRuns(all []store.Run, before time.Time, limit int) []store.Run {
 		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
 	})
 	if limit <= 0 {
-		limit = 1000
+		limit = store.DefaultPruneLimit
 	}
 	return out[:min(limit, len(out))]
 }
@@ -1490,7 +1490,7 @@ func (m eventModel) pruned(before time.Time, limit int) []store.EventRecord {
 		return cmp.Or(a.DispatchedAt.Compare(b.DispatchedAt), cmp.Compare(a.TenantID+"\x00"+a.EventID, b.TenantID+"\x00"+b.EventID))
 	})
 	if limit <= 0 {
-		limit = 1000
+		limit = store.DefaultPruneLimit
 	}
 	return out[:min(limit, len(out))]
 }
