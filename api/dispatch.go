@@ -281,7 +281,9 @@ type triggerView struct {
 	UpdatedAt time.Time     `json:"updated_at"`
 }
 
-func (a *API) triggerView(c echo.Context, t store.Trigger, withSecret bool) triggerView {
+// triggerView shows t with its hooks and its account's status; accs, when
+// not nil, keeps the accounts read for views of several triggers.
+func (a *API) triggerView(c echo.Context, t store.Trigger, withSecret bool, accs map[string]store.Account) triggerView {
 	v := triggerView{
 		ID: t.ID, Kind: t.Kind, Account: t.AccountID, Agent: t.AgentID, Enabled: t.Enabled, Status: t.Status,
 		StatusCode: t.StatusCode, StatusReason: t.StatusReason, Params: t.Params, Filter: t.Filter,
@@ -291,11 +293,16 @@ func (a *API) triggerView(c echo.Context, t store.Trigger, withSecret bool) trig
 		v.Params = json.RawMessage("{}")
 	}
 	ctx := c.Request().Context()
-	if acc, err := a.o.Accounts.Get(ctx, t.TenantID, t.AccountID); err == nil {
-		v.AccountStatus, v.AccountStatusReason = acc.Status, acc.StatusReason
-	} else if !errors.Is(err, accounts.ErrAccountNotFound) {
-		a.log.Warn().Err(err).Str("trigger", t.ID).Msg("reading a trigger's account")
+	acc, read := accs[t.AccountID]
+	if !read {
+		var err error
+		if acc, err = a.o.Accounts.Get(ctx, t.TenantID, t.AccountID); err != nil && !errors.Is(err, accounts.ErrAccountNotFound) {
+			a.log.Warn().Err(err).Str("trigger", t.ID).Msg("reading a trigger's account")
+		} else if accs != nil {
+			accs[t.AccountID] = acc // a zero Account when there is none
+		}
 	}
+	v.AccountStatus, v.AccountStatusReason = acc.Status, acc.StatusReason
 	hooks, err := a.o.Registry.HooksOf(ctx, t)
 	if err != nil {
 		a.log.Warn().Err(err).Str("trigger", t.ID).Msg("reading a trigger's hooks")
@@ -327,7 +334,7 @@ func (a *API) createTrigger(c echo.Context) error {
 	if err != nil {
 		return a.registryFail(c, err, "trigger")
 	}
-	return c.JSON(http.StatusCreated, a.triggerView(c, t, true))
+	return c.JSON(http.StatusCreated, a.triggerView(c, t, true, nil))
 }
 
 func (a *API) listTriggers(c echo.Context) error {
@@ -336,8 +343,9 @@ func (a *API) listTriggers(c echo.Context) error {
 		return a.registryFail(c, err, "triggers")
 	}
 	out := make([]triggerView, len(ts))
+	accs := map[string]store.Account{} // triggers share accounts
 	for i, t := range ts {
-		out[i] = a.triggerView(c, t, false)
+		out[i] = a.triggerView(c, t, false, accs)
 	}
 	return c.JSON(http.StatusOK, map[string]any{"triggers": out})
 }
@@ -347,7 +355,7 @@ func (a *API) getTrigger(c echo.Context) error {
 	if err != nil {
 		return a.registryFail(c, err, "trigger")
 	}
-	return c.JSON(http.StatusOK, a.triggerView(c, t, false))
+	return c.JSON(http.StatusOK, a.triggerView(c, t, false, nil))
 }
 
 func (a *API) patchTrigger(c echo.Context) error {
@@ -364,7 +372,7 @@ func (a *API) patchTrigger(c echo.Context) error {
 	if err != nil {
 		return a.registryFail(c, err, "trigger")
 	}
-	return c.JSON(http.StatusOK, a.triggerView(c, t, false))
+	return c.JSON(http.StatusOK, a.triggerView(c, t, false, nil))
 }
 
 func (a *API) deleteTrigger(c echo.Context) error {
