@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/triggerd/triggerd/internal/testenv"
 	"github.com/triggerd/triggerd/triggers"
 )
 
@@ -49,8 +50,8 @@ func (f *flakyHooks) lookups() int {
 func TestHookCache(t *testing.T) {
 	ctx := context.Background()
 	next := &flakyHooks{}
-	now := time.Unix(1_700_000_000, 0)
-	cache := NewHookCache(next, HookCacheOptions{TTL: time.Minute, MaxStale: time.Hour, Logger: zerolog.Nop(), Now: func() time.Time { return now }})
+	clock := testenv.NewClock(time.Unix(1_700_000_000, 0))
+	cache := NewHookCache(next, HookCacheOptions{TTL: time.Minute, MaxStale: time.Hour, Logger: zerolog.Nop(), Now: clock.Now})
 
 	scope, v, err := cache.Hook(ctx, triggers.CodeHost, "h1")
 	if err != nil || scope.Tenant != "t1" || v == nil {
@@ -65,7 +66,7 @@ func TestHookCache(t *testing.T) {
 	}
 
 	// Past the TTL with the store failing: the entry as it was.
-	now = now.Add(2 * time.Minute)
+	clock.Advance(2 * time.Minute)
 	stall := errors.New("redis: i/o timeout")
 	next.set(stall)
 	if s, v2, err := cache.Hook(ctx, triggers.CodeHost, "h1"); err != nil || v2 != v || s != scope {
@@ -76,7 +77,7 @@ func TestHookCache(t *testing.T) {
 		t.Fatalf("uncached hook with the store down: %v, want the store's error", err)
 	}
 	// Beyond MaxStale the store's error is the answer.
-	now = now.Add(2 * time.Hour)
+	clock.Advance(2 * time.Hour)
 	if _, _, err := cache.Hook(ctx, triggers.CodeHost, "h1"); !errors.Is(err, stall) {
 		t.Fatalf("lookup beyond MaxStale: %v, want the store's error", err)
 	}
@@ -86,7 +87,7 @@ func TestHookCache(t *testing.T) {
 	if _, _, err := cache.Hook(ctx, triggers.CodeHost, "h1"); err != nil {
 		t.Fatal(err)
 	}
-	now = now.Add(2 * time.Minute)
+	clock.Advance(2 * time.Minute)
 	gone := &flakyHooks{err: errors.Join(ErrUnknownHook, errors.New("h1"))}
 	cache.next = gone
 	if _, _, err := cache.Hook(ctx, triggers.CodeHost, "h1"); !errors.Is(err, ErrUnknownHook) {
@@ -103,9 +104,9 @@ func TestHookCache(t *testing.T) {
 // was looked up before: the sender would not retry a 503.
 func TestHookDeliveriesSurviveAStoreStall(t *testing.T) {
 	next := &flakyHooks{}
-	now := time.Now()
+	clock := testenv.NewClock(time.Now())
 	h := newHarness(t, func(o *Options) {
-		o.Hooks = NewHookCache(next, HookCacheOptions{TTL: time.Second, Logger: zerolog.Nop(), Now: func() time.Time { return now }})
+		o.Hooks = NewHookCache(next, HookCacheOptions{TTL: time.Second, Logger: zerolog.Nop(), Now: clock.Now})
 	})
 	body := []byte(issueOpened)
 	post := func(id string) answer {
@@ -120,7 +121,7 @@ func TestHookDeliveriesSurviveAStoreStall(t *testing.T) {
 		t.Fatalf("before the stall: %d %v", a.status, a.body)
 	}
 	next.set(errors.New("redis: connection refused"))
-	now = now.Add(time.Minute)
+	clock.Advance(time.Minute)
 	if a := post("during"); a.status != http.StatusAccepted {
 		t.Fatalf("during the stall: %d %v, want 202 verified with the hook's secret as last looked up", a.status, a.body)
 	}

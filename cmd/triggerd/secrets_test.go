@@ -19,9 +19,14 @@ import (
 // each, and no secret reaches the log.
 func TestSecretFilesAreReloaded(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "codehost-secret")
+	// Written whole and renamed into place, as secret managers and
+	// Kubernetes do: the watcher never reads a half-written file.
 	write := func(s string) {
 		t.Helper()
-		if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+		if err := os.WriteFile(path+".new", []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(path+".new", path); err != nil {
 			t.Fatal(err)
 		}
 	}
