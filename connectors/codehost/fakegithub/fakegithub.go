@@ -676,15 +676,21 @@ func (c *call) page(items []any, wrap string) *reply {
 	return c.pageOf(items, wrap, 30, 100)
 }
 
+// perPage is the request's per_page, defPer if it has none, at most maxPer
+// and Options.MaxPerPage.
+func (c *call) perPage(defPer, maxPer int) int {
+	maxPer = min(maxPer, c.s.o.MaxPerPage)
+	if v, err := strconv.Atoi(c.r.URL.Query().Get("per_page")); err == nil && v > 0 {
+		return min(v, maxPer)
+	}
+	return min(defPer, maxPer)
+}
+
 // pageOf is page with the endpoint's own default and largest per_page
 // (Options.MaxPerPage may cap it further).
 func (c *call) pageOf(items []any, wrap string, defPer, maxPer int) *reply {
 	q := c.r.URL.Query()
-	maxPer = min(maxPer, c.s.o.MaxPerPage)
-	per := min(defPer, maxPer)
-	if v, err := strconv.Atoi(q.Get("per_page")); err == nil && v > 0 {
-		per = min(v, maxPer)
-	}
+	per := c.perPage(defPer, maxPer)
 	pg := 1
 	if v, err := strconv.Atoi(q.Get("page")); err == nil && v > 0 {
 		pg = v

@@ -53,10 +53,7 @@ func (c *call) listHookDeliveries() *reply {
 		return rep
 	}
 	q := c.r.URL.Query()
-	per := min(30, c.s.o.MaxPerPage)
-	if v, err := strconv.Atoi(q.Get("per_page")); err == nil && v > 0 {
-		per = min(v, 100, c.s.o.MaxPerPage)
-	}
+	per := c.perPage(30, 100)
 	from := int64(-1)
 	if cur := q.Get("cursor"); cur != "" {
 		n, err := strconv.ParseInt(strings.TrimPrefix(cur, "v1_"), 10, 64)
