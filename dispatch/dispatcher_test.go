@@ -24,6 +24,7 @@ import (
 	"github.com/triggerd/triggerd/connectors"
 	"github.com/triggerd/triggerd/dispatch"
 	"github.com/triggerd/triggerd/dispatch/push"
+	"github.com/triggerd/triggerd/internal/testenv"
 	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/store/boltstore"
 	"github.com/triggerd/triggerd/triggers"
@@ -227,20 +228,21 @@ func (h *harness) subjectCount(stream, subject string) uint64 {
 // waitPending polls until the events consumer has nothing pending.
 func (h *harness) waitPending() {
 	h.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		c, err := h.js.Consumer(context.Background(), bus.EventsStream, dispatch.EventsConsumer)
-		if err == nil {
-			info, err := c.Info(context.Background())
-			if err == nil && info.NumPending == 0 && info.NumAckPending == 0 {
-				return
-			}
+	h.waitSettled(bus.EventsStream, dispatch.EventsConsumer)
+}
+
+// waitSettled polls until a consumer of stream has nothing pending nor
+// waiting for an acknowledgement.
+func (h *harness) waitSettled(stream, consumer string) {
+	h.t.Helper()
+	testenv.Eventually(h.t, 15*time.Second, consumer+" consumer settled", func() bool {
+		c, err := h.js.Consumer(context.Background(), stream, consumer)
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			h.t.Fatal("events consumer still has pending messages")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		info, err := c.Info(context.Background())
+		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
+	})
 }
 
 func TestDispatchStartsAgentAndRunsPipeline(t *testing.T) {

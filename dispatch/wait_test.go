@@ -37,7 +37,9 @@ func rateLimited(after time.Duration) error {
 // with the input it was rendered with, then the rest of the pipeline.
 func TestRateLimitedStepWaitsAndRunsAgain(t *testing.T) {
 	h := newHarness(t, dispatch.Options{})
-	h.steps.refusal = rateLimited(time.Second)
+	// Waits of 2 s, so the run is still waiting when the check below
+	// that the event was settled meanwhile runs, on a slow machine too.
+	h.steps.refusal = rateLimited(2 * time.Second)
 	h.steps.refuse["codehost.create_comment"] = 2
 	h.agent("agent-1",
 		store.PipelineStep{Name: "comment", Step: "codehost.create_comment", Account: "acc1",
@@ -71,7 +73,7 @@ func TestRateLimitedStepWaitsAndRunsAgain(t *testing.T) {
 	}
 	// The event is settled while its run waits: the events consumer has
 	// nothing pending and the run has not finished (its two waits take at
-	// least 2 s: a wait is never shorter than a second, minStepWait).
+	// least 4 s).
 	h.waitPending()
 	if r, err := h.store.GetRun(context.Background(), "t1", runID); err != nil || r.Status != store.RunStarted {
 		t.Fatalf("run once the event was settled: %s, %v; want it still started (waiting)", r.Status, err)
@@ -162,14 +164,7 @@ func TestWaitingRunWhoseEventIsGoneFails(t *testing.T) {
 		t.Errorf("%d step calls, want 1", n)
 	}
 	// The resumption was settled, not left to be dead-lettered.
-	testenv.Eventually(t, 10*time.Second, "resume consumer settled", func() bool {
-		c, err := h.js.Consumer(context.Background(), bus.PushStream, dispatch.ResumeConsumer)
-		if err != nil {
-			return false
-		}
-		info, err := c.Info(context.Background())
-		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
-	})
+	h.waitSettled(bus.PushStream, dispatch.ResumeConsumer)
 	if n := h.subjectCount(bus.DeadStream, "dead.resume"); n != 0 {
 		t.Errorf("%d resumptions dead-lettered, want 0", n)
 	}
