@@ -367,19 +367,12 @@ func (d *Dispatcher) runSteps(ctx context.Context, r store.Run, event []byte, se
 		s.FinishedAt = d.o.Now()
 		d.metrics.steps.WithLabelValues(s.Step, stepResult(err)).Inc()
 		if err != nil {
-			if until, ok := d.deferral(r, *s, err); ok {
+			until, whyNot := d.deferral(r, *s, err)
+			if !until.IsZero() {
 				return d.park(ctx, r, i, seq, until, err)
 			}
 			s.Status, s.Error, s.RetryAt = store.StepFailed, stepRunError(err), time.Time{}
-			switch {
-			case !waits(s.Error.Code):
-			case s.Error.Code == string(connectors.CodeRateLimited) && s.Waits >= d.o.MaxStepWaits:
-				s.Error.Message += fmt.Sprintf(" (gave up after waiting %d times for the limit)", s.Waits)
-			case s.Error.Code == string(connectors.CodeRateLimited):
-				s.Error.Message += fmt.Sprintf(" (not waited for: the limit lifts more than %s after the run started)", d.o.MaxStepWait)
-			default:
-				s.Error.Message += fmt.Sprintf(" (not waited for: the provider may be tried again only more than %s after the run started)", d.o.MaxStepWait)
-			}
+			s.Error.Message += whyNot
 			return fail(i, s.Error.Code, s.Error.Message)
 		}
 		s.Status, s.Output, s.Error, s.RetryAt = store.StepSucceeded, out, nil, time.Time{}
@@ -427,21 +420,30 @@ func waits(code string) bool {
 }
 
 // deferral says whether step s of run r, which failed with err, waits
-// (see waits) instead of failing its run, and until when.
-func (d *Dispatcher) deferral(r store.Run, s store.StepRun, err error) (time.Time, bool) {
+// (see waits) instead of failing its run, and until when; a zero time when
+// it does not, with why not for a failure that could have waited (" (...)",
+// to add to the step's error), "" for any other.
+func (d *Dispatcher) deferral(r store.Run, s store.StepRun, err error) (until time.Time, whyNot string) {
 	var ce *connectors.Error
-	if !errors.As(err, &ce) || !waits(string(ce.Code)) || (ce.Code == connectors.CodeRateLimited && s.Waits >= d.o.MaxStepWaits) {
-		return time.Time{}, false
+	if !errors.As(err, &ce) || !waits(string(ce.Code)) {
+		return time.Time{}, ""
+	}
+	limited := ce.Code == connectors.CodeRateLimited
+	if limited && s.Waits >= d.o.MaxStepWaits {
+		return time.Time{}, fmt.Sprintf(" (gave up after waiting %d times for the limit)", s.Waits)
 	}
 	wait := max(ce.RetryAfter, minStepWait)
 	// Runs refused together (one account's budget or circuit) should not
 	// all come back at the same instant: up to a tenth more, at most 5 s.
 	wait += rand.N(min(wait/10, 5*time.Second) + 1)
-	until := d.o.Now().Add(wait)
+	until = d.o.Now().Add(wait)
 	if until.Sub(r.StartedAt) > d.o.MaxStepWait {
-		return time.Time{}, false
+		if limited {
+			return time.Time{}, fmt.Sprintf(" (not waited for: the limit lifts more than %s after the run started)", d.o.MaxStepWait)
+		}
+		return time.Time{}, fmt.Sprintf(" (not waited for: the provider may be tried again only more than %s after the run started)", d.o.MaxStepWait)
 	}
-	return until, true
+	return until, ""
 }
 
 // park records that step i of run r waits until a given time, and
