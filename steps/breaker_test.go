@@ -203,7 +203,8 @@ func TestFailingProviderHoldsBackTheAccountsSteps(t *testing.T) {
 		t.Fatalf("changes = %+v, want open, open again, closed", *changes)
 	}
 
-	// Closed means closed: it takes the threshold again to open it.
+	// Closed means closed: it takes the threshold again to open it, and
+	// it opens with the first cooldown again, not the doubled one.
 	p.failing.Store(true)
 	for range 2 {
 		wantCode(t, fetch(r, "acc_gh"), connectors.CodeUpstream, 0)
@@ -212,6 +213,11 @@ func TestFailingProviderHoldsBackTheAccountsSteps(t *testing.T) {
 	if err := fetch(r, "acc_gh"); err != nil {
 		t.Fatal(err)
 	}
+	p.failing.Store(true)
+	for range 3 {
+		wantCode(t, fetch(r, "acc_gh"), connectors.CodeUpstream, 0)
+	}
+	wantCode(t, fetch(r, "acc_gh"), connectors.CodeUnavailable, 30*time.Second)
 }
 
 // A step called off (its caller went away) says nothing about the
