@@ -74,12 +74,20 @@ func (h *harness) attempts(guid string) []string {
 	return out
 }
 
-func TestReconcileRedeliversFailedDeliveries(t *testing.T) {
+// newHealHarness returns a harness with a new_issue trigger on
+// hello-world whose hook's ping was taken, healing healBatch redeliveries
+// a pass (the default if 0), and the receiver GitHub delivers to.
+func newHealHarness(t *testing.T, healBatch int) (*harness, *switchable) {
 	rc := &switchable{}
 	rc.status.Store(http.StatusNoContent)
-	h := newHarnessWith(t, harnessOptions{receiver: rc, clock: testenv.NewClock(time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC))})
+	h := newHarnessWith(t, harnessOptions{receiver: rc, healBatch: healBatch, clock: testenv.NewClock(time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC))})
 	h.mustCreate(triggers.NewIssue, h.octo, repos(helloWorld))
 	h.waitDeliveries() // the ping
+	return h, rc
+}
+
+func TestReconcileRedeliversFailedDeliveries(t *testing.T) {
+	h, rc := newHealHarness(t, 0)
 
 	down := h.deliverAs(rc, 0, "opened")                             // triggerd unreachable
 	busy := h.deliverAs(rc, http.StatusServiceUnavailable, "edited") // not durable
@@ -132,11 +140,7 @@ func TestReconcileRedeliversFailedDeliveries(t *testing.T) {
 }
 
 func TestHealingIsBatchedAcrossPasses(t *testing.T) {
-	rc := &switchable{}
-	rc.status.Store(http.StatusNoContent)
-	h := newHarnessWith(t, harnessOptions{receiver: rc, healBatch: 2, clock: testenv.NewClock(time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC))})
-	h.mustCreate(triggers.NewIssue, h.octo, repos(helloWorld))
-	h.waitDeliveries()
+	h, rc := newHealHarness(t, 2)
 	var guids []string
 	for i := range 3 {
 		guids = append(guids, h.deliverAs(rc, http.StatusServiceUnavailable, fmt.Sprint("a", i)))
@@ -169,11 +173,7 @@ func TestHealingIsBatchedAcrossPasses(t *testing.T) {
 // (here by a batch of one) that grows too old to redeliver before that
 // pass is given up on and counted, not dropped unseen.
 func TestHeldEventGrownTooOldIsAbandoned(t *testing.T) {
-	rc := &switchable{}
-	rc.status.Store(http.StatusNoContent)
-	h := newHarnessWith(t, harnessOptions{receiver: rc, healBatch: 1, clock: testenv.NewClock(time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC))})
-	h.mustCreate(triggers.NewIssue, h.octo, repos(helloWorld))
-	h.waitDeliveries()
+	h, rc := newHealHarness(t, 1)
 	first := h.deliverAs(rc, http.StatusServiceUnavailable, "opened")
 	held := h.deliverAs(rc, http.StatusServiceUnavailable, "edited")
 	rc.status.Store(http.StatusAccepted)
