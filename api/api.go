@@ -12,8 +12,10 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -61,7 +63,15 @@ type Options struct {
 	DryRunner dryRunner
 	// AdminKey authenticates tenant creation; empty disables it.
 	AdminKey string
-	Logger   zerolog.Logger
+	// ReturnOrigins are the origins (Origin's form) a connect flow may send
+	// the user's browser back to after the callback (return_to); any other
+	// return_to is refused when the flow starts, so triggerd's callback
+	// never redirects a browser to a site its operator did not name.
+	ReturnOrigins []string
+	// ReturnOriginsSetting names where operators set ReturnOrigins, for
+	// the refusal to say so; empty leaves it out.
+	ReturnOriginsSetting string
+	Logger               zerolog.Logger
 }
 
 // API is the /v1 management API.
@@ -165,8 +175,8 @@ func (a *API) start(c echo.Context) error {
 	connector := c.Param("connector")
 	returnTo := c.QueryParam("return_to")
 	if returnTo != "" {
-		if u, err := url.Parse(returnTo); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			return fail(c, http.StatusBadRequest, "validation", "return_to must be an absolute http(s) URL")
+		if msg := a.checkReturnTo(returnTo); msg != "" {
+			return fail(c, http.StatusBadRequest, "validation", msg)
 		}
 	}
 	authURL, err := a.o.Accounts.Start(c.Request().Context(), tenantOf(c), connector, returnTo)
@@ -181,6 +191,43 @@ func (a *API) start(c echo.Context) error {
 		return c.Redirect(http.StatusFound, authURL)
 	}
 	return c.JSON(http.StatusOK, map[string]string{"authorize_url": authURL})
+}
+
+// checkReturnTo returns why a connect flow may not send the browser back
+// to returnTo, or "" when it may: an absolute http(s) URL at one of
+// ReturnOrigins.
+func (a *API) checkReturnTo(returnTo string) string {
+	u, err := url.Parse(returnTo)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return "return_to must be an absolute http(s) URL"
+	}
+	origin := u.Scheme + "://" + strings.ToLower(u.Host)
+	if u.User == nil && slices.Contains(a.o.ReturnOrigins, origin) {
+		return ""
+	}
+	msg := fmt.Sprintf("return_to's origin %s is not one this server sends users back to", origin)
+	if u.User != nil {
+		msg = "return_to must not carry a user name or password"
+	} else if a.o.ReturnOriginsSetting != "" {
+		msg += "; the operator can add it to " + a.o.ReturnOriginsSetting
+	}
+	return msg
+}
+
+// Origin returns the origin of raw, an http(s) URL with no path beyond
+// "/", no query, fragment or user: "https://app.example.com" (the host
+// lower-cased), the form Options.ReturnOrigins takes.
+func Origin(raw string) (string, error) {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("origin %q: %w", raw, err)
+	case u.Scheme != "https" && u.Scheme != "http", u.Host == "":
+		return "", fmt.Errorf("origin %q: want scheme and host, such as https://app.example.com", raw)
+	case u.User != nil, u.Path != "" && u.Path != "/", u.RawQuery != "", u.Fragment != "":
+		return "", fmt.Errorf("origin %q: want only scheme and host (and port), such as https://app.example.com, with no path, query or user", raw)
+	}
+	return u.Scheme + "://" + strings.ToLower(u.Host), nil
 }
 
 func (a *API) callback(c echo.Context) error {

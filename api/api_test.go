@@ -121,7 +121,8 @@ func newEnv(t *testing.T, st store.Store) *env {
 		t.Fatal(err)
 	}
 	v.tenants = tenants.New(st, nil)
-	a, err := api.New(api.Options{Accounts: v.accounts, Auth: v.tenants, Tenants: v.tenants, AdminKey: adminKey, Logger: log})
+	a, err := api.New(api.Options{Accounts: v.accounts, Auth: v.tenants, Tenants: v.tenants, AdminKey: adminKey, Logger: log,
+		ReturnOrigins: []string{public, "https://app.example.test"}, ReturnOriginsSetting: "--connect-return-origins"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -517,6 +518,27 @@ func TestConnectFlowEdges(t *testing.T) {
 	}
 	if rec := get("/v1/connect/codehost/start?return_to=javascript:alert(1)", key); rec.Code != http.StatusBadRequest {
 		t.Fatalf("bad return_to: %d", rec.Code)
+	}
+	// The callback redirects only to origins the operator named: a flow
+	// started by anyone with a tenant key must not make triggerd's own
+	// address a redirector to any site.
+	for _, c := range []struct{ returnTo, want string }{
+		{"https://evil.example.test/done", "return_to's origin https://evil.example.test is not one this server sends users back to; the operator can add it to --connect-return-origins"},
+		{"http://app.example.test/done", "origin http://app.example.test is not"},
+		{"https://app.example.test:8443/done", "origin https://app.example.test:8443 is not"},
+		{"https://app.example.test@evil.example.test/", "must not carry a user name"},
+		{"https://app.example.test.evil.example.test/", "origin https://app.example.test.evil.example.test is not"},
+	} {
+		rec := get("/v1/connect/codehost/start?return_to="+url.QueryEscape(c.returnTo), key)
+		if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), c.want) {
+			t.Errorf("return_to %s: %d %s, want 400 saying %q", c.returnTo, rec.Code, rec.Body, c.want)
+		}
+	}
+	if rec := get("/v1/connect/codehost/start?return_to="+url.QueryEscape("HTTPS://App.Example.Test/done?x=1"), key); rec.Code != http.StatusOK {
+		t.Errorf("return_to at a listed origin, spelled in capitals: %d %s, want 200", rec.Code, rec.Body)
+	}
+	if rec := get("/v1/connect/codehost/start?return_to="+url.QueryEscape("https://triggerd.example.test/ui/done"), key); rec.Code != http.StatusOK {
+		t.Errorf("return_to at the public URL's origin: %d %s, want 200", rec.Code, rec.Body)
 	}
 	rec := get("/v1/connect/codehost/start?redirect=true&return_to="+url.QueryEscape("https://app.example.test/done"), key)
 	if rec.Code != http.StatusFound || !strings.HasPrefix(rec.Header().Get("Location"), v.gh.URL()) {

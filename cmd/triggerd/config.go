@@ -8,10 +8,14 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
+	"github.com/triggerd/triggerd/api"
 	"github.com/triggerd/triggerd/bus"
 	"github.com/triggerd/triggerd/dispatch"
 	"github.com/triggerd/triggerd/ingest"
@@ -49,12 +53,15 @@ type config struct {
 	RedisURL         string
 	RedisPrefix      string
 	PublicURL        string
-	EncryptionKey    string // file flag; the key itself comes from TRIGGERD_ENCRYPTION_KEY
-	Providers        providerConfig
-	Sandbox          bool
-	CodeHostSecrets  []string
-	DeploySecrets    []string
-	Dispatch         dispatchConfig
+	// ReturnOrigins are the origins a connect flow's return_to may name:
+	// the public URL's and those of --connect-return-origins.
+	ReturnOrigins   []string
+	EncryptionKey   string // file flag; the key itself comes from TRIGGERD_ENCRYPTION_KEY
+	Providers       providerConfig
+	Sandbox         bool
+	CodeHostSecrets []string
+	DeploySecrets   []string
+	Dispatch        dispatchConfig
 }
 
 // dispatchConfig configures the dispatcher and the webhook registry.
@@ -125,6 +132,7 @@ func parseConfig(args []string, lookup func(string) (string, bool), stderr io.Wr
 	fs.StringVar(&c.RedisURL, "redis-url", "", "Redis for the store (redis://host:6379/0), shared by several triggerd processes; empty keeps the store in <data-dir>/triggerd.db")
 	fs.StringVar(&c.RedisPrefix, "redis-prefix", "triggerd:", "prefix of every Redis key triggerd writes")
 	fs.StringVar(&c.PublicURL, "public-url", "http://localhost:8080", "URL at which users' browsers and providers reach this server; OAuth callbacks are <public-url>/v1/connect/<connector>/callback")
+	returnOrigins := fs.String("connect-return-origins", "", "comma-separated origins (https://app.example.com) a connect flow's return_to may send the user's browser back to after signing in, besides --public-url's; any other return_to is refused")
 	fs.StringVar(&c.EncryptionKey, "encryption-key-file", "", "file holding the token encryption key(s) (base64 or hex of 32 bytes, comma-separated: the first encrypts, both decrypt); overrides a generated one, TRIGGERD_ENCRYPTION_KEY overrides both")
 	c.Providers.flags(fs)
 	c.Dispatch.flags(fs)
@@ -167,6 +175,9 @@ func parseConfig(args []string, lookup func(string) (string, bool), stderr io.Wr
 	if c.CommitTimeout <= 0 || c.ShutdownTimeout <= 0 {
 		return c, nil, errors.New("--commit-timeout and --shutdown-timeout must be positive")
 	}
+	if c.ReturnOrigins, err = parseReturnOrigins(c.PublicURL, *returnOrigins); err != nil {
+		return c, nil, err
+	}
 	switch c.LogFormat {
 	case "json", "console":
 	default:
@@ -177,6 +188,33 @@ func parseConfig(args []string, lookup func(string) (string, bool), stderr io.Wr
 		fileVals[k] = *v
 	}
 	return c, fileVals, nil
+}
+
+// parseReturnOrigins returns the public URL's origin and those listed
+// (comma-separated) in --connect-return-origins.
+func parseReturnOrigins(publicURL, list string) ([]string, error) {
+	u, err := url.Parse(publicURL)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return nil, fmt.Errorf("--public-url %q: want an absolute http(s) URL, such as https://triggerd.example.com", publicURL)
+	}
+	own, err := api.Origin(u.Scheme + "://" + u.Host)
+	if err != nil {
+		return nil, fmt.Errorf("--public-url: %w", err)
+	}
+	origins := []string{own}
+	for item := range strings.SplitSeq(list, ",") {
+		if strings.TrimSpace(item) == "" {
+			continue
+		}
+		o, err := api.Origin(item)
+		if err != nil {
+			return nil, fmt.Errorf("--connect-return-origins: %w", err)
+		}
+		if !slices.Contains(origins, o) {
+			origins = append(origins, o)
+		}
+	}
+	return origins, nil
 }
 
 // checkNATSFlags refuses --nats-listen beside --nats-url: with an external

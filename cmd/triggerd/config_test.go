@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -256,5 +257,25 @@ func TestRunRetentionShorterThanTheArchiveIsAnError(t *testing.T) {
 	cfg, _, err := parseConfig([]string{"--run-retention", "72h", "--event-retention", "72h", "--archive-retention", "72h"}, none, io.Discard)
 	if err != nil || cfg.Dispatch.RunRetention != 72*time.Hour {
 		t.Fatalf("run retention %s, err %v; want 72h accepted", cfg.Dispatch.RunRetention, err)
+	}
+}
+
+func TestConnectReturnOrigins(t *testing.T) {
+	none := func(string) (string, bool) { return "", false }
+	cfg, _, err := parseConfig(nil, none, io.Discard)
+	if err != nil || !slices.Equal(cfg.ReturnOrigins, []string{"http://localhost:8080"}) {
+		t.Fatalf("default: origins %q, err %v; want only the public URL's", cfg.ReturnOrigins, err)
+	}
+	env := map[string]string{"TRIGGERD_CONNECT_RETURN_ORIGINS": "https://App.Example.com/, http://localhost:3000"}
+	cfg, _, err = parseConfig([]string{"--public-url", "https://hooks.example.com/triggerd"}, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, io.Discard)
+	want := []string{"https://hooks.example.com", "https://app.example.com", "http://localhost:3000"}
+	if err != nil || !slices.Equal(cfg.ReturnOrigins, want) {
+		t.Fatalf("origins %q, err %v; want %q", cfg.ReturnOrigins, err, want)
+	}
+	for _, bad := range []string{"app.example.com", "https://app.example.com/done", "https://app.example.com?x=1", "ftp://app.example.com"} {
+		_, _, err := parseConfig([]string{"--connect-return-origins", bad}, none, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "--connect-return-origins: origin") || !strings.Contains(err.Error(), "https://app.example.com") {
+			t.Errorf("--connect-return-origins %q: err %v, want one naming the flag and an example", bad, err)
+		}
 	}
 }
