@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -439,26 +442,39 @@ func (a *API) dryRun(c echo.Context, t store.Trigger, limit *int) error {
 	return c.JSON(http.StatusOK, report)
 }
 
-// limitParam reads ?limit= (1..1000, default 100).
-func limitParam(c echo.Context) (int, error) {
+// limitParam reads ?limit= (1..1000, default 100). On a bad value it
+// writes the answer and returns ok false with the write's result, as
+// decodeStrict does.
+func limitParam(c echo.Context) (n int, ok bool, err error) {
 	s := c.QueryParam("limit")
 	if s == "" {
-		return 100, nil
+		return 100, true, nil
 	}
-	n, err := strconv.Atoi(s)
+	n, err = strconv.Atoi(s)
 	if err != nil || n < 1 || n > 1000 {
-		return 0, fail(c, http.StatusBadRequest, "invalid_request", "limit must be an integer from 1 to 1000")
+		return 0, false, fail(c, http.StatusBadRequest, "invalid_request", fmt.Sprintf("limit %q: want an integer from 1 to 1000", s))
 	}
-	return n, nil
+	return n, true, nil
 }
+
+func runStatusNames() []string {
+	names := make([]string, len(runStatuses))
+	for i, st := range runStatuses {
+		names[i] = string(st)
+	}
+	return names
+}
+
+// runStatuses are the statuses ?status= may filter runs by.
+var runStatuses = []store.RunStatus{store.RunClaimed, store.RunStarted, store.RunSucceeded, store.RunFailed}
 
 func (a *API) triggerEvents(c echo.Context) error {
 	ctx := c.Request().Context()
 	if _, err := a.o.Registry.GetTrigger(ctx, tenantOf(c), c.Param("id")); err != nil {
 		return a.registryFail(c, err, "trigger")
 	}
-	limit, err := limitParam(c)
-	if err != nil {
+	limit, ok, err := limitParam(c)
+	if !ok {
 		return err
 	}
 	recs, err := a.o.Records.ListTriggerEvents(ctx, tenantOf(c), c.Param("id"), limit)
@@ -480,9 +496,12 @@ func (a *API) getEvent(c echo.Context) error {
 }
 
 func (a *API) listRuns(c echo.Context) error {
-	limit, err := limitParam(c)
-	if err != nil {
+	limit, ok, err := limitParam(c)
+	if !ok {
 		return err
+	}
+	if st := store.RunStatus(c.QueryParam("status")); st != "" && !slices.Contains(runStatuses, st) {
+		return fail(c, http.StatusBadRequest, "invalid_request", fmt.Sprintf("status %q: want one of %s", st, strings.Join(runStatusNames(), ", ")))
 	}
 	f := store.RunFilter{
 		TenantID: tenantOf(c), TriggerID: c.QueryParam("trigger"), AgentID: c.QueryParam("agent"),

@@ -1,0 +1,79 @@
+package api_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/labstack/echo/v4"
+	"github.com/rs/zerolog"
+
+	"github.com/triggerd/triggerd/accounts"
+	"github.com/triggerd/triggerd/api"
+	"github.com/triggerd/triggerd/registry"
+	"github.com/triggerd/triggerd/store/boltstore"
+)
+
+// TestBadListQueriesAnswerOnce checks that a bad limit or status gets one
+// 400 answer and nothing else: the handler must stop there, not go on to
+// list with a zero limit and write a second body after the error.
+func TestBadListQueriesAnswerOnce(t *testing.T) {
+	st, err := boltstore.Open(filepath.Join(t.TempDir(), "triggerd.db"), boltstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	v := newEnv(t, st)
+	_, key := v.tenant("acme")
+	vault, err := accounts.NewVault(bytes.Repeat([]byte{9}, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := registry.New(registry.Options{
+		Store: st, Accounts: v.accounts, Secrets: vault, PublicURL: "https://triggerd.example.test",
+		HookAPI:        func(*http.Client) registry.HookAPI { return nil },
+		NewAgentSecret: func() (string, error) { return "whsec_test", nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := api.New(api.Options{Accounts: v.accounts, Auth: v.tenants, Tenants: v.tenants, Registry: reg, Records: st, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := echo.New()
+	a.Register(e)
+	get := func(path string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodGet, path, nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		rec := httptest.NewRecorder()
+		e.ServeHTTP(rec, req)
+		return rec
+	}
+	for _, c := range []struct{ path, want string }{
+		{"/v1/runs?limit=0", `limit \"0\": want an integer from 1 to 1000`},
+		{"/v1/runs?limit=5000", `limit \"5000\"`},
+		{"/v1/runs?limit=ten", `limit \"ten\"`},
+		{"/v1/runs?status=done", `status \"done\": want one of claimed, started, succeeded, failed`},
+	} {
+		rec := get(c.path)
+		dec := json.NewDecoder(rec.Body)
+		var first map[string]any
+		if err := dec.Decode(&first); err != nil {
+			t.Fatalf("%s: %v", c.path, err)
+		}
+		if rec.Code != http.StatusBadRequest || first["error"] == nil || dec.More() {
+			t.Errorf("%s: %d, more after the first JSON value: %v; want one 400 error answer", c.path, rec.Code, dec.More())
+		}
+		if b, _ := json.Marshal(first); !strings.Contains(string(b), c.want) {
+			t.Errorf("%s: %s, want it to say %s", c.path, b, c.want)
+		}
+	}
+	if rec := get("/v1/runs?limit=5&status=failed"); rec.Code != http.StatusOK || !strings.HasPrefix(rec.Body.String(), `{"runs":[]}`) {
+		t.Errorf("good query: %d %s", rec.Code, rec.Body)
+	}
+}
