@@ -19,6 +19,8 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"golang.org/x/oauth2"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
 
 	"github.com/triggerd/triggerd/accounts"
 	"github.com/triggerd/triggerd/connectors"
@@ -299,14 +301,17 @@ func (w *watch) add(o *watch) {
 	w.answered = w.answered || o.answered
 }
 
-// schemaMessage makes a validation error readable in one line.
+// schemaMessage makes a validation error readable in one line. Each
+// violation is worded by its kind ("missing property 'title'"); printed
+// with %s, a kind shows its Go value instead (&{[title]}).
 func schemaMessage(err error) string {
 	var ve *jsonschema.ValidationError
 	if errors.As(err, &ve) {
+		p := message.NewPrinter(language.English)
 		var parts []string
 		for _, c := range leaves(ve) {
 			loc := "/" + strings.Join(c.InstanceLocation, "/")
-			parts = append(parts, fmt.Sprintf("at %s: %s", loc, c.ErrorKind))
+			parts = append(parts, fmt.Sprintf("at %s: %s", loc, c.ErrorKind.LocalizedString(p)))
 		}
 		if len(parts) > 0 {
 			return strings.Join(parts, "; ")

@@ -149,9 +149,9 @@ func TestRunErrors(t *testing.T) {
 		mention                    string
 	}{
 		{"unknown step", "codehost.nope", "acc_gh", `{}`, connectors.CodeNotFound, "GET /v1/steps"},
-		{"missing field", "codehost.greet", "acc_gh", `{}`, connectors.CodeValidation, "name"},
-		{"extra field", "codehost.greet", "acc_gh", `{"name":"a","x":1}`, connectors.CodeValidation, "x"},
-		{"wrong type", "codehost.greet", "acc_gh", `{"name":3}`, connectors.CodeValidation, "/name"},
+		{"missing field", "codehost.greet", "acc_gh", `{}`, connectors.CodeValidation, "at /: missing property 'name'"},
+		{"extra field", "codehost.greet", "acc_gh", `{"name":"a","x":1}`, connectors.CodeValidation, "at /: additional properties 'x' not allowed"},
+		{"wrong type", "codehost.greet", "acc_gh", `{"name":3}`, connectors.CodeValidation, "at /name: got number, want string"},
 		{"not JSON", "codehost.greet", "acc_gh", `{`, connectors.CodeValidation, "not JSON"},
 		{"no account", "codehost.greet", "", `{"name":"a"}`, connectors.CodeValidation, "codehost account"},
 		{"unknown account", "codehost.greet", "acc_x", `{"name":"a"}`, connectors.CodeNotFound, "acc_x"},
