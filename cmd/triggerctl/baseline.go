@@ -113,7 +113,7 @@ func benchBaseline(ctx context.Context, args []string, stdout, stderr io.Writer)
 func naiveReceiver(ctx context.Context, dataDir string, verify, decode, dropBehind bool) (handle echo.HandlerFunc, stop func(), err error) {
 	var verifier *ingest.Verifier
 	if verify {
-		secret, err := loadSecret(connectorCodeHost, dataDir)
+		secret, _, err := loadSecret(connectorCodeHost, dataDir)
 		if err != nil {
 			return nil, nil, err
 		}

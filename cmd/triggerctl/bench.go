@@ -176,7 +176,7 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 
-	secret, err := loadSecret(*connector, *dataDir)
+	secret, _, err := loadSecret(*connector, *dataDir)
 	if err != nil {
 		fmt.Fprintf(stderr, "triggerctl bench: %v\n", err)
 		return 1

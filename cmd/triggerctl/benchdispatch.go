@@ -82,7 +82,7 @@ func benchDispatch(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return fail(err)
 	}
-	secret, err := loadSecret(connectorCodeHost, *dataDir)
+	secret, _, err := loadSecret(connectorCodeHost, *dataDir)
 	if err != nil {
 		return fail(err)
 	}

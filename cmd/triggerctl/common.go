@@ -83,16 +83,31 @@ func scheme(connector string) ingest.Scheme {
 	return ingest.CodeHostScheme
 }
 
-// loadSecret returns the secret to sign connector's webhooks with: the first
-// entry of TRIGGERD_<CONNECTOR>_WEBHOOK_SECRET, or else the trimmed contents
-// of <dataDir>/<connector>_webhook_secret, which triggerd writes when it
-// generates a secret. The secret never appears in an error.
-func loadSecret(connector, dataDir string) ([]byte, error) {
+// loadSecret returns the secret to sign connector's webhooks with, looked
+// up where triggerd looks, in the same order: the file named by
+// TRIGGERD_<CONNECTOR>_WEBHOOK_SECRET_FILE (as --<connector>-webhook-secret-file),
+// else TRIGGERD_<CONNECTOR>_WEBHOOK_SECRET, else <dataDir>/<connector>_webhook_secret,
+// which triggerd writes when it generates a secret; the first of a list
+// signs. It also returns where the secret came from, for a refusal to
+// name. The secret never appears in an error.
+func loadSecret(connector, dataDir string) (secret []byte, source string, err error) {
 	base := connector + "_webhook_secret"
 	env := envflag.Name(envPrefix, base)
+	fileEnv := envflag.Name(envPrefix, base+"_file")
+	if path, ok := os.LookupEnv(fileEnv); ok && path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, "", fmt.Errorf("read the %s webhook secret file named by %s: %w", connector, fileEnv, err)
+		}
+		list := ingest.SplitSecrets(string(b))
+		if len(list) == 0 {
+			return nil, "", fmt.Errorf("the %s webhook secret file %s (from %s) holds no secret", connector, path, fileEnv)
+		}
+		return []byte(list[0]), "the file " + path + " (" + fileEnv + ")", nil
+	}
 	if v, ok := os.LookupEnv(env); ok {
 		if list := ingest.SplitSecrets(v); len(list) > 0 {
-			return []byte(list[0]), nil
+			return []byte(list[0]), env, nil
 		}
 	}
 	path := filepath.Join(dataDir, base)
@@ -102,46 +117,52 @@ func loadSecret(connector, dataDir string) ([]byte, error) {
 	b, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return nil, fmt.Errorf("no %s webhook secret: set %s (the first of a comma-separated list signs), "+
-			"or point --data-dir at the directory where triggerd wrote %s (looked for %s)", connector, env, base, path)
+		return nil, "", fmt.Errorf("no %s webhook secret: set %s or %s (the first of a list signs), "+
+			"or point --data-dir at the directory where triggerd wrote %s (looked for %s)", connector, fileEnv, env, base, path)
 	case err != nil:
-		return nil, fmt.Errorf("read the %s webhook secret: %w; fix the file or set %s", connector, err, env)
+		return nil, "", fmt.Errorf("read the %s webhook secret: %w; fix the file or set %s", connector, err, env)
 	}
-	secret := strings.TrimSpace(string(b))
-	if secret == "" {
-		return nil, fmt.Errorf("the %s webhook secret file %s is empty: write the secret triggerd uses into it, or set %s", connector, path, env)
+	list := ingest.SplitSecrets(string(b))
+	if len(list) == 0 {
+		return nil, "", fmt.Errorf("the %s webhook secret file %s is empty: write the secret triggerd uses into it, or set %s", connector, path, env)
 	}
-	return []byte(secret), nil
+	return []byte(list[0]), "the file " + path, nil
 }
 
 // secretCache loads each connector's secret once.
 type secretCache struct {
 	dataDir string
-	loaded  map[string][]byte
+	loaded  map[string]loadedSecret
 	failed  map[string]error
 }
 
-// get returns connector's signing secret, loading it on first use.
-func (c *secretCache) get(connector string) ([]byte, error) {
+type loadedSecret struct {
+	secret []byte
+	source string
+}
+
+// get returns connector's signing secret and where it came from, loading
+// it on first use.
+func (c *secretCache) get(connector string) ([]byte, string, error) {
 	if s, ok := c.loaded[connector]; ok {
-		return s, nil
+		return s.secret, s.source, nil
 	}
 	if err, ok := c.failed[connector]; ok {
-		return nil, err
+		return nil, "", err
 	}
-	s, err := loadSecret(connector, c.dataDir)
+	s, source, err := loadSecret(connector, c.dataDir)
 	if err != nil {
 		if c.failed == nil {
 			c.failed = map[string]error{}
 		}
 		c.failed[connector] = err
-		return nil, err
+		return nil, "", err
 	}
 	if c.loaded == nil {
-		c.loaded = map[string][]byte{}
+		c.loaded = map[string]loadedSecret{}
 	}
-	c.loaded[connector] = s
-	return s, nil
+	c.loaded[connector] = loadedSecret{s, source}
+	return s, source, nil
 }
 
 // eventFromFile returns the code-hosting event a payload file holds, by the

@@ -30,6 +30,8 @@ type signedDelivery struct {
 	id        string
 	header    http.Header
 	body      []byte
+	// secretSource says where the signing secret came from.
+	secretSource string
 }
 
 // replayLine is the JSON line printed for each file the server answered.
@@ -38,6 +40,8 @@ type replayLine struct {
 	Status     int             `json:"status"`
 	DeliveryID string          `json:"delivery_id"`
 	Response   json.RawMessage `json:"response"`
+	// signedWith says where the signing secret came from, for a 401.
+	signedWith string
 }
 
 // replay implements "triggerctl replay": it signs each payload file as its
@@ -57,8 +61,9 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	timeout := fs.Duration("timeout", 10*time.Second, "timeout of each request")
 	synopsis := "usage: triggerctl replay [flags] FILE...\n\n" +
 		"Signs each captured webhook payload file and posts it to triggerd, printing one JSON line per file.\n" +
-		"Secrets: TRIGGERD_CODEHOST_WEBHOOK_SECRET / TRIGGERD_DEPLOY_WEBHOOK_SECRET (first of a comma list),\n" +
-		"else <data-dir>/codehost_webhook_secret / <data-dir>/deploy_webhook_secret.\n\nflags:"
+		"Secrets, where triggerd reads them: the file named by TRIGGERD_CODEHOST_WEBHOOK_SECRET_FILE /\n" +
+		"TRIGGERD_DEPLOY_WEBHOOK_SECRET_FILE, else TRIGGERD_CODEHOST_WEBHOOK_SECRET / TRIGGERD_DEPLOY_WEBHOOK_SECRET\n" +
+		"(the first of a list signs), else <data-dir>/codehost_webhook_secret / <data-dir>/deploy_webhook_secret.\n\nflags:"
 	if code, ok := parseFlags(fs, args, synopsis); !ok {
 		return code
 	}
@@ -94,7 +99,12 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "triggerctl replay: write the result: %v\n", err)
 			return 1
 		}
-		if line.Status < 200 || line.Status > 299 {
+		if line.Status == http.StatusUnauthorized {
+			fmt.Fprintf(stderr, "triggerctl replay: %s: triggerd answered 401 Unauthorized to the signature made with the secret from %s; "+
+				"triggerd takes --<connector>-webhook-secret-file, else TRIGGERD_<CONNECTOR>_WEBHOOK_SECRET, else the secret it generated "+
+				"into its data dir: give triggerctl the same (the variables, or --data-dir)\n", file, line.signedWith)
+			failed = append(failed, file)
+		} else if line.Status < 200 || line.Status > 299 {
 			fmt.Fprintf(stderr, "triggerctl replay: %s: triggerd answered %d %s\n", file, line.Status, http.StatusText(line.Status))
 			failed = append(failed, file)
 		}
@@ -129,7 +139,7 @@ func replayFile(ctx context.Context, client *http.Client, o replayOptions, secre
 	if err != nil {
 		return replayLine{}, fmt.Errorf("read triggerd's answer (status %d): %w", resp.StatusCode, err)
 	}
-	return replayLine{File: file, Status: resp.StatusCode, DeliveryID: d.id, Response: asJSON(answer)}, nil
+	return replayLine{File: file, Status: resp.StatusCode, DeliveryID: d.id, Response: asJSON(answer), signedWith: d.secretSource}, nil
 }
 
 // buildDelivery turns a payload file's bytes into a signed delivery for the
@@ -174,10 +184,11 @@ func buildDelivery(file string, raw []byte, o replayOptions, secrets *secretCach
 			d.header.Set("Content-Type", "application/json")
 		}
 	}
-	secret, err := secrets.get(connector)
+	secret, source, err := secrets.get(connector)
 	if err != nil {
 		return nil, err
 	}
+	d.secretSource = source
 	s := scheme(connector)
 	d.header.Set(s.Header, s.Sign(secret, d.body))
 	return d, nil

@@ -249,11 +249,32 @@ func TestReplayNon2xx(t *testing.T) {
 		t.Errorf("lines = %+v, want the 503 and its error body", lines)
 	}
 
-	// A wrong secret is a 401.
+	// A wrong secret is a 401, and the message says which secret signed.
 	f.status = 0
 	t.Setenv("TRIGGERD_CODEHOST_WEBHOOK_SECRET", "wrong")
-	if code, _, stderr := runCtl("replay", "--url", f.srv.URL, "--data-dir", dataDir, file); code != 1 || !strings.Contains(stderr, "401") {
-		t.Errorf("exit %d, stderr %q; want 1 naming the 401", code, stderr)
+	if code, _, stderr := runCtl("replay", "--url", f.srv.URL, "--data-dir", dataDir, file); code != 1 || !strings.Contains(stderr, "401") ||
+		!strings.Contains(stderr, "the secret from TRIGGERD_CODEHOST_WEBHOOK_SECRET;") || strings.Contains(stderr, "wrong") {
+		t.Errorf("exit %d, stderr %q; want 1 naming the 401 and where the secret came from, not the secret", code, stderr)
+	}
+}
+
+// TestReplaySignsWithTheSecretFile checks that replay finds the secret
+// where triggerd does: a file named by TRIGGERD_*_WEBHOOK_SECRET_FILE wins
+// over the variable and the generated file, as --*-webhook-secret-file
+// does for triggerd.
+func TestReplaySignsWithTheSecretFile(t *testing.T) {
+	dataDir := setTestEnv(t)
+	f := newFakeTriggerd(t)
+	t.Setenv("TRIGGERD_CODEHOST_WEBHOOK_SECRET", "not-the-one-triggerd-reads")
+	secretFile := writeFile(t, t.TempDir(), "codehost-secret", testCodeHostSecret+"\nolder-secret\n")
+	t.Setenv("TRIGGERD_CODEHOST_WEBHOOK_SECRET_FILE", secretFile)
+	file := writeFile(t, t.TempDir(), "issues.opened.json", codeHostPayload)
+	if code, stdout, stderr := runCtl("replay", "--url", f.srv.URL, "--data-dir", dataDir, file); code != 0 {
+		t.Fatalf("exit %d, stdout %s, stderr %s; want the delivery signed with the file's first secret", code, stdout, stderr)
+	}
+	os.Remove(secretFile)
+	if code, _, stderr := runCtl("replay", "--url", f.srv.URL, "--data-dir", dataDir, file); code != 1 || !strings.Contains(stderr, "TRIGGERD_CODEHOST_WEBHOOK_SECRET_FILE") {
+		t.Errorf("secret file gone: exit %d, stderr %q; want 1 naming the variable", code, stderr)
 	}
 }
 
