@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -131,7 +132,7 @@ func parseConfig(args []string, lookup func(string) (string, bool), stderr io.Wr
 	fs.StringVar(&c.LogFormat, "log-format", "json", "json or console")
 	fs.StringVar(&c.RedisURL, "redis-url", "", "Redis for the store (redis://host:6379/0), shared by several triggerd processes; empty keeps the store in <data-dir>/triggerd.db")
 	fs.StringVar(&c.RedisPrefix, "redis-prefix", "triggerd:", "prefix of every Redis key triggerd writes")
-	fs.StringVar(&c.PublicURL, "public-url", "http://localhost:8080", "URL at which users' browsers and providers reach this server; OAuth callbacks are <public-url>/v1/connect/<connector>/callback")
+	fs.StringVar(&c.PublicURL, "public-url", "http://localhost:8080", "URL at which users' browsers and providers reach this server; OAuth callbacks are <public-url>/v1/connect/<connector>/callback; unset, http:// and --http-addr's port (on localhost when it names no host)")
 	returnOrigins := fs.String("connect-return-origins", "", "comma-separated origins (https://app.example.com) a connect flow's return_to may send the user's browser back to after signing in, besides --public-url's; any other return_to is refused")
 	fs.StringVar(&c.EncryptionKey, "encryption-key-file", "", "file holding the token encryption key(s) (base64 or hex of 32 bytes, comma-separated: the first encrypts, both decrypt); overrides a generated one, TRIGGERD_ENCRYPTION_KEY overrides both")
 	c.Providers.flags(fs)
@@ -175,6 +176,9 @@ func parseConfig(args []string, lookup func(string) (string, bool), stderr io.Wr
 	if c.CommitTimeout <= 0 || c.ShutdownTimeout <= 0 {
 		return c, nil, errors.New("--commit-timeout and --shutdown-timeout must be positive")
 	}
+	if _, set := src["public-url"]; !set {
+		c.PublicURL = localURL(c.HTTPAddr)
+	}
 	if c.ReturnOrigins, err = parseReturnOrigins(c.PublicURL, *returnOrigins); err != nil {
 		return c, nil, err
 	}
@@ -188,6 +192,20 @@ func parseConfig(args []string, lookup func(string) (string, bool), stderr io.Wr
 		fileVals[k] = *v
 	}
 	return c, fileVals, nil
+}
+
+// localURL is the public URL of a triggerd that was given none: where it
+// listens, so that hooks registered on a local (or sandboxed) provider
+// reach it on whatever --http-addr it was started with.
+func localURL(httpAddr string) string {
+	host, port, err := net.SplitHostPort(httpAddr)
+	if err != nil {
+		return "http://localhost:8080"
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port)
 }
 
 // parseReturnOrigins returns the public URL's origin and those listed

@@ -279,3 +279,27 @@ func TestConnectReturnOrigins(t *testing.T) {
 		}
 	}
 }
+
+// TestPublicURLFollowsHTTPAddr checks that a triggerd given no public URL
+// registers hooks where it listens: started on another port, its hooks
+// at localhost:8080 reached nobody.
+func TestPublicURLFollowsHTTPAddr(t *testing.T) {
+	none := func(string) (string, bool) { return "", false }
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "http://localhost:8080"},
+		{[]string{"--http-addr", "127.0.0.1:8181"}, "http://127.0.0.1:8181"},
+		{[]string{"--http-addr", ":9090"}, "http://localhost:9090"},
+		{[]string{"--http-addr", "0.0.0.0:9090"}, "http://localhost:9090"},
+		{[]string{"--http-addr", "[::]:7000"}, "http://localhost:7000"},
+		{[]string{"--http-addr", "[::1]:7000"}, "http://[::1]:7000"},
+		{[]string{"--http-addr", "127.0.0.1:8181", "--public-url", "https://hooks.example.com"}, "https://hooks.example.com"},
+	} {
+		cfg, _, err := parseConfig(c.args, none, io.Discard)
+		if err != nil || cfg.PublicURL != c.want {
+			t.Errorf("%q: public URL %q, err %v; want %q", c.args, cfg.PublicURL, err, c.want)
+		}
+	}
+}
