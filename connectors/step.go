@@ -107,6 +107,26 @@ func Errorf(code ErrorCode, format string, a ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, a...)}
 }
 
+// rawAnswersKey marks a request context; see WithRawAnswers.
+type rawAnswersKey struct{}
+
+// WithRawAnswers returns ctx marked as an API Call step's. A connector's
+// policy normally turns some provider answers into an *Error (the code
+// host's 403 permission refusals) so that named steps get a typed error;
+// an API Call step promises its caller every non-2xx answer as output, so
+// under this mark the policy hands such an answer back as the response.
+// Rate limits and refusals made without sending stay *Error either way:
+// the platform must see them to wait and retry.
+func WithRawAnswers(ctx context.Context) context.Context {
+	return context.WithValue(ctx, rawAnswersKey{}, true)
+}
+
+// RawAnswers reports whether ctx was marked by WithRawAnswers.
+func RawAnswers(ctx context.Context) bool {
+	v, _ := ctx.Value(rawAnswersKey{}).(bool)
+	return v
+}
+
 // Toolkit is one connector's named steps and the HTTP policy every step of
 // that connector (API Call steps included) runs under.
 type Toolkit struct {

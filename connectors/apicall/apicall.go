@@ -64,7 +64,14 @@
 // 429, and for the code host a 403 carrying x-ratelimit-remaining: 0, a
 // Retry-After header or a secondary-rate-limit documentation_url, become a
 // connectors.Error with CodeRateLimited, Retryable set and RetryAfter taken
-// from Retry-After, else x-ratelimit-reset, else 60 s. Network failures
+// from Retry-After, else x-ratelimit-reset, else 60 s. A typed refusal of
+// the connector's policy (the transport of connectors.Env.HTTP) is
+// returned with its code, status and RetryAfter: a rate limit or quota
+// known to be spent (nothing sent), one the provider answered, a provider
+// held back (CodeUnavailable). The requests carry
+// connectors.WithRawAnswers, so the policy hands back a refusal that is no
+// rate limit (the code host's 403 permission refusal) as the answer, which
+// becomes the output like any other non-2xx. Other network failures
 // are CodeUpstream and retryable; a response body over MaxResponseBytes is
 // CodeUpstream ("response too large"). Refused input is CodeValidation,
 // and nothing was sent.
@@ -166,7 +173,9 @@ func (t *target) do(ctx context.Context, env connectors.Env, method string, u *u
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
+	// The connector's policy then hands back refusals that are no rate
+	// limit as answers: this step returns them as output.
+	req, err := http.NewRequestWithContext(connectors.WithRawAnswers(ctx), method, u.String(), rd)
 	if err != nil {
 		return nil, invalid("the request could not be built from the endpoint")
 	}
@@ -186,6 +195,16 @@ func (t *target) do(ctx context.Context, env connectors.Env, method string, u *u
 	hc.Jar = nil
 	resp, err := hc.Do(req)
 	if err != nil {
+		// The connector's policy (env.HTTP's transport) refuses with a
+		// typed error: a rate limit or quota, spent or answered, with
+		// RetryAfter, or a provider held back. Keep its code, status and
+		// wait, so the platform waits and retries instead of failing.
+		var ce *connectors.Error
+		if errors.As(err, &ce) {
+			out := *ce
+			out.Message = fmt.Sprintf("the request to the %s API: %s", t.connector, ce.Message)
+			return nil, &out
+		}
 		return nil, &connectors.Error{
 			Code:      connectors.CodeUpstream,
 			Message:   fmt.Sprintf("the request to the %s API failed: %s", t.connector, networkReason(ctx, err)),

@@ -155,11 +155,14 @@ type CacheStats struct {
 //     to be spent waits for the reset within its context's deadline or is
 //     refused unsent with CodeRateLimited;
 //   - GitHub's 403 and 429 answers become *connectors.Error: rate limits
-//     (primary or secondary, with RetryAfter) or permission errors;
+//     (primary or secondary, with RetryAfter) or permission errors (except
+//     for API Call steps, which get a permission refusal as the answer;
+//     see connectors.WithRawAnswers);
 //   - GET answers with an ETag are cached (a bounded LRU per account) and
 //     revalidated with If-None-Match: a 304, which costs no budget, is
 //     served as the cached 200;
-//   - idempotent requests are retried on network errors and 5xx.
+//   - idempotent requests are retried on network errors and 5xx (a pull
+//     request merge and a file write or delete are not idempotent).
 //
 // It is safe for concurrent use.
 type Policy struct {
@@ -260,7 +263,9 @@ type transport struct {
 
 // RoundTrip sends req under the policy. Rate limit and permission answers
 // (GitHub's 403 and 429) and a budget known to be spent come back as a
-// *connectors.Error, which http.Client wraps in a *url.Error.
+// *connectors.Error, which http.Client wraps in a *url.Error; under
+// connectors.WithRawAnswers (an API Call step) a permission refusal comes
+// back as the 403 response instead.
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	r := req.Clone(ctx)
@@ -310,8 +315,18 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return cached.response(r, resp), nil
 	case resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusTooManyRequests:
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		ce := classify(resp.StatusCode, resp.Header, body, t.p.o.Now())
+		if ce.Code == connectors.CodePermissionDenied && connectors.RawAnswers(ctx) {
+			// An API Call step returns a refusal as output, whole: hand
+			// back what was read followed by the rest.
+			resp.Body = struct {
+				io.Reader
+				io.Closer
+			}{io.MultiReader(bytes.NewReader(body), resp.Body), resp.Body}
+			return resp, nil
+		}
 		resp.Body.Close()
-		return nil, classify(resp.StatusCode, resp.Header, body, t.p.o.Now())
+		return nil, ce
 	case resp.StatusCode == http.StatusOK && key != "" && resp.Header.Get("ETag") != "":
 		return cache.store(key, resp), nil
 	}
@@ -385,14 +400,14 @@ func (t *transport) record(ctx context.Context, resource string, h http.Header) 
 }
 
 // send makes up to retryAttempts attempts: idempotent requests (GET, HEAD,
-// PUT, DELETE, OPTIONS) are retried on network errors and 5xx answers,
-// after exponential backoff with full jitter, never past ctx's deadline.
-// POST and PATCH are retried only when the connection could not be made,
-// so nothing reached GitHub.
+// OPTIONS, and PUT and DELETE except GitHub's writes that are not
+// idempotent; see idempotent) are retried on network errors and 5xx
+// answers, after exponential backoff with full jitter, never past ctx's
+// deadline. Other requests (POST, PATCH, those writes) are retried only
+// when the connection could not be made, so nothing reached GitHub.
 func (t *transport) send(r *http.Request) (*http.Response, error) {
 	ctx := r.Context()
-	idempotent := r.Method == http.MethodGet || r.Method == http.MethodHead || r.Method == http.MethodPut ||
-		r.Method == http.MethodDelete || r.Method == http.MethodOptions
+	idempotent := t.p.idempotent(r)
 	replayable := r.Body == nil || r.Body == http.NoBody || r.GetBody != nil
 	for attempt := 1; ; attempt++ {
 		req := r
@@ -428,6 +443,48 @@ func (t *transport) send(r *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 	}
+}
+
+// idempotent reports whether sending r twice has the effect of sending it
+// once, so that it may be retried after a 5xx or a lost answer, either of
+// which can follow a request GitHub carried out. GET, HEAD and OPTIONS
+// are; so are PUT and DELETE (star, collaborator add, workflow
+// enable/disable, collaborator removal), except GitHub's writes that
+// check state the first attempt changes:
+//
+//   - PUT /repos/{o}/{r}/pulls/{n}/merge: once merged, a retry is
+//     answered 405 (not mergeable) or 409 (head moved);
+//   - PUT and DELETE /repos/{o}/{r}/contents/{path}: a retry of a create
+//     is 422 (sha missing, the file now exists), of an update or a
+//     delete 409 or 404 (the sha sent is no longer the file's).
+//
+// Retried, these would report a failure although the change was made.
+// The paths are also matched under /repositories/{id}.
+func (p *Policy) idempotent(r *http.Request) bool {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return true
+	case http.MethodPut, http.MethodDelete:
+	default:
+		return false
+	}
+	segs := strings.Split(strings.Trim(strings.TrimPrefix(r.URL.Path, p.base.Path), "/"), "/")
+	var rest []string
+	switch {
+	case len(segs) >= 3 && segs[0] == "repos":
+		rest = segs[3:]
+	case len(segs) >= 2 && segs[0] == "repositories":
+		rest = segs[2:]
+	default:
+		return true
+	}
+	switch {
+	case len(rest) >= 1 && rest[0] == "contents":
+		return false
+	case len(rest) == 3 && rest[0] == "pulls" && rest[2] == "merge" && r.Method == http.MethodPut:
+		return false
+	}
+	return true
 }
 
 // backoff is the full-jitter delay before attempt+1: uniform in

@@ -3,10 +3,12 @@ package codehost_test
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"net/url"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -277,14 +279,15 @@ func TestRetries(t *testing.T) {
 			t.Errorf("%d attempts, want 3", n)
 		}
 	})
-	t.Run("PUT with a body is replayed", func(t *testing.T) {
+	t.Run("idempotent PUT with a body is replayed", func(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t, fakegithub.Options{}, codehost.ToolkitOptions{})
-		route := fakegithub.Route("PUT /repos/{owner}/{repo}/contents/{path...}")
-		_ = h.fake.FailNext(route, 1, 500)
-		out := h.mustRun(t, "create_or_update_file_contents", `{"owner":"octocat","repo":"hello-world","path":"a.txt","content":"A","message":"m"}`)
+		route := fakegithub.Route("PUT /repos/{owner}/{repo}/collaborators/{username}")
+		// Even when the first attempt landed, the second sets the same.
+		_ = h.fake.FailNextAfterApplying(route, 1, 500)
+		out := h.mustRun(t, "add_collaborator", `{"owner":"octocat","repo":"hello-world","username":"hubot","permission":"maintain"}`)
 		reqs := h.fake.RequestsTo(route)
-		if out["created"] != true || len(reqs) != 2 || string(reqs[0].Body) != string(reqs[1].Body) || len(reqs[1].Body) == 0 {
+		if out["permission"] != "maintain" || len(reqs) != 2 || string(reqs[0].Body) != string(reqs[1].Body) || len(reqs[1].Body) == 0 {
 			t.Errorf("out %v, requests %+v", out, reqs)
 		}
 	})
@@ -394,4 +397,92 @@ func TestMemoryRateLimitsKeepsTheLowerRemaining(t *testing.T) {
 	if _, ok, _ := s.Get(ctx, "b", "core"); ok {
 		t.Error("another account has a snapshot")
 	}
+}
+
+// A merge and a file write check state their first attempt changes: a
+// retry after a 5xx that followed a landed write would be refused (405,
+// 409, 422) and report a failure although the change was made. They are
+// not retried after an answer; the 5xx is reported as it came.
+func TestNonIdempotentWritesAreNotRetried(t *testing.T) {
+	t.Parallel()
+	changelog := fakegithub.BlobSHA([]byte("## v1.0.0\n\n- First release.\n"))
+	for _, tc := range []struct {
+		name, step, input string
+		route             fakegithub.Route
+		landed            func(*fakegithub.Server) bool
+	}{
+		{"merge", "merge_pull_request", `{"owner":"octocat","repo":"hello-world","pull_number":4}`,
+			"PUT /repos/{owner}/{repo}/pulls/{pull_number}/merge",
+			func(f *fakegithub.Server) bool { is, _ := f.Issue("octocat", "hello-world", 4); return is.Merged }},
+		{"create file", "create_or_update_file_contents", `{"owner":"octocat","repo":"hello-world","path":"a.txt","content":"A","message":"m"}`,
+			"PUT /repos/{owner}/{repo}/contents/{path...}",
+			func(f *fakegithub.Server) bool {
+				b, ok := f.File("octocat", "hello-world", "", "a.txt")
+				return ok && string(b) == "A"
+			}},
+		{"update file", "create_or_update_file_contents", `{"owner":"octocat","repo":"hello-world","path":"CHANGELOG.md","content":"B","message":"m","sha":"` + changelog + `"}`,
+			"PUT /repos/{owner}/{repo}/contents/{path...}",
+			func(f *fakegithub.Server) bool {
+				b, _ := f.File("octocat", "hello-world", "", "CHANGELOG.md")
+				return string(b) == "B"
+			}},
+		{"delete file", "delete_file", `{"owner":"octocat","repo":"hello-world","path":"CHANGELOG.md","message":"m","sha":"` + changelog + `"}`,
+			"DELETE /repos/{owner}/{repo}/contents/{path...}",
+			func(f *fakegithub.Server) bool {
+				_, ok := f.File("octocat", "hello-world", "", "CHANGELOG.md")
+				return !ok
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, fakegithub.Options{}, codehost.ToolkitOptions{})
+			if err := h.fake.FailNextAfterApplying(tc.route, 1, http.StatusBadGateway); err != nil {
+				t.Fatal(err)
+			}
+			_, err := h.run(t.Context(), tc.step, tc.input)
+			if ce := asError(t, err); ce.Code != connectors.CodeUpstream || ce.Status != http.StatusBadGateway {
+				t.Errorf("error %+v, want GitHub's 502 as it came", ce)
+			}
+			if n := len(h.fake.RequestsTo(tc.route)); n != 1 {
+				t.Errorf("%d attempts, want 1", n)
+			}
+			if !tc.landed(h.fake) {
+				t.Error("the write did not land at the fake")
+			}
+			if s := h.clock.Sleeps(); len(s) != 0 {
+				t.Errorf("backoffs %v, want none", s)
+			}
+		})
+	}
+	// Not sent at all: still retried, as for POST.
+	t.Run("merge whose connection failed", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t, fakegithub.Options{}, codehost.ToolkitOptions{})
+		route := fakegithub.Route("PUT /repos/{owner}/{repo}/pulls/{pull_number}/merge")
+		env := h.env(token)
+		env.HTTP.Transport = h.tk.Wrap("acct-"+token, &dialFailOnce{base: bearer{token, http.DefaultTransport}})
+		out, err := h.steps["codehost.merge_pull_request"].Run(t.Context(), env, []byte(`{"owner":"octocat","repo":"hello-world","pull_number":4}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(h.fake.RequestsTo(route)); n != 1 || out == nil {
+			t.Errorf("%d requests reached the fake, want 1 (output %v)", n, out)
+		}
+	})
+}
+
+// dialFailOnce fails its first round trip as a refused connection.
+type dialFailOnce struct {
+	base   http.RoundTripper
+	failed atomic.Bool
+}
+
+func (d *dialFailOnce) RoundTrip(r *http.Request) (*http.Response, error) {
+	if d.failed.CompareAndSwap(false, true) {
+		if r.Body != nil {
+			r.Body.Close()
+		}
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
+	}
+	return d.base.RoundTrip(r)
 }

@@ -35,8 +35,9 @@
 // Last-Modified, If-Modified-Since and X-Poll-Interval), mentions in issue
 // and comment bodies creating them.
 //
-// Every route can be made to fail, hang or answer a secondary rate limit
-// for its next calls, and every request is logged.
+// Every route can be made to fail (before or after doing its work), hang
+// or answer a secondary rate limit for its next calls, and every request
+// is logged.
 package fakegithub
 
 import (
@@ -133,6 +134,9 @@ type fault struct {
 	hang       bool
 	secondary  bool
 	retryAfter time.Duration
+	// after: the route's handler runs (a write lands) before status is
+	// answered in place of its reply.
+	after bool
 }
 
 type bucketKey struct{ token, resource string }
@@ -275,6 +279,15 @@ func (s *Server) knownRoute(r Route) error {
 // GitHub's error body. Injected answers queue behind earlier ones.
 func (s *Server) FailNext(route Route, n, status int) error {
 	return s.inject(route, n, fault{status: status})
+}
+
+// FailNextAfterApplying makes the next n calls to route do their work
+// (a write lands) and then answer status (e.g. 502) with GitHub's error
+// body instead of the real reply, as when GitHub's front end times out on
+// a request its back end completed. Injected answers queue behind earlier
+// ones.
+func (s *Server) FailNextAfterApplying(route Route, n, status int) error {
+	return s.inject(route, n, fault{status: status, after: true})
 }
 
 // HangNext makes the next n calls to route hang until the client gives up
@@ -508,6 +521,11 @@ func (s *Server) serveLocked(r *http.Request, rt *route, params map[string]strin
 			if q := s.faults[rt.name]; len(q) > 0 {
 				f := q[0]
 				s.faults[rt.name] = q[1:]
+				if f.after {
+					c := &call{s: s, r: r, p: params, body: body, login: login, now: now, base: baseURL(r)}
+					rt.h(c)
+					return errorf(f.status, "%s", http.StatusText(f.status))
+				}
 				if f.hang {
 					return nil
 				}
@@ -556,7 +574,7 @@ func (s *Server) serveLocked(r *http.Request, rt *route, params map[string]strin
 	rep.set("X-GitHub-Media-Type", "github.v3; format=json")
 	rep.set("X-GitHub-Api-Version-Selected", "2022-11-28")
 	if authed {
-		rep.set("X-OAuth-Scopes", "gist, project, read:org, repo, workflow")
+		rep.set("X-OAuth-Scopes", "admin:org_hook, gist, project, read:org, repo, workflow")
 	}
 	rep.set("Vary", "Accept, Authorization, Cookie, X-GitHub-OTP")
 	return rep, false
