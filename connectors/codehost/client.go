@@ -36,6 +36,8 @@ type client struct {
 	hc   *http.Client
 	base *url.URL
 	now  func() time.Time
+	// login is the connected account's GitHub login ("" when unknown).
+	login string
 }
 
 // answer is GitHub's answer to one request.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"regexp"
 	"slices"
 	"strings"
@@ -45,8 +44,8 @@ func (p *Policy) Toolkit() connectors.Toolkit {
 // kit builds the steps.
 type kit struct{ p *Policy }
 
-func (k *kit) client(hc *http.Client) *client {
-	return &client{hc: hc, base: k.p.base, now: k.p.o.Now}
+func (k *kit) client(env connectors.Env) *client {
+	return &client{hc: env.HTTP, base: k.p.base, now: k.p.o.Now, login: env.Account.Login}
 }
 
 // checker validates a decoded input beyond what decoding catches; it
@@ -76,7 +75,7 @@ func define[I any, P interface {
 			if env.HTTP == nil {
 				return nil, connectors.Errorf(connectors.CodeValidation, "%s.%s: no HTTP client for the account", name, id)
 			}
-			return run(ctx, k.client(env.HTTP), v)
+			return run(ctx, k.client(env), v)
 		},
 	}
 }

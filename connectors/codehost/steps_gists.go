@@ -192,16 +192,24 @@ func (k *kit) gistSteps() []connectors.Step {
 				return g.out(), nil
 			}),
 		define(k, "list_gists_for_a_user", "List Gists for a User",
-			"Lists a user's gists, newest first (the account's own secret gists included).",
+			"Lists a user's public gists; for the connected account's own login, all of its gists, secret ones included.",
 			object(with(maxItemsProp, props{
-				"username": ghName("The user's login."),
+				"username": ghName("The user's login; the connected account's own login lists its secret gists too."),
 				"since":    dateTime("Only gists updated after this time (RFC 3339)."),
 			}), "username"),
 			listOutput("gists", gistSchema, nil),
 			func(ctx context.Context, c *client, in *listGistsInput) (any, error) {
 				q := url.Values{}
 				setQuery(q, "since", in.Since)
-				gs, _, more, err := listPages[ghGist](ctx, c, "/users/"+seg(in.Username)+"/gists", q, in.MaxItems, nil)
+				// GET /users/{u}/gists lists public gists only, even to
+				// their owner; the account's own secret gists come only
+				// from GET /gists (the authenticated user's). Logins are
+				// case-insensitive.
+				path := "/users/" + seg(in.Username) + "/gists"
+				if c.login != "" && strings.EqualFold(in.Username, c.login) {
+					path = "/gists"
+				}
+				gs, _, more, err := listPages[ghGist](ctx, c, path, q, in.MaxItems, nil)
 				if err != nil {
 					return nil, err
 				}

@@ -38,6 +38,14 @@ func TestOwnGists(t *testing.T) {
 	if want := []string{ids[0], ids[2], ids[1], fakegithub.SeedGistID}; r.status != 200 || fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("GET /gists: %d %v, want %v (most recently updated first, secret ones too, only the caller's)", r.status, got, want)
 	}
+	// GET /users/{username}/gists lists public gists only, also to their
+	// owner.
+	var pub []struct{ ID string }
+	r0 := do(t, "GET", u+"/users/octocat/gists", "", nil)
+	_ = json.Unmarshal(r0.body, &pub)
+	if want := fmt.Sprint([]struct{ ID string }{{ids[0]}, {fakegithub.SeedGistID}}); r0.status != 200 || fmt.Sprint(pub) != want {
+		t.Errorf("GET /users/octocat/gists as octocat: %d %v, want only the public ones %v", r0.status, pub, want)
+	}
 	since := clk.Now().Add(-90 * time.Second).Format(time.RFC3339)
 	if _, got := list("?since="+since, nil); fmt.Sprint(got) != fmt.Sprint([]string{ids[0], ids[2]}) {
 		t.Errorf("since %s: %v", since, got)

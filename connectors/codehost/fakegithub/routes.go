@@ -1745,6 +1745,9 @@ func (c *call) updateGist() *reply {
 	return okBody(c.gistJSON(g, true))
 }
 
+// listGists serves GET /users/{username}/gists: the user's public gists
+// only, as GitHub documents it, also when the caller is that user (whose
+// secret gists GET /gists lists).
 func (c *call) listGists() *reply {
 	u := c.s.st.users[strings.ToLower(c.p["username"])]
 	if u == nil {
@@ -1754,7 +1757,7 @@ func (c *call) listGists() *reply {
 	var items []any
 	for i := len(c.s.st.gists) - 1; i >= 0; i-- {
 		g := c.s.st.gists[i]
-		if g.owner != u.login || !g.public && g.owner != c.login || hasSince && g.updated.Before(since) {
+		if g.owner != u.login || !g.public || hasSince && g.updated.Before(since) {
 			continue
 		}
 		items = append(items, c.gistJSON(g, false))
