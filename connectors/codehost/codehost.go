@@ -9,7 +9,8 @@
 // tokens. It sends users to GitHub's authorize page (with PKCE S256), exchanges the
 // callback code for a token, reads whom the token belongs to, refreshes
 // expiring GitHub App user tokens (which rotate their refresh token) and
-// revokes the grant when an account is removed.
+// revokes the account's token (not the user's whole grant) when an account
+// is removed.
 package codehost
 
 import (
@@ -45,7 +46,10 @@ const (
 
 // scopes are the OAuth scopes requested from GitHub (space-delimited on the
 // wire). GitHub Apps ignore them and use the app's permissions instead.
-var scopes = []string{"repo", "workflow", "gist", "read:org", "project"}
+// admin:org_hook is for the organisation-level triggers: GitHub requires
+// it of OAuth app tokens on /orgs/{org}/hooks, and repo, which covers
+// repository hooks, does not cover organisation ones.
+var scopes = []string{"repo", "workflow", "gist", "read:org", "project", "admin:org_hook"}
 
 var _ connectors.Provider = (*Provider)(nil)
 
@@ -247,11 +251,13 @@ func (p *Provider) Refresh(ctx context.Context, tok *oauth2.Token) (*oauth2.Toke
 	return nt, nil
 }
 
-// Revoke deletes the app's grant for the token's user
-// (DELETE /applications/{client_id}/grant), which revokes all of the app's
-// tokens for that user. metadata is not used.
+// Revoke revokes the account's access token alone
+// (DELETE /applications/{client_id}/token). Not the grant
+// (DELETE /applications/{client_id}/grant): that revokes every token the
+// app holds for the GitHub user, so removing one connected account would
+// break the same user's accounts in other tenants. metadata is not used.
 func (p *Provider) Revoke(ctx context.Context, tok *oauth2.Token, _ map[string]string) error {
-	const op = "revoke grant"
+	const op = "revoke token"
 	if tok == nil || tok.AccessToken == "" {
 		return fmt.Errorf("%s: %s: no access token", name, op)
 	}
@@ -259,7 +265,7 @@ func (p *Provider) Revoke(ctx context.Context, tok *oauth2.Token, _ map[string]s
 	if err != nil {
 		return fmt.Errorf("%s: %s: %w", name, op, err)
 	}
-	u := p.apiBase + "/applications/" + url.PathEscape(p.oauth.ClientID) + "/grant"
+	u := p.apiBase + "/applications/" + url.PathEscape(p.oauth.ClientID) + "/token"
 	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, u, bytes.NewReader(payload))
 	if err != nil {
 		return fmt.Errorf("%s: %s: %w", name, op, err)

@@ -3,6 +3,7 @@ package codehost_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -18,7 +19,7 @@ import (
 
 const redirect = "https://app.example/oauth/codehost/callback"
 
-var requested = []string{"repo", "workflow", "gist", "read:org", "project"}
+var requested = []string{"repo", "workflow", "gist", "read:org", "project", "admin:org_hook"}
 
 // noLeak fails if err's message contains any of secrets.
 func noLeak(t *testing.T, err error, secrets ...string) {
@@ -98,7 +99,7 @@ func TestAuthCodeURL(t *testing.T) {
 	for k, want := range map[string]string{
 		"client_id":             gh.ClientID,
 		"redirect_uri":          redirect,
-		"scope":                 "repo workflow gist read:org project",
+		"scope":                 "repo workflow gist read:org project admin:org_hook",
 		"state":                 "state-123",
 		"code_challenge":        oauth2.S256ChallengeFromVerifier(verifier),
 		"code_challenge_method": "S256",
@@ -350,7 +351,14 @@ func TestRevoke(t *testing.T) {
 	if err := p.Revoke(t.Context(), tok, nil); err != nil {
 		t.Fatalf("Revoke: %v", err)
 	}
-	req := gh.RequestsTo(oauthtest.RouteGitHubGrant)[0]
+	if n := len(gh.RequestsTo(oauthtest.RouteGitHubGrant)); n != 0 {
+		t.Errorf("%d requests revoked the whole grant, want 0", n)
+	}
+	reqs := gh.RequestsTo(oauthtest.RouteGitHubAppToken)
+	if len(reqs) != 1 {
+		t.Fatalf("%d requests revoked the token, want 1", len(reqs))
+	}
+	req := reqs[0]
 	if user, _, ok := (&http.Request{Header: req.Header}).BasicAuth(); !ok || user != gh.ClientID {
 		t.Errorf("revoke did not use Basic auth with the client id")
 	}
@@ -367,11 +375,44 @@ func TestRevoke(t *testing.T) {
 	}
 }
 
+// The same GitHub user connected twice (in two tenants, say) holds two
+// tokens of one grant: removing one account must leave the other working.
+func TestRevokeLeavesTheUsersOtherTokens(t *testing.T) {
+	for _, expiring := range []bool{true, false} {
+		t.Run(fmt.Sprintf("expiring %v", expiring), func(t *testing.T) {
+			gh := oauthtest.NewGitHub(t)
+			gh.SetExpiring(expiring)
+			p := gh.Provider(redirect)
+			first, second := connect(t, gh, p), connect(t, gh, p)
+			if err := p.Revoke(t.Context(), first, nil); err != nil {
+				t.Fatalf("Revoke: %v", err)
+			}
+			if got := getUser(t, gh, first.AccessToken); got != http.StatusUnauthorized {
+				t.Errorf("GET /user with the revoked token = %d, want 401", got)
+			}
+			if got := getUser(t, gh, second.AccessToken); got != http.StatusOK {
+				t.Errorf("GET /user with the user's other token = %d, want 200", got)
+			}
+			if id, err := p.Identify(t.Context(), second); err != nil || id.Login != "octocat" {
+				t.Errorf("Identify with the other token: %+v, %v", id, err)
+			}
+			if expiring {
+				if _, err := p.Refresh(t.Context(), first); !errors.Is(err, connectors.ErrInvalidGrant) {
+					t.Errorf("Refresh of the revoked token's refresh token: %v, want ErrInvalidGrant", err)
+				}
+				if _, err := p.Refresh(t.Context(), second); err != nil {
+					t.Errorf("Refresh of the other token: %v", err)
+				}
+			}
+		})
+	}
+}
+
 func TestRevokeUnavailable(t *testing.T) {
 	gh := oauthtest.NewGitHub(t)
 	p := gh.Provider(redirect)
 	tok := connect(t, gh, p)
-	gh.FailNext(oauthtest.RouteGitHubGrant, 1, http.StatusServiceUnavailable)
+	gh.FailNext(oauthtest.RouteGitHubAppToken, 1, http.StatusServiceUnavailable)
 	err := p.Revoke(t.Context(), tok, nil)
 	if err == nil || !strings.Contains(err.Error(), "503") {
 		t.Fatalf("Revoke during an outage: %v", err)
@@ -389,7 +430,7 @@ func TestRevokeHangs(t *testing.T) {
 	gh := oauthtest.NewGitHub(t)
 	p := gh.Provider(redirect)
 	tok := connect(t, gh, p)
-	gh.HangNext(oauthtest.RouteGitHubGrant, 1)
+	gh.HangNext(oauthtest.RouteGitHubAppToken, 1)
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()
 	err := p.Revoke(ctx, tok, nil)

@@ -20,6 +20,7 @@ const (
 	RouteGitHubToken     Route = "POST /login/oauth/access_token"
 	RouteGitHubUser      Route = "GET /user"
 	RouteGitHubGrant     Route = "DELETE /applications/{client_id}/grant"
+	RouteGitHubAppToken  Route = "DELETE /applications/{client_id}/token"
 )
 
 // GitHub token lifetimes (GitHub App user tokens with expiration).
@@ -31,7 +32,9 @@ const (
 )
 
 // GitHub is a fake github.com (OAuth authorize and token endpoints) and
-// api.github.com (GET /user, DELETE /applications/{client_id}/grant).
+// api.github.com (GET /user, DELETE /applications/{client_id}/grant, which
+// revokes every token of the user's grant, and DELETE
+// /applications/{client_id}/token, which revokes one).
 //
 // By default it issues GitHub App user tokens with expiration: a ghu_
 // access token for GitHubAccessTTL (8 h, see SetAccessTTL) and a rotating
@@ -77,6 +80,7 @@ func NewGitHub(t testing.TB) *GitHub {
 	g.handle(mux, RouteGitHubToken, g.serveToken)
 	g.handle(mux, RouteGitHubUser, g.serveUser)
 	g.handle(mux, RouteGitHubGrant, g.serveRevokeGrant)
+	g.handle(mux, RouteGitHubAppToken, g.serveRevokeToken)
 	g.handle(mux, "/", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusNotFound, gitHubError("Not Found"))
 	})
@@ -366,29 +370,65 @@ func (g *GitHub) apiHeaders(w http.ResponseWriter, r *http.Request) bool {
 
 // serveRevokeGrant is DELETE /applications/{client_id}/grant: Basic auth
 // with the app's credentials, JSON body {"access_token"}, 204 on success.
+// It revokes the grant: every token the app holds for that user, whichever
+// connection they were issued to.
 func (g *GitHub) serveRevokeGrant(w http.ResponseWriter, r *http.Request) {
-	if !g.apiHeaders(w, r) {
+	tk, _, ok := g.appTokenRequest(w, r)
+	if !ok {
 		return
+	}
+	g.revokeGrant(tk.grant)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// serveRevokeToken is DELETE /applications/{client_id}/token: the same
+// request as the grant's, but it revokes only the token named (and the
+// refresh token issued with it); the user's other tokens keep working.
+func (g *GitHub) serveRevokeToken(w http.ResponseWriter, r *http.Request) {
+	_, v, ok := g.appTokenRequest(w, r)
+	if !ok {
+		return
+	}
+	g.mu.Lock()
+	if tk, ok := g.tokens[v]; ok {
+		tk.revoked = true
+	}
+	for _, tk := range g.tokens {
+		if tk.kind == "refresh" && tk.pair == v {
+			tk.revoked = true
+		}
+	}
+	g.mu.Unlock()
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// appTokenRequest checks a request of the app about one of its tokens
+// (Basic auth with the app's credentials, JSON body {"access_token"}) and
+// returns the live token and its value, answering the error itself when
+// it fails.
+func (g *GitHub) appTokenRequest(w http.ResponseWriter, r *http.Request) (token, string, bool) {
+	if !g.apiHeaders(w, r) {
+		return token{}, "", false
 	}
 	user, pass, ok := r.BasicAuth()
 	if !ok {
 		writeJSON(w, http.StatusUnauthorized, gitHubError("Requires authentication"))
-		return
+		return token{}, "", false
 	}
 	if user != g.ClientID || !sameSecret(pass, g.ClientSecret) {
 		writeJSON(w, http.StatusUnauthorized, gitHubError("Bad credentials"))
-		return
+		return token{}, "", false
 	}
 	if r.PathValue("client_id") != g.ClientID {
 		writeJSON(w, http.StatusNotFound, gitHubError("Not Found"))
-		return
+		return token{}, "", false
 	}
 	var body struct {
 		AccessToken string `json:"access_token"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
 		writeJSON(w, http.StatusBadRequest, gitHubError("Problems parsing JSON"))
-		return
+		return token{}, "", false
 	}
 	tk, ok := g.liveToken(body.AccessToken, "access")
 	if !ok || tk.clientID != g.ClientID {
@@ -397,10 +437,9 @@ func (g *GitHub) serveRevokeGrant(w http.ResponseWriter, r *http.Request) {
 			"documentation_url": gitHubDocs,
 			"errors":            []map[string]string{{"resource": "Authorization", "field": "access_token", "code": "invalid"}},
 		})
-		return
+		return token{}, "", false
 	}
-	g.revokeGrant(tk.grant)
-	w.WriteHeader(http.StatusNoContent)
+	return tk, body.AccessToken, true
 }
 
 // field is one token-response field; fields keep their order.

@@ -249,3 +249,49 @@ func TestGoogleRevokeEndpoint(t *testing.T) {
 		t.Errorf("Tokens = %+v", infos)
 	}
 }
+
+// DELETE /applications/{client_id}/token revokes the one token; .../grant
+// revokes every token of the user's grant.
+func TestGitHubRevokeTokenAndGrant(t *testing.T) {
+	gh := oauthtest.NewGitHub(t)
+	p := gh.Provider(redirect)
+	connect := func() *oauth2.Token {
+		t.Helper()
+		tok, err := p.Exchange(t.Context(), gh.Authorize("s", redirect, "", "repo"), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	del := func(what, accessToken, secret string) int {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodDelete, gh.URL()+"/applications/"+gh.ClientID+"/"+what,
+			strings.NewReader(`{"access_token":"`+accessToken+`"}`))
+		req.Header.Set("User-Agent", "t")
+		req.SetBasicAuth(gh.ClientID, secret)
+		status, _, _ := send(t, req)
+		return status
+	}
+	a, b, c := connect(), connect(), connect()
+	if s := del("token", a.AccessToken, "wrong"); s != http.StatusUnauthorized || !gh.Live(a.AccessToken) {
+		t.Errorf("revoke with a wrong secret: %d, live %v", s, gh.Live(a.AccessToken))
+	}
+	if s := del("token", a.AccessToken, gh.ClientSecret); s != http.StatusNoContent {
+		t.Fatalf("revoke token: %d", s)
+	}
+	if gh.TokenState(a.AccessToken) != oauthtest.TokenRevoked || gh.TokenState(a.RefreshToken) != oauthtest.TokenRevoked {
+		t.Errorf("revoked token: access %v, refresh %v", gh.TokenState(a.AccessToken), gh.TokenState(a.RefreshToken))
+	}
+	if !gh.Live(b.AccessToken) || !gh.Live(c.AccessToken) {
+		t.Error("revoking one token revoked the user's others")
+	}
+	if s := del("token", a.AccessToken, gh.ClientSecret); s != http.StatusUnprocessableEntity {
+		t.Errorf("revoke a revoked token: %d, want 422", s)
+	}
+	if s := del("grant", b.AccessToken, gh.ClientSecret); s != http.StatusNoContent {
+		t.Fatalf("revoke grant: %d", s)
+	}
+	if gh.Live(b.AccessToken) || gh.Live(c.AccessToken) {
+		t.Error("revoking the grant left a token of the user live")
+	}
+}
