@@ -13,7 +13,8 @@ import (
 // more detail.
 var (
 	// ErrUnknownConnector is returned for a connector name that has no
-	// provider configured.
+	// provider configured: no such connector, or one without OAuth client
+	// settings (a *ConnectorError says which).
 	ErrUnknownConnector = errors.New("accounts: unknown connector")
 	// ErrAccountNotFound is returned for an account that does not exist in
 	// the tenant (also when it belongs to another tenant).
@@ -112,3 +113,18 @@ func redact(err error, secrets ...string) error {
 	}
 	return &redactedError{msg: msg, err: err}
 }
+
+// ConnectorError says why a connector cannot connect accounts on this
+// server: it does not exist, or has no OAuth client settings. It matches
+// ErrUnknownConnector.
+type ConnectorError struct {
+	Connector string
+	Reason    string
+}
+
+func (e *ConnectorError) Error() string {
+	return fmt.Sprintf("accounts: connector %q %s", e.Connector, e.Reason)
+}
+
+// Is reports whether target is ErrUnknownConnector.
+func (e *ConnectorError) Is(target error) bool { return target == ErrUnknownConnector }

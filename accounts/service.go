@@ -165,14 +165,17 @@ func New(o Options) (*Service, error) {
 }
 
 func (s *Service) provider(connector string) (connectors.Provider, error) {
-	p, ok := s.providers[connector]
-	if !ok {
-		if s.known == "" {
-			return nil, fmt.Errorf("%w %q: no connector has OAuth client settings; set --%s-client-id and TRIGGERD_%s_CLIENT_SECRET", ErrUnknownConnector, connector, connector, strings.ToUpper(connector))
-		}
-		return nil, fmt.Errorf("%w %q (configured: %s; others need --<connector>-client-id and TRIGGERD_<CONNECTOR>_CLIENT_SECRET)", ErrUnknownConnector, connector, s.known)
+	if p, ok := s.providers[connector]; ok {
+		return p, nil
 	}
-	return p, nil
+	if all := connectors.Names(); !slices.Contains(all, connector) {
+		return nil, &ConnectorError{connector, "does not exist: the connectors are " + strings.Join(all, ", ")}
+	}
+	reason := fmt.Sprintf("has no OAuth client settings on this server: its operator sets --%s-client-id and TRIGGERD_%s_CLIENT_SECRET", connector, strings.ToUpper(connector))
+	if s.known != "" {
+		reason += " (configured: " + s.known + ")"
+	}
+	return nil, &ConnectorError{connector, reason}
 }
 
 // Start begins connecting an account of connector for tenantID. It stores
@@ -502,8 +505,8 @@ type RemoveReport struct {
 	RevokeError string
 }
 
-// Remove disconnects the tenant's account: it revokes the grant at the
-// provider (bounded by 10s) and then, whatever the provider answered,
+// Remove disconnects the tenant's account: it revokes the access at the
+// provider (its token, bounded by 10s) and then, whatever it answered,
 // deletes the stored credentials and marks the account removed. Removing
 // an account already removed is not an error.
 func (s *Service) Remove(ctx context.Context, tenantID, id string) (store.Account, RemoveReport, error) {

@@ -1042,6 +1042,26 @@ func TestAdopt(t *testing.T) {
 	}
 }
 
+// TestUnavailableConnectorSaysWhy checks that a connector that does not
+// exist and one this server has no OAuth settings for are told apart, and
+// each says what to do: "github" is not a connector's name, and an
+// unconfigured codehost needs its operator's settings, not another name.
+func TestUnavailableConnectorSaysWhy(t *testing.T) {
+	svc, err := New(Options{Store: newFixture(t).svc.store, Vault: newFixture(t).svc.vault})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ connector, want string }{
+		{"github", `accounts: connector "github" does not exist: the connectors are codehost, deploy, analytics`},
+		{"codehost", `accounts: connector "codehost" has no OAuth client settings on this server: its operator sets --codehost-client-id and TRIGGERD_CODEHOST_CLIENT_SECRET`},
+	} {
+		_, err := svc.Start(context.Background(), "t1", c.connector, "")
+		if !errors.Is(err, ErrUnknownConnector) || err.Error() != c.want {
+			t.Errorf("%s: %v, want %q matching ErrUnknownConnector", c.connector, err, c.want)
+		}
+	}
+}
+
 // A token the provider refuses (401) long before its expiry is refreshed
 // at once, once for many callers; a caller holding the old token later gets
 // the new one without another refresh.

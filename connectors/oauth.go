@@ -30,6 +30,9 @@ type Identity struct {
 	Metadata map[string]string
 }
 
+// Names returns the connectors' names.
+func Names() []string { return []string{"codehost", "deploy", "analytics"} }
+
 // Provider is one connector's OAuth specifics. Implementations are safe for
 // concurrent use and never log; they return errors that never contain a
 // token or client secret.
