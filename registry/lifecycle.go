@@ -207,8 +207,22 @@ func (r *Registry) reconcileHook(ctx context.Context, h store.Hook) (_ store.Hoo
 	return h, api, changed, false, nil
 }
 
-// RunReconciler reconciles every interval until ctx ends.
+// RunReconciler reconciles at once, then every interval until ctx ends.
+// The first pass comes at start because a process that was down is what
+// most often leaves hooks to repair and deliveries to heal, and GitHub
+// redelivers only for 3 days: waiting a whole interval after a restart
+// would leave every trigger on a lost hook silent meanwhile.
 func (r *Registry) RunReconciler(ctx context.Context, interval time.Duration) {
+	pass := func() {
+		if rep, err := r.Reconcile(ctx); err != nil {
+			if ctx.Err() == nil {
+				r.log.Warn().Err(err).Msg("reconcile failed")
+			}
+		} else if rep.Repaired+rep.Removed+rep.Failed+rep.Redelivered+rep.Abandoned > 0 {
+			r.log.Info().Interface("report", rep).Msg("reconciled hooks")
+		}
+	}
+	pass()
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -216,11 +230,7 @@ func (r *Registry) RunReconciler(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if rep, err := r.Reconcile(ctx); err != nil {
-				r.log.Warn().Err(err).Msg("reconcile failed")
-			} else if rep.Repaired+rep.Removed+rep.Failed+rep.Redelivered+rep.Abandoned > 0 {
-				r.log.Info().Interface("report", rep).Msg("reconciled hooks")
-			}
+			pass()
 		}
 	}
 }

@@ -54,6 +54,9 @@ type config struct {
 	RedisURL         string
 	RedisPrefix      string
 	PublicURL        string
+	// publicURLSet is false when PublicURL is derived from where the
+	// server listens (see localURL and listeningOn).
+	publicURLSet bool
 	// ReturnOrigins are the origins a connect flow's return_to may name:
 	// the public URL's and those of --connect-return-origins.
 	ReturnOrigins   []string
@@ -176,7 +179,7 @@ func parseConfig(args []string, lookup func(string) (string, bool), stderr io.Wr
 	if c.CommitTimeout <= 0 || c.ShutdownTimeout <= 0 {
 		return c, nil, errors.New("--commit-timeout and --shutdown-timeout must be positive")
 	}
-	if _, set := src["public-url"]; !set {
+	if _, c.publicURLSet = src["public-url"]; !c.publicURLSet {
 		c.PublicURL = localURL(c.HTTPAddr)
 	}
 	if c.ReturnOrigins, err = parseReturnOrigins(c.PublicURL, *returnOrigins); err != nil {
@@ -206,6 +209,23 @@ func localURL(httpAddr string) string {
 		host = "localhost"
 	}
 	return "http://" + net.JoinHostPort(host, port)
+}
+
+// listeningOn records the address the HTTP server listens on: a public
+// URL derived from --http-addr names the port actually bound (--http-addr
+// 127.0.0.1:0 picks one).
+func (c *config) listeningOn(addr string) {
+	if c.publicURLSet {
+		return
+	}
+	old, _ := api.Origin(c.PublicURL)
+	c.PublicURL = localURL(addr)
+	own, _ := api.Origin(c.PublicURL)
+	for i, o := range c.ReturnOrigins {
+		if o == old {
+			c.ReturnOrigins[i] = own
+		}
+	}
 }
 
 // parseReturnOrigins returns the public URL's origin and those listed

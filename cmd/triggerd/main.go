@@ -34,6 +34,7 @@ import (
 	"github.com/triggerd/triggerd/api"
 	"github.com/triggerd/triggerd/bus"
 	"github.com/triggerd/triggerd/ingest"
+	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/store/spool"
 	"github.com/triggerd/triggerd/tenants"
 )
@@ -147,6 +148,14 @@ func serve(ctx context.Context, cfg config, files map[string]string, lookup func
 		return err
 	}
 	log.Info().Str("admin_key", adminFrom).Str("encryption_key", keyFrom).Msg("keys loaded")
+	// Listen before starting anything slow, so a busy port fails fast.
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("--http-addr %s: %w", cfg.HTTPAddr, err)
+	}
+	defer ln.Close()
+
+	cfg.listeningOn(ln.Addr().String())
 	var sb *sandbox
 	providerLookup := lookup
 	if cfg.Sandbox {
@@ -163,13 +172,6 @@ func serve(ctx context.Context, cfg config, files map[string]string, lookup func
 	if len(unconfigured) > 0 {
 		log.Info().Strs("connectors", unconfigured).Msg("connectors without OAuth client settings cannot connect accounts (see --<connector>-client-id)")
 	}
-
-	// Listen before starting anything slow, so a busy port fails fast.
-	ln, err := net.Listen("tcp", cfg.HTTPAddr)
-	if err != nil {
-		return fmt.Errorf("--http-addr %s: %w", cfg.HTTPAddr, err)
-	}
-	defer ln.Close()
 
 	natsURL := cfg.NATSURL
 	var embedded *bus.Embedded
@@ -233,12 +235,13 @@ func serve(ctx context.Context, cfg config, files map[string]string, lookup func
 	} else if created {
 		log.Info().Str("key_file", path).Msg("created the default tenant; its API key is in key_file")
 	}
+	var sandboxAccounts []store.Account
 	if sb != nil {
 		tid, err := defaultTenant(ctx, st)
 		if err != nil {
 			return err
 		}
-		if _, err := sb.adopt(ctx, acct, tid, log); err != nil {
+		if sandboxAccounts, err = sb.adopt(ctx, acct, tid, log); err != nil {
 			return err
 		}
 	}
@@ -251,6 +254,13 @@ func serve(ctx context.Context, cfg config, files map[string]string, lookup func
 	disp, err := newDispatch(cfg, b, st, acct, vault, runner, reg, log)
 	if err != nil {
 		return err
+	}
+	for _, a := range sandboxAccounts {
+		// An account removed in an earlier sandbox run is connected
+		// again: its triggers come back as a finished sign-in's would.
+		if err := disp.registry.AccountConnected(ctx, a.TenantID, a.ID); err != nil {
+			log.Warn().Err(err).Str("account", a.ID).Msg("reactivating the sandbox account's triggers")
+		}
 	}
 	mgmt, err := api.New(api.Options{
 		Accounts: acct, Auth: tenantSvc, Tenants: tenantSvc, Steps: runner, AdminKey: adminKeys[0], Logger: log,
@@ -303,7 +313,7 @@ func serve(ctx context.Context, cfg config, files map[string]string, lookup func
 	stopSpool := runSpool(spooler, log)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	log.Info().Str("http_addr", ln.Addr().String()).Str("nats_url", natsURL).Msg("triggerd ready: POST webhooks to /webhooks/codehost and /webhooks/deploy")
+	log.Info().Str("http_addr", ln.Addr().String()).Str("public_url", cfg.PublicURL).Str("nats_url", natsURL).Msg("triggerd ready: POST webhooks to /webhooks/codehost and /webhooks/deploy")
 
 	select {
 	case <-ctx.Done():

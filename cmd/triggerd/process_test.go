@@ -848,11 +848,69 @@ func TestSandboxRunsSteps(t *testing.T) {
 			t.Fatalf("%s: %d %s", tc.step, code, b)
 		}
 	}
-	// A restart keeps the same sandbox accounts.
-	p.stop()
-	p = startTriggerd(t, []string{"TRIGGERD_DATA_DIR=" + dir}, "--sandbox")
-	_, body = api(http.MethodGet, "/v1/accounts", "")
-	if n := len(body["accounts"].([]any)); n != 3 {
-		t.Fatalf("after a restart the sandbox has %d accounts, want the same 3", n)
+	// A trigger on the sandbox repository: its hook points at this
+	// process (started on a random port, with no --public-url).
+	code, agent := api(http.MethodPost, "/v1/agents", `{"name": "sandbox-agent"}`)
+	if code != http.StatusCreated {
+		t.Fatalf("create agent: %d %v", code, agent)
 	}
+	code, trigger := api(http.MethodPost, "/v1/triggers", `{"kind": "new_issue", "account": "`+ids["codehost"]+`", "agent": "`+agent["id"].(string)+`", "params": {"repositories": ["octocat/hello-world"]}}`)
+	if code != http.StatusCreated {
+		t.Fatalf("create trigger: %d %v", code, trigger)
+	}
+	openIssueStartsRun := func(title string, runs int) {
+		t.Helper()
+		code, out := api(http.MethodPost, "/v1/steps/codehost.create_issue/run", `{"account":"`+ids["codehost"]+`","input":{"owner":"octocat","repo":"hello-world","title":"`+title+`"}}`)
+		if code != http.StatusOK {
+			t.Fatalf("create issue: %d %v", code, out)
+		}
+		testenv.Eventually(t, 20*time.Second, fmt.Sprintf("run %d of the trigger, for the issue %q", runs, title), func() bool {
+			_, out := api(http.MethodGet, "/v1/runs?trigger="+trigger["id"].(string), "")
+			list, _ := out["runs"].([]any)
+			return len(list) == runs
+		})
+	}
+	openIssueStartsRun("Opened before the restarts", 1)
+	restart := func() {
+		t.Helper()
+		p.stop()
+		p = startTriggerd(t, []string{"TRIGGERD_DATA_DIR=" + dir}, "--sandbox")
+		_, body = api(http.MethodGet, "/v1/accounts", "")
+		if n := len(body["accounts"].([]any)); n != 3 {
+			t.Fatalf("after a restart the sandbox has %d accounts, want the same 3", n)
+		}
+	}
+	hookAtNewAddress := func() {
+		t.Helper()
+		// Upstream, on the fake GitHub: the trigger's own view names
+		// the hook's URL from the current public URL whether or not the
+		// hook exists there.
+		testenv.Eventually(t, 20*time.Second, "the trigger's hook registered again on the fresh fake, at the new address", func() bool {
+			_, out := api(http.MethodPost, "/v1/steps/codehost.api_call/run", `{"account":"`+ids["codehost"]+`","input":{"method":"GET","endpoint":"/repos/octocat/hello-world/hooks","headers":{"accept":"application/vnd.codehost+json"}}}`)
+			b, _ := json.Marshal(out)
+			return strings.Contains(string(b), `"url":"`+p.httpURL+`/webhooks/codehost/`)
+		})
+	}
+
+	// A restart keeps the same sandbox accounts; the fakes start empty,
+	// and the reconcile at start registers the trigger's hook again (at
+	// the new port) rather than at the first periodic pass, 5 min later.
+	restart()
+	hookAtNewAddress()
+	openIssueStartsRun("Opened after a restart", 2)
+
+	// Removing the account deactivates the trigger; the next start
+	// connects the account again, and its trigger with it.
+	if code, out := api(http.MethodDelete, "/v1/accounts/"+ids["codehost"], ""); code != http.StatusOK {
+		t.Fatalf("remove account: %d %v", code, out)
+	}
+	if _, tr := api(http.MethodGet, "/v1/triggers/"+trigger["id"].(string), ""); tr["status"] != "inactive" {
+		t.Fatalf("the removed account's trigger is %v, want inactive", tr["status"])
+	}
+	restart()
+	if _, tr := api(http.MethodGet, "/v1/triggers/"+trigger["id"].(string), ""); tr["status"] != "active" {
+		t.Fatalf("after a restart the removed account's trigger is %v (%v), want active", tr["status"], tr["status_reason"])
+	}
+	hookAtNewAddress()
+	openIssueStartsRun("Opened after the account came back", 3)
 }
