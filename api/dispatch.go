@@ -93,11 +93,12 @@ func (a *API) registerDispatch(g *echo.Group) {
 func (a *API) registryFail(c echo.Context, err error, what string) error {
 	switch {
 	case errors.Is(err, registry.ErrInvalid):
-		return fail(c, http.StatusBadRequest, "invalid_request", err.Error())
+		return fail(c, http.StatusBadRequest, "invalid_request", strings.TrimPrefix(err.Error(), registry.ErrInvalid.Error()+": "))
 	case errors.Is(err, registry.ErrNotFound), errors.Is(err, store.ErrNotFound):
 		return fail(c, http.StatusNotFound, "not_found", "no such "+what)
 	case errors.Is(err, registry.ErrConflict):
-		return fail(c, http.StatusConflict, "conflict", err.Error())
+		// The code already says "conflict".
+		return fail(c, http.StatusConflict, "conflict", strings.TrimPrefix(err.Error(), registry.ErrConflict.Error()+": "))
 	case errors.Is(err, registry.ErrHookRights):
 		return fail(c, http.StatusForbidden, "hook_rights", err.Error())
 	case errors.Is(err, registry.ErrUpstream):
@@ -541,7 +542,11 @@ func (a *API) replayEvent(c echo.Context) error {
 	plans, err := a.o.Replayer.Replay(c.Request().Context(), tenantOf(c), c.Param("id"), in.TriggerID, in.BypassFilter)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			return fail(c, http.StatusNotFound, "not_found", err.Error())
+			msg := fmt.Sprintf("no event %s with a record for this tenant (an event leaves one when a trigger of the tenant was a candidate for it; triggerctl triggers events ID lists a trigger's)", c.Param("id"))
+			if in.TriggerID != "" {
+				msg = fmt.Sprintf("no event %s with a record for this tenant, or no trigger %s", c.Param("id"), in.TriggerID)
+			}
+			return fail(c, http.StatusNotFound, "not_found", msg)
 		}
 		a.log.Warn().Err(err).Msg("replay failed")
 		return fail(c, http.StatusBadRequest, "replay_failed", err.Error())

@@ -76,4 +76,16 @@ func TestBadListQueriesAnswerOnce(t *testing.T) {
 	if rec := get("/v1/runs?limit=5&status=failed"); rec.Code != http.StatusOK || !strings.HasPrefix(rec.Body.String(), `{"runs":[]}`) {
 		t.Errorf("good query: %d %s", rec.Code, rec.Body)
 	}
+
+	// A refused trigger says what is wrong once: the code names the
+	// class, the message does not repeat it, nor name the store.
+	req := httptest.NewRequest(http.MethodPost, "/v1/triggers", strings.NewReader(`{"kind":"new_issue","account":"acc_nope","agent":"a","params":{"repositories":["octocat/hello-world"]}}`))
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	e.ServeHTTP(rec, req)
+	want := `{"error":{"code":"invalid_request","message":"account \"acc_nope\": no such account in this tenant (triggerctl accounts list shows them)"}}`
+	if rec.Code != http.StatusBadRequest || strings.TrimSpace(rec.Body.String()) != want {
+		t.Errorf("trigger for an unknown account: %d %s, want 400 %s", rec.Code, rec.Body, want)
+	}
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/triggerd/triggerd/accounts"
 	"github.com/triggerd/triggerd/connectors/codehost"
 	"github.com/triggerd/triggerd/dispatch"
 	"github.com/triggerd/triggerd/dispatch/push"
@@ -305,8 +306,10 @@ func (r *Registry) DraftTrigger(ctx context.Context, tenantID string, in Trigger
 		return store.Trigger{}, invalidf("%s needs at least one repository in params.repositories (owner/repo): triggerd registers a webhook on each", k)
 	}
 	acc, err := r.o.Accounts.Get(ctx, tenantID, in.Account)
-	if err != nil {
-		return store.Trigger{}, invalidf("account %q: %v", in.Account, err)
+	if errors.Is(err, accounts.ErrAccountNotFound) || errors.Is(err, store.ErrNotFound) {
+		return store.Trigger{}, invalidf("account %q: no such account in this tenant (triggerctl accounts list shows them)", in.Account)
+	} else if err != nil {
+		return store.Trigger{}, fmt.Errorf("account %q: %w", in.Account, err)
 	}
 	if acc.Connector != string(k.Connector()) {
 		return store.Trigger{}, invalidf("account %s is a %s account; %s triggers need a %s account", acc.ID, acc.Connector, k, k.Connector())
@@ -314,8 +317,10 @@ func (r *Registry) DraftTrigger(ctx context.Context, tenantID string, in Trigger
 	if acc.Status != store.StatusActive {
 		return store.Trigger{}, invalidf("account %s is %s (%s); reconnect it first", acc.ID, acc.Status, acc.StatusReason)
 	}
-	if _, err := r.o.Store.GetAgent(ctx, tenantID, in.Agent); err != nil {
-		return store.Trigger{}, invalidf("agent %q: %v", in.Agent, err)
+	if _, err := r.o.Store.GetAgent(ctx, tenantID, in.Agent); errors.Is(err, store.ErrNotFound) {
+		return store.Trigger{}, invalidf("agent %q: no such agent in this tenant (triggerctl agents list shows them)", in.Agent)
+	} else if err != nil {
+		return store.Trigger{}, fmt.Errorf("agent %q: %w", in.Agent, err)
 	}
 	if k == triggers.NewMention && how == viaHooks && len(p.Mentioned) == 0 && acc.Login != "" {
 		// "The account is mentioned": a repository's webhooks report

@@ -401,11 +401,11 @@ func TestInvalidTriggers(t *testing.T) {
 		{"code-hosting account for a deploy kind", registry.TriggerInput{Kind: "deployment_failed", Account: h.octo.ID, Agent: h.agent.ID},
 			[]string{"deploy"}},
 		{"unknown account", registry.TriggerInput{Kind: "new_issue", Account: "acc-nope", Agent: h.agent.ID, Params: []byte(repos(helloWorld))},
-			[]string{"acc-nope"}},
+			[]string{`account "acc-nope": no such account in this tenant (triggerctl accounts list shows them)`}},
 		{"account needing reauthorisation", registry.TriggerInput{Kind: "new_issue", Account: removed.ID, Agent: h.agent.ID, Params: []byte(repos(helloWorld))},
 			[]string{"reconnect"}},
 		{"unknown agent", registry.TriggerInput{Kind: "new_issue", Account: h.octo.ID, Agent: "agent-nope", Params: []byte(repos(helloWorld))},
-			[]string{"agent-nope"}},
+			[]string{`agent "agent-nope": no such agent in this tenant (triggerctl agents list shows them)`}},
 		{"filter that does not compile", registry.TriggerInput{Kind: "new_issue", Account: h.octo.ID, Agent: h.agent.ID,
 			Params: []byte(repos(helloWorld)), Filter: "event.title =="}, nil},
 	}
