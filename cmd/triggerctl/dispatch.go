@@ -130,10 +130,21 @@ func triggersCmd(ctx context.Context, args []string, stdout, stderr io.Writer) i
 				}
 			}
 			if *repos != "" {
+				if _, both := p["repositories"]; both {
+					return request{}, errors.New("--repos and --params' repositories both name the repositories: give them in one place")
+				}
 				p["repositories"] = strings.Split(*repos, ",")
 			}
-			if *kind == "" || *account == "" || *agent == "" {
-				return request{}, fmt.Errorf("%s needs --kind, --account and --agent", a[0])
+			var missing []string
+			for _, f := range []struct {
+				name, v string
+			}{{"--kind", *kind}, {"--account", *account}, {"--agent", *agent}} {
+				if f.v == "" {
+					missing = append(missing, f.name)
+				}
+			}
+			if len(missing) > 0 {
+				return request{}, fmt.Errorf("%s needs --kind, --account and --agent; missing: %s", a[0], strings.Join(missing, ", "))
 			}
 			body := map[string]any{"kind": *kind, "account": *account, "agent": *agent, "params": p}
 			if *filter != "" {

@@ -83,6 +83,7 @@ func TestStepsCommand(t *testing.T) {
 		{"list"}, {"list", "create issue"}, {"show", "codehost.create_issue"},
 		// As the README writes it: flags after the command's arguments.
 		{"run", "codehost.create_issue", "--account", "acc_1", "--input", `{"title":"x"}`},
+		{"run", "codehost.create_issue", "--account", "acc_1", "--input", "@" + writeFile(t, dir, "input.json", `{"title":"from a file"}`)},
 	} {
 		if code := run(append([]string{"steps", "--url", srv.URL, "--data-dir", dir}, args...), &out, &errOut); code != 0 {
 			t.Fatalf("steps %v: %d %s", args, code, errOut.String())
@@ -93,6 +94,7 @@ func TestStepsCommand(t *testing.T) {
 		"GET /v1/steps?q=create+issue ",
 		"GET /v1/steps/codehost.create_issue ",
 		`POST /v1/steps/codehost.create_issue/run {"account":"acc_1","input":{"title":"x"}}`,
+		`POST /v1/steps/codehost.create_issue/run {"account":"acc_1","input":{"title":"from a file"}}`,
 	}
 	if strings.Join(seen, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("requests:\n%s\nwant:\n%s", strings.Join(seen, "\n"), strings.Join(want, "\n"))
@@ -159,5 +161,24 @@ func TestDispatchCommands(t *testing.T) {
 	}
 	if strings.Join(seen, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("requests:\n%s\nwant:\n%s", strings.Join(seen, "\n"), strings.Join(want, "\n"))
+	}
+	// Mistakes are refused before anything is sent, naming what to fix.
+	seen = nil
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"triggers", "create", "--kind", "new_issue", "--account", "a1"}, "create needs --kind, --account and --agent; missing: --agent"},
+		{[]string{"triggers", "test", "--account", "a1"}, "missing: --kind, --agent"},
+		{[]string{"triggers", "create", "--kind", "new_issue", "--account", "a1", "--agent", "ag1", "--repos", "o/r", "--params", `{"repositories":["o/s"]}`},
+			"--repos and --params' repositories both name the repositories"},
+	} {
+		var out, errOut bytes.Buffer
+		if code := run(append(c.args, "--url", srv.URL, "--data-dir", dir), &out, &errOut); code == 0 || !strings.Contains(errOut.String(), c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want it to say %q", c.args, code, errOut.String(), c.want)
+		}
+	}
+	if len(seen) > 0 {
+		t.Errorf("sent %q for refused commands", seen)
 	}
 }

@@ -22,8 +22,8 @@ func stepsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	baseURL := fs.String("url", defaultURL, "root URL of triggerd")
 	dataDir := fs.String("data-dir", "./data", "triggerd's data dir, where it wrote default_tenant_key (used when TRIGGERD_API_KEY is unset)")
 	account := fs.String("account", "", "connected account to run the step as (run)")
-	input := fs.String("input", "{}", "the step's input as a JSON object (run)")
-	synopsis := "usage: triggerctl steps list [QUERY] | show ID | run ID --account ACCOUNT --input JSON\n\n" +
+	input := fs.String("input", "{}", "the step's input as a JSON object, or @FILE (run)")
+	synopsis := "usage: triggerctl steps list [QUERY] | show ID | run ID --account ACCOUNT --input JSON|@FILE\n\n" +
 		"Lists and searches the tool steps, shows one step's input and output schemas, or runs a step as a\n" +
 		"connected account and prints its output.\n\nflags:"
 	if code, ok := parseFlags(fs, args, synopsis); !ok {
@@ -49,11 +49,12 @@ func stepsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	case fs.NArg() == 2 && fs.Arg(0) == "show":
 		target = root + "/" + url.PathEscape(fs.Arg(1))
 	case fs.NArg() == 2 && fs.Arg(0) == "run":
-		if !json.Valid([]byte(*input)) {
-			return usageError(fs, "--input is not JSON: give the step's input as an object, e.g. --input '{\"owner\":\"o\"}'")
+		in, err := jsonArg("input", *input)
+		if err != nil {
+			return usageError(fs, "%v: give the step's input as an object, e.g. --input '{\"owner\":\"o\"}', or @FILE", err)
 		}
 		method, target = http.MethodPost, root+"/"+url.PathEscape(fs.Arg(1))+"/run"
-		body = map[string]any{"account": *account, "input": json.RawMessage(*input)}
+		body = map[string]any{"account": *account, "input": in}
 	default:
 		return usageError(fs, "want: steps list [QUERY] | show ID | run ID --account ACCOUNT --input JSON")
 	}
