@@ -32,6 +32,9 @@ type signedDelivery struct {
 	body      []byte
 	// secretSource says where the signing secret came from.
 	secretSource string
+	// guessedEvent is the code-hosting event taken from the file's name
+	// ("" when --event gave it).
+	guessedEvent string
 }
 
 // replayLine is the JSON line printed for each file the server answered.
@@ -42,6 +45,9 @@ type replayLine struct {
 	Response   json.RawMessage `json:"response"`
 	// signedWith says where the signing secret came from, for a 401.
 	signedWith string
+	// guessedEvent is the event taken from the file's name, for a
+	// delivery triggerd ignored.
+	guessedEvent string
 }
 
 // replay implements "triggerctl replay": it signs each payload file as its
@@ -99,6 +105,9 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "triggerctl replay: write the result: %v\n", err)
 			return 1
 		}
+		if line.guessedEvent != "" && line.Status == http.StatusAccepted && ignored(line.Response) {
+			fmt.Fprintf(stderr, "triggerctl replay: %s: triggerd ignored it as a %q event, taken from the file name (EVENT.ACTION.json); pass --event if it holds another\n", file, line.guessedEvent)
+		}
 		if line.Status == http.StatusUnauthorized {
 			fmt.Fprintf(stderr, "triggerctl replay: %s: triggerd answered 401 Unauthorized to the signature made with the secret from %s; "+
 				"triggerd takes --<connector>-webhook-secret-file, else TRIGGERD_<CONNECTOR>_WEBHOOK_SECRET, else the secret it generated "+
@@ -139,7 +148,7 @@ func replayFile(ctx context.Context, client *http.Client, o replayOptions, secre
 	if err != nil {
 		return replayLine{}, fmt.Errorf("read triggerd's answer (status %d): %w", resp.StatusCode, err)
 	}
-	return replayLine{File: file, Status: resp.StatusCode, DeliveryID: d.id, Response: asJSON(answer), signedWith: d.secretSource}, nil
+	return replayLine{File: file, Status: resp.StatusCode, DeliveryID: d.id, Response: asJSON(answer), signedWith: d.secretSource, guessedEvent: d.guessedEvent}, nil
 }
 
 // buildDelivery turns a payload file's bytes into a signed delivery for the
@@ -173,6 +182,7 @@ func buildDelivery(file string, raw []byte, o replayOptions, secrets *secretCach
 			if event, err = eventFromFile(file); err != nil {
 				return nil, err
 			}
+			d.guessedEvent = event
 		}
 		d.header.Set("X-GitHub-Event", event)
 		d.header.Set("X-GitHub-Delivery", id)
@@ -192,6 +202,15 @@ func buildDelivery(file string, raw []byte, o replayOptions, secrets *secretCach
 	s := scheme(connector)
 	d.header.Set(s.Header, s.Sign(secret, d.body))
 	return d, nil
+}
+
+// ignored reports whether triggerd's answer says the delivery mapped to no
+// trigger kind.
+func ignored(answer json.RawMessage) bool {
+	var a struct {
+		Ignored string `json:"ignored"`
+	}
+	return json.Unmarshal(answer, &a) == nil && a.Ignored != ""
 }
 
 // asJSON returns body as a JSON value: itself when it is JSON, as a JSON

@@ -340,3 +340,22 @@ func TestReplayCorpus(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayHintsAtTheEventOfAnIgnoredFile checks that a file whose name
+// does not say its event, answered "ignored" as the event its name gave,
+// gets a hint to pass --event; a file replayed with --event does not.
+func TestReplayHintsAtTheEventOfAnIgnoredFile(t *testing.T) {
+	dataDir := setTestEnv(t)
+	f := newFakeTriggerd(t)
+	file := writeFile(t, t.TempDir(), "my-capture.json", codeHostPayload)
+	code, _, stderr := runCtl("replay", "--url", f.srv.URL, "--data-dir", dataDir, file)
+	if code != 0 || !strings.Contains(stderr, `triggerd ignored it as a "my-capture" event, taken from the file name (EVENT.ACTION.json); pass --event`) {
+		t.Errorf("exit %d, stderr %q; want 0 and a hint to pass --event", code, stderr)
+	}
+	if code, _, stderr := runCtl("replay", "--url", f.srv.URL, "--data-dir", dataDir, "--event", "my-capture", file); code != 0 || stderr != "" {
+		t.Errorf("with --event: exit %d, stderr %q; want 0 and no hint", code, stderr)
+	}
+	if code, _, stderr := runCtl("replay", "--url", f.srv.URL, "--data-dir", dataDir, writeFile(t, t.TempDir(), "issues.opened.json", codeHostPayload)); code != 0 || stderr != "" {
+		t.Errorf("a mapped event: exit %d, stderr %q; want 0 and no hint", code, stderr)
+	}
+}
