@@ -23,6 +23,8 @@ import (
 const (
 	testCodeHostSecret = "codehost-secret-1"
 	testDeploySecret   = "deploy-secret"
+	testHookID         = "h_test"
+	testHookSecret     = "hook-secret"
 )
 
 // fakeRequest is one delivery the fake triggerd accepted.
@@ -69,6 +71,7 @@ func newFakeTriggerd(t *testing.T) *fakeTriggerd {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /webhooks/{connector}", f.serve)
+	mux.HandleFunc("POST /webhooks/{connector}/{hook}", f.serve)
 	f.srv = httptest.NewServer(mux)
 	t.Cleanup(f.srv.Close)
 	return f
@@ -92,6 +95,17 @@ func (f *fakeTriggerd) serve(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeError(w, http.StatusNotFound, "no_connector", connector)
 		return
+	}
+	if hook := r.PathValue("hook"); hook != "" {
+		// A tenant's hook or an agent's endpoint, with its own secret.
+		if hook != testHookID {
+			writeError(w, http.StatusNotFound, "unknown_hook", hook)
+			return
+		}
+		if v, err = ingest.NewVerifier(sch, testHookSecret); err != nil {
+			writeError(w, http.StatusInternalServerError, "verifier", err.Error())
+			return
+		}
 	}
 	sig := r.Header.Get(sch.Header)
 	if !v.Verify(sig, body) {

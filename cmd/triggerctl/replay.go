@@ -22,6 +22,10 @@ type replayOptions struct {
 	event     string // X-GitHub-Event; empty: from the file name
 	delivery  string // fixed delivery id; empty: a fresh UUID per file
 	form      bool   // send codehost payloads form-encoded
+	// hook is a tenant's hook or deployment endpoint id: deliveries go to
+	// /webhooks/<connector>/<hook>, signed with hookSecret.
+	hook       string
+	hookSecret []byte
 }
 
 // signedDelivery is one webhook delivery, signed and ready to post.
@@ -63,10 +67,13 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.event, "event", "", "X-GitHub-Event of codehost deliveries (default: the file name up to its first dot, issues.opened.json → issues)")
 	fs.StringVar(&o.delivery, "delivery", "", "fixed delivery id: X-GitHub-Delivery, or the deploy envelope's \"id\" (default: a fresh random UUID per file)")
 	fs.BoolVar(&o.form, "form", false, "send codehost payloads as application/x-www-form-urlencoded payload=<json>")
+	fs.StringVar(&o.hook, "hook", "", "post to a tenant's hook or an agent's deployment endpoint, /webhooks/<connector>/<ID>, instead of the shared endpoint; needs --secret-file")
+	secretFile := fs.String("secret-file", "", "with --hook: file holding that hook's or endpoint's secret (triggerctl agents endpoint AGENT prints a deployment endpoint's)")
 	dataDir := fs.String("data-dir", "./data", "directory where triggerd keeps generated webhook secrets, read when TRIGGERD_<CONNECTOR>_WEBHOOK_SECRET is unset")
 	timeout := fs.Duration("timeout", 10*time.Second, "timeout of each request")
 	synopsis := "usage: triggerctl replay [flags] FILE...\n\n" +
 		"Signs each captured webhook payload file and posts it to triggerd, printing one JSON line per file.\n" +
+		"With --hook ID and --secret-file, posts to a tenant's hook or an agent's deployment endpoint instead.\n" +
 		"Secrets, where triggerd reads them: the file named by TRIGGERD_CODEHOST_WEBHOOK_SECRET_FILE /\n" +
 		"TRIGGERD_DEPLOY_WEBHOOK_SECRET_FILE, else TRIGGERD_CODEHOST_WEBHOOK_SECRET / TRIGGERD_DEPLOY_WEBHOOK_SECRET\n" +
 		"(the first of a list signs), else <data-dir>/codehost_webhook_secret / <data-dir>/deploy_webhook_secret.\n\nflags:"
@@ -77,6 +84,18 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "auto", connectorCodeHost, connectorDeploy:
 	default:
 		return usageError(fs, "--connector is %q: use auto, codehost or deploy", o.connector)
+	}
+	switch {
+	case (o.hook == "") != (*secretFile == ""):
+		return usageError(fs, "--hook and --secret-file go together: the hook's deliveries are signed with its own secret")
+	case o.hook != "":
+		b, err := os.ReadFile(*secretFile)
+		if err != nil {
+			return usageError(fs, "--secret-file: %v", err)
+		}
+		if o.hookSecret = bytes.TrimSpace(b); len(o.hookSecret) == 0 {
+			return usageError(fs, "--secret-file %s is empty: write the hook's secret into it", *secretFile)
+		}
 	}
 	if fs.NArg() == 0 {
 		return usageError(fs, "no payload files given: name one or more files to replay")
@@ -108,7 +127,11 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if line.guessedEvent != "" && line.Status == http.StatusAccepted && ignored(line.Response) {
 			fmt.Fprintf(stderr, "triggerctl replay: %s: triggerd ignored it as a %q event, taken from the file name (EVENT.ACTION.json); pass --event if it holds another\n", file, line.guessedEvent)
 		}
-		if line.Status == http.StatusUnauthorized {
+		if line.Status == http.StatusUnauthorized && o.hook != "" {
+			fmt.Fprintf(stderr, "triggerctl replay: %s: triggerd answered 401 Unauthorized: --secret-file does not hold hook %s's secret "+
+				"(triggerctl agents endpoint AGENT prints a deployment endpoint's)\n", file, o.hook)
+			failed = append(failed, file)
+		} else if line.Status == http.StatusUnauthorized {
 			fmt.Fprintf(stderr, "triggerctl replay: %s: triggerd answered 401 Unauthorized to the signature made with the secret from %s; "+
 				"triggerd takes --<connector>-webhook-secret-file, else TRIGGERD_<CONNECTOR>_WEBHOOK_SECRET, else the secret it generated "+
 				"into its data dir: give triggerctl the same (the variables, or --data-dir)\n", file, line.signedWith)
@@ -135,7 +158,11 @@ func replayFile(ctx context.Context, client *http.Client, o replayOptions, secre
 	if err != nil {
 		return replayLine{}, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpointURL(o.baseURL, d.connector), bytes.NewReader(d.body))
+	target := endpointURL(o.baseURL, d.connector)
+	if o.hook != "" {
+		target += "/" + url.PathEscape(o.hook)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(d.body))
 	if err != nil {
 		return replayLine{}, fmt.Errorf("build the request (check --url): %w", err)
 	}
@@ -194,9 +221,12 @@ func buildDelivery(file string, raw []byte, o replayOptions, secrets *secretCach
 			d.header.Set("Content-Type", "application/json")
 		}
 	}
-	secret, source, err := secrets.get(connector)
-	if err != nil {
-		return nil, err
+	secret, source := o.hookSecret, "--secret-file"
+	if o.hook == "" {
+		var err error
+		if secret, source, err = secrets.get(connector); err != nil {
+			return nil, err
+		}
 	}
 	d.secretSource = source
 	s := scheme(connector)

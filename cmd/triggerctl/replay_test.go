@@ -359,3 +359,31 @@ func TestReplayHintsAtTheEventOfAnIgnoredFile(t *testing.T) {
 		t.Errorf("a mapped event: exit %d, stderr %q; want 0 and no hint", code, stderr)
 	}
 }
+
+// TestReplayToAHook checks that --hook posts to /webhooks/<connector>/<id>
+// signed with --secret-file's secret, how a deployment trigger's endpoint
+// is tried, and that a wrong secret file gets a 401 saying which.
+func TestReplayToAHook(t *testing.T) {
+	dataDir := setTestEnv(t)
+	f := newFakeTriggerd(t)
+	file := writeFile(t, t.TempDir(), "deployment.created.json", deployEnvelope)
+	secret := writeFile(t, t.TempDir(), "endpoint.secret", testHookSecret+"\n")
+	code, stdout, stderr := runCtl("replay", "--url", f.srv.URL, "--data-dir", dataDir, "--hook", testHookID, "--secret-file", secret, file)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %s", code, stderr)
+	}
+	if lines := replayLines(t, stdout); len(lines) != 1 || lines[0].Status != 202 {
+		t.Fatalf("lines %+v, want one 202", lines)
+	}
+	if reqs := f.requests(); len(reqs) != 1 || reqs[0].connector != "deploy" {
+		t.Fatalf("requests %+v, want one to the deploy hook", reqs)
+	}
+	wrong := writeFile(t, t.TempDir(), "wrong.secret", testDeploySecret)
+	code, _, stderr = runCtl("replay", "--url", f.srv.URL, "--data-dir", dataDir, "--hook", testHookID, "--secret-file", wrong, file)
+	if code != 1 || !strings.Contains(stderr, "--secret-file does not hold hook h_test's secret") || strings.Contains(stderr, testDeploySecret) {
+		t.Errorf("wrong secret: exit %d, stderr %q; want 1 saying the secret file is not the hook's, without the secret", code, stderr)
+	}
+	if code, _, stderr := runCtl("replay", "--url", f.srv.URL, "--data-dir", dataDir, "--hook", testHookID, file); code != 2 || !strings.Contains(stderr, "--hook and --secret-file go together") {
+		t.Errorf("--hook alone: exit %d, stderr %q; want 2", code, stderr)
+	}
+}
