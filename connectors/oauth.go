@@ -33,6 +33,21 @@ type Identity struct {
 // Names returns the connectors' names.
 func Names() []string { return []string{"codehost", "deploy", "analytics"} }
 
+// SearchTerms returns the words users know connector by, lower-case: its
+// display name and the service it speaks to, so that searching the tool
+// steps for "code hosting" or "GitHub" lists that connector's steps.
+func SearchTerms(connector string) string {
+	switch connector {
+	case "codehost":
+		return "code hosting github"
+	case "deploy":
+		return "deployment platform vercel"
+	case "analytics":
+		return "web analytics google analytics ga4"
+	}
+	return ""
+}
+
 // Provider is one connector's OAuth specifics. Implementations are safe for
 // concurrent use and never log; they return errors that never contain a
 // token or client secret.

@@ -115,14 +115,15 @@ func compile(id string, raw json.RawMessage) (*jsonschema.Schema, error) {
 	return c.Compile(loc)
 }
 
-// List returns the steps whose id, name, connector or description contains
-// every word of q (case-insensitive), in catalogue order; q "" lists all.
+// List returns the steps whose id, name, connector (or the words users
+// know it by, connectors.SearchTerms) or description contains every word
+// of q (case-insensitive), in catalogue order; q "" lists all.
 func (r *Runner) List(q string) []connectors.Step {
 	words := strings.Fields(strings.ToLower(q))
 	var out []connectors.Step
 	for _, id := range r.order {
 		s := r.entries[id].step
-		hay := strings.ToLower(s.ID + " " + s.Name + " " + s.Connector + " " + s.Description)
+		hay := strings.ToLower(s.ID + " " + s.Name + " " + s.Connector + " " + connectors.SearchTerms(s.Connector) + " " + s.Description)
 		if !slices.ContainsFunc(words, func(w string) bool { return !strings.Contains(hay, w) }) {
 			out = append(out, s)
 		}

@@ -173,7 +173,10 @@ func TestRunErrors(t *testing.T) {
 
 func TestListSearches(t *testing.T) {
 	r, _ := newRunner(t)
-	for q, want := range map[string]int{"": 1, "greet": 1, "CODEHOST": 1, "hello api": 1, "deploy": 0, "greet deploy": 0} {
+	// The spec: "Searching the tool step search bar for the connector name
+	// lists them", by the names users know: "Code hosting", "GitHub".
+	for q, want := range map[string]int{"": 1, "greet": 1, "CODEHOST": 1, "hello api": 1, "deploy": 0, "greet deploy": 0,
+		"Code hosting": 1, "github": 1, "Vercel": 0, "web analytics": 0} {
 		if got := len(r.List(q)); got != want {
 			t.Errorf("List(%q) = %d steps, want %d", q, got, want)
 		}
