@@ -98,6 +98,23 @@ type Options struct {
 	// Pusher POSTs runs to HTTP agents; nil leaves HTTP agents' runs
 	// queued.
 	Pusher Pusher
+	// SharedTenant is the id of the tenant that owns the shared webhook
+	// endpoints (POST /webhooks/codehost and /webhooks/deploy, verified
+	// with the operator's own secrets). Their events carry no Scope, and
+	// only this tenant's triggers are candidates for them: to start, to
+	// replay and to dry-run. Empty means no tenant's: unscoped events then
+	// start nothing and leave no record. Events of a tenant's own hooks and
+	// deployment endpoints carry its scope and are not affected.
+	SharedTenant string
+	// Archive reads archived deliveries ((*bus.Bus).Delivery): the
+	// payloads of events that carry theirs by reference (payload_ref),
+	// for filters and step templates that read the payload. Nil: those
+	// filters and templates fail, saying so. MaxPayloadBytes (default
+	// DefaultMaxPayloadBytes) bounds such a payload, PayloadTimeout
+	// (default DefaultPayloadTimeout) reading it.
+	Archive         Archive
+	MaxPayloadBytes int
+	PayloadTimeout  time.Duration
 	// AckWait is how long a worker may hold a message without a heartbeat;
 	// MaxDeliver bounds deliveries before dead-lettering.
 	AckWait    time.Duration
@@ -181,6 +198,12 @@ func New(o Options) (*Dispatcher, error) {
 	if o.MaxStepWaits <= 0 {
 		o.MaxStepWaits = DefaultMaxStepWaits
 	}
+	if o.MaxPayloadBytes <= 0 {
+		o.MaxPayloadBytes = DefaultMaxPayloadBytes
+	}
+	if o.PayloadTimeout <= 0 {
+		o.PayloadTimeout = DefaultPayloadTimeout
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -192,7 +215,7 @@ func New(o Options) (*Dispatcher, error) {
 		o: o, log: o.Logger.With().Str("component", "dispatch").Logger(), metrics: m,
 		dryRuns: make(chan struct{}, maxDryRuns),
 	}
-	d.index.Store(NewIndex())
+	d.index.Store(newIndex(o.SharedTenant))
 	return d, nil
 }
 
@@ -299,7 +322,7 @@ func (d *Dispatcher) resync(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("load triggers: %w", err)
 	}
-	x := NewIndex()
+	x := newIndex(d.o.SharedTenant)
 	for _, st := range all {
 		t, err := FromStore(st)
 		if err == nil {

@@ -91,8 +91,14 @@ type harness struct {
 
 func newHarness(t testing.TB, o dispatch.Options) *harness {
 	t.Helper()
-	dir := t.TempDir()
 	b, emb := bustest.Start(t)
+	return newHarnessOn(t, o, b, emb)
+}
+
+// newHarnessOn is newHarness on a bus of the test's own.
+func newHarnessOn(t testing.TB, o dispatch.Options, b *bus.Bus, emb *bus.Embedded) *harness {
+	t.Helper()
+	dir := t.TempDir()
 	nc, err := nats.Connect(emb.ClientURL())
 	if err != nil {
 		t.Fatal(err)
@@ -106,6 +112,11 @@ func newHarness(t testing.TB, o dispatch.Options) *harness {
 	t.Cleanup(func() { st.Close() })
 	h := &harness{t: t, bus: b, js: js, store: st, steps: &fakeSteps{fail: map[string]error{}, refuse: map[string]int{}}}
 	o.Store, o.Queue, o.Steps = st, b, h.steps
+	if o.SharedTenant == "" {
+		// The harness's triggers are t1's and its deliveries unscoped, as
+		// those of the shared endpoints: t1 owns them.
+		o.SharedTenant = "t1"
+	}
 	if o.AckWait == 0 {
 		o.AckWait = 2 * time.Second
 	}

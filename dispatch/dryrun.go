@@ -25,6 +25,11 @@ const (
 	// for a slot (as long as their context allows): each may read tens of
 	// megabytes of events.
 	maxDryRuns = 2
+	// dryRunPayloadReads bounds the payloads a dry run reads from the
+	// archive, for a filter over the payload of events that carry it by
+	// reference; past it, such events are reported as filtered out, saying
+	// their payload was not read.
+	dryRunPayloadReads = 10
 )
 
 // ErrInvalidDryRun wraps what is wrong with a dry run's trigger (its
@@ -61,7 +66,8 @@ type DryRunReport struct {
 // DryRun tells what trigger t would have done with the latest events of its
 // kind that the events stream still holds: of at most limit events it would
 // have been a candidate for (those of its repositories, or of any, and of
-// its tenant's hooks only, as the dispatcher decides), newest first, which
+// its tenant's hooks only, or of the shared endpoints for
+// Options.SharedTenant, as the dispatcher decides), newest first, which
 // ones its parameters and filter match and why the others do not. It treats
 // t as enabled and active, and starts nothing: it answers "would this
 // trigger (or this filter) have fired?" before the trigger is created or
@@ -78,7 +84,7 @@ func (d *Dispatcher) DryRun(ctx context.Context, t store.Trigger, limit int) (Dr
 	if dt.ID == "" {
 		dt.ID = "dry-run"
 	}
-	index := NewIndex()
+	index := newIndex(d.o.SharedTenant)
 	if err := index.Put(dt); err != nil {
 		return DryRunReport{}, fmt.Errorf("%w: %w", ErrInvalidDryRun, err)
 	}
@@ -105,13 +111,21 @@ func (d *Dispatcher) DryRun(ctx context.Context, t store.Trigger, limit int) (Dr
 		}
 		window = append(window, ev)
 	}
+	payloadReads := 0
 	done := func() bool {
 		for i := len(window) - 1; i >= 0; i-- {
 			if len(report.Events) == limit {
 				left = true
 				break
 			}
-			report.Events = append(report.Events, dryRunEvent(&window[i], index.Match(&window[i])[0]))
+			ev := &window[i]
+			var payloadErr error
+			if p := d.eventPayload(ev, true, false); p != nil && payloadReads < dryRunPayloadReads && index.NeedsPayload(ev) {
+				payloadReads++
+				_, payloadErr = p.forFilters(ctx, index, ev)
+			}
+			report.Events = append(report.Events, dryRunEvent(ev, index.matchWith(ev, payloadErr)[0]))
+			ev.Payload = nil // drop a payload read from the archive
 		}
 		window = window[:0]
 		return len(report.Events) < limit

@@ -30,7 +30,7 @@ func TestFilters(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			x := NewIndex()
+			x := sharedIndex()
 			tr := trig("t", triggers.NewIssue, Params{})
 			tr.Filter = tc.filter
 			mustPut(t, x, tr)
@@ -53,7 +53,7 @@ func TestFilters(t *testing.T) {
 }
 
 func TestFilterWithoutPayload(t *testing.T) {
-	x := NewIndex()
+	x := sharedIndex()
 	tr := trig("t", triggers.NewIssue, Params{})
 	tr.Filter = "event.payload == null && event.resource.number == 7"
 	mustPut(t, x, tr)
@@ -71,7 +71,7 @@ func TestFilterRefusedAtPut(t *testing.T) {
 		{"event.kind == 1 &&", "filter does not compile"},
 		{strings.Repeat("true && ", 1000) + "true", "the limit is 4096"},
 	}
-	x := NewIndex()
+	x := sharedIndex()
 	for _, tc := range cases {
 		tr := trig("t", triggers.NewIssue, Params{})
 		tr.Filter = tc.filter
@@ -119,7 +119,7 @@ func TestEventDecodedAtMostOncePerMatch(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			x := NewIndex()
+			x := sharedIndex()
 			var decoded atomic.Int64
 			x.onDecode = func() { decoded.Add(1) }
 			for i := 0; i < 50; i++ {

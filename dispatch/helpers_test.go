@@ -80,3 +80,8 @@ func wantResults(tb testing.TB, got []Outcome, want map[string]string) {
 		tb.Errorf("outcomes:\n got %v\nwant %v", g, want)
 	}
 }
+
+// sharedIndex returns an empty index whose shared tenant is ten-1, trig's
+// tenant: the events of these tests (event) are unscoped, as those of the
+// shared endpoints are, and only the shared tenant's triggers see them.
+func sharedIndex() *Index { return newIndex("ten-1") }

@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"path"
@@ -80,6 +81,9 @@ type entry struct {
 	t       Trigger
 	repos   []string // lower-cased, deduplicated; empty means wildcard
 	program cel.Program
+	// readsPayload is set when the filter may read the event's payload
+	// (filterReadsPayload).
+	readsPayload bool
 }
 
 // Index holds triggers by connector, kind and repository, so matching an
@@ -87,6 +91,9 @@ type entry struct {
 // triggers there are. It is safe for concurrent use.
 type Index struct {
 	env *cel.Env
+	// shared is the tenant whose triggers are candidates for unscoped
+	// events (Options.SharedTenant); "" for none.
+	shared string
 
 	mu   sync.RWMutex
 	byID map[string]*entry
@@ -99,15 +106,21 @@ type Index struct {
 	onDecode  func()
 }
 
-// NewIndex returns an empty index.
-func NewIndex() *Index {
+// NewIndex returns an empty index in which no trigger is a candidate for
+// an unscoped event (one of the shared endpoints): the dispatcher's own
+// indexes give them to Options.SharedTenant.
+func NewIndex() *Index { return newIndex("") }
+
+// newIndex returns an empty index whose triggers of tenant shared are the
+// candidates for unscoped events.
+func newIndex(shared string) *Index {
 	env, err := newFilterEnv()
 	if err != nil {
 		// The environment is fixed; failing to build it is a programming
 		// error.
 		panic("dispatch: building the CEL environment: " + err.Error())
 	}
-	return &Index{env: env, byID: make(map[string]*entry), buckets: make(map[bucketKey][]*entry)}
+	return &Index{env: env, shared: shared, byID: make(map[string]*entry), buckets: make(map[bucketKey][]*entry)}
 }
 
 // Put validates t, compiles its filter and adds it to the index, replacing
@@ -134,6 +147,7 @@ func (x *Index) Put(t Trigger) error {
 			return fmt.Errorf("trigger %s: %w", t.ID, err)
 		}
 		e.program = prg
+		e.readsPayload = filterReadsPayload(t.Filter)
 	}
 
 	x.mu.Lock()
@@ -205,19 +219,26 @@ func keysOf(e *entry) []bucketKey {
 // Match returns the outcome of every candidate trigger for event ev, ordered
 // by trigger id. The candidates are the triggers of the event's connector
 // and kind that are restricted to the event's repository or not restricted
-// to any, and, for an event with a Scope, that belong to the scope's tenant
-// and account (or agent); no other trigger is looked at. The event is decoded for filters
-// at most once, and only if a candidate's filter is evaluated.
-func (x *Index) Match(ev *triggers.Event) []Outcome {
+// to any, and that belong, for an event with a Scope, to the scope's tenant
+// and account (or agent), and for an unscoped event (of the shared
+// endpoints) to the index's shared tenant; no other trigger is looked at.
+// The event is decoded for filters at most once, and only if a candidate's
+// filter is evaluated.
+func (x *Index) Match(ev *triggers.Event) []Outcome { return x.matchWith(ev, nil) }
+
+// matchWith is Match for an event that carries its payload by reference
+// (payload_ref) without it: payloadErr says why it could not be read, for
+// the filters that fail without it.
+func (x *Index) matchWith(ev *triggers.Event, payloadErr error) []Outcome {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	exact, wild := x.eventBuckets(ev)
 	if len(exact)+len(wild) == 0 {
 		return nil
 	}
-	m := matcher{x: x, ev: ev}
+	m := matcher{x: x, ev: ev, payloadErr: payloadErr}
 	out := make([]Outcome, 0, len(exact)+len(wild))
-	eachCandidate(ev, exact, wild, func(e *entry) bool {
+	x.eachCandidate(ev, exact, wild, func(e *entry) bool {
 		out = append(out, m.outcome(e))
 		return true
 	})
@@ -231,9 +252,24 @@ func (x *Index) Considers(ev *triggers.Event) bool {
 	defer x.mu.RUnlock()
 	exact, wild := x.eventBuckets(ev)
 	found := false
-	eachCandidate(ev, exact, wild, func(*entry) bool {
+	x.eachCandidate(ev, exact, wild, func(*entry) bool {
 		found = true
 		return false
+	})
+	return found
+}
+
+// NeedsPayload reports whether the filter of a candidate trigger for ev
+// that is enabled and active may read the event's payload.
+func (x *Index) NeedsPayload(ev *triggers.Event) bool {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	exact, wild := x.eventBuckets(ev)
+	found := false
+	x.eachCandidate(ev, exact, wild, func(e *entry) bool {
+		_, _, held := heldBack(&e.t)
+		found = e.readsPayload && !held
+		return !found
 	})
 	return found
 }
@@ -255,7 +291,7 @@ func (x *Index) eventBuckets(ev *triggers.Event) (exact, wild []*entry) {
 // eachCandidate calls fn, in id order, with each trigger of the buckets
 // exact and wild that is a candidate for ev (in its scope and source),
 // while fn returns true.
-func eachCandidate(ev *triggers.Event, exact, wild []*entry, fn func(e *entry) bool) {
+func (x *Index) eachCandidate(ev *triggers.Event, exact, wild []*entry, fn func(e *entry) bool) {
 	// Merge the two id-sorted buckets; a trigger is in exactly one of them.
 	for len(exact) > 0 || len(wild) > 0 {
 		var e *entry
@@ -264,7 +300,7 @@ func eachCandidate(ev *triggers.Event, exact, wild []*entry, fn func(e *entry) b
 		} else {
 			e, wild = wild[0], wild[1:]
 		}
-		if inScope(ev.Scope, &e.t) && mentionSource(ev, e) && !fn(e) {
+		if inScope(ev.Scope, &e.t, x.shared) && mentionSource(ev, e) && !fn(e) {
 			return
 		}
 	}
@@ -272,8 +308,8 @@ func eachCandidate(ev *triggers.Event, exact, wild []*entry, fn func(e *entry) b
 
 // Candidates reports whether any trigger is indexed for events of kind k
 // from connector c on repository repo (a lower-cased full name, "" for
-// none): false means Match would return nothing for such an event, whatever
-// else it holds.
+// none), of any tenant: false means Match would return nothing for such an
+// event, whatever else it holds (its scope included).
 func (x *Index) Candidates(c triggers.Connector, k triggers.Kind, repo string) bool {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
@@ -291,13 +327,15 @@ func (x *Index) bucketsFor(c triggers.Connector, k triggers.Kind, repo string) (
 	return exact, x.buckets[bucketKey{c, k, wildcard}]
 }
 
-// inScope reports whether t may receive an event of scope s: every trigger
-// for an unscoped event, else the scope's tenant's triggers of its account
-// (hooks) or agent (deployment endpoints).
-func inScope(s *triggers.Scope, t *Trigger) bool {
+// inScope reports whether t may receive an event of scope s: for an
+// unscoped event (of the shared endpoints, verified with the operator's
+// secrets) the triggers of tenant shared, which owns those endpoints, and
+// none when shared is ""; else the scope's tenant's triggers of its
+// account (hooks) or agent (deployment endpoints).
+func inScope(s *triggers.Scope, t *Trigger, shared string) bool {
 	switch {
 	case s == nil:
-		return true
+		return shared != "" && t.TenantID == shared
 	case t.TenantID != s.Tenant:
 		return false
 	case s.Account != "" && t.Account != s.Account:
@@ -326,6 +364,9 @@ type matcher struct {
 	decoded bool
 	act     cel.Activation
 	err     error
+	// payloadErr is why the payload of an event that carries it by
+	// reference could not be read.
+	payloadErr error
 }
 
 // outcome decides what becomes of candidate e.
@@ -334,22 +375,28 @@ func (m *matcher) outcome(e *entry) Outcome {
 		m.x.onExamine()
 	}
 	o := Outcome{TriggerID: e.t.ID, TenantID: e.t.TenantID, Account: e.t.Account, Agent: e.t.Agent}
-	switch {
-	case e.t.Inactive != "":
-		o.Result, o.Reason = Inactive, e.t.Inactive
-		if e.t.InactiveCode != "" {
-			o.Result = e.t.InactiveCode
-		}
-	case !e.t.Enabled:
-		o.Result, o.Reason = Disabled, "trigger is disabled"
-	default:
-		if reason := m.reject(e); reason != "" {
-			o.Result, o.Reason = FilteredOut, reason
-		} else {
-			o.Result = Matched
-		}
+	if result, reason, held := heldBack(&e.t); held {
+		o.Result, o.Reason = result, reason
+	} else if reason := m.reject(e); reason != "" {
+		o.Result, o.Reason = FilteredOut, reason
+	} else {
+		o.Result = Matched
 	}
 	return o
+}
+
+// heldBack reports whether t's state keeps it from starting its agent,
+// whatever the event: inactive (the Outcome result is its InactiveCode when
+// it has one) or disabled. Replays, even those that bypass the parameters
+// and filter, are held back the same way.
+func heldBack(t *Trigger) (result, reason string, held bool) {
+	switch {
+	case t.Inactive != "":
+		return cmp.Or(t.InactiveCode, Inactive), t.Inactive, true
+	case !t.Enabled:
+		return Disabled, "trigger is disabled", true
+	}
+	return "", "", false
 }
 
 // reject returns why e's parameters or filter reject the event, or "".
@@ -399,7 +446,7 @@ func (m *matcher) reject(e *entry) string {
 		}
 		ok, err := evalFilter(e.program, act)
 		if err != nil {
-			return "filter error: " + err.Error()
+			return "filter error: " + err.Error() + m.payloadNote(e)
 		}
 		if !ok {
 			return "filter: " + e.t.Filter + " is false"
@@ -425,6 +472,19 @@ func (m *matcher) activation() (cel.Activation, error) {
 		}
 	}
 	return m.act, m.err
+}
+
+// payloadNote explains, for a filter that failed on an event that carries
+// its payload by reference, why the payload was not there.
+func (m *matcher) payloadNote(e *entry) string {
+	ref := byReference(m.ev)
+	switch {
+	case ref == "" || !e.readsPayload:
+		return ""
+	case m.payloadErr != nil:
+		return " (the event carries its payload by reference, and it could not be read: " + m.payloadErr.Error() + ")"
+	}
+	return " (the event carries its payload by reference, in " + ref + ", which was not read)"
 }
 
 // matchLabels reports whether the event carries any of e's labels. For

@@ -16,7 +16,7 @@ import (
 )
 
 func TestMatchRepositoryScoping(t *testing.T) {
-	x := NewIndex()
+	x := sharedIndex()
 	mustPut(t, x,
 		trig("t1", triggers.NewIssue, Params{Repositories: []string{"Octo-Org/API"}}),
 		trig("t2", triggers.NewIssue, Params{Repositories: []string{"octo-org/other"}}),
@@ -119,7 +119,7 @@ func TestMatchParams(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			x := NewIndex()
+			x := sharedIndex()
 			mustPut(t, x, trig("t", tc.kind, tc.p))
 			want := Matched
 			if tc.result != "" {
@@ -131,7 +131,7 @@ func TestMatchParams(t *testing.T) {
 }
 
 func TestMatchDisabled(t *testing.T) {
-	x := NewIndex()
+	x := sharedIndex()
 	off := trig("b", triggers.NewIssue, Params{Labels: []string{"nope"}})
 	off.Enabled = false
 	off.Filter = "event.no.such.key"
@@ -140,7 +140,7 @@ func TestMatchDisabled(t *testing.T) {
 }
 
 func TestPutReplaceAndRemove(t *testing.T) {
-	x := NewIndex()
+	x := sharedIndex()
 	mustPut(t, x, trig("t", triggers.NewIssue, Params{Repositories: []string{"octo-org/api"}}))
 	api, web := issueEvent("octo-org/api"), issueEvent("octo-org/web")
 	wantResults(t, x.Match(api), map[string]string{"t": Matched})
@@ -178,7 +178,7 @@ func TestPutReplaceAndRemove(t *testing.T) {
 }
 
 func TestPutRefusesInvalid(t *testing.T) {
-	x := NewIndex()
+	x := sharedIndex()
 	for name, tr := range map[string]Trigger{
 		"no id":        {Kind: triggers.NewIssue},
 		"unknown kind": {ID: "a", Kind: "nope"},
@@ -194,7 +194,7 @@ func TestPutRefusesInvalid(t *testing.T) {
 }
 
 func TestPutCopiesParams(t *testing.T) {
-	x := NewIndex()
+	x := sharedIndex()
 	p := Params{Labels: []string{"bug"}}
 	mustPut(t, x, trig("t", triggers.NewIssue, p))
 	p.Labels[0] = "docs"
@@ -202,7 +202,7 @@ func TestPutCopiesParams(t *testing.T) {
 }
 
 func TestMatchConcurrent(t *testing.T) {
-	x := NewIndex()
+	x := sharedIndex()
 	var wg sync.WaitGroup
 	for g := 0; g < 4; g++ {
 		wg.Add(2)
@@ -251,7 +251,7 @@ func corpusDelivery(t *testing.T, file string) triggers.Delivery {
 }
 
 func TestMatchCorpus(t *testing.T) {
-	x := NewIndex()
+	x := sharedIndex()
 	withFilter := func(tr Trigger, f string) Trigger { tr.Filter = f; return tr }
 	mustPut(t, x,
 		trig("issue-repo", triggers.NewIssue, Params{Repositories: []string{"codertocat/hello-world"}, Labels: []string{"BUG"}}),
@@ -295,7 +295,7 @@ func bigIndex(tb testing.TB, n int) *Index {
 			kinds = append(kinds, info.Kind)
 		}
 	}
-	x := NewIndex()
+	x := sharedIndex()
 	for i := 0; i < n; i++ {
 		k := kinds[i%len(kinds)]
 		tr := trig(fmt.Sprintf("t%07d", i), k, Params{})
@@ -370,7 +370,7 @@ func TestMatchTouchesOnlyTheEventsBuckets(t *testing.T) {
 }
 
 func TestScopeAndMentionSources(t *testing.T) {
-	x := NewIndex()
+	x := sharedIndex()
 	other := trig("other-tenant", triggers.NewIssue, Params{Repositories: []string{"octo-org/api"}})
 	other.TenantID = "ten-2"
 	otherAccount := trig("other-account", triggers.NewIssue, Params{Repositories: []string{"octo-org/api"}})
@@ -380,8 +380,23 @@ func TestScopeAndMentionSources(t *testing.T) {
 		trig("m-repo", triggers.NewMention, Params{Repositories: []string{"octo-org/api"}}))
 
 	ev := issueEvent("octo-org/api")
-	if got := results(x.Match(ev)); len(got) != 3 {
-		t.Errorf("unscoped event: %v, want every tenant's triggers", got)
+	if got := results(x.Match(ev)); len(got) != 2 || got["mine"] == "" || got["other-account"] == "" {
+		t.Errorf("unscoped event: %v, want the shared tenant's triggers, of any account", got)
+	}
+	if x.Considers(ev) != true {
+		t.Errorf("Considers(unscoped event) = false, want true: the shared tenant has candidates")
+	}
+	// Without a shared tenant, an unscoped event is no tenant's.
+	none := NewIndex()
+	mustPut(t, none, trig("mine", triggers.NewIssue, Params{Repositories: []string{"octo-org/api"}}), other)
+	if got := none.Match(ev); len(got) != 0 || none.Considers(ev) {
+		t.Errorf("unscoped event without a shared tenant: %v, want no candidate", results(got))
+	}
+	// Nor is it, with one, another tenant's.
+	ten2 := newIndex("ten-2")
+	mustPut(t, ten2, trig("mine", triggers.NewIssue, Params{Repositories: []string{"octo-org/api"}}), other)
+	if got := results(ten2.Match(ev)); len(got) != 1 || got["other-tenant"] == "" {
+		t.Errorf("unscoped event, shared tenant ten-2: %v, want ten-2's trigger only", got)
 	}
 	ev.Scope = &triggers.Scope{Hook: "h1", Tenant: "ten-1", Account: "acct-1"}
 	if got := results(x.Match(ev)); len(got) != 1 || got["mine"] == "" {
@@ -406,7 +421,7 @@ func TestScopeAndMentionSources(t *testing.T) {
 }
 
 func TestInactiveAndOrganization(t *testing.T) {
-	x := NewIndex()
+	x := sharedIndex()
 	removed := trig("removed", triggers.NewRepository, Params{Organization: "octo-org"})
 	removed.Inactive, removed.InactiveCode = "account acct-1 was removed", "account_removed"
 	mustPut(t, x, removed, trig("org", triggers.NewRepository, Params{Organization: "Octo-Org"}),

@@ -74,7 +74,30 @@ func (d *Dispatcher) handleEvent(ctx context.Context, j *bus.Job) {
 	stop := bus.Heartbeat(j, d.o.AckWait/3)
 	defer stop()
 
-	outcomes := d.index.Load().Match(&ev)
+	index := d.index.Load()
+	// An event that carries its payload by reference gets it for the
+	// filters that may read it (and, below, the templates).
+	payload := d.eventPayload(&ev, j.LastDelivery(), true)
+	ok, payloadErr := payload.forFilters(ctx, index, &ev)
+	if !ok {
+		d.retry(ctx, j, payloadErr)
+		return
+	}
+	outcomes := index.matchWith(&ev, payloadErr)
+	if payload != nil {
+		// Read before any run starts, so that a payload that cannot be
+		// read yet delays the event, not runs claimed halfway.
+		need, err := d.templatesNeedPayload(ctx, outcomes)
+		if err == nil && need {
+			if _, err = payload.decoded(ctx); isPermanent(err) {
+				err = nil // the steps that need it fail, saying why
+			}
+		}
+		if err != nil {
+			d.retry(ctx, j, err)
+			return
+		}
+	}
 	records := map[string]*store.EventRecord{}
 	record := func(tenant string) *store.EventRecord {
 		r := records[tenant]
@@ -129,7 +152,7 @@ func (d *Dispatcher) handleEvent(ctx context.Context, j *bus.Job) {
 		}
 	}
 	for _, r := range started {
-		if err := d.runSteps(ctx, r, j.Data(), j.Sequence()); err != nil {
+		if err := d.runSteps(ctx, r, j.Data(), j.Sequence(), payload); err != nil {
 			d.retry(ctx, j, err)
 			return
 		}
@@ -304,12 +327,14 @@ func (d *Dispatcher) updateClaim(ctx context.Context, r store.Run, until time.Ti
 }
 
 // runSteps runs the pipeline of a started run from where it stands; seq
-// is the event's sequence in the events stream. A step found running was
+// is the event's sequence in the events stream, and payload, for an event
+// that carries its payload by reference, reads it for the templates that
+// may use it (nil for any other event). A step found running was
 // interrupted (its worker died): it may have taken effect, so it is not run
 // again and the run fails. A step refused for a rate limit, or held back
 // because its provider keeps failing, waits (see park), and runSteps
 // returns with the run still started.
-func (d *Dispatcher) runSteps(ctx context.Context, r store.Run, event []byte, seq uint64) error {
+func (d *Dispatcher) runSteps(ctx context.Context, r store.Run, event []byte, seq uint64, payload *eventPayload) error {
 	if r.Status != store.RunStarted {
 		return nil
 	}
@@ -344,6 +369,20 @@ func (d *Dispatcher) runSteps(ctx context.Context, r store.Run, event []byte, se
 			if data == nil {
 				if err := decodeNumbers(event, &data); err != nil {
 					return fail(i, "template", "the event could not be decoded for templates: "+err.Error())
+				}
+			}
+			if payload != nil && data["payload"] == nil && inputReadsPayload(s.Input) {
+				v, err := payload.decoded(ctx)
+				switch {
+				case err == nil:
+					data["payload"] = v
+				case !isPermanent(err):
+					return err // the step has not run: it runs when the job comes back
+				default:
+					msg := "the event carries its payload by reference, and it could not be read: " + err.Error()
+					s.Status, s.FinishedAt = store.StepFailed, d.o.Now()
+					s.Error = &store.RunError{Code: codePayloadUnavailable, Message: msg}
+					return fail(i, codePayloadUnavailable, msg)
 				}
 			}
 			data["steps"] = outputs

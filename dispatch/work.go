@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -155,7 +156,8 @@ type ReplayRequest struct {
 	Seq       uint64 `json:"seq"`
 	TriggerID string `json:"trigger_id"`
 	AgentID   string `json:"agent_id"`
-	// BypassFilter skips the trigger's parameters and filter.
+	// BypassFilter skips the trigger's parameters and filter, not its
+	// state: a disabled or inactive trigger starts nothing.
 	BypassFilter bool   `json:"bypass_filter"`
 	ReplayID     string `json:"replay_id"`
 	RunID        string `json:"run_id"`
@@ -171,8 +173,11 @@ type ReplayPlan struct {
 
 // Replay queues event eventID of tenantID again: to triggerID only (its
 // parameters and filter bypassed when bypass is set), or to every trigger
-// of the tenant that matches it now. It returns what each candidate will
-// get; the runs are started by the replay consumer, durably.
+// of the tenant that matches it now. A disabled or inactive trigger gets
+// nothing, bypass or not: its plan's Result says why (Disabled, or the
+// trigger's inactive code such as account_removed), as an event's outcome
+// would. It returns what each candidate will get; the runs are started by
+// the replay consumer, durably, which checks the trigger's state again.
 func (d *Dispatcher) Replay(ctx context.Context, tenantID, eventID, triggerID string, bypass bool) ([]ReplayPlan, error) {
 	rec, err := d.o.Store.GetEvent(ctx, tenantID, eventID)
 	if err != nil {
@@ -186,10 +191,27 @@ func (d *Dispatcher) Replay(ctx context.Context, tenantID, eventID, triggerID st
 	if err := triggers.DecodeEvent(data, &ev); err != nil || ev.ID != eventID {
 		return nil, fmt.Errorf("event %s: the stream holds something else at sequence %d", eventID, rec.Seq)
 	}
+	if ev.Scope == nil && (tenantID == "" || tenantID != d.o.SharedTenant) {
+		// An event of the shared endpoints is the shared tenant's alone
+		// (a record another tenant holds predates that rule).
+		return nil, fmt.Errorf("event %s came on a shared endpoint, which is not this tenant's: %w", eventID, store.ErrNotFound)
+	}
 	ev.Scope = replayScope(tenantID, ev.Scope)
+	index := d.index.Load()
+	// match decides as handleEvent does, with the payload of an event
+	// that carries it by reference read for the filters that need it.
+	match := func() ([]Outcome, error) {
+		ok, payloadErr := d.eventPayload(&ev, false, false).forFilters(ctx, index, &ev)
+		if !ok {
+			return nil, fmt.Errorf("event %s: %w", eventID, payloadErr)
+		}
+		return index.matchWith(&ev, payloadErr), nil
+	}
 	var outcomes []Outcome
 	if triggerID == "" {
-		outcomes = d.index.Load().Match(&ev)
+		if outcomes, err = match(); err != nil {
+			return nil, err
+		}
 	} else {
 		st, err := d.o.Store.GetTrigger(ctx, tenantID, triggerID)
 		if err != nil {
@@ -199,10 +221,19 @@ func (d *Dispatcher) Replay(ctx context.Context, tenantID, eventID, triggerID st
 			return nil, fmt.Errorf("trigger %s is for %s events, event %s is %s", triggerID, st.Kind, eventID, ev.Kind)
 		}
 		o := Outcome{TriggerID: st.ID, TenantID: st.TenantID, Account: st.AccountID, Agent: st.AgentID, Result: Matched}
-		if !bypass {
+		if result, reason, held := storedHeldBack(st); held {
+			// Bypassing the filter does not bypass the trigger's state: a
+			// disabled or inactive trigger starts nothing, as for a new
+			// event.
+			o.Result, o.Reason = result, reason
+		} else if !bypass {
 			// The trigger's outcome as the dispatcher decides it now.
 			o.Result, o.Reason = FilteredOut, "not a candidate for this event (its repositories or scope do not include it)"
-			for _, c := range d.index.Load().Match(&ev) {
+			all, err := match()
+			if err != nil {
+				return nil, err
+			}
+			for _, c := range all {
 				if c.TriggerID == triggerID {
 					o = c
 				}
@@ -256,10 +287,74 @@ func (d *Dispatcher) handleReplay(ctx context.Context, j *bus.Job) {
 		d.dead(ctx, j, "decode: "+err.Error())
 		return
 	}
-	d.continueRun(ctx, j, runSpec{
+	spec := runSpec{
 		id: req.RunID, tenantID: req.TenantID, trigger: req.TriggerID, agentID: req.AgentID,
 		kind: ev.Kind, eventID: ev.ID, event: data, replay: true,
-	}, req.Seq)
+	}
+	// The trigger may have been disabled, stopped or deleted since the
+	// replay was queued (or the request predates the check in Replay).
+	if held, err := d.holdReplay(ctx, spec); err != nil {
+		d.retry(ctx, j, err)
+		return
+	} else if held {
+		if err := j.Ack(ctx); err != nil {
+			d.log.Warn().Err(err).Str("run", spec.id).Msg("replay ack failed; it comes back and is found settled")
+		}
+		return
+	}
+	d.continueRun(ctx, j, spec, req.Seq)
+}
+
+// storedHeldBack is heldBack for a stored trigger.
+func storedHeldBack(st store.Trigger) (result, reason string, held bool) {
+	t := Trigger{Enabled: st.Enabled}
+	if st.Status == store.TriggerInactive {
+		t.Inactive, t.InactiveCode = cmp.Or(st.StatusReason, "inactive"), st.StatusCode
+	}
+	return heldBack(&t)
+}
+
+// holdReplay reports whether the replay run of spec is not to start
+// because its trigger no longer exists, or is disabled or inactive now;
+// the run is then recorded as failed, with the trigger's outcome (disabled,
+// account_removed, ...) as its error code and why as its message. A run
+// that already exists (a redelivered request) is not held: continueRun
+// leaves it as it is or goes on with it.
+func (d *Dispatcher) holdReplay(ctx context.Context, spec runSpec) (bool, error) {
+	if _, err := d.o.Store.GetRun(ctx, spec.tenantID, spec.id); err == nil {
+		return false, nil
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return false, fmt.Errorf("read run %s: %w", spec.id, err)
+	}
+	var code, msg string
+	st, err := d.o.Store.GetTrigger(ctx, spec.tenantID, spec.trigger)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		code, msg = "trigger_not_found", "trigger "+spec.trigger+" no longer exists"
+	case err != nil:
+		return false, fmt.Errorf("load trigger %s: %w", spec.trigger, err)
+	default:
+		result, reason, held := storedHeldBack(st)
+		if !held {
+			return false, nil
+		}
+		code, msg = result, reason
+	}
+	now := d.o.Now()
+	_, err = d.o.Store.CreateRun(ctx, store.Run{
+		ID: spec.id, TenantID: spec.tenantID, EventID: spec.eventID, TriggerID: spec.trigger,
+		AgentID: spec.agentID, Kind: string(spec.kind), Replay: true, Status: store.RunFailed,
+		Error:     &store.RunError{Code: code, Message: "replay not started: " + msg},
+		CreatedAt: now, UpdatedAt: now, FinishedAt: now,
+	})
+	switch {
+	case errors.Is(err, store.ErrConflict):
+		return false, nil // another worker made the run meanwhile
+	case err != nil:
+		return false, fmt.Errorf("record run %s: %w", spec.id, err)
+	}
+	d.log.Info().Str("run", spec.id).Str("trigger", spec.trigger).Str("code", code).Msg("replay not started: " + msg)
+	return true, nil
 }
 
 // continueRun starts the run of spec if it has not started, runs its steps
@@ -279,7 +374,9 @@ func (d *Dispatcher) continueRun(ctx context.Context, j *bus.Job, spec runSpec, 
 		d.retry(ctx, j, err)
 		return
 	}
-	if err := d.runSteps(ctx, r, spec.event, seq); err != nil {
+	var ev triggers.Event
+	_ = triggers.DecodeEvent(spec.event, &ev) // for its payload_ref: an event that does not decode has none
+	if err := d.runSteps(ctx, r, spec.event, seq, d.eventPayload(&ev, j.LastDelivery(), false)); err != nil {
 		d.retry(ctx, j, err)
 		return
 	}

@@ -35,12 +35,16 @@ type dispatchParts struct {
 }
 
 // newDispatch builds the registry and the dispatcher.
-func newDispatch(cfg config, b *bus.Bus, st store.Store, acct *accounts.Service, vault *accounts.Vault,
+func newDispatch(ctx context.Context, cfg config, b *bus.Bus, st store.Store, acct *accounts.Service, vault *accounts.Vault,
 	runner *steps.Runner, reg prometheus.Registerer, log zerolog.Logger) (*dispatchParts, error) {
 	dc := cfg.Dispatch
+	shared, err := sharedTenant(ctx, st, log)
+	if err != nil {
+		return nil, err
+	}
 	pusher := &pusher{sender: &push.Sender{Client: push.NewClient(30*time.Second, dc.AllowPrivateURLs), UserAgent: "triggerd"}}
 	d, err := dispatch.New(dispatch.Options{
-		Store: st, Queue: b, Steps: runner, Secrets: vault, Pusher: pusher,
+		Store: st, Queue: b, Steps: runner, Secrets: vault, Pusher: pusher, SharedTenant: shared, Archive: b,
 		AckWait: dc.AckWait, MaxDeliver: dc.MaxDeliver, Concurrency: dc.Concurrency, StepTimeout: dc.StepTimeout,
 		Retention: dc.RunRetention, Logger: log, Registerer: reg,
 	})
@@ -72,6 +76,23 @@ func newDispatch(cfg config, b *bus.Bus, st store.Store, acct *accounts.Service,
 		}
 	}
 	return parts, nil
+}
+
+// sharedTenant returns the id of the tenant that owns the shared webhook
+// endpoints, whose events carry no scope (dispatch.Options.SharedTenant):
+// the default tenant (defaultTenant). Without one, events of the shared
+// endpoints start no trigger.
+func sharedTenant(ctx context.Context, st store.Tenants, log zerolog.Logger) (string, error) {
+	id, err := defaultTenant(ctx, st)
+	if err != nil {
+		return "", fmt.Errorf("find the tenant of the shared webhook endpoints: %w", err)
+	}
+	if id == "" {
+		log.Warn().Msg("no tenant is named " + defaultTenantName + ": deliveries to /webhooks/codehost and /webhooks/deploy start no trigger; tenants' own hooks are not affected")
+		return "", nil
+	}
+	log.Info().Str("tenant", id).Msg("deliveries to /webhooks/codehost and /webhooks/deploy go to the triggers of the tenant named " + defaultTenantName + " only")
+	return id, nil
 }
 
 // run starts the dispatcher's workers, the change listener and the

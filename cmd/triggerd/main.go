@@ -240,6 +240,8 @@ func serve(ctx context.Context, cfg config, files map[string]string, lookup func
 		tid, err := defaultTenant(ctx, st)
 		if err != nil {
 			return err
+		} else if tid == "" {
+			return fmt.Errorf("sandbox: no tenant named %s to connect the sandbox accounts to", defaultTenantName)
 		}
 		if sandboxAccounts, err = sb.adopt(ctx, acct, tid, log); err != nil {
 			return err
@@ -251,7 +253,7 @@ func serve(ctx context.Context, cfg config, files map[string]string, lookup func
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	disp, err := newDispatch(cfg, b, st, acct, vault, runner, reg, log)
+	disp, err := newDispatch(ctx, cfg, b, st, acct, vault, runner, reg, log)
 	if err != nil {
 		return err
 	}

@@ -107,16 +107,27 @@ func (s *sandbox) adopt(ctx context.Context, acct *accounts.Service, tenantID st
 	return out, nil
 }
 
-// defaultTenant returns the id of the tenant named "default".
+// defaultTenantName names the tenant EnsureDefault creates on a fresh
+// installation: the sandbox's accounts are connected to it, and it owns
+// the shared webhook endpoints (sharedTenant).
+const defaultTenantName = "default"
+
+// defaultTenant returns the id of the oldest tenant named "default", or ""
+// when there is none.
 func defaultTenant(ctx context.Context, st store.Tenants) (string, error) {
 	ts, err := st.ListTenants(ctx)
 	if err != nil {
 		return "", err
 	}
-	for _, t := range ts {
-		if t.Name == "default" {
-			return t.ID, nil
+	var found *store.Tenant
+	for i := range ts {
+		t := &ts[i]
+		if t.Name == defaultTenantName && (found == nil || t.CreatedAt.Before(found.CreatedAt)) {
+			found = t
 		}
 	}
-	return "", fmt.Errorf("sandbox: no tenant named default")
+	if found == nil {
+		return "", nil
+	}
+	return found.ID, nil
 }
