@@ -123,6 +123,24 @@ func newIndex(shared string) *Index {
 	return &Index{env: env, shared: shared, byID: make(map[string]*entry), buckets: make(map[bucketKey][]*entry)}
 }
 
+// Validate checks t's parameters and compiles its filter as Put does, and
+// says what is wrong without naming the trigger: for a trigger being
+// created, whose id means nothing to its author yet.
+func Validate(t Trigger) error {
+	if err := ValidateParams(t.Kind, t.Params); err != nil {
+		return err
+	}
+	if t.Filter == "" {
+		return nil
+	}
+	env, err := newFilterEnv()
+	if err != nil {
+		return fmt.Errorf("build the filter environment: %w", err)
+	}
+	_, err = compileFilter(env, t.Filter)
+	return err
+}
+
 // Put validates t, compiles its filter and adds it to the index, replacing
 // (and moving between buckets) any trigger with the same id.
 func (x *Index) Put(t Trigger) error {

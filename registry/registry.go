@@ -342,7 +342,7 @@ func (r *Registry) DraftTrigger(ctx context.Context, tenantID string, in Trigger
 	// the dispatcher will.
 	dt, err := dispatch.FromStore(t)
 	if err == nil {
-		err = dispatch.NewIndex().Put(dt)
+		err = dispatch.Validate(dt)
 	}
 	if err != nil {
 		return store.Trigger{}, invalidf("%v", err)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -407,13 +408,19 @@ func TestInvalidTriggers(t *testing.T) {
 		{"unknown agent", registry.TriggerInput{Kind: "new_issue", Account: h.octo.ID, Agent: "agent-nope", Params: []byte(repos(helloWorld))},
 			[]string{`agent "agent-nope": no such agent in this tenant (triggerctl agents list shows them)`}},
 		{"filter that does not compile", registry.TriggerInput{Kind: "new_issue", Account: h.octo.ID, Agent: h.agent.ID,
-			Params: []byte(repos(helloWorld)), Filter: "event.title =="}, nil},
+			Params: []byte(repos(helloWorld)), Filter: "event.title =="}, []string{"filter does not compile:"}},
+		{"filter that is not boolean", registry.TriggerInput{Kind: "new_issue", Account: h.octo.ID, Agent: h.agent.ID,
+			Params: []byte(repos(helloWorld)), Filter: "1 + 1"}, []string{"filter must be a boolean expression"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := h.reg.CreateTrigger(h.ctx, tenant, c.in)
 			if !errors.Is(err, registry.ErrInvalid) {
 				t.Fatalf("err = %v, want ErrInvalid", err)
+			}
+			// The trigger being created has no id its author knows yet.
+			if regexp.MustCompile(`trigger [0-9a-f]{8}-`).MatchString(err.Error()) {
+				t.Errorf("error %q names a trigger", err)
 			}
 			for _, m := range c.mention {
 				if !strings.Contains(err.Error(), m) {
