@@ -58,7 +58,7 @@ func newDispatch(ctx context.Context, cfg config, b *bus.Bus, st store.Store, ac
 			return codehost.Hooks{HTTP: client, BaseURL: cfg.Providers.CodeHostAPIBaseURL}
 		},
 		PublicURL:      cfg.PublicURL,
-		CheckAgentURL:  func(raw string) error { return push.CheckURL(raw, dc.AllowPrivateURLs) },
+		CheckAgentURL:  func(raw string) error { return checkAgentURL(raw, dc.AllowPrivateURLs) },
 		NewAgentSecret: agent.NewSecret,
 		Registerer:     reg,
 		Logger:         log,
@@ -76,6 +76,16 @@ func newDispatch(ctx context.Context, cfg config, b *bus.Bus, st store.Store, ac
 		}
 	}
 	return parts, nil
+}
+
+// checkAgentURL applies the pusher's URL rules to an HTTP agent's URL, and
+// says how an operator lets agents on the same host or network through.
+func checkAgentURL(raw string, allowPrivate bool) error {
+	err := push.CheckURL(raw, allowPrivate)
+	if errors.Is(err, push.ErrForbiddenAddress) {
+		return fmt.Errorf("%w (a loopback, private or link-local address; the operator can allow them with --allow-private-agent-urls, for agents on the same host or network)", err)
+	}
+	return err
 }
 
 // sharedTenant returns the id of the tenant that owns the shared webhook

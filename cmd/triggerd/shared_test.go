@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,5 +37,19 @@ func TestSharedTenantIsTheDefaultOne(t *testing.T) {
 	}
 	if id, err := sharedTenant(ctx, st, zerolog.Nop()); err != nil || id != "c-default" {
 		t.Fatalf("sharedTenant = %q, %v; want c-default, the oldest tenant named default", id, err)
+	}
+}
+
+// An agent URL refused as private says which flag lets it through.
+func TestPrivateAgentURLNamesTheFlag(t *testing.T) {
+	err := checkAgentURL("http://127.0.0.1:9000/runs", false)
+	if err == nil || !strings.Contains(err.Error(), "--allow-private-agent-urls") {
+		t.Fatalf("err = %v, want it to name --allow-private-agent-urls", err)
+	}
+	if err := checkAgentURL("http://127.0.0.1:9000/runs", true); err != nil {
+		t.Fatalf("allowed: %v", err)
+	}
+	if err := checkAgentURL("ftp://agent.example.com", false); err == nil || strings.Contains(err.Error(), "--allow-private") {
+		t.Fatalf("a bad scheme: %v, want an error that is not about private addresses", err)
 	}
 }
