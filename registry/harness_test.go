@@ -146,6 +146,8 @@ type faults struct {
 	// lostCreates is how many of the next hook creations GitHub carries
 	// out but whose answer never arrives.
 	lostCreates atomic.Int32
+	// beforeCreate, when set, is called as each hook creation is sent.
+	beforeCreate atomic.Pointer[func()]
 }
 
 func (a testAccounts) Get(ctx context.Context, tenantID, id string) (store.Account, error) {
@@ -176,6 +178,11 @@ type bearer struct {
 func (b bearer) RoundTrip(req *http.Request) (*http.Response, error) {
 	req = req.Clone(req.Context())
 	req.Header.Set("Authorization", "Bearer "+b.token)
+	if b.faults != nil && req.Method == http.MethodPost && strings.HasSuffix(req.URL.Path, "/hooks") {
+		if f := b.faults.beforeCreate.Load(); f != nil {
+			(*f)()
+		}
+	}
 	resp, err := http.DefaultTransport.RoundTrip(req)
 	if err == nil && b.faults != nil && req.Method == http.MethodPost && strings.HasSuffix(req.URL.Path, "/hooks") &&
 		b.faults.lostCreates.Add(-1) >= 0 {

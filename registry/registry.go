@@ -264,6 +264,10 @@ func (r *Registry) CreateTrigger(ctx context.Context, tenantID string, in Trigge
 	if t, err = r.o.Store.CreateTrigger(ctx, t); err != nil {
 		return store.Trigger{}, fmt.Errorf("store trigger: %w", err)
 	}
+	// The dispatchers learn of the trigger before its hook exists: GitHub
+	// delivers as soon as the hook is made, and an event that reached a
+	// dispatcher not yet told of its trigger would be passed over.
+	r.changed(ctx, t)
 	if err := r.syncFor(ctx, t); err != nil {
 		// Leave nothing behind: the trigger and any hook made for it, even
 		// when the failure is the caller giving up (a cancelled context
@@ -276,9 +280,9 @@ func (r *Registry) CreateTrigger(ctx context.Context, tenantID string, in Trigge
 		if serr := r.syncFor(cctx, t); serr != nil {
 			r.log.Warn().Err(serr).Str("trigger", t.ID).Msg("could not narrow hooks after a failed trigger creation; the reconcile retries")
 		}
+		r.changed(cctx, t)
 		return store.Trigger{}, err
 	}
-	r.changed(ctx, t)
 	return t, nil
 }
 

@@ -26,7 +26,16 @@ const helloWorld = fakegithub.SeedOwner + "/" + fakegithub.SeedRepo
 
 func TestCreateTriggerRegistersOneHook(t *testing.T) {
 	h := newHarness(t)
+	// GitHub delivers as soon as a hook exists: the dispatchers must
+	// already know the trigger by then.
+	toldBeforeHook := -1
+	before := func() { toldBeforeHook = h.notes.total() }
+	h.faults.beforeCreate.Store(&before)
 	tr := h.mustCreate(triggers.NewIssue, h.octo, repos(helloWorld))
+	h.faults.beforeCreate.Store(nil)
+	if toldBeforeHook != 1 {
+		t.Errorf("%d changes broadcast when the hook was created, want the new trigger's 1", toldBeforeHook)
+	}
 
 	if tr.Status != store.TriggerActive || !tr.Enabled || tr.AccountID != h.octo.ID || tr.AgentID != h.agent.ID {
 		t.Errorf("trigger = %+v, want active, enabled, of the account and agent", tr)
@@ -223,8 +232,10 @@ func TestAccountWithoutAdminRightsKeepsNothing(t *testing.T) {
 	if hs := h.gh.Hooks(fakegithub.SeedOwner, fakegithub.SeedRepo); len(hs) != 0 {
 		t.Errorf("hooks upstream: %+v", hs)
 	}
-	if n := h.notes.total(); n != 0 {
-		t.Errorf("%d changes broadcast for a trigger never kept", n)
+	// Told when it was stored (before its hook), and again when it was
+	// deleted, so that no dispatcher keeps it.
+	if n := h.notes.total(); n != 2 {
+		t.Errorf("%d changes broadcast for a trigger never kept, want 2 (stored, deleted)", n)
 	}
 }
 
