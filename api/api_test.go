@@ -102,6 +102,20 @@ func backends() []backend {
 	}
 }
 
+// newBoltEnv returns an env on a fresh bolt store, and the API key of its
+// tenant "acme".
+func newBoltEnv(t *testing.T) (*env, string) {
+	t.Helper()
+	st, err := boltstore.Open(filepath.Join(t.TempDir(), "triggerd.db"), boltstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	v := newEnv(t, st)
+	_, key := v.tenant("acme")
+	return v, key
+}
+
 func newEnv(t *testing.T, st store.Store) *env {
 	t.Helper()
 	v := &env{t: t, store: st, gh: oauthtest.NewGitHub(t), vc: oauthtest.NewVercel(t), gg: oauthtest.NewGoogle(t), logs: &testenv.Buffer{}}
@@ -497,13 +511,7 @@ func TestRefreshOnceAcrossProcesses(t *testing.T) {
 }
 
 func TestConnectFlowEdges(t *testing.T) {
-	st, err := boltstore.Open(filepath.Join(t.TempDir(), "triggerd.db"), boltstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	v := newEnv(t, st)
-	_, key := v.tenant("acme")
+	v, key := newBoltEnv(t)
 	get := func(path, key string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(http.MethodGet, path, nil)
 		if key != "" {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -15,20 +14,14 @@ import (
 	"github.com/triggerd/triggerd/accounts"
 	"github.com/triggerd/triggerd/api"
 	"github.com/triggerd/triggerd/registry"
-	"github.com/triggerd/triggerd/store/boltstore"
 )
 
 // TestBadListQueriesAnswerOnce checks that a bad limit or status gets one
 // 400 answer and nothing else: the handler must stop there, not go on to
 // list with a zero limit and write a second body after the error.
 func TestBadListQueriesAnswerOnce(t *testing.T) {
-	st, err := boltstore.Open(filepath.Join(t.TempDir(), "triggerd.db"), boltstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	v := newEnv(t, st)
-	_, key := v.tenant("acme")
+	v, key := newBoltEnv(t)
+	st := v.store
 	vault, err := accounts.NewVault(bytes.Repeat([]byte{9}, 32))
 	if err != nil {
 		t.Fatal(err)
