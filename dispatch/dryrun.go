@@ -124,7 +124,8 @@ func (d *Dispatcher) DryRun(ctx context.Context, t store.Trigger, limit int) (Dr
 				payloadReads++
 				_, payloadErr = p.forFilters(ctx, index, ev)
 			}
-			report.Events = append(report.Events, dryRunEvent(ev, index.matchWith(ev, payloadErr)[0]))
+			outcomes, _ := index.matchWith(ev, payloadErr)
+			report.Events = append(report.Events, dryRunEvent(ev, outcomes[0]))
 			ev.Payload = nil // drop a payload read from the archive
 		}
 		window = window[:0]

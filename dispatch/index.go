@@ -242,25 +242,30 @@ func keysOf(e *entry) []bucketKey {
 // endpoints) to the index's shared tenant; no other trigger is looked at.
 // The event is decoded for filters at most once, and only if a candidate's
 // filter is evaluated.
-func (x *Index) Match(ev *triggers.Event) []Outcome { return x.matchWith(ev, nil) }
+func (x *Index) Match(ev *triggers.Event) []Outcome {
+	out, _ := x.matchWith(ev, nil)
+	return out
+}
 
 // matchWith is Match for an event that carries its payload by reference
 // (payload_ref) without it: payloadErr says why it could not be read, for
-// the filters that fail without it.
-func (x *Index) matchWith(ev *triggers.Event, payloadErr error) []Outcome {
+// the filters that fail without it. unread reports a filter that may read
+// the payload evaluated while it was neither read nor known unreadable:
+// a trigger added after the caller asked NeedsPayload.
+func (x *Index) matchWith(ev *triggers.Event, payloadErr error) (out []Outcome, unread bool) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	exact, wild := x.eventBuckets(ev)
 	if len(exact)+len(wild) == 0 {
-		return nil
+		return nil, false
 	}
 	m := matcher{x: x, ev: ev, payloadErr: payloadErr}
-	out := make([]Outcome, 0, len(exact)+len(wild))
+	out = make([]Outcome, 0, len(exact)+len(wild))
 	x.eachCandidate(ev, exact, wild, func(e *entry) bool {
 		out = append(out, m.outcome(e))
 		return true
 	})
-	return out
+	return out, m.unread
 }
 
 // Considers reports whether Match would return any outcome for ev: whether
@@ -385,6 +390,9 @@ type matcher struct {
 	// payloadErr is why the payload of an event that carries it by
 	// reference could not be read.
 	payloadErr error
+	// unread is set when a filter that may read the payload was evaluated
+	// without it, for no known reason (see matchWith).
+	unread bool
 }
 
 // outcome decides what becomes of candidate e.
@@ -458,6 +466,9 @@ func (m *matcher) reject(e *entry) string {
 		return "mentioned @" + r.Mentioned + " is not among " + list(p.Mentioned)
 	}
 	if e.program != nil {
+		if e.readsPayload && m.payloadErr == nil && byReference(m.ev) != "" {
+			m.unread = true
+		}
 		act, err := m.activation()
 		if err != nil {
 			return "filter error: " + err.Error()

@@ -189,6 +189,32 @@ func (p *eventPayload) forFilters(ctx context.Context, x *Index, ev *triggers.Ev
 	return true, nil
 }
 
+// match matches ev in x as handleEvent and replays do, with its payload
+// read for the filters that may need it (forFilters). x changes under the
+// dispatcher: a trigger whose filter reads the payload, added after
+// forFilters looked, is caught by matchWith, and the event is matched
+// again with the payload. ok false means the payload could not be read
+// yet (err says why): the caller retries the event.
+func (p *eventPayload) match(ctx context.Context, x *Index, ev *triggers.Event) (outcomes []Outcome, ok bool, err error) {
+	ok, payloadErr := p.forFilters(ctx, x, ev)
+	if !ok {
+		return nil, false, payloadErr
+	}
+	outcomes, unread := x.matchWith(ev, payloadErr)
+	if !unread || p == nil {
+		return outcomes, true, nil
+	}
+	data, err := p.get(ctx)
+	switch {
+	case err == nil:
+		ev.Payload = data
+	case !isPermanent(err):
+		return nil, false, err
+	}
+	outcomes, _ = x.matchWith(ev, err)
+	return outcomes, true, nil
+}
+
 // templatesNeedPayload reports whether a step of the agent of a matched
 // outcome has a template that may read the payload.
 func (d *Dispatcher) templatesNeedPayload(ctx context.Context, outcomes []Outcome) (bool, error) {

@@ -78,12 +78,11 @@ func (d *Dispatcher) handleEvent(ctx context.Context, j *bus.Job) {
 	// An event that carries its payload by reference gets it for the
 	// filters that may read it (and, below, the templates).
 	payload := d.eventPayload(&ev, j.LastDelivery(), true)
-	ok, payloadErr := payload.forFilters(ctx, index, &ev)
+	outcomes, ok, err := payload.match(ctx, index, &ev)
 	if !ok {
-		d.retry(ctx, j, payloadErr)
+		d.retry(ctx, j, err)
 		return
 	}
-	outcomes := index.matchWith(&ev, payloadErr)
 	if payload != nil {
 		// Read before any run starts, so that a payload that cannot be
 		// read yet delays the event, not runs claimed halfway.

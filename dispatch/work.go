@@ -201,11 +201,11 @@ func (d *Dispatcher) Replay(ctx context.Context, tenantID, eventID, triggerID st
 	// match decides as handleEvent does, with the payload of an event
 	// that carries it by reference read for the filters that need it.
 	match := func() ([]Outcome, error) {
-		ok, payloadErr := d.eventPayload(&ev, false, false).forFilters(ctx, index, &ev)
+		outcomes, ok, err := d.eventPayload(&ev, false, false).match(ctx, index, &ev)
 		if !ok {
-			return nil, fmt.Errorf("event %s: %w", eventID, payloadErr)
+			return nil, fmt.Errorf("event %s: %w", eventID, err)
 		}
-		return index.matchWith(&ev, payloadErr), nil
+		return outcomes, nil
 	}
 	var outcomes []Outcome
 	if triggerID == "" {
