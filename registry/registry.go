@@ -254,8 +254,10 @@ func Polled(t store.Trigger) bool {
 
 // CreateTrigger validates in, stores the trigger and makes sure its events
 // will arrive: hooks registered (or widened) upstream, or the agent's
-// deployment endpoint created. If a hook cannot be registered, nothing is
-// kept and the error says why.
+// deployment endpoint created. The dispatchers are told of the trigger
+// before its hooks are made. If a hook cannot be registered, the trigger
+// and its hooks are deleted again and the error says why (runs an event
+// started meanwhile, through a hook the account already had, remain).
 func (r *Registry) CreateTrigger(ctx context.Context, tenantID string, in TriggerInput) (store.Trigger, error) {
 	t, err := r.DraftTrigger(ctx, tenantID, in)
 	if err != nil {

@@ -57,8 +57,8 @@ type config struct {
 	// publicURLSet is false when PublicURL is derived from where the
 	// server listens (see localURL and listeningOn).
 	publicURLSet bool
-	// ReturnOrigins are the origins a connect flow's return_to may name:
-	// the public URL's and those of --connect-return-origins.
+	// ReturnOrigins are the origins of --connect-return-origins; a connect
+	// flow's return_to may name those and the public URL's (returnOrigins).
 	ReturnOrigins   []string
 	EncryptionKey   string // file flag; the key itself comes from TRIGGERD_ENCRYPTION_KEY
 	Providers       providerConfig
@@ -135,7 +135,7 @@ func parseConfig(args []string, lookup func(string) (string, bool), stderr io.Wr
 	fs.StringVar(&c.LogFormat, "log-format", "json", "json or console")
 	fs.StringVar(&c.RedisURL, "redis-url", "", "Redis for the store (redis://host:6379/0), shared by several triggerd processes; empty keeps the store in <data-dir>/triggerd.db")
 	fs.StringVar(&c.RedisPrefix, "redis-prefix", "triggerd:", "prefix of every Redis key triggerd writes")
-	fs.StringVar(&c.PublicURL, "public-url", "http://localhost:8080", "URL at which users' browsers and providers reach this server; OAuth callbacks are <public-url>/v1/connect/<connector>/callback; unset, http:// and --http-addr's port (on localhost when it names no host)")
+	fs.StringVar(&c.PublicURL, "public-url", "", "URL at which users' browsers and providers reach this server; OAuth callbacks are <public-url>/v1/connect/<connector>/callback (default: http:// and the address --http-addr binds, on localhost when it names no host)")
 	returnOrigins := fs.String("connect-return-origins", "", "comma-separated origins (https://app.example.com) a connect flow's return_to may send the user's browser back to after signing in, besides --public-url's; any other return_to is refused")
 	fs.StringVar(&c.EncryptionKey, "encryption-key-file", "", "file holding the token encryption key(s) (base64 or hex of 32 bytes, comma-separated: the first encrypts, both decrypt); overrides a generated one, TRIGGERD_ENCRYPTION_KEY overrides both")
 	c.Providers.flags(fs)
@@ -179,10 +179,12 @@ func parseConfig(args []string, lookup func(string) (string, bool), stderr io.Wr
 	if c.CommitTimeout <= 0 || c.ShutdownTimeout <= 0 {
 		return c, nil, errors.New("--commit-timeout and --shutdown-timeout must be positive")
 	}
-	if _, c.publicURLSet = src["public-url"]; !c.publicURLSet {
+	if c.publicURLSet = c.PublicURL != ""; !c.publicURLSet {
 		c.PublicURL = localURL(c.HTTPAddr)
+	} else if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return c, nil, fmt.Errorf("--public-url %q: want an absolute http(s) URL, such as https://triggerd.example.com", c.PublicURL)
 	}
-	if c.ReturnOrigins, err = parseReturnOrigins(c.PublicURL, *returnOrigins); err != nil {
+	if c.ReturnOrigins, err = parseOrigins(*returnOrigins); err != nil {
 		return c, nil, err
 	}
 	switch c.LogFormat {
@@ -215,31 +217,26 @@ func localURL(httpAddr string) string {
 // URL derived from --http-addr names the port actually bound (--http-addr
 // 127.0.0.1:0 picks one).
 func (c *config) listeningOn(addr string) {
-	if c.publicURLSet {
-		return
-	}
-	old, _ := api.Origin(c.PublicURL)
-	c.PublicURL = localURL(addr)
-	own, _ := api.Origin(c.PublicURL)
-	for i, o := range c.ReturnOrigins {
-		if o == old {
-			c.ReturnOrigins[i] = own
-		}
+	if !c.publicURLSet {
+		c.PublicURL = localURL(addr)
 	}
 }
 
-// parseReturnOrigins returns the public URL's origin and those listed
-// (comma-separated) in --connect-return-origins.
-func parseReturnOrigins(publicURL, list string) ([]string, error) {
-	u, err := url.Parse(publicURL)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return nil, fmt.Errorf("--public-url %q: want an absolute http(s) URL, such as https://triggerd.example.com", publicURL)
+// returnOrigins are the origins a connect flow's return_to may name: the
+// public URL's and those of --connect-return-origins.
+func (c config) returnOrigins() []string {
+	u, _ := url.Parse(c.PublicURL) // checked by parseConfig
+	own, _ := api.Origin(u.Scheme + "://" + u.Host)
+	if slices.Contains(c.ReturnOrigins, own) {
+		return c.ReturnOrigins
 	}
-	own, err := api.Origin(u.Scheme + "://" + u.Host)
-	if err != nil {
-		return nil, fmt.Errorf("--public-url: %w", err)
-	}
-	origins := []string{own}
+	return append([]string{own}, c.ReturnOrigins...)
+}
+
+// parseOrigins returns the origins listed (comma-separated) in
+// --connect-return-origins.
+func parseOrigins(list string) ([]string, error) {
+	var origins []string
 	for item := range strings.SplitSeq(list, ",") {
 		if strings.TrimSpace(item) == "" {
 			continue

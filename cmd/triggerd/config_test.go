@@ -263,14 +263,14 @@ func TestRunRetentionShorterThanTheArchiveIsAnError(t *testing.T) {
 func TestConnectReturnOrigins(t *testing.T) {
 	none := func(string) (string, bool) { return "", false }
 	cfg, _, err := parseConfig(nil, none, io.Discard)
-	if err != nil || !slices.Equal(cfg.ReturnOrigins, []string{"http://localhost:8080"}) {
-		t.Fatalf("default: origins %q, err %v; want only the public URL's", cfg.ReturnOrigins, err)
+	if err != nil || !slices.Equal(cfg.returnOrigins(), []string{"http://localhost:8080"}) {
+		t.Fatalf("default: origins %q, err %v; want only the public URL's", cfg.returnOrigins(), err)
 	}
 	env := map[string]string{"TRIGGERD_CONNECT_RETURN_ORIGINS": "https://App.Example.com/, http://localhost:3000"}
 	cfg, _, err = parseConfig([]string{"--public-url", "https://hooks.example.com/triggerd"}, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, io.Discard)
 	want := []string{"https://hooks.example.com", "https://app.example.com", "http://localhost:3000"}
-	if err != nil || !slices.Equal(cfg.ReturnOrigins, want) {
-		t.Fatalf("origins %q, err %v; want %q", cfg.ReturnOrigins, err, want)
+	if err != nil || !slices.Equal(cfg.returnOrigins(), want) {
+		t.Fatalf("origins %q, err %v; want %q", cfg.returnOrigins(), err, want)
 	}
 	for _, bad := range []string{"app.example.com", "https://app.example.com/done", "https://app.example.com?x=1", "ftp://app.example.com"} {
 		_, _, err := parseConfig([]string{"--connect-return-origins", bad}, none, io.Discard)
@@ -301,5 +301,18 @@ func TestPublicURLFollowsHTTPAddr(t *testing.T) {
 		if err != nil || cfg.PublicURL != c.want {
 			t.Errorf("%q: public URL %q, err %v; want %q", c.args, cfg.PublicURL, err, c.want)
 		}
+	}
+	// Port 0: the public URL, and the origin return_to may name, follow
+	// the port bound.
+	cfg, _, err := parseConfig([]string{"--http-addr", "127.0.0.1:0"}, none, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.listeningOn("127.0.0.1:4567")
+	if cfg.PublicURL != "http://127.0.0.1:4567" || cfg.returnOrigins()[0] != "http://127.0.0.1:4567" {
+		t.Errorf("after binding: public URL %q, origins %q; want the bound port", cfg.PublicURL, cfg.returnOrigins())
+	}
+	if _, _, err := parseConfig([]string{"--public-url", "hooks.example.com"}, none, io.Discard); err == nil || !strings.Contains(err.Error(), "want an absolute http(s) URL") {
+		t.Errorf("--public-url without a scheme: %v", err)
 	}
 }

@@ -266,7 +266,7 @@ func serve(ctx context.Context, cfg config, files map[string]string, lookup func
 	}
 	mgmt, err := api.New(api.Options{
 		Accounts: acct, Auth: tenantSvc, Tenants: tenantSvc, Steps: runner, AdminKey: adminKeys[0], Logger: log,
-		ReturnOrigins: cfg.ReturnOrigins, ReturnOriginsSetting: "--connect-return-origins (TRIGGERD_CONNECT_RETURN_ORIGINS)",
+		ReturnOrigins: cfg.returnOrigins(), ReturnOriginsSetting: "--connect-return-origins (TRIGGERD_CONNECT_RETURN_ORIGINS)",
 		Registry: disp.registry, Records: st, Replayer: disp.dispatcher, DryRunner: disp.dispatcher,
 	})
 	if err != nil {
