@@ -93,12 +93,11 @@ func (a *API) registerDispatch(g *echo.Group) {
 func (a *API) registryFail(c echo.Context, err error, what string) error {
 	switch {
 	case errors.Is(err, registry.ErrInvalid):
-		return fail(c, http.StatusBadRequest, "invalid_request", strings.TrimPrefix(err.Error(), registry.ErrInvalid.Error()+": "))
+		return fail(c, http.StatusBadRequest, "invalid_request", err.Error())
 	case errors.Is(err, registry.ErrNotFound), errors.Is(err, store.ErrNotFound):
 		return fail(c, http.StatusNotFound, "not_found", "no such "+what)
 	case errors.Is(err, registry.ErrConflict):
-		// The code already says "conflict".
-		return fail(c, http.StatusConflict, "conflict", strings.TrimPrefix(err.Error(), registry.ErrConflict.Error()+": "))
+		return fail(c, http.StatusConflict, "conflict", err.Error())
 	case errors.Is(err, registry.ErrHookRights):
 		return fail(c, http.StatusForbidden, "hook_rights", err.Error())
 	case errors.Is(err, registry.ErrUpstream):

@@ -138,7 +138,7 @@ func (r *Registry) DeleteAgent(ctx context.Context, tenantID, id string) error {
 		for i, t := range ts {
 			ids[i] = t.ID
 		}
-		return fmt.Errorf("%w: agent %s is started by triggers %s; delete them first", ErrConflict, id, strings.Join(ids, ", "))
+		return conflictf("agent %s is started by triggers %s; delete them first", id, strings.Join(ids, ", "))
 	}
 	if err := r.o.Store.DeleteAgent(ctx, tenantID, id); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err

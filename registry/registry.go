@@ -214,6 +214,17 @@ func invalidf(format string, args ...any) error {
 	return invalidError{fmt.Sprintf(format, args...)}
 }
 
+// conflictError is an ErrConflict whose message is the detail alone, as
+// invalidError is for ErrInvalid.
+type conflictError struct{ msg string }
+
+func (e conflictError) Error() string        { return e.msg }
+func (e conflictError) Is(target error) bool { return target == ErrConflict }
+
+func conflictf(format string, args ...any) error {
+	return conflictError{fmt.Sprintf(format, args...)}
+}
+
 // TriggerInput is what a trigger is created from.
 type TriggerInput struct {
 	Kind    string          `json:"kind"`
@@ -756,7 +767,7 @@ func (r *Registry) HooksOf(ctx context.Context, t store.Trigger) ([]store.Hook, 
 // endpoint, for the user to paste into the project's webhook settings.
 func (r *Registry) EndpointSecret(ctx context.Context, h store.Hook) (string, error) {
 	if h.Scope != store.HookAgentEndpoint {
-		return "", fmt.Errorf("%w: hook %s is not a deployment endpoint", ErrInvalid, h.ID)
+		return "", invalidf("hook %s is not a deployment endpoint", h.ID)
 	}
 	b, err := r.o.Secrets.Open(h.SealedSecret, hookSecretAAD(h.ID))
 	return string(b), err

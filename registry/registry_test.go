@@ -1044,6 +1044,10 @@ func TestDeleteAgent(t *testing.T) {
 	if !errors.Is(err, registry.ErrConflict) || !strings.Contains(err.Error(), tr.ID) {
 		t.Fatalf("DeleteAgent with a trigger: %v, want ErrConflict naming %s", err, tr.ID)
 	}
+	// The message is the detail alone: the API's code already says conflict.
+	if want := "agent " + h.agent.ID + " is started by triggers " + tr.ID + "; delete them first"; err.Error() != want {
+		t.Errorf("error %q, want %q", err, want)
+	}
 	if _, err := h.reg.GetAgent(h.ctx, tenant, h.agent.ID); err != nil {
 		t.Fatalf("the agent is gone: %v", err)
 	}
