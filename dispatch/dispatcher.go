@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -394,14 +395,17 @@ func FromStore(st store.Trigger) (Trigger, error) {
 			return Trigger{}, fmt.Errorf("trigger %s: params: %w", st.ID, err)
 		}
 	}
-	if st.Status == store.TriggerInactive {
-		t.Inactive = st.StatusReason
-		if t.Inactive == "" {
-			t.Inactive = "inactive"
-		}
-		t.InactiveCode = st.StatusCode
-	}
+	t.Inactive, t.InactiveCode = inactiveOf(st)
 	return t, nil
+}
+
+// inactiveOf returns why a stored trigger is inactive, and its code (""
+// when it is active): Trigger.Inactive and InactiveCode.
+func inactiveOf(st store.Trigger) (reason, code string) {
+	if st.Status != store.TriggerInactive {
+		return "", ""
+	}
+	return cmp.Or(st.StatusReason, "inactive"), st.StatusCode
 }
 
 // runNamespace scopes run ids.

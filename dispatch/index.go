@@ -127,28 +127,15 @@ func newIndex(shared string) *Index {
 // says what is wrong without naming the trigger: for a trigger being
 // created, whose id means nothing to its author yet.
 func Validate(t Trigger) error {
-	if err := ValidateParams(t.Kind, t.Params); err != nil {
-		return err
-	}
-	if t.Filter == "" {
-		return nil
-	}
-	env, err := newFilterEnv()
-	if err != nil {
-		return fmt.Errorf("build the filter environment: %w", err)
-	}
-	_, err = compileFilter(env, t.Filter)
+	_, err := NewIndex().entry(t)
 	return err
 }
 
-// Put validates t, compiles its filter and adds it to the index, replacing
-// (and moving between buckets) any trigger with the same id.
-func (x *Index) Put(t Trigger) error {
-	if t.ID == "" {
-		return errors.New("trigger has no id")
-	}
+// entry checks t's parameters, compiles its filter and returns its entry;
+// its errors do not name t.
+func (x *Index) entry(t Trigger) (*entry, error) {
 	if err := ValidateParams(t.Kind, t.Params); err != nil {
-		return fmt.Errorf("trigger %s: %w", t.ID, err)
+		return nil, err
 	}
 	e := &entry{t: cloneTrigger(t)}
 	seen := make(map[string]bool, len(t.Params.Repositories))
@@ -162,10 +149,23 @@ func (x *Index) Put(t Trigger) error {
 	if t.Filter != "" {
 		prg, err := compileFilter(x.env, t.Filter)
 		if err != nil {
-			return fmt.Errorf("trigger %s: %w", t.ID, err)
+			return nil, err
 		}
 		e.program = prg
 		e.readsPayload = filterReadsPayload(t.Filter)
+	}
+	return e, nil
+}
+
+// Put validates t, compiles its filter and adds it to the index, replacing
+// (and moving between buckets) any trigger with the same id.
+func (x *Index) Put(t Trigger) error {
+	if t.ID == "" {
+		return errors.New("trigger has no id")
+	}
+	e, err := x.entry(t)
+	if err != nil {
+		return fmt.Errorf("trigger %s: %w", t.ID, err)
 	}
 
 	x.mu.Lock()

@@ -1,7 +1,6 @@
 package dispatch
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -308,9 +307,7 @@ func (d *Dispatcher) handleReplay(ctx context.Context, j *bus.Job) {
 // storedHeldBack is heldBack for a stored trigger.
 func storedHeldBack(st store.Trigger) (result, reason string, held bool) {
 	t := Trigger{Enabled: st.Enabled}
-	if st.Status == store.TriggerInactive {
-		t.Inactive, t.InactiveCode = cmp.Or(st.StatusReason, "inactive"), st.StatusCode
-	}
+	t.Inactive, t.InactiveCode = inactiveOf(st)
 	return heldBack(&t)
 }
 
