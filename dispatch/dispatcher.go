@@ -162,6 +162,13 @@ type Dispatcher struct {
 	dryRuns chan struct{}
 }
 
+// defaultTo sets *v to d when it is zero or negative (unset).
+func defaultTo[T ~int | ~int64](v *T, d T) {
+	if *v <= 0 {
+		*v = d
+	}
+}
+
 // New returns a Dispatcher; Run starts it.
 func New(o Options) (*Dispatcher, error) {
 	switch {
@@ -172,39 +179,17 @@ func New(o Options) (*Dispatcher, error) {
 	case o.Steps == nil:
 		return nil, errors.New("dispatch: nil StepRunner")
 	}
-	if o.AckWait <= 0 {
-		o.AckWait = DefaultAckWait
-	}
-	if o.MaxDeliver <= 0 {
-		o.MaxDeliver = DefaultMaxDeliver
-	}
-	if o.Concurrency <= 0 {
-		o.Concurrency = DefaultConcurrency
-	}
-	if o.StepTimeout <= 0 {
-		o.StepTimeout = DefaultStepTimeout
-	}
-	if o.Resync <= 0 {
-		o.Resync = DefaultResync
-	}
-	if o.Retention <= 0 {
-		o.Retention = DefaultRetention
-	}
-	if o.PruneInterval <= 0 {
-		o.PruneInterval = DefaultPruneInterval
-	}
-	if o.MaxStepWait <= 0 {
-		o.MaxStepWait = DefaultMaxStepWait
-	}
-	if o.MaxStepWaits <= 0 {
-		o.MaxStepWaits = DefaultMaxStepWaits
-	}
-	if o.MaxPayloadBytes <= 0 {
-		o.MaxPayloadBytes = DefaultMaxPayloadBytes
-	}
-	if o.PayloadTimeout <= 0 {
-		o.PayloadTimeout = DefaultPayloadTimeout
-	}
+	defaultTo(&o.AckWait, DefaultAckWait)
+	defaultTo(&o.MaxDeliver, DefaultMaxDeliver)
+	defaultTo(&o.Concurrency, DefaultConcurrency)
+	defaultTo(&o.StepTimeout, DefaultStepTimeout)
+	defaultTo(&o.Resync, DefaultResync)
+	defaultTo(&o.Retention, DefaultRetention)
+	defaultTo(&o.PruneInterval, DefaultPruneInterval)
+	defaultTo(&o.MaxStepWait, DefaultMaxStepWait)
+	defaultTo(&o.MaxStepWaits, DefaultMaxStepWaits)
+	defaultTo(&o.MaxPayloadBytes, DefaultMaxPayloadBytes)
+	defaultTo(&o.PayloadTimeout, DefaultPayloadTimeout)
 	if o.Now == nil {
 		o.Now = time.Now
 	}

@@ -289,6 +289,11 @@ func templateReadsPayload(s string) bool {
 	return nodeReadsPayload(t.Tree.Root)
 }
 
+// branchReadsPayload is nodeReadsPayload for an if, range or with.
+func branchReadsPayload(b *parse.BranchNode) bool {
+	return nodeReadsPayload(b.Pipe) || nodeReadsPayload(b.List) || nodeReadsPayload(b.ElseList)
+}
+
 func nodeReadsPayload(n parse.Node) bool {
 	switch n := n.(type) {
 	case *parse.ListNode:
@@ -303,11 +308,11 @@ func nodeReadsPayload(n parse.Node) bool {
 	case *parse.ActionNode:
 		return nodeReadsPayload(n.Pipe)
 	case *parse.IfNode:
-		return nodeReadsPayload(n.Pipe) || nodeReadsPayload(n.List) || nodeReadsPayload(n.ElseList)
+		return branchReadsPayload(&n.BranchNode)
 	case *parse.RangeNode:
-		return nodeReadsPayload(n.Pipe) || nodeReadsPayload(n.List) || nodeReadsPayload(n.ElseList)
+		return branchReadsPayload(&n.BranchNode)
 	case *parse.WithNode:
-		return nodeReadsPayload(n.Pipe) || nodeReadsPayload(n.List) || nodeReadsPayload(n.ElseList)
+		return branchReadsPayload(&n.BranchNode)
 	case *parse.TemplateNode:
 		return nodeReadsPayload(n.Pipe)
 	case *parse.PipeNode:
