@@ -1047,7 +1047,8 @@ func TestAdopt(t *testing.T) {
 // each says what to do: "github" is not a connector's name, and an
 // unconfigured codehost needs its operator's settings, not another name.
 func TestUnavailableConnectorSaysWhy(t *testing.T) {
-	svc, err := New(Options{Store: newFixture(t).svc.store, Vault: newFixture(t).svc.vault})
+	f := newFixture(t)
+	svc, err := New(Options{Store: f.svc.store, Vault: f.svc.vault}) // no providers
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -137,21 +137,27 @@ func wantCode(t *testing.T, err error, code connectors.ErrorCode, retryAfter tim
 // answered one lets every step through again.
 func TestFailingProviderHoldsBackTheAccountsSteps(t *testing.T) {
 	r, p, clock, changes := newBreakerRunner(t)
-	p.failing.Store(true)
+	// openCircuit fails 2 steps, has one answered, which resets the count,
+	// then fails the 3 in a row that open the circuit.
+	openCircuit := func() {
+		t.Helper()
+		p.failing.Store(true)
+		for range 2 {
+			wantCode(t, fetch(r, "acc_gh"), connectors.CodeUpstream, 0)
+		}
+		p.failing.Store(false)
+		if err := fetch(r, "acc_gh"); err != nil {
+			t.Fatal(err)
+		}
+		p.failing.Store(true)
+		for range 3 {
+			wantCode(t, fetch(r, "acc_gh"), connectors.CodeUpstream, 0)
+		}
+	}
 
 	// Failures in a row open the circuit; an answer in between resets
 	// the count.
-	for range 2 {
-		wantCode(t, fetch(r, "acc_gh"), connectors.CodeUpstream, 0)
-	}
-	p.failing.Store(false)
-	if err := fetch(r, "acc_gh"); err != nil {
-		t.Fatal(err)
-	}
-	p.failing.Store(true)
-	for range 3 {
-		wantCode(t, fetch(r, "acc_gh"), connectors.CodeUpstream, 0)
-	}
+	openCircuit()
 	if got := p.count("tok-acc_gh"); got != 6 {
 		t.Fatalf("provider saw %d requests, want 6", got)
 	}
@@ -205,18 +211,7 @@ func TestFailingProviderHoldsBackTheAccountsSteps(t *testing.T) {
 
 	// Closed means closed: it takes the threshold again to open it, and
 	// it opens with the first cooldown again, not the doubled one.
-	p.failing.Store(true)
-	for range 2 {
-		wantCode(t, fetch(r, "acc_gh"), connectors.CodeUpstream, 0)
-	}
-	p.failing.Store(false)
-	if err := fetch(r, "acc_gh"); err != nil {
-		t.Fatal(err)
-	}
-	p.failing.Store(true)
-	for range 3 {
-		wantCode(t, fetch(r, "acc_gh"), connectors.CodeUpstream, 0)
-	}
+	openCircuit()
 	wantCode(t, fetch(r, "acc_gh"), connectors.CodeUnavailable, 30*time.Second)
 }
 

@@ -3,7 +3,6 @@ package apicall
 import (
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -156,10 +155,7 @@ func TestAnalyticsPolicyQuotaRefusalKeepsItsType(t *testing.T) {
 	clk := testenv.NewClock(policyStart)
 	fake := fakega.New(fakega.Options{Now: clk.Now})
 	t.Cleanup(fake.Close)
-	data := httptest.NewServer(fake.DataHandler())
-	t.Cleanup(data.Close)
-	admin := httptest.NewServer(fake.AdminHandler())
-	t.Cleanup(admin.Close)
+	base := fake.Start() // serves both the Data and the Admin API
 	fake.AddAccount(fakega.Account{ID: "100", DisplayName: "Acme"})
 	p := fake.AddProperty(fakega.Property{Account: "100", DisplayName: "Web", TimeZone: "Europe/Berlin"})
 	fake.Grant(fakega.DefaultUser, "properties/"+p.ID, fakega.RoleViewer)
@@ -167,9 +163,9 @@ func TestAnalyticsPolicyQuotaRefusalKeepsItsType(t *testing.T) {
 	l.TokensPerHour = 0
 	fake.SetLimits(p.ID, fakega.Core, l)
 
-	tk := analytics.NewToolkit(analytics.ToolkitOptions{DataBaseURL: data.URL, AdminBaseURL: admin.URL, Now: clk.Now})
+	tk := analytics.NewToolkit(analytics.ToolkitOptions{DataBaseURL: base, AdminBaseURL: base, Now: clk.Now})
 	env := policyEnv(tk.Wrap, connectors.AccountInfo{ID: "acc_ga", Metadata: map[string]string{}})
-	step := Analytics(AnalyticsOptions{DataBaseURL: data.URL, AdminBaseURL: admin.URL})
+	step := Analytics(AnalyticsOptions{DataBaseURL: base, AdminBaseURL: base})
 	in := map[string]any{"method": "POST", "api": "data", "endpoint": "v1beta/properties/" + p.ID + ":runReport",
 		"body": map[string]any{"metrics": []any{map[string]any{"name": "eventCount"}}, "dateRanges": []any{map[string]any{"startDate": "7daysAgo", "endDate": "today"}}}}
 
