@@ -315,14 +315,10 @@ func storedHeldBack(st store.Trigger) (result, reason string, held bool) {
 // because its trigger no longer exists, or is disabled or inactive now;
 // the run is then recorded as failed, with the trigger's outcome (disabled,
 // account_removed, ...) as its error code and why as its message. A run
-// that already exists (a redelivered request) is not held: continueRun
-// leaves it as it is or goes on with it.
+// that already exists (a redelivered request, another worker) is not held:
+// recording it conflicts, and continueRun leaves it as it is or goes on
+// with it.
 func (d *Dispatcher) holdReplay(ctx context.Context, spec runSpec) (bool, error) {
-	if _, err := d.o.Store.GetRun(ctx, spec.tenantID, spec.id); err == nil {
-		return false, nil
-	} else if !errors.Is(err, store.ErrNotFound) {
-		return false, fmt.Errorf("read run %s: %w", spec.id, err)
-	}
 	var code, msg string
 	st, err := d.o.Store.GetTrigger(ctx, spec.tenantID, spec.trigger)
 	switch {
@@ -346,7 +342,7 @@ func (d *Dispatcher) holdReplay(ctx context.Context, spec runSpec) (bool, error)
 	})
 	switch {
 	case errors.Is(err, store.ErrConflict):
-		return false, nil // another worker made the run meanwhile
+		return false, nil // the run exists already
 	case err != nil:
 		return false, fmt.Errorf("record run %s: %w", spec.id, err)
 	}
