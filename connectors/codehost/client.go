@@ -21,8 +21,9 @@ const (
 	// maxResponse bounds a step's read of one answer (a 1 MB file is
 	// about 1.4 MB of base64 in JSON).
 	maxResponse = 4 << 20
-	// maxRedirects bounds the same-host redirects a GET follows (a
-	// renamed or transferred repository answers 301).
+	// maxRedirects bounds the same-host redirects one request follows (a
+	// renamed or transferred repository answers 301; one renamed twice
+	// may chain).
 	maxRedirects = 3
 	// perPage is the page size list steps ask for (GitHub's maximum).
 	perPage = 100
@@ -69,8 +70,8 @@ func repoPath(owner, repo string, rest ...string) string {
 }
 
 // do sends one request to path (already escaped) below the API root. in,
-// when not nil, is sent as JSON. GETs follow same-host redirects. Any
-// answer outside 2xx becomes a *connectors.Error.
+// when not nil, is sent as JSON. Same-host redirects are followed as
+// exchange describes. Any answer outside 2xx becomes a *connectors.Error.
 func (c *client) do(ctx context.Context, method, path string, q url.Values, in any) (*answer, error) {
 	if _, err := url.PathUnescape(path); err != nil {
 		return nil, connectors.Errorf(connectors.CodeValidation, "bad request path %q: %v", path, err)
@@ -102,9 +103,12 @@ func (c *client) url(path string, q url.Values) string {
 }
 
 // exchange sends one request with GitHub's headers plus hdr, in as JSON
-// when not nil. GETs follow same-host redirects. It returns the answer
-// whatever its status; an error is a transport failure or an answer too
-// large to read (a *connectors.Error).
+// when not nil, following at most maxRedirects same-host redirects (see
+// follows). A redirect to another host is never followed: the account's
+// client adds the token to every request it sends, so following would
+// hand the token to that host; the 3xx is returned instead. It returns
+// the answer whatever its status; an error is a transport failure or an
+// answer too large to read (a *connectors.Error).
 func (c *client) exchange(ctx context.Context, method, rawURL string, hdr http.Header, in any) (*answer, error) {
 	var payload []byte
 	if in != nil {
@@ -115,6 +119,8 @@ func (c *client) exchange(ctx context.Context, method, rawURL string, hdr http.H
 		payload = b
 	}
 	for redirects := 0; ; redirects++ {
+		// Each attempt gets a fresh reader over the same bytes, so a
+		// followed redirect repeats the body verbatim.
 		var body io.Reader
 		if payload != nil {
 			body = bytes.NewReader(payload)
@@ -142,16 +148,56 @@ func (c *client) exchange(ctx context.Context, method, rawURL string, hdr http.H
 		if len(b) > maxResponse {
 			return nil, &connectors.Error{Code: connectors.CodeUpstream, Status: resp.StatusCode, Message: fmt.Sprintf("GitHub's answer to %s %s is larger than %d bytes", method, req.URL.Path, maxResponse)}
 		}
-		switch resp.StatusCode {
-		case http.StatusMovedPermanently, http.StatusFound, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
-			loc, lerr := resp.Location()
-			if method == http.MethodGet && lerr == nil && redirects < maxRedirects && c.sameHost(loc) {
-				rawURL = loc.String()
-				continue
-			}
+		if loc, ok := c.follows(method, req.URL, resp); ok && redirects < maxRedirects {
+			rawURL = loc.String()
+			continue
 		}
 		return &answer{status: resp.StatusCode, header: resp.Header, body: b, path: req.URL.Path}, nil
 	}
+}
+
+// follows reports whether the answer resp to method on from is a redirect
+// to repeat, unchanged, at loc. GitHub's documentation has clients follow
+// 301 (a renamed or transferred repository), 302 and 307, repeating the
+// request verbatim for the temporary ones. So:
+//   - GET and HEAD follow 301, 302, 307 and 308;
+//   - other methods follow 307 and 308, which by definition keep the
+//     method and body;
+//   - other methods follow 301 and 302 only for a repository path
+//     (/repos/… or /repositories/…), where GitHub uses them for a renamed
+//     repository and means the same request at the new place. Elsewhere
+//     a 301/302 to a write may mean "switch to GET" (as browsers do), so
+//     it is reported rather than guessed at.
+//
+// Only a Location on the API's own scheme and host is followed.
+func (c *client) follows(method string, from *url.URL, resp *http.Response) (*url.URL, bool) {
+	switch resp.StatusCode {
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+	default:
+		return nil, false
+	}
+	loc, err := resp.Location()
+	if err != nil || !c.sameHost(loc) {
+		return nil, false
+	}
+	switch {
+	case method == http.MethodGet || method == http.MethodHead:
+	case resp.StatusCode == http.StatusTemporaryRedirect || resp.StatusCode == http.StatusPermanentRedirect:
+	case c.repositoryPath(from) && c.repositoryPath(loc):
+	default:
+		return nil, false
+	}
+	return loc, true
+}
+
+// repositoryPath reports whether u names a repository or something in
+// one: /repos/{owner}/{repo}… or /repositories/{id}… below the API root.
+func (c *client) repositoryPath(u *url.URL) bool {
+	rest, ok := strings.CutPrefix(u.EscapedPath(), strings.TrimRight(c.base.EscapedPath(), "/")+"/")
+	if !ok {
+		return false
+	}
+	return strings.HasPrefix(rest, "repos/") || strings.HasPrefix(rest, "repositories/")
 }
 
 func (c *client) sameHost(u *url.URL) bool {

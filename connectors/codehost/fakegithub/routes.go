@@ -93,7 +93,11 @@ func missing(field string) *reply {
 func (c *call) query(k string) string { return c.r.URL.Query().Get(k) }
 
 // repo resolves {owner}/{repo}: 404 when it does not exist or the caller
-// cannot see it, 301 to /repositories/{id} for a renamed one.
+// cannot see it, 301 to /repositories/{id} for a renamed one. The 301 is
+// given for every method: GitHub's REST description documents 301 for a
+// renamed repository's reads and writes alike (get repository, update
+// issue) and no other status, and its documentation has clients repeat
+// the request at the Location.
 func (c *call) repo() (*repo, *reply) {
 	key := repoKey(c.p["owner"], c.p["repo"])
 	if to, ok := c.s.st.renamed[key]; ok {
