@@ -119,7 +119,9 @@ type Project struct {
 	OwnerID string
 	// Link is the linked Git repository, nil for none.
 	Link *GitRepo
-	// CreatedAt defaults to the fake's clock.
+	// CreatedAt defaults to the fake's clock. It is unique per fake (a
+	// time already taken moves on by a millisecond), so the list's
+	// timestamp cursor is exact.
 	CreatedAt time.Time
 }
 
@@ -207,6 +209,8 @@ type Server struct {
 	projects    map[string]*Project // by id
 	deployments map[string]*Deployment
 	lastCreated time.Time
+	// lastProject is lastCreated for projects.
+	lastProject time.Time
 	limits      map[Route]rateLimit
 	defLimit    rateLimit
 	buckets     map[bucketKey]*bucket
@@ -291,9 +295,7 @@ func (s *Server) AddProject(p Project) Project {
 	if p.OwnerID == "" {
 		p.OwnerID = DefaultUserID
 	}
-	if p.CreatedAt.IsZero() {
-		p.CreatedAt = s.now()
-	}
+	p.CreatedAt = s.projectCreated(p.CreatedAt)
 	if p.Link != nil {
 		l := *p.Link
 		if l.Type == "" {
@@ -610,6 +612,19 @@ func (s *Server) created(t time.Time) time.Time {
 		t = s.lastCreated.Add(time.Millisecond)
 	}
 	s.lastCreated = t
+	return t
+}
+
+// projectCreated is created for projects. Callers hold mu.
+func (s *Server) projectCreated(t time.Time) time.Time {
+	if t.IsZero() {
+		t = s.now()
+	}
+	t = t.Truncate(time.Millisecond)
+	if !t.After(s.lastProject) {
+		t = s.lastProject.Add(time.Millisecond)
+	}
+	s.lastProject = t
 	return t
 }
 

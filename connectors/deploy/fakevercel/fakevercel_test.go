@@ -151,3 +151,44 @@ func TestFailureInjection(t *testing.T) {
 		t.Errorf("log has %d requests", n)
 	}
 }
+
+// Following pagination.next (as until, or as from on /v10) walks the
+// projects list page by page, newest first, each project once.
+func TestProjectsPagination(t *testing.T) {
+	for _, tc := range []struct{ name, path, cursor string }{
+		{"v9 until", "/v9/projects", "until"},
+		{"v10 from", "/v10/projects", "from"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, u := newFake(t) // a stopped clock: every project is added at the same instant
+			var want []string
+			for i := range 7 {
+				p := s.AddProject(Project{Name: "site-" + strconv.Itoa(i)})
+				want = append([]string{p.ID}, want...) // newest first
+			}
+			s.AddProject(Project{Name: "theirs", OwnerID: DefaultTeamID})
+			var got []string
+			var sizes []int
+			q := "?limit=3"
+			for range 10 { // a cursor that never ends must not hang the test
+				resp, m := do(t, "GET", u+tc.path+q, "t", "")
+				if resp.StatusCode != 200 {
+					t.Fatalf("GET %s%s = %d %v", tc.path, q, resp.StatusCode, m)
+				}
+				items := m["projects"].([]any)
+				sizes = append(sizes, len(items))
+				for _, it := range items {
+					got = append(got, it.(map[string]any)["id"].(string))
+				}
+				next, ok := m["pagination"].(map[string]any)["next"].(float64)
+				if !ok {
+					break
+				}
+				q = "?limit=3&" + tc.cursor + "=" + strconv.FormatInt(int64(next), 10)
+			}
+			if strings.Join(got, ",") != strings.Join(want, ",") || len(sizes) != 3 || sizes[0] != 3 || sizes[1] != 3 || sizes[2] != 1 {
+				t.Errorf("pages of %v: %v, want %v once each in pages of 3, 3, 1", sizes, got, want)
+			}
+		})
+	}
+}

@@ -359,6 +359,11 @@ func (s *Server) getProject(w http.ResponseWriter, r *http.Request, sc scope) {
 	writeJSON(w, http.StatusOK, p.toJSON())
 }
 
+// listProjects lists the owner's projects newest first, a page at a time:
+// pagination.next is the last item's createdAt (ms), and passing it back
+// as until (or from, the newer spelling; the fake's tokens are those
+// timestamps) returns the projects created before it; since keeps those
+// created at or after it.
 func (s *Server) listProjects(w http.ResponseWriter, r *http.Request, sc scope) {
 	limit, set, msg := queryInt(r, "limit")
 	if msg != "" {
@@ -369,6 +374,22 @@ func (s *Server) listProjects(w http.ResponseWriter, r *http.Request, sc scope) 
 		limit = 20
 	}
 	limit = min(limit, 100)
+	since, hasSince, msg := queryInt(r, "since")
+	if msg != "" {
+		writeError(w, http.StatusBadRequest, "bad_request", msg)
+		return
+	}
+	until, hasUntil, msg := queryInt(r, "until")
+	if msg != "" {
+		writeError(w, http.StatusBadRequest, "bad_request", msg)
+		return
+	}
+	if !hasUntil {
+		if until, hasUntil, msg = queryInt(r, "from"); msg != "" {
+			writeError(w, http.StatusBadRequest, "bad_request", msg)
+			return
+		}
+	}
 	search := r.URL.Query().Get("search")
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -376,7 +397,13 @@ func (s *Server) listProjects(w http.ResponseWriter, r *http.Request, sc scope) 
 	all := s.sortedProjects()
 	slices.Reverse(all) // newest first
 	for _, p := range all {
-		if p.OwnerID == sc.owner && (search == "" || strings.Contains(p.Name, search)) {
+		ms := p.CreatedAt.UnixMilli()
+		switch {
+		case p.OwnerID != sc.owner:
+		case search != "" && !strings.Contains(p.Name, search):
+		case hasSince && ms < since:
+		case hasUntil && ms >= until:
+		default:
 			matched = append(matched, p)
 		}
 	}
@@ -386,9 +413,13 @@ func (s *Server) listProjects(w http.ResponseWriter, r *http.Request, sc scope) 
 		items = append(items, p.toJSON())
 	}
 	pg := paginationJSON{Count: len(items)}
-	if len(matched) > len(page) && len(page) > 0 {
-		next := page[len(page)-1].CreatedAt.UnixMilli()
-		pg.Next = &next
+	if len(page) > 0 {
+		prev := page[0].CreatedAt.UnixMilli()
+		pg.Prev = &prev
+		if len(matched) > len(page) {
+			next := page[len(page)-1].CreatedAt.UnixMilli()
+			pg.Next = &next
+		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"projects": items, "pagination": pg})
 }
