@@ -15,14 +15,39 @@ import (
 	"github.com/triggerd/triggerd/connectors/internal/provhttp"
 )
 
-// googleError is Google's error envelope.
+// googleError is Google's error envelope. details holds google.rpc
+// messages; an ErrorInfo among them carries a machine-readable reason.
 type googleError struct {
 	Error struct {
 		Code    int    `json:"code"`
 		Message string `json:"message"`
 		Status  string `json:"status"`
+		Details []struct {
+			Type   string `json:"@type"`
+			Reason string `json:"reason"`
+		} `json:"details"`
 	} `json:"error"`
 }
+
+// scopeInsufficient reports whether e is Google's refusal of a token
+// that lacks the scope the method needs (the user unticked a permission
+// on the consent screen): 403 PERMISSION_DENIED with the ErrorInfo reason
+// ACCESS_TOKEN_SCOPE_INSUFFICIENT, or, from a server that sends no
+// details, its fixed message.
+func (e *googleError) scopeInsufficient() bool {
+	for _, d := range e.Error.Details {
+		if d.Reason == "ACCESS_TOKEN_SCOPE_INSUFFICIENT" {
+			return true
+		}
+	}
+	return strings.Contains(strings.ToLower(e.Error.Message), "insufficient authentication scopes")
+}
+
+// Scope names for messages.
+const (
+	scopeReadonly = "analytics.readonly"
+	scopeEdit     = "analytics.edit"
+)
 
 // client sends one step's requests to the Data and Admin APIs as the
 // step's account and turns failures into *connectors.Error values.
@@ -98,8 +123,10 @@ func (cl *client) do(ctx context.Context, c call, out any) error {
 }
 
 // apiError maps a non-2xx answer: 400 → CodeValidation with Google's
-// message, 401 → CodeNeedsReauth, 403 → CodePermissionDenied (with the
-// role the operation needs), 404 → CodeNotFound, 409 → CodeValidation,
+// message, 401 → CodeNeedsReauth, 403 for a missing OAuth scope →
+// CodeNeedsReauth (only a new consent can add it), any other 403 →
+// CodePermissionDenied (with the role the operation needs), 404 →
+// CodeNotFound, 409 → CodeValidation,
 // 429 → CodeRateLimited with RetryAfter read from the message (see
 // quotaTracker.classify), anything else CodeUpstream (retryable for 5xx).
 func (cl *client) apiError(c call, status int, body []byte) *connectors.Error {
@@ -124,6 +151,11 @@ func (cl *client) apiError(c call, status int, body []byte) *connectors.Error {
 		out.Code = connectors.CodeNeedsReauth
 		out.Message = c.op + ": google refused the account's token; reconnect the account (" + detail + ")"
 	case http.StatusForbidden:
+		if e.scopeInsufficient() {
+			out.Code = connectors.CodeNeedsReauth
+			out.Message = fmt.Sprintf("%s: the account's Google grant lacks the %s scope; reconnect the account and allow it on Google's consent screen (%s)", c.op, scopeFor(c), detail)
+			break
+		}
 		out.Code = connectors.CodePermissionDenied
 		if c.denied != "" {
 			out.Message = c.denied
@@ -148,6 +180,16 @@ func (cl *client) apiError(c call, status int, body []byte) *connectors.Error {
 		out.Retryable = status >= 500
 	}
 	return out
+}
+
+// scopeFor names the scope call c needs: Data API calls (those with a
+// property quota) and Admin API reads need analytics.readonly, Admin API
+// writes analytics.edit.
+func scopeFor(c call) string {
+	if c.method == http.MethodGet || c.property != "" {
+		return scopeReadonly
+	}
+	return scopeEdit
 }
 
 // decodeInput decodes a step input strictly: unknown fields are refused.

@@ -17,6 +17,13 @@ import (
 // Retry policy and body bounds.
 const (
 	defaultRetryBase = 250 * time.Millisecond
+	// maxAttempts bounds the sends of one request: a 5xx (or a network
+	// error) is retried once. Each 5xx spends one of the ten
+	// serverErrorsPerProjectPerHour a standard property allows, and a
+	// spent quota fails every request to the property until the hour
+	// ends, so three attempts per call would let four failing calls lock
+	// the property.
+	maxAttempts = 2
 	// maxDataBody bounds a Data API answer (a report may be large).
 	maxDataBody = 32 << 20
 )
@@ -94,12 +101,12 @@ func digits(s string) bool {
 // CodeRateLimited when its quota category is known to be spent; its answer
 // is read whole so the slot is freed and its propertyQuota (or a 429's
 // message) updates what is known. Reads — GET, HEAD, and the Data API's
-// report methods — are retried on network errors and 5xx answers.
+// report methods — are retried once on a network error or a 5xx answer.
 func (t *policyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	prop, method, isData := t.p.dataCall(req.URL)
 	read := provhttp.Idempotent(req) || (isData && req.Method == http.MethodPost && slices.Contains(readMethods, method))
 	if !isData {
-		return provhttp.Retry(req, t.p.retryBase, read, t.base.RoundTrip)
+		return provhttp.RetryAttempts(req, t.p.retryBase, maxAttempts, read, t.base.RoundTrip)
 	}
 	cat := categoryOf(method)
 	release, err := t.p.quota.acquire(req.Context(), prop)
@@ -112,7 +119,7 @@ func (t *policyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, err
 	}
-	resp, err := provhttp.Retry(req, t.p.retryBase, read, t.base.RoundTrip)
+	resp, err := provhttp.RetryAttempts(req, t.p.retryBase, maxAttempts, read, t.base.RoundTrip)
 	if err != nil {
 		return nil, err
 	}

@@ -1,22 +1,28 @@
 package analytics
 
 import (
+	"encoding/json"
+	"net/http"
 	"net/url"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/triggerd/triggerd/connectors"
 	"github.com/triggerd/triggerd/connectors/analytics/fakega"
 )
 
-func TestRetriesOn503ForReads(t *testing.T) {
+// A read is retried once: every 5xx spends one of the property's ten
+// serverErrorsPerProjectPerHour.
+func TestRetriesOn503ForReadsOnce(t *testing.T) {
 	h := newHarness(t)
 	addFacts(h)
-	h.fake.FailNext(fakega.RouteRunReport, 2, fakega.Failure{})
+	h.fake.FailNext(fakega.RouteRunReport, 1, fakega.Failure{})
 	if err := h.report(t); err != nil {
-		t.Fatalf("two 503s then success: %v", err)
+		t.Fatalf("a 503 then success: %v", err)
 	}
-	if n := len(h.fake.RequestsTo(fakega.RouteRunReport)); n != 3 {
-		t.Errorf("%d attempts, want 3", n)
+	if n := len(h.fake.RequestsTo(fakega.RouteRunReport)); n != 2 {
+		t.Errorf("%d attempts, want 2", n)
 	}
 
 	h.fake.FailNext(fakega.RouteGetProperty, 1, fakega.Failure{Code: 500})
@@ -25,13 +31,81 @@ func TestRetriesOn503ForReads(t *testing.T) {
 	}
 
 	h.fake.ClearRequests()
-	h.fake.FailNext(fakega.RouteRunReport, 3, fakega.Failure{})
+	h.fake.FailNext(fakega.RouteRunReport, 2, fakega.Failure{})
 	err := h.report(t)
 	if ce := wantCode(t, err, connectors.CodeUpstream); ce.Status != 503 || !ce.Retryable {
 		t.Errorf("error = %+v", ce)
 	}
-	if n := len(h.fake.RequestsTo(fakega.RouteRunReport)); n != 3 {
-		t.Errorf("%d attempts, want 3 at most", n)
+	if n := len(h.fake.RequestsTo(fakega.RouteRunReport)); n != 2 {
+		t.Errorf("%d attempts, want 2 at most", n)
+	}
+}
+
+// A run of 5xx answers: each call sends at most two attempts, so five
+// calls spend the ten server errors an hour allows; the fake then answers
+// 429 RESOURCE_EXHAUSTED, and the connector holds further calls until the
+// hour ends.
+func TestServerErrorsSpendTheHourlyQuota(t *testing.T) {
+	h := newHarness(t)
+	addFacts(h)
+	h.fake.FailNext(fakega.RouteRunReport, 100, fakega.Failure{})
+	for i := range 5 {
+		before := len(h.fake.RequestsTo(fakega.RouteRunReport))
+		err := h.report(t)
+		if ce := wantCode(t, err, connectors.CodeUpstream); ce.Status != 503 {
+			t.Errorf("call %d: %+v", i, ce)
+		}
+		if n := len(h.fake.RequestsTo(fakega.RouteRunReport)) - before; n > 2 {
+			t.Errorf("call %d sent %d attempts, want at most 2", i, n)
+		}
+	}
+	if u := h.fake.Usage(h.prop, fakega.Core); u.ServerErrorsThisHour != 10 {
+		t.Fatalf("the fake gave %d server errors, want the 10 an hour allows", u.ServerErrorsThisHour)
+	}
+	err := h.report(t)
+	ce := wantCode(t, err, connectors.CodeRateLimited)
+	if ce.Status != 429 || ce.RetryAfter != 40*time.Minute || !strings.Contains(ce.Message, "server errors") {
+		t.Errorf("spent quota: %+v", ce)
+	}
+	sent := len(h.fake.RequestsTo(fakega.RouteRunReport))
+	err = h.report(t)
+	if ce := wantCode(t, err, connectors.CodeRateLimited); ce.Status != 0 || !strings.Contains(ce.Message, "server errors per project per hour") {
+		t.Errorf("after the 429: %+v", ce)
+	}
+	if n := len(h.fake.RequestsTo(fakega.RouteRunReport)); n != sent {
+		t.Errorf("a call was sent while the quota is known spent")
+	}
+}
+
+// batchRunReports is a read: the policy retries it like runReport.
+func TestBatchRunReportsThroughThePolicy(t *testing.T) {
+	h := newHarness(t)
+	addFacts(h)
+	h.fake.FailNext(fakega.RouteBatchRunReports, 1, fakega.Failure{})
+	body := `{"requests":[
+		{"metrics":[{"name":"eventCount"}],"dateRanges":[{"startDate":"30daysAgo","endDate":"today"}]},
+		{"dimensions":[{"name":"country"}],"metrics":[{"name":"eventCount"}],"dateRanges":[{"startDate":"30daysAgo","endDate":"today"}],"returnPropertyQuota":true}]}`
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, h.kit.data+"/v1beta/properties/"+h.prop+":batchRunReports", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := h.env().HTTP.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Reports []json.RawMessage `json:"reports"`
+		Kind    string            `json:"kind"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 || len(out.Reports) != 2 || out.Kind != "analyticsData#batchRunReports" {
+		t.Errorf("batch = %d %+v", resp.StatusCode, out)
+	}
+	if n := len(h.fake.RequestsTo(fakega.RouteBatchRunReports)); n != 2 {
+		t.Errorf("%d attempts, want 2 (a 503, then the retry)", n)
 	}
 }
 

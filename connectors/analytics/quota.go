@@ -252,15 +252,16 @@ func (t *quotaTracker) classify(message string, now time.Time) (time.Duration, b
 	case strings.Contains(m, "per day"):
 		until := t.nextDay(now)
 		return until.Sub(now), budgetBlock{until: until, reason: "tokens per day"}
+	// Server errors first: their quota is also "per project per hour".
+	case strings.Contains(m, "server error"):
+		until := nextHour(now)
+		return until.Sub(now), budgetBlock{until: until, reason: "server errors per project per hour"}
 	case strings.Contains(m, "per project per hour"), strings.Contains(m, "for a project per hour"):
 		until := nextHour(now)
 		return until.Sub(now), budgetBlock{until: until, reason: "tokens per project per hour"}
 	case strings.Contains(m, "per hour") && strings.Contains(m, "token"):
 		until := nextHour(now)
 		return until.Sub(now), budgetBlock{until: until, reason: "tokens per hour"}
-	case strings.Contains(m, "server error"):
-		until := nextHour(now)
-		return until.Sub(now), budgetBlock{until: until, reason: "server errors per project per hour"}
 	}
 	return nextHour(now).Sub(now), budgetBlock{}
 }

@@ -221,6 +221,11 @@ func TestClassify(t *testing.T) {
 			t.Errorf("%q: %v, want %v", msg, got, want)
 		}
 	}
+	// The server-error quota is named as such, though its message also
+	// says "per project per hour".
+	if _, blk := tr.classify("Exhausted server errors per project per hour. These quota tokens will return in under an hour.", start); blk.reason != "server errors per project per hour" {
+		t.Errorf("server errors classified as %q", blk.reason)
+	}
 	// Summer time: 10:20 UTC on 1 July is 03:20 PDT; midnight PDT is 07:00 UTC.
 	summer := time.Date(2026, 7, 1, 10, 20, 0, 0, time.UTC)
 	if got := tr.nextDay(summer); !got.Equal(time.Date(2026, 7, 2, 7, 0, 0, 0, time.UTC)) {

@@ -643,7 +643,9 @@ type KeyEvent struct {
 	Deletable      bool   `json:"deletable"`
 	Custom         bool   `json:"custom"`
 	// EventCount30d is how often the event was collected in the last 30
-	// days (Create Key Events only).
+	// days (Create Key Events only): the processed count, or, when
+	// processing has not caught up with the event yet, the count of the
+	// realtime report's last 30 minutes.
 	EventCount30d *int64 `json:"event_count_30d,omitempty"`
 	// AlreadyExisted says the event was a key event before this step.
 	AlreadyExisted bool `json:"already_existed,omitempty"`
@@ -666,9 +668,11 @@ func (k gaKeyEvent) out() KeyEvent {
 
 // createKeyEvent runs Create Key Events. The product allows marking only
 // events already collected, so it first runs a report (eventName ×
-// eventCount, 30daysAgo..today, filtered to the event) and refuses with
-// CodeValidation, sending nothing else, when the event has no count; then
-// it POSTs v1beta/properties/{id}/keyEvents. An event that already is a
+// eventCount, 30daysAgo..today, filtered to the event); GA4's processed
+// data lags 24–48 hours, so when that finds no count it asks the realtime
+// report (the last 30 minutes) the same question, and refuses with
+// CodeValidation, sending nothing else, when neither has a count; then it
+// POSTs v1beta/properties/{id}/keyEvents. An event that already is a
 // key event (409, or a 400 while the event is listed) is read back and
 // returned with already_existed.
 func (tk *toolkit) createKeyEvent(ctx context.Context, env connectors.Env, input json.RawMessage) (any, error) {
@@ -703,16 +707,16 @@ func (tk *toolkit) createKeyEvent(ctx context.Context, env connectors.Env, input
 		Limit:               "1",
 		ReturnPropertyQuota: true,
 	}
-	rep, err := c.report(ctx, id, "runReport", check)
+	count, err := c.eventCount(ctx, id, "runReport", check, in.EventName)
 	if err != nil {
 		return nil, err
 	}
-	var count int64
-	for _, r := range rep.Rows {
-		if len(r.Dimensions) > 0 && r.Dimensions[0] == in.EventName && len(r.Metrics) > 0 {
-			if n, err := r.Metrics[0].Int64(); err == nil {
-				count += n
-			}
+	if count <= 0 {
+		// The same question of the last 30 minutes, which realtime
+		// reports answer before processing catches up.
+		check.DateRanges = nil
+		if count, err = c.eventCount(ctx, id, "runRealtimeReport", check, in.EventName); err != nil {
+			return nil, err
 		}
 	}
 	if count <= 0 {
@@ -746,6 +750,24 @@ func (tk *toolkit) createKeyEvent(ctx context.Context, env connectors.Env, input
 	out := ke.out()
 	out.EventCount30d = &count
 	return out, nil
+}
+
+// eventCount runs the report check (eventName × eventCount) with method
+// and returns event's count.
+func (c *client) eventCount(ctx context.Context, id, method string, check *gaReportRequest, event string) (int64, error) {
+	rep, err := c.report(ctx, id, method, check)
+	if err != nil {
+		return 0, err
+	}
+	var count int64
+	for _, r := range rep.Rows {
+		if len(r.Dimensions) > 0 && r.Dimensions[0] == event && len(r.Metrics) > 0 {
+			if n, err := r.Metrics[0].Int64(); err == nil {
+				count += n
+			}
+		}
+	}
+	return count, nil
 }
 
 // findKeyEvent looks an event's key event up among the property's.

@@ -53,8 +53,16 @@ type harness struct {
 // request sent to the wrong API gets a 404.
 func newHarness(t testing.TB) *harness {
 	t.Helper()
+	return newHarnessWith(t, fakega.Options{})
+}
+
+// newHarnessWith is newHarness with the fake's options (its clock is the
+// harness's).
+func newHarnessWith(t testing.TB, o fakega.Options) *harness {
+	t.Helper()
 	clk := testenv.NewClock(start)
-	fake := fakega.New(fakega.Options{Now: clk.Now})
+	o.Now = clk.Now
+	fake := fakega.New(o)
 	t.Cleanup(fake.Close)
 	data := httptest.NewServer(fake.DataHandler())
 	t.Cleanup(data.Close)
@@ -534,11 +542,45 @@ func TestCreateKeyEventsForAnUncollectedEvent(t *testing.T) {
 	if ce.Message != want {
 		t.Errorf("message = %q, want %q", ce.Message, want)
 	}
+	if n := len(h.fake.RequestsTo(fakega.RouteRunRealtimeReport)); n != 1 {
+		t.Errorf("%d realtime checks, want 1 before refusing", n)
+	}
 	if n := len(h.fake.RequestsTo(fakega.RouteCreateKeyEvent)); n != 0 {
 		t.Errorf("%d key event POSTs reached the fake", n)
 	}
 	if n := len(h.fake.KeyEvents(h.prop)); n != 0 {
 		t.Errorf("%d key events", n)
+	}
+}
+
+// An event collected minutes ago is not in runReport yet (GA4 processes
+// data with a lag); the realtime report shows it, and that is enough.
+func TestCreateKeyEventsForAnEventOnlyInRealtime(t *testing.T) {
+	h := newHarnessWith(t, fakega.Options{ProcessingDelay: 24 * time.Hour})
+	h.fake.Grant(fakega.DefaultUser, "properties/"+h.prop, fakega.RoleEditor)
+	addFacts(h)
+	h.fake.CollectEvent(h.prop, "sign_up", 3)
+	h.clock.Advance(5 * time.Minute)
+
+	out, err := h.run(t, StepCreateKeyEvents, `{"property":"properties/`+h.prop+`","event_name":"sign_up"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kes := h.fake.KeyEvents(h.prop)
+	if len(kes) != 1 || kes[0].EventName != "sign_up" || out["key_event_id"] != kes[0].ID || out["event_count_30d"] != 3.0 {
+		t.Fatalf("output %v, fake key events %+v", out, kes)
+	}
+	rt := h.fake.RequestsTo(fakega.RouteRunRealtimeReport)
+	if n := len(h.fake.RequestsTo(fakega.RouteRunReport)); n != 1 || len(rt) != 1 {
+		t.Fatalf("%d runReport and %d realtime checks, want 1 each", n, len(rt))
+	}
+	var body map[string]any
+	if err := json.Unmarshal(rt[0].Body, &body); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := body["dateRanges"]; ok || !strings.Contains(string(rt[0].Body), `"name":"eventName"`) ||
+		!strings.Contains(string(rt[0].Body), `"name":"eventCount"`) || !strings.Contains(string(rt[0].Body), `"value":"sign_up"`) {
+		t.Errorf("realtime check = %s", rt[0].Body)
 	}
 }
 

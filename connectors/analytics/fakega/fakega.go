@@ -3,7 +3,8 @@
 // enough to run the connector's steps against in tests and in a sandbox
 // mode.
 //
-// Data API: POST /v1beta/properties/{id}:runReport and :runRealtimeReport
+// Data API: POST /v1beta/properties/{id}:runReport, :batchRunReports (up
+// to five runReport requests for the property) and :runRealtimeReport
 // over a seeded fact table (dimensions date, country, eventName, pagePath;
 // realtime country, eventName, minutesAgo; metrics activeUsers, sessions,
 // eventCount, screenPageViews), with relative dates in the property's time
@@ -20,9 +21,15 @@
 // Editor, creating a property Administrator on the account. Quotas are
 // kept per property and category (core, realtime): tokens per day (reset
 // at midnight America/Los_Angeles, as Google documents), per hour and per
-// project per hour (reset on the hour), and concurrent requests; any spent
-// one answers 429 RESOURCE_EXHAUSTED with Google's messages, and
-// returnPropertyQuota adds propertyQuota to the answer. Errors use
+// project per hour (reset on the hour), concurrent requests, and server
+// errors per project per hour (the 5xx answers the fake gave, injected
+// ones included); any spent one answers 429 RESOURCE_EXHAUSTED with
+// Google's messages, and returnPropertyQuota adds propertyQuota to the
+// answer. Events recorded with CollectEvent show in realtime reports at
+// once and in runReport after Options.ProcessingDelay, as GA4's
+// processing lags. Tokens may be limited to OAuth scopes
+// (Options.Scopes); a request a token's scopes do not cover answers 403
+// with Google's ACCESS_TOKEN_SCOPE_INSUFFICIENT error. Errors use
 // Google's {"error":{"code","message","status"}} shape. Failures can be
 // injected per route, report requests can be held to observe concurrency,
 // and every request is logged. Time comes from Options.Now.
@@ -62,6 +69,7 @@ type Route string
 // The routes the fake serves.
 const (
 	RouteRunReport         Route = "POST /v1beta/properties/{id}:runReport"
+	RouteBatchRunReports   Route = "POST /v1beta/properties/{id}:batchRunReports"
 	RouteRunRealtimeReport Route = "POST /v1beta/properties/{id}:runRealtimeReport"
 	RouteGetMetadata       Route = "GET /v1beta/properties/{id}/metadata"
 	RouteAccountSummaries  Route = "GET /v1beta/accountSummaries"
@@ -122,7 +130,22 @@ type Options struct {
 	Authenticate func(token string) (email string, ok bool)
 	// Now is the fake's clock. Nil means time.Now.
 	Now func() time.Time
+	// ProcessingDelay is how long an event recorded with CollectEvent
+	// takes to reach runReport; runRealtimeReport shows it at once. GA4's
+	// processed data lags 24–48 hours. Zero makes collected events
+	// reportable at once.
+	ProcessingDelay time.Duration
+	// Scopes returns the OAuth scopes granted to a token. Nil means every
+	// token has every scope.
+	Scopes func(token string) []string
 }
+
+// OAuth scopes the fake checks (Options.Scopes).
+const (
+	ScopeReadonly = "https://www.googleapis.com/auth/analytics.readonly"
+	ScopeEdit     = "https://www.googleapis.com/auth/analytics.edit"
+	ScopeFull     = "https://www.googleapis.com/auth/analytics"
+)
 
 // Account is an Analytics account.
 type Account struct {
@@ -216,6 +239,8 @@ type Request struct {
 // windows.
 type Usage struct {
 	TokensToday, TokensThisHour int64
+	// ServerErrorsThisHour counts the 5xx answers given this hour.
+	ServerErrorsThisHour int64
 }
 
 type quotaState struct {
@@ -224,12 +249,15 @@ type quotaState struct {
 	dayUsed  int64
 	hour     time.Time
 	hourUsed int64
+	// serverErrors counts the 5xx answers given this hour.
+	serverErrors int64
 }
 
 type propState struct {
 	p         Property
 	facts     []Fact
 	realtime  []RealtimeFact
+	collected []collected
 	keyEvents []*KeyEvent
 	streams   []*DataStream
 	quota     map[Category]*quotaState
@@ -237,14 +265,23 @@ type propState struct {
 	maxFlight int
 }
 
+// collected is an event recorded by CollectEvent: f reaches runReport
+// once the processing delay after at has passed.
+type collected struct {
+	at time.Time
+	f  Fact
+}
+
 // Server is a fake GA4 Data and Admin API. It is safe for concurrent use.
 type Server struct {
-	auth  func(string) (string, bool)
-	now   func() time.Time
-	zone  *time.Location
-	data  http.Handler
-	admin http.Handler
-	all   http.Handler
+	auth   func(string) (string, bool)
+	scopes func(string) []string
+	delay  time.Duration
+	now    func() time.Time
+	zone   *time.Location
+	data   http.Handler
+	admin  http.Handler
+	all    http.Handler
 
 	mu        sync.Mutex
 	seq       int
@@ -263,6 +300,8 @@ type Server struct {
 func New(o Options) *Server {
 	s := &Server{
 		auth:     o.Authenticate,
+		scopes:   o.Scopes,
+		delay:    o.ProcessingDelay,
 		now:      o.Now,
 		accounts: map[string]*Account{},
 		props:    map[string]*propState{},
@@ -458,8 +497,10 @@ func (s *Server) AddFacts(property string, facts ...Fact) {
 	}
 }
 
-// CollectEvent records count occurrences of eventName today (in the
-// property's time zone), from the United States on page "/".
+// CollectEvent records count occurrences of eventName now (dated today
+// in the property's time zone), from the United States on page "/".
+// runRealtimeReport shows them for the hour after; runReport counts them
+// once Options.ProcessingDelay has passed on the fake's clock.
 func (s *Server) CollectEvent(property, eventName string, count int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -467,12 +508,31 @@ func (s *Server) CollectEvent(property, eventName string, count int64) {
 	if !ok {
 		return
 	}
-	today := s.now().In(s.loc(st.p.TimeZone)).Format(time.DateOnly)
+	now := s.now()
+	today := now.In(s.loc(st.p.TimeZone)).Format(time.DateOnly)
 	f := Fact{Date: today, Country: "United States", PagePath: "/", EventName: eventName, EventCount: count}
 	if eventName == "page_view" {
 		f.ScreenPageViews = count
 	}
-	st.facts = append(st.facts, f)
+	st.collected = append(st.collected, collected{at: now, f: f})
+}
+
+// tables returns property st's facts and realtime rows as of now: the
+// seeded ones plus the collected events runReport has processed and those
+// recent enough for realtime. Callers hold mu.
+func (s *Server) tables(st *propState, now time.Time) ([]Fact, []RealtimeFact) {
+	facts := slices.Clone(st.facts)
+	realtime := slices.Clone(st.realtime)
+	for _, c := range st.collected {
+		if !now.Before(c.at.Add(s.delay)) {
+			facts = append(facts, c.f)
+		}
+		if ago := now.Sub(c.at); ago >= 0 && ago < time.Hour {
+			realtime = append(realtime, RealtimeFact{MinutesAgo: int(ago / time.Minute), Country: c.f.Country,
+				EventName: c.f.EventName, EventCount: c.f.EventCount, ScreenPageViews: c.f.ScreenPageViews})
+		}
+	}
+	return facts, realtime
 }
 
 // Demo tables of SeedReportData.
@@ -621,7 +681,7 @@ func (s *Server) Usage(property string, c Category) Usage {
 	}
 	q := st.quota[c]
 	s.roll(q)
-	return Usage{TokensToday: q.dayUsed, TokensThisHour: q.hourUsed}
+	return Usage{TokensToday: q.dayUsed, TokensThisHour: q.hourUsed, ServerErrorsThisHour: q.serverErrors}
 }
 
 // InFlight returns how many Data API requests for property are being
@@ -751,6 +811,8 @@ func match(method, path string, data, admin bool) (Route, map[string]string) {
 			switch m {
 			case "runReport":
 				return RouteRunReport, vars
+			case "batchRunReports":
+				return RouteBatchRunReports, vars
 			case "runRealtimeReport":
 				return RouteRunRealtimeReport, vars
 			}
@@ -803,8 +865,8 @@ func match(method, path string, data, admin bool) (Route, map[string]string) {
 	return "", nil
 }
 
-// serve is the common prelude: log, route, injected failure,
-// authentication.
+// serve is the common prelude: log, route, the server-error quota,
+// injected failure, authentication, scopes.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, data, admin bool) {
 	route, vars := match(r.Method, r.URL.Path, data, admin)
 	body := s.record(r, route)
@@ -812,7 +874,17 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, data, admin bool)
 		writeError(w, http.StatusNotFound, "NOT_FOUND", "Requested entity was not found.")
 		return
 	}
+	cat, isData := dataCategory(route)
+	if isData {
+		if msg := s.serverErrorsSpent(vars["id"], cat); msg != "" {
+			writeError(w, http.StatusTooManyRequests, "RESOURCE_EXHAUSTED", msg)
+			return
+		}
+	}
 	if f, ok := s.takeFailure(route); ok {
+		if isData && f.Code >= 500 {
+			s.countServerError(vars["id"], cat)
+		}
 		writeError(w, f.Code, f.Status, f.Message)
 		return
 	}
@@ -826,10 +898,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, data, admin bool)
 		writeError(w, http.StatusUnauthorized, "UNAUTHENTICATED", "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential.")
 		return
 	}
+	if !s.scoped(token, route) {
+		writeScopeError(w, route)
+		return
+	}
 	c := &call{s: s, w: w, r: r, email: email, vars: vars, body: body}
 	switch route {
 	case RouteRunReport:
 		s.report(c, Core)
+	case RouteBatchRunReports:
+		s.batchReport(c)
 	case RouteRunRealtimeReport:
 		s.report(c, Realtime)
 	case RouteGetMetadata:
@@ -853,6 +931,95 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, data, admin bool)
 	case RouteGetDataStream:
 		s.getDataStream(c)
 	}
+}
+
+// dataCategory is the quota category of a Data API route on a property
+// (ok false for an Admin API route).
+func dataCategory(route Route) (Category, bool) {
+	switch route {
+	case RouteRunReport, RouteBatchRunReports, RouteGetMetadata:
+		return Core, true
+	case RouteRunRealtimeReport:
+		return Realtime, true
+	}
+	return "", false
+}
+
+// serverErrorsPerHourSpent is the fake's message for a spent
+// serverErrorsPerProjectPerHour quota, worded like Google's messages for
+// the token quotas (Google's own wording for this one is not documented).
+const serverErrorsPerHourSpent = "Exhausted server errors per project per hour. These quota tokens will return in under an hour."
+
+// serverErrorsSpent returns the message for property id's spent server
+// error quota in category c, or "".
+func (s *Server) serverErrorsSpent(id string, c Category) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.props[id]
+	if !ok {
+		return ""
+	}
+	q := st.quota[c]
+	s.roll(q)
+	if q.serverErrors >= q.limits.ServerErrorsPerProjectPerHour {
+		return serverErrorsPerHourSpent
+	}
+	return ""
+}
+
+// countServerError charges one 5xx answer to property id's server error
+// quota in category c.
+func (s *Server) countServerError(id string, c Category) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st, ok := s.props[id]; ok {
+		q := st.quota[c]
+		s.roll(q)
+		q.serverErrors++
+	}
+}
+
+// scoped reports whether token's scopes cover route: the Data API takes
+// analytics.readonly or analytics, Admin API reads analytics.readonly or
+// analytics.edit, and its writes analytics.edit.
+func (s *Server) scoped(token string, route Route) bool {
+	if s.scopes == nil {
+		return true
+	}
+	want := []string{ScopeEdit}
+	switch {
+	case isDataRoute(route):
+		want = []string{ScopeReadonly, ScopeFull}
+	case strings.HasPrefix(string(route), "GET "):
+		want = []string{ScopeReadonly, ScopeEdit}
+	}
+	return slices.ContainsFunc(s.scopes(token), func(sc string) bool { return slices.Contains(want, sc) })
+}
+
+func isDataRoute(route Route) bool {
+	_, ok := dataCategory(route)
+	return ok
+}
+
+// writeScopeError answers as Google does when a token lacks the scope a
+// method needs: 403 PERMISSION_DENIED with an ErrorInfo whose reason is
+// ACCESS_TOKEN_SCOPE_INSUFFICIENT.
+func writeScopeError(w http.ResponseWriter, route Route) {
+	service := "analyticsadmin.googleapis.com"
+	if isDataRoute(route) {
+		service = "analyticsdata.googleapis.com"
+	}
+	writeJSON(w, http.StatusForbidden, map[string]any{"error": map[string]any{
+		"code":    http.StatusForbidden,
+		"message": "Request had insufficient authentication scopes.",
+		"status":  "PERMISSION_DENIED",
+		"details": []any{map[string]any{
+			"@type":    "type.googleapis.com/google.rpc.ErrorInfo",
+			"reason":   "ACCESS_TOKEN_SCOPE_INSUFFICIENT",
+			"domain":   "googleapis.com",
+			"metadata": map[string]string{"service": service},
+		}},
+	}})
 }
 
 // call is one authenticated request.

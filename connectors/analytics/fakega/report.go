@@ -298,7 +298,7 @@ func (s *Server) roll(q *quotaState) {
 		q.day, q.dayUsed = day, 0
 	}
 	if h := now.Truncate(time.Hour); !h.Equal(q.hour) {
-		q.hour, q.hourUsed = h, 0
+		q.hour, q.hourUsed, q.serverErrors = h, 0, 0
 	}
 }
 
@@ -325,14 +325,7 @@ func (s *Server) report(c *call, cat Category) {
 		return
 	}
 	defer leave()
-
-	s.mu.Lock()
-	st := s.props[id]
-	q := st.quota[cat]
-	s.roll(q)
-	msg := spent(q)
-	s.mu.Unlock()
-	if msg != "" {
+	if msg := s.spentMessage(id, cat); msg != "" {
 		c.fail(http.StatusTooManyRequests, msg)
 		return
 	}
@@ -349,8 +342,85 @@ func (s *Server) report(c *call, cat Category) {
 		c.fail(code, errMsg)
 		return
 	}
+	s.charge(id, cat, &req, resp)
+	writeJSON(c.w, http.StatusOK, resp)
+}
 
+// maxBatchRequests is how many reports one batchRunReports may ask for.
+const maxBatchRequests = 5
+
+// batchReport answers batchRunReports: up to five runReport requests, all
+// for the property of the URL (a request naming another is refused), run
+// as one request in flight and charged as one report each. An empty batch
+// is refused too.
+func (s *Server) batchReport(c *call) {
+	id := c.vars["id"]
+	if !s.viewable(c, id) {
+		return
+	}
+	leave, ok := s.enter(c, id, Core)
+	if !ok {
+		return
+	}
+	defer leave()
+	if msg := s.spentMessage(id, Core); msg != "" {
+		c.fail(http.StatusTooManyRequests, msg)
+		return
+	}
+
+	var batch struct {
+		Requests []reportRequest `json:"requests"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(c.body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&batch); err != nil {
+		c.fail(http.StatusBadRequest, "Invalid JSON payload received. "+err.Error())
+		return
+	}
+	switch n := len(batch.Requests); {
+	case n == 0:
+		c.fail(http.StatusBadRequest, "At least one request is required.")
+		return
+	case n > maxBatchRequests:
+		c.fail(http.StatusBadRequest, fmt.Sprintf("Batch requests are limited to %d requests; this batch has %d.", maxBatchRequests, n))
+		return
+	}
+	reports := make([]*reportResponse, 0, len(batch.Requests))
+	for i := range batch.Requests {
+		req := &batch.Requests[i]
+		if req.Property != "" && req.Property != "properties/"+id {
+			c.fail(http.StatusBadRequest, fmt.Sprintf("Request %d is for %s; all requests of a batch must be for properties/%s.", i, req.Property, id))
+			return
+		}
+		resp, code, errMsg := s.buildReport(id, Core, req)
+		if errMsg != "" {
+			c.fail(code, fmt.Sprintf("Request %d: %s", i, errMsg))
+			return
+		}
+		reports = append(reports, resp)
+	}
+	for i, resp := range reports {
+		s.charge(id, Core, &batch.Requests[i], resp)
+	}
+	writeJSON(c.w, http.StatusOK, map[string]any{"reports": reports, "kind": "analyticsData#batchRunReports"})
+}
+
+// spentMessage returns Google's message for property id's first spent
+// token quota in category c, or "".
+func (s *Server) spentMessage(id string, c Category) string {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := s.props[id].quota[c]
+	s.roll(q)
+	return spent(q)
+}
+
+// charge takes one report's tokens from property id's quota in category
+// c and, when req asked for it, adds the quota left to resp.
+func (s *Server) charge(id string, c Category, req *reportRequest, resp *reportResponse) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := s.props[id].quota[c]
 	cost := s.tokenCost
 	if cost <= 0 {
 		cost = 1 + int64(len(req.Dimensions))
@@ -364,13 +434,11 @@ func (s *Server) report(c *call, cat Category) {
 			TokensPerDay:                          quotaStatusJSON{cost, max(l.TokensPerDay-q.dayUsed, 0)},
 			TokensPerHour:                         quotaStatusJSON{cost, max(l.TokensPerHour-q.hourUsed, 0)},
 			ConcurrentRequests:                    quotaStatusJSON{0, l.ConcurrentRequests},
-			ServerErrorsPerProjectPerHour:         quotaStatusJSON{0, l.ServerErrorsPerProjectPerHour},
+			ServerErrorsPerProjectPerHour:         quotaStatusJSON{0, max(l.ServerErrorsPerProjectPerHour-q.serverErrors, 0)},
 			PotentiallyThresholdedRequestsPerHour: quotaStatusJSON{0, l.PotentiallyThresholdedRequestsPerHour},
 			TokensPerProjectPerHour:               quotaStatusJSON{cost, max(l.TokensPerProjectPerHour-q.hourUsed, 0)},
 		}
 	}
-	s.mu.Unlock()
-	writeJSON(c.w, http.StatusOK, resp)
 }
 
 // buildReport validates req and computes the report, or returns a status
@@ -379,9 +447,8 @@ func (s *Server) buildReport(id string, cat Category, req *reportRequest) (*repo
 	s.mu.Lock()
 	st := s.props[id]
 	p := st.p
-	facts := slices.Clone(st.facts)
-	realtime := slices.Clone(st.realtime)
 	now := s.now()
+	facts, realtime := s.tables(st, now)
 	s.mu.Unlock()
 	loc := s.loc(p.TimeZone)
 

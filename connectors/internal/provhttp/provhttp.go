@@ -185,13 +185,19 @@ func RetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 	return 0, false
 }
 
-// Retry sends req through send and, when canRetry, sends it again on a
-// network error or a 500, 502, 503 or 504 answer: at most MaxAttempts
-// attempts, waiting base·2ⁿ with jitter (or the answer's Retry-After, when
-// shorter than MaxRetryDelay) between them, and never past the context's
-// deadline: when the wait would cross it, the last answer is returned. A
-// request whose body cannot be replayed (no GetBody) is sent once.
+// Retry is RetryAttempts with MaxAttempts attempts.
 func Retry(req *http.Request, base time.Duration, canRetry bool, send func(*http.Request) (*http.Response, error)) (*http.Response, error) {
+	return RetryAttempts(req, base, MaxAttempts, canRetry, send)
+}
+
+// RetryAttempts sends req through send and, when canRetry, sends it again
+// on a network error or a 500, 502, 503 or 504 answer: at most attempts
+// attempts in all (fewer than one counts as one), waiting base·2ⁿ with
+// jitter (or the answer's Retry-After, when shorter than MaxRetryDelay)
+// between them, and never past the context's deadline: when the wait
+// would cross it, the last answer is returned. A request whose body cannot
+// be replayed (no GetBody) is sent once.
+func RetryAttempts(req *http.Request, base time.Duration, attempts int, canRetry bool, send func(*http.Request) (*http.Response, error)) (*http.Response, error) {
 	ctx := req.Context()
 	canRetry = canRetry && (req.Body == nil || req.Body == http.NoBody || req.GetBody != nil)
 	for attempt := 1; ; attempt++ {
@@ -207,7 +213,7 @@ func Retry(req *http.Request, base time.Duration, canRetry bool, send func(*http
 			}
 		}
 		resp, err := send(r)
-		if !canRetry || attempt >= MaxAttempts || !retryable(resp, err) || ctx.Err() != nil {
+		if !canRetry || attempt >= attempts || !retryable(resp, err) || ctx.Err() != nil {
 			return resp, err
 		}
 		wait := backoff(base, attempt, resp)

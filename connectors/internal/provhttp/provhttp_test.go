@@ -63,6 +63,10 @@ func TestRetry(t *testing.T) {
 	if resp, _ := Retry(req(http.MethodGet), time.Millisecond, true, send); resp.StatusCode != 503 || *n != MaxAttempts {
 		t.Fatalf("%d sends, want MaxAttempts", *n)
 	}
+	send, n = answers(503, 503, 503, 503)
+	if resp, _ := RetryAttempts(req(http.MethodGet), time.Millisecond, 2, true, send); resp.StatusCode != 503 || *n != 2 {
+		t.Fatalf("RetryAttempts 2: %d sends, want 2", *n)
+	}
 	send, n = answers(404)
 	if Retry(req(http.MethodGet), time.Millisecond, true, send); *n != 1 {
 		t.Fatalf("a 404 was retried")
