@@ -77,7 +77,7 @@ func backends() []backend {
 		{
 			name: "redis",
 			open: func(t *testing.T) store.Store {
-				s, err := redisstore.Open(context.Background(), storetest.RedisURL(t), redisstore.Options{Prefix: storetest.Prefix(t)})
+				s, err := redisstore.Open(context.Background(), storetest.RedisURL(t), redisstore.Options{Prefix: storetest.Prefix(t), AllowVolatile: true})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -468,7 +468,7 @@ func TestConnectedAccounts(t *testing.T) {
 func TestRefreshOnceAcrossProcesses(t *testing.T) {
 	url, prefix := storetest.RedisURL(t), storetest.Prefix(t)
 	open := func() store.Store {
-		s, err := redisstore.Open(context.Background(), url, redisstore.Options{Prefix: prefix})
+		s, err := redisstore.Open(context.Background(), url, redisstore.Options{Prefix: prefix, AllowVolatile: true})
 		if err != nil {
 			t.Fatal(err)
 		}

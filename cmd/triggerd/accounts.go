@@ -162,12 +162,20 @@ func openStore(ctx context.Context, cfg config, log zerolog.Logger) (store.Store
 		log.Info().Str("store", path).Msg("embedded store opened")
 		return s, nil
 	}
-	s, err := redisstore.Open(ctx, cfg.RedisURL, redisstore.Options{Prefix: cfg.RedisPrefix})
+	s, err := redisstore.Open(ctx, cfg.RedisURL, redisstore.Options{Prefix: cfg.RedisPrefix, AllowVolatile: cfg.RedisAllowVolatile})
 	if err != nil {
 		return nil, err
 	}
 	if why := s.PolicyUnverified(); why != "" {
 		log.Warn().Str("reason", why).Msg("could not verify Redis's maxmemory-policy; it must be noeviction, or tokens and flow states can be evicted")
+	}
+	if why := s.DurabilityUnverified(); why != "" {
+		log.Warn().Str("reason", why).Msg("could not verify that Redis persists every write; it must have appendonly yes, or a restart of it can run tool steps again and disconnect every account")
+	}
+	if why := s.Volatile(); why != "" {
+		log.Warn().Str("flag", "--redis-allow-volatile").Str("reason", why).
+			Msg("!!! REDIS IS VOLATILE: a restart of it loses run records (tool steps of redelivered events can run again) and sealed tokens (every account must be connected again); " +
+				"accepted only because of --redis-allow-volatile, for tests and throwaway setups !!!")
 	}
 	log.Info().Str("prefix", s.Prefix()).Msg("Redis store opened")
 	return s, nil

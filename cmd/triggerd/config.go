@@ -53,7 +53,10 @@ type config struct {
 	DebugAddr        string
 	RedisURL         string
 	RedisPrefix      string
-	PublicURL        string
+	// RedisAllowVolatile accepts a Redis without appendonly yes, with a
+	// warning, instead of refusing to start.
+	RedisAllowVolatile bool
+	PublicURL          string
 	// publicURLSet is false when PublicURL is derived from where the
 	// server listens (see localURL and listeningOn).
 	publicURLSet bool
@@ -135,6 +138,7 @@ func parseConfig(args []string, lookup func(string) (string, bool), stderr io.Wr
 	fs.StringVar(&c.LogFormat, "log-format", "json", "json or console")
 	fs.StringVar(&c.RedisURL, "redis-url", "", "Redis for the store (redis://host:6379/0), shared by several triggerd processes; empty keeps the store in <data-dir>/triggerd.db")
 	fs.StringVar(&c.RedisPrefix, "redis-prefix", "triggerd:", "prefix of every Redis key triggerd writes")
+	fs.BoolVar(&c.RedisAllowVolatile, "redis-allow-volatile", false, "start on a --redis-url server without appendonly yes, with a warning, instead of refusing: a restart of that Redis loses run records (tool steps of redelivered events can run again) and tokens (every account must be connected again); for tests and throwaway setups only")
 	fs.StringVar(&c.PublicURL, "public-url", "", "URL at which users' browsers and providers reach this server; OAuth callbacks are <public-url>/v1/connect/<connector>/callback (default: http:// and the address --http-addr binds, on localhost when it names no host)")
 	returnOrigins := fs.String("connect-return-origins", "", "comma-separated origins (https://app.example.com) a connect flow's return_to may send the user's browser back to after signing in, besides --public-url's; any other return_to is refused")
 	fs.StringVar(&c.EncryptionKey, "encryption-key-file", "", "file holding the token encryption key(s) (base64 or hex of 32 bytes, comma-separated: the first encrypts, both decrypt); overrides a generated one, TRIGGERD_ENCRYPTION_KEY overrides both")

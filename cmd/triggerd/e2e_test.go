@@ -533,10 +533,11 @@ func metricValue(t *testing.T, httpURL, sample string) int {
 
 func TestEndToEndTwoProcessesShareDispatch(t *testing.T) {
 	url, prefix := storetest.RedisURL(t), storetest.Prefix(t)
-	v := newE2EWith(t, []string{"--redis-url", url, "--redis-prefix", prefix}, []string{"TRIGGERD_ENCRYPTION_KEY=" + strings.Repeat("ab", 32)})
+	// The test Redis keeps nothing on disk: --redis-allow-volatile.
+	v := newE2EWith(t, []string{"--redis-url", url, "--redis-prefix", prefix, "--redis-allow-volatile"}, []string{"TRIGGERD_ENCRYPTION_KEY=" + strings.Repeat("ab", 32)})
 	// A second process on the same store and NATS, dispatching too.
 	second := startTriggerd(t, append(v.env, "TRIGGERD_ENCRYPTION_KEY="+strings.Repeat("ab", 32)),
-		"--redis-url", url, "--redis-prefix", prefix, "--nats-url", "nats://"+v.natsAddr, "--data-dir", v.dir,
+		"--redis-url", url, "--redis-prefix", prefix, "--redis-allow-volatile", "--nats-url", "nats://"+v.natsAddr, "--data-dir", v.dir,
 		"--public-url", "http://"+v.httpAddr, "--reconcile-interval", "0", "--dispatch-ack-wait", "2s")
 	_, ag := v.api(http.MethodPost, "/v1/agents", `{"name": "shared"}`, http.StatusCreated)
 	v.natsAgent(ag["id"].(string))

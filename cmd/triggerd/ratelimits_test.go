@@ -33,7 +33,7 @@ func TestRateLimitsSharedAcrossProcesses(t *testing.T) {
 	base := gh.Start()
 	defer gh.Close()
 	toolkit := func() connectors.Toolkit {
-		s, err := redisstore.Open(context.Background(), url, redisstore.Options{Prefix: prefix})
+		s, err := redisstore.Open(context.Background(), url, redisstore.Options{Prefix: prefix, AllowVolatile: true})
 		if err != nil {
 			t.Fatal(err)
 		}

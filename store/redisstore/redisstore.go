@@ -64,7 +64,10 @@
 // PX with a random token, released by a compare-and-delete script.
 //
 // Keys that lose data must never be evicted, so Open refuses a server whose
-// maxmemory-policy is not noeviction (see ErrEvictingPolicy).
+// maxmemory-policy is not noeviction (see ErrEvictingPolicy). Nor may a
+// restart of the server lose them, so Open also refuses a server that does
+// not append every write to its AOF (appendonly yes), unless
+// Options.AllowVolatile accepts it knowingly (see ErrVolatile).
 //
 // Reads check the tenant and ids inside the record, so ids that contain
 // ':' cannot reach another tenant's data; at worst such an id makes a create
@@ -97,6 +100,11 @@ import (
 // ErrEvictingPolicy is wrapped by the error Open returns when the server's
 // maxmemory-policy lets it evict keys.
 var ErrEvictingPolicy = errors.New("redis may evict keys")
+
+// ErrVolatile is wrapped by the error Open returns when the server does not
+// append every write to its AOF (appendonly is not yes), so that a restart
+// of it loses keys, and Options.AllowVolatile is not set.
+var ErrVolatile = errors.New("redis does not persist every write")
 
 // DefaultPrefix is the key prefix when Options.Prefix is empty.
 const DefaultPrefix = "triggerd:"
@@ -155,6 +163,11 @@ type Options struct {
 	// Now returns the current time; nil means time.Now. It turns a flow
 	// state's ExpiresAt into a TTL and fills zero CreatedAt fields.
 	Now func() time.Time
+	// AllowVolatile accepts a server without appendonly yes, whose restart
+	// loses keys (run records, sealed tokens), instead of refusing it with
+	// ErrVolatile; Volatile then says what is at risk, for the caller to log
+	// as a warning. For tests and throwaway setups only.
+	AllowVolatile bool
 }
 
 // Store is a store.Store over Redis. It is safe for concurrent use, and
@@ -164,6 +177,10 @@ type Store struct {
 	prefix     string
 	now        func() time.Time
 	unverified string
+	// durabilityUnverified and volatile are returned by
+	// DurabilityUnverified and Volatile.
+	durabilityUnverified string
+	volatile             string
 	// eventsIndexed is set once the events sorted set is known to hold
 	// the records written before it existed (see indexEvents).
 	eventsIndexed atomic.Bool
@@ -175,11 +192,13 @@ type Store struct {
 var _ store.Store = (*Store)(nil)
 
 // Open connects to the Redis server at url (redis:// or rediss://, as
-// accepted by redis.ParseURL), checks that it answers PING and that its
-// maxmemory-policy is noeviction. A server that may evict keys is refused
-// with an error wrapping ErrEvictingPolicy. A server that refuses CONFIG
-// GET (as managed services often do) is accepted, and PolicyUnverified
-// says so.
+// accepted by redis.ParseURL), checks that it answers PING, that its
+// maxmemory-policy is noeviction and that appendonly is yes. A server that
+// may evict keys is refused with an error wrapping ErrEvictingPolicy. A
+// server without appendonly yes is refused with an error wrapping
+// ErrVolatile, unless o.AllowVolatile, and then Volatile says so. A server
+// that refuses CONFIG GET (as managed services often do) is accepted, and
+// PolicyUnverified and DurabilityUnverified say so.
 func Open(ctx context.Context, url string, o Options) (*Store, error) {
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix
@@ -193,7 +212,7 @@ func Open(ctx context.Context, url string, o Options) (*Store, error) {
 	}
 	rdb := redis.NewClient(opts)
 	s := &Store{rdb: rdb, prefix: o.Prefix, now: o.Now}
-	if err := s.check(ctx, opts); err != nil {
+	if err := s.check(ctx, opts, o.AllowVolatile); err != nil {
 		_ = rdb.Close()
 		return nil, err
 	}
@@ -209,12 +228,20 @@ func redactURLError(err error) error {
 	return err
 }
 
-// check pings the server and verifies its eviction policy.
-func (s *Store) check(ctx context.Context, opts *redis.Options) error {
+// check pings the server and verifies its eviction policy and durability.
+func (s *Store) check(ctx context.Context, opts *redis.Options, allowVolatile bool) error {
 	where := fmt.Sprintf("%s db %d", opts.Addr, opts.DB)
 	if err := s.rdb.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("redisstore: ping %s: %w", where, err)
 	}
+	if err := s.checkPolicy(ctx, where); err != nil {
+		return err
+	}
+	return s.checkDurability(ctx, where, allowVolatile)
+}
+
+// checkPolicy verifies that the server's maxmemory-policy is noeviction.
+func (s *Store) checkPolicy(ctx context.Context, where string) error {
 	res, err := s.rdb.ConfigGet(ctx, "maxmemory-policy").Result()
 	if err != nil {
 		if _, ok := errors.AsType[redis.Error](err); !ok {
@@ -238,6 +265,72 @@ func (s *Store) check(ctx context.Context, opts *redis.Options) error {
 	}
 	return nil
 }
+
+// volatileLoss is what a restart of a server without appendonly yes loses.
+const volatileLoss = "run records (the dispatcher's idempotency ledger: without them the tool steps of redelivered events can run again) " +
+	"and sealed OAuth tokens (without them every connected account must be connected again)"
+
+// checkDurability verifies that the server appends every write to its AOF
+// (appendonly yes). CONFIG errors are handled as checkPolicy handles them:
+// a server that refuses CONFIG GET, or does not report appendonly, is
+// accepted and DurabilityUnverified says so.
+func (s *Store) checkDurability(ctx context.Context, where string, allowVolatile bool) error {
+	res, err := s.rdb.ConfigGet(ctx, "appendonly").Result()
+	if err != nil {
+		if _, ok := errors.AsType[redis.Error](err); !ok {
+			return fmt.Errorf("redisstore: config get appendonly on %s: %w", where, err)
+		}
+		s.durabilityUnverified = fmt.Sprintf("the server refused CONFIG GET appendonly (%v); "+
+			"make sure it has appendonly yes (with appendfsync everysec), or a restart of it loses %s", err, volatileLoss)
+		return nil
+	}
+	aof, ok := res["appendonly"]
+	if !ok {
+		s.durabilityUnverified = "the server did not report appendonly; " +
+			"make sure it is yes (with appendfsync everysec), or a restart of it loses " + volatileLoss
+		return nil
+	}
+	if aof == "yes" {
+		return nil
+	}
+	// save is read only to say how much a restart loses.
+	save, saveKnown := "", false
+	if res, err := s.rdb.ConfigGet(ctx, "save").Result(); err == nil {
+		save, saveKnown = res["save"]
+	}
+	problem := volatileProblem(aof, save, saveKnown)
+	if !allowVolatile {
+		return fmt.Errorf("redisstore: %s: %w: %s; run CONFIG SET appendonly yes, and put \"appendonly yes\" and \"appendfsync everysec\" "+
+			"in redis.conf so it survives a restart, or, to accept that loss knowingly (tests, throwaway setups), "+
+			"start triggerd with --redis-allow-volatile (Options.AllowVolatile)", where, ErrVolatile, problem)
+	}
+	s.volatile = where + ": " + problem
+	return nil
+}
+
+// volatileProblem says what a server with appendonly aof (not yes) and
+// the RDB snapshot schedule save (if saveKnown) loses on a restart.
+func volatileProblem(aof, save string, saveKnown bool) string {
+	var lost string
+	switch {
+	case !saveKnown:
+		lost = fmt.Sprintf("appendonly is %q, so a restart of Redis loses every write since its last RDB snapshot, if it takes any", aof)
+	case save == "":
+		lost = fmt.Sprintf("appendonly is %q and save is empty (no RDB snapshots either), so a restart of Redis loses every key", aof)
+	default:
+		lost = fmt.Sprintf("appendonly is %q and only RDB snapshots are taken (save %q), so a restart of Redis loses every write since the last one", aof, save)
+	}
+	return lost + ", including " + volatileLoss
+}
+
+// DurabilityUnverified returns why the server's appendonly could not be
+// checked (for the caller to log as a warning), or "" if it was checked.
+func (s *Store) DurabilityUnverified() string { return s.durabilityUnverified }
+
+// Volatile returns, when Options.AllowVolatile accepted a server without
+// appendonly yes, what a restart of it loses (for the caller to log as a
+// warning); "" otherwise.
+func (s *Store) Volatile() string { return s.volatile }
 
 // PolicyUnverified returns why the server's maxmemory-policy could not be
 // checked (for the caller to log as a warning), or "" if it was verified to

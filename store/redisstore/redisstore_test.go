@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"net"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -21,9 +20,11 @@ import (
 	"github.com/triggerd/triggerd/store/storetest"
 )
 
+// open opens a store for a test. The test servers (this machine's, CI's)
+// keep nothing on disk, so it allows a volatile server.
 func open(t *testing.T, url, prefix string) *redisstore.Store {
 	t.Helper()
-	s, err := redisstore.Open(t.Context(), url, redisstore.Options{Prefix: prefix})
+	s, err := redisstore.Open(t.Context(), url, redisstore.Options{Prefix: prefix, AllowVolatile: true})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -57,7 +58,7 @@ func TestOpenChecksPolicy(t *testing.T) {
 }
 
 func TestOpenDefaultPrefix(t *testing.T) {
-	s, err := redisstore.Open(t.Context(), storetest.RedisURL(t), redisstore.Options{})
+	s, err := redisstore.Open(t.Context(), storetest.RedisURL(t), redisstore.Options{AllowVolatile: true})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -109,55 +110,10 @@ func freePort(t *testing.T) string {
 }
 
 // startRedis runs a throwaway redis-server with extra arguments and returns
-// its URL; it is killed when the test ends. The test is skipped if
-// redis-server is not installed.
+// its URL (testenv.StartRedis).
 func startRedis(t *testing.T, args ...string) string {
 	t.Helper()
-	bin := testenv.Binary(t, "redis-server")
-	port := freePort(t)
-	args = append([]string{"--port", port, "--bind", "127.0.0.1", "--dir", t.TempDir(),
-		"--save", "", "--appendonly", "no"}, args...)
-	cmd := exec.Command(bin, args...)
-	var out testenv.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start redis-server: %v", err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	})
-
-	url := "redis://127.0.0.1:" + port + "/0"
-	opts, err := redis.ParseURL(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb := redis.NewClient(opts)
-	defer rdb.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
-		err := rdb.Ping(ctx).Err()
-		cancel()
-		if err == nil {
-			return url
-		}
-		select {
-		case <-exited:
-			t.Fatalf("redis-server exited:\n%s", out.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redis-server on port %s did not answer PING: %v\n%s", port, err, out.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return testenv.StartRedis(t, args...).URL
 }
 
 func TestOpenRefusesEvictingPolicy(t *testing.T) {
@@ -189,9 +145,111 @@ func TestOpenToleratesRefusedConfig(t *testing.T) {
 	if !strings.Contains(msg, "noeviction") {
 		t.Fatalf("PolicyUnverified() = %q, want a warning that mentions noeviction", msg)
 	}
+	// Nor can it say whether it persists every write: accepted (without
+	// AllowVolatile), with a warning.
+	msg = s.DurabilityUnverified()
+	for _, want := range []string{"CONFIG GET appendonly", "appendonly yes", "run records", "tokens"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("DurabilityUnverified() = %q, want a warning that mentions %q", msg, want)
+		}
+	}
+	if v := s.Volatile(); v != "" {
+		t.Errorf("Volatile() = %q, want \"\" (nothing was found volatile)", v)
+	}
 	// The store works.
 	if err := s.CreateTenant(t.Context(), store.Tenant{ID: "t1"}); err != nil {
 		t.Fatalf("CreateTenant: %v", err)
+	}
+}
+
+func TestOpenRefusesVolatile(t *testing.T) {
+	for _, tc := range []struct {
+		name, save, loses string
+	}{
+		{"no snapshots", "", "every key"},
+		{"snapshots", "3600 1", `save "3600 1"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			url := startRedis(t, "--appendonly", "no", "--save", tc.save)
+			s, err := redisstore.Open(t.Context(), url, redisstore.Options{})
+			if err == nil {
+				s.Close()
+				t.Fatal("Open of a server with appendonly no succeeded")
+			}
+			if !errors.Is(err, redisstore.ErrVolatile) {
+				t.Errorf("err = %v, want ErrVolatile", err)
+			}
+			for _, want := range []string{
+				`appendonly is "no"`, tc.loses, // what is wrong
+				"run records", "tool steps", "tokens", "connected again", // what is at risk
+				"CONFIG SET appendonly yes", `"appendonly yes"`, `"appendfsync everysec"`, "redis.conf", "--redis-allow-volatile", // the fix
+			} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not mention %q", err, want)
+				}
+			}
+		})
+	}
+}
+
+func TestOpenAllowVolatile(t *testing.T) {
+	url := startRedis(t) // appendonly no, no snapshots
+	s, err := redisstore.Open(t.Context(), url, redisstore.Options{AllowVolatile: true})
+	if err != nil {
+		t.Fatalf("Open with AllowVolatile: %v", err)
+	}
+	defer s.Close()
+	msg := s.Volatile()
+	for _, want := range []string{`appendonly is "no"`, "every key", "run records", "tokens"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("Volatile() = %q, want a warning that mentions %q", msg, want)
+		}
+	}
+	if msg := s.DurabilityUnverified(); msg != "" {
+		t.Errorf("DurabilityUnverified() = %q, want \"\" (CONFIG answered)", msg)
+	}
+	if err := s.CreateTenant(t.Context(), store.Tenant{ID: "t1"}); err != nil {
+		t.Fatalf("CreateTenant: %v", err)
+	}
+}
+
+func TestOpenAcceptsAppendOnly(t *testing.T) {
+	url := startRedis(t, "--appendonly", "yes", "--appendfsync", "everysec")
+	s, err := redisstore.Open(t.Context(), url, redisstore.Options{})
+	if err != nil {
+		t.Fatalf("Open of a server with appendonly yes: %v", err)
+	}
+	defer s.Close()
+	if v, u := s.Volatile(), s.DurabilityUnverified(); v != "" || u != "" {
+		t.Errorf("Volatile() = %q, DurabilityUnverified() = %q; want both empty", v, u)
+	}
+}
+
+// TestOpenSharedServerDurability checks the shared test server (this
+// machine's or CI's, which usually keep nothing on disk) both ways, without
+// changing its configuration.
+func TestOpenSharedServerDurability(t *testing.T) {
+	url := storetest.RedisURL(t)
+	aof, err := client(t, url).ConfigGet(t.Context(), "appendonly").Result()
+	if err != nil {
+		t.Skipf("the shared server does not answer CONFIG GET appendonly: %v", err)
+	}
+	volatile := aof["appendonly"] != "yes"
+	s, err := redisstore.Open(t.Context(), url, redisstore.Options{Prefix: storetest.Prefix(t)})
+	switch {
+	case volatile && !errors.Is(err, redisstore.ErrVolatile):
+		t.Errorf("Open of the shared server (appendonly %q) without AllowVolatile: err = %v, want ErrVolatile", aof["appendonly"], err)
+	case !volatile && err != nil:
+		t.Errorf("Open of the shared server (appendonly yes): %v", err)
+	}
+	if err == nil {
+		s.Close()
+	}
+	s = open(t, url, storetest.Prefix(t))
+	defer s.Close()
+	if got := s.Volatile() != ""; got != volatile {
+		t.Errorf("Volatile() = %q with appendonly %q", s.Volatile(), aof["appendonly"])
 	}
 }
 
