@@ -243,33 +243,33 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 				filters := d.applyInterest(ctx)
 				d.log.Info().Strs("filters", filters).Msg("events consumer ready: JetStream passes over events of other kinds")
 			},
-		}, d.handleEvent)
+		}, d.holding(ctx, d.handleEvent))
 	})
 	run("replays", func(ctx context.Context) error {
 		return d.o.Queue.Work(ctx, bus.WorkSpec{
 			Stream: bus.PushStream, Durable: ReplayConsumer, Filter: "push.replay.>",
 			AckWait: d.o.AckWait, MaxDeliver: d.o.MaxDeliver, Concurrency: 2,
-		}, d.handleReplay)
+		}, d.holding(ctx, d.handleReplay))
 	})
 	run("resumes", func(ctx context.Context) error {
 		return d.o.Queue.Work(ctx, bus.WorkSpec{
 			Stream: bus.PushStream, Durable: ResumeConsumer, Filter: "push.resume.>",
 			AckWait: d.o.AckWait, MaxDeliver: d.o.MaxDeliver, Concurrency: 2,
-		}, d.handleResume)
+		}, d.holding(ctx, d.handleResume))
 	})
 	if d.o.Pusher != nil {
 		run("push", func(ctx context.Context) error {
 			return d.o.Queue.Work(ctx, bus.WorkSpec{
 				Stream: bus.PushStream, Durable: PushConsumer, Filter: "push.agent.>",
 				AckWait: d.o.AckWait, MaxDeliver: d.o.MaxDeliver, Concurrency: d.o.Concurrency,
-			}, d.handlePush)
+			}, d.holding(ctx, d.handlePush))
 		})
 	}
 	run("results", func(ctx context.Context) error {
 		return d.o.Queue.Work(ctx, bus.WorkSpec{
 			Stream: bus.AgentsStream, Durable: ResultsConsumer, Filter: agent.ResultsSubject("*", "*"),
 			AckWait: d.o.AckWait, MaxDeliver: d.o.MaxDeliver, Concurrency: 2,
-		}, d.handleResult)
+		}, d.holding(ctx, d.handleResult))
 	})
 	run("prune", d.pruneLoop)
 	run("resync", func(ctx context.Context) error {

@@ -83,7 +83,7 @@ type harness struct {
 	t     testing.TB
 	bus   *bus.Bus
 	js    jetstream.JetStream
-	store *boltstore.Store
+	store store.Store
 	steps *fakeSteps
 	d     *dispatch.Dispatcher
 	stop  func()
@@ -98,18 +98,23 @@ func newHarness(t testing.TB, o dispatch.Options) *harness {
 // newHarnessOn is newHarness on a bus of the test's own.
 func newHarnessOn(t testing.TB, o dispatch.Options, b *bus.Bus, emb *bus.Embedded) *harness {
 	t.Helper()
-	dir := t.TempDir()
+	st, err := boltstore.Open(filepath.Join(t.TempDir(), "triggerd.db"), boltstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return newHarnessWith(t, o, b, emb, st)
+}
+
+// newHarnessWith is newHarnessOn with a store of the test's own.
+func newHarnessWith(t testing.TB, o dispatch.Options, b *bus.Bus, emb *bus.Embedded, st store.Store) *harness {
+	t.Helper()
 	nc, err := nats.Connect(emb.ClientURL())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
 	js, _ := jetstream.New(nc)
-	st, err := boltstore.Open(filepath.Join(dir, "triggerd.db"), boltstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
 	h := &harness{t: t, bus: b, js: js, store: st, steps: &fakeSteps{fail: map[string]error{}, refuse: map[string]int{}}}
 	o.Store, o.Queue, o.Steps = st, b, h.steps
 	if o.SharedTenant == "" {
@@ -526,14 +531,25 @@ func TestHTTPAgentRetriedThenDeadLettered(t *testing.T) {
 // the headers alone.
 func skippedCount(t *testing.T, reg *prometheus.Registry) float64 {
 	t.Helper()
+	return metricValue(t, reg, "triggerd_dispatch_events_skipped_total")
+}
+
+// metricValue reads an unlabelled counter or gauge of reg (0 when absent).
+func metricValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() == "triggerd_dispatch_events_skipped_total" {
-			return mf.GetMetric()[0].GetCounter().GetValue()
+		if mf.GetName() != name {
+			continue
 		}
+		m := mf.GetMetric()[0]
+		if g := m.GetGauge(); g != nil {
+			return g.GetValue()
+		}
+		return m.GetCounter().GetValue()
 	}
 	return 0
 }

@@ -536,7 +536,12 @@ func decodeNumbers(b []byte, v any) error {
 
 // retry settles a job whose processing failed transiently: it comes back
 // after a delay (or, when another worker holds a run, after its claim).
+// While the store is unreachable it leaves the job in hand instead, to run
+// again once the store answers (holding).
 func (d *Dispatcher) retry(ctx context.Context, j *bus.Job, err error) {
+	if d.holdFor(ctx, err) {
+		return
+	}
 	delay := backoff(j.Delivered())
 	var busy errBusy
 	if errors.As(err, &busy) {

@@ -470,6 +470,8 @@ type metrics struct {
 	dead         prometheus.Counter
 	pruned       *prometheus.CounterVec
 	startLatency prometheus.Histogram
+	held         prometheus.Gauge
+	pingsFailed  prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -500,9 +502,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "Time from a webhook's receipt to its agent run being published.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}),
+		held: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "triggerd_dispatch_held_messages", Help: "Messages the dispatcher holds while its store is unreachable, to run once it answers.",
+		}),
+		pingsFailed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "triggerd_dispatch_store_pings_failed_total", Help: "Pings of an unreachable store by workers holding a message.",
+		}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.outcomes, m.skipped, m.steps, m.pushes, m.waits, m.dead, m.pruned, m.startLatency} {
+		for _, c := range []prometheus.Collector{m.outcomes, m.skipped, m.steps, m.pushes, m.waits, m.dead, m.pruned, m.startLatency, m.held, m.pingsFailed} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("register dispatch metrics: %w", err)
 			}

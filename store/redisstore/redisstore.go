@@ -210,6 +210,10 @@ func Open(ctx context.Context, url string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: parse url: %w", redactURLError(err))
 	}
+	// A caller's deadline bounds its commands: without this, a stalled
+	// server holds each one for the client's read timeout whatever the
+	// context says, and a 1 s health ping took ten.
+	opts.ContextTimeoutEnabled = true
 	rdb := redis.NewClient(opts)
 	s := &Store{rdb: rdb, prefix: o.Prefix, now: o.Now}
 	if err := s.check(ctx, opts, o.AllowVolatile); err != nil {
