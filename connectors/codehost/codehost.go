@@ -17,6 +17,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -256,31 +257,56 @@ func (p *Provider) Refresh(ctx context.Context, tok *oauth2.Token) (*oauth2.Toke
 // (DELETE /applications/{client_id}/grant): that revokes every token the
 // app holds for the GitHub user, so removing one connected account would
 // break the same user's accounts in other tenants. metadata is not used.
+//
+// A GitHub App user token lives 8 hours, and GitHub refuses to revoke one
+// that has expired (422) while its refresh token stays good for months.
+// So when the access token is refused and tok has a refresh token, Revoke
+// trades it for a fresh pair and revokes that; a refresh token GitHub
+// refuses too leaves nothing alive to revoke.
 func (p *Provider) Revoke(ctx context.Context, tok *oauth2.Token, _ map[string]string) error {
 	const op = "revoke token"
 	if tok == nil || tok.AccessToken == "" {
 		return fmt.Errorf("%s: %s: no access token", name, op)
 	}
-	payload, err := json.Marshal(map[string]string{"access_token": tok.AccessToken})
+	status, body, err := p.revokeToken(ctx, tok.AccessToken)
 	if err != nil {
 		return fmt.Errorf("%s: %s: %w", name, op, err)
 	}
-	u := p.apiBase + "/applications/" + url.PathEscape(p.oauth.ClientID) + "/token"
-	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, u, bytes.NewReader(payload))
-	if err != nil {
-		return fmt.Errorf("%s: %s: %w", name, op, err)
-	}
-	setAPIHeaders(req)
-	req.Header.Set("Content-Type", "application/json")
-	req.SetBasicAuth(p.oauth.ClientID, p.clientSecret)
-	status, _, body, err := provhttp.Do(p.client, req)
-	if err != nil {
-		return fmt.Errorf("%s: %s: %w", name, op, err)
+	if (status == http.StatusUnprocessableEntity || status == http.StatusNotFound) && p.CanRefresh(tok) {
+		fresh, rerr := p.Refresh(ctx, tok)
+		if errors.Is(rerr, connectors.ErrInvalidGrant) {
+			return nil // the refresh token is dead as well
+		}
+		if rerr != nil {
+			return fmt.Errorf("%s: %s: the access token has expired and refreshing it to revoke it failed: %w", name, op, rerr)
+		}
+		if status, body, err = p.revokeToken(ctx, fresh.AccessToken); err != nil {
+			return fmt.Errorf("%s: %s: %w", name, op, err)
+		}
 	}
 	if status != http.StatusNoContent {
 		return fmt.Errorf("%s: %s: %w", name, op, apiError(status, body))
 	}
 	return nil
+}
+
+// revokeToken sends DELETE /applications/{client_id}/token for the access
+// token v with the app's credentials, and returns GitHub's answer.
+func (p *Provider) revokeToken(ctx context.Context, v string) (int, []byte, error) {
+	payload, err := json.Marshal(map[string]string{"access_token": v})
+	if err != nil {
+		return 0, nil, err
+	}
+	u := p.apiBase + "/applications/" + url.PathEscape(p.oauth.ClientID) + "/token"
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, u, bytes.NewReader(payload))
+	if err != nil {
+		return 0, nil, err
+	}
+	setAPIHeaders(req)
+	req.Header.Set("Content-Type", "application/json")
+	req.SetBasicAuth(p.oauth.ClientID, p.clientSecret)
+	status, _, body, err := provhttp.Do(p.client, req)
+	return status, body, err
 }
 
 // tokenContext carries the token client for x/oauth2.

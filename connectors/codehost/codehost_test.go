@@ -439,3 +439,32 @@ func TestRevokeHangs(t *testing.T) {
 	}
 	noLeak(t, err, tok.AccessToken, gh.ClientSecret)
 }
+
+// A GitHub App user token expires after 8 hours, and GitHub refuses to
+// revoke an expired one, while its refresh token stays good for months.
+// Removing an account connected a day ago must still leave nothing alive.
+func TestRevokeExpiredToken(t *testing.T) {
+	gh := oauthtest.NewGitHub(t)
+	gh.SetExpiring(true)
+	p := gh.Provider(redirect)
+	tok := connect(t, gh, p)
+	gh.Advance(24 * time.Hour)
+	if gh.Live(tok.AccessToken) {
+		t.Fatal("the access token is still live a day later")
+	}
+	if err := p.Revoke(t.Context(), tok, nil); err != nil {
+		t.Fatalf("Revoke: %v", err)
+	}
+	for _, info := range gh.Tokens() {
+		if info.State == oauthtest.TokenLive {
+			t.Errorf("a %s token is still live after Revoke", info.Kind)
+		}
+	}
+	if _, err := p.Refresh(t.Context(), tok); !errors.Is(err, connectors.ErrInvalidGrant) {
+		t.Errorf("Refresh with the removed account's refresh token: %v, want ErrInvalidGrant", err)
+	}
+	// Revoked before: nothing alive, nothing to do.
+	if err := p.Revoke(t.Context(), tok, nil); err != nil {
+		t.Errorf("Revoke again: %v", err)
+	}
+}
