@@ -18,6 +18,13 @@ func TestKinds(t *testing.T) {
 	if Kind("new_thing").Valid() || Kind("new_thing").Connector() != "" {
 		t.Errorf("unknown kind reported valid")
 	}
+	// Only a kind that may never fire carries a note: the classic project
+	// card, since Projects (classic) left github.com.
+	for _, k := range all {
+		if got := k.Note != ""; got != (k.Kind == NewProjectCard) {
+			t.Errorf("kind %s: note %q", k.Kind, k.Note)
+		}
+	}
 	// The catalogue is the caller's to modify, Sources included.
 	all[0].Sources[0] = "changed"
 	if got := Kinds()[0].Sources[0]; got == "changed" {
