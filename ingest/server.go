@@ -226,7 +226,15 @@ func appendAnswer(dst []byte, deliveryID string, events []triggers.Event, ignore
 type duplicateAnswer struct {
 	DeliveryID string `json:"delivery_id"`
 	Duplicate  bool   `json:"duplicate"`
+	// Message tells whoever pressed "Redeliver" (GitHub's delivery page)
+	// hoping to start an agent again how to do that.
+	Message string `json:"message"`
 }
+
+// duplicateMessage is duplicateAnswer's Message.
+const duplicateMessage = "this delivery was accepted before and its events were published then; nothing was published again. " +
+	"To run a trigger on it again, replay one of its events: POST /v1/events/{event id}/replay " +
+	"(triggerctl triggers events TRIGGER_ID lists them; triggerctl replay-event EVENT_ID)"
 
 // apiError is the body of every error answer.
 type apiError struct {
@@ -466,7 +474,7 @@ func (s *Server) accept(c echo.Context, start time.Time, d triggers.Delivery, ra
 	s.metrics.latency(d.Connector, s.o.Now().Sub(start))
 	if duplicate {
 		s.metrics.delivery(d.Connector, event, "duplicate")
-		return c.JSON(http.StatusOK, duplicateAnswer{DeliveryID: res.DeliveryID, Duplicate: true})
+		return c.JSON(http.StatusOK, duplicateAnswer{DeliveryID: res.DeliveryID, Duplicate: true, Message: duplicateMessage})
 	}
 	for i := range res.Events {
 		s.metrics.published(res.Events[i].Kind)

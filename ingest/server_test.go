@@ -154,6 +154,9 @@ func TestAcceptedDelivery(t *testing.T) {
 	if a.status != http.StatusOK || a.body["duplicate"] != true {
 		t.Fatalf("redelivery: %d %v, want 200 duplicate", a.status, a.body)
 	}
+	if msg, _ := a.body["message"].(string); !strings.Contains(msg, "/replay") {
+		t.Errorf("redelivery message %q does not say how to run a trigger again", msg)
+	}
 	if got := (h.deliveries("codehost", "issues", "duplicate")); got != 1 {
 		t.Fatalf("duplicate counter = %v", got)
 	}
