@@ -248,29 +248,15 @@ func (b *Bus) DeadLetter(ctx context.Context, source, stream string, seq uint64,
 }
 
 // DeadLetters returns the dead letters of source (every source when ""),
-// oldest first, at most limit.
+// oldest first, at most limit, as stored: subject "dead.<source>", the
+// original headers and the Triggerd-Dead-* ones.
 func (b *Bus) DeadLetters(ctx context.Context, source string, limit int) ([]*nats.Msg, error) {
-	filter := "dead.>"
-	if source != "" {
-		filter = "dead." + source
+	ds, err := b.ListDead(ctx, source, 0, limit)
+	out := make([]*nats.Msg, len(ds))
+	for i, d := range ds {
+		out[i] = &nats.Msg{Subject: "dead." + d.Source, Header: d.Header, Data: d.Data}
 	}
-	stream, err := b.js.Stream(ctx, DeadStream)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", DeadStream, err)
-	}
-	var out []*nats.Msg
-	for seq := uint64(1); len(out) < limit; {
-		m, err := stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(filter))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			break
-		}
-		if err != nil {
-			return out, fmt.Errorf("read %s: %w", DeadStream, err)
-		}
-		out = append(out, &nats.Msg{Subject: m.Subject, Header: m.Header, Data: m.Data})
-		seq = m.Sequence + 1
-	}
-	return out, nil
+	return out, err
 }
 
 // Work runs handle for the messages of spec's durable consumer, at most

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -121,6 +122,36 @@ func TestEventsCarryRoutingHeadersAndDeadLetterCleanly(t *testing.T) {
 			if strings.HasPrefix(strings.ToLower(k), "nats-") && (k != "Nats-Msg-Id" || v[0] == events[1].ID) {
 				t.Errorf("dead letter kept %s: %v", k, v)
 			}
+		}
+
+		// Listed with where it came from and why; requeued, it reaches the
+		// consumer again, data and routing headers intact, and is no
+		// longer dead.
+		ds, err := b.ListDead(ctx, "", 0, 10)
+		if err != nil || len(ds) != 1 {
+			t.Fatalf("ListDead = %d, %v; want 1", len(ds), err)
+		}
+		d := ds[0]
+		if d.Source != "test" || d.Subject != j.Subject() || d.Stream != EventsStream || d.StreamSeq != j.Sequence() ||
+			d.Reason != "test" || d.Deliveries != 1 || d.At.IsZero() {
+			t.Errorf("ListDead = %+v", d)
+		}
+		if _, err := b.Requeue(ctx, d.Seq); err != nil {
+			t.Fatalf("Requeue: %v", err)
+		}
+		again := nextJob(t, jobs)
+		if !bytes.Equal(again.Data(), j.Data()) || again.Subject() != j.Subject() || again.Header().Get(HeaderScope) != j.Header().Get(HeaderScope) ||
+			again.Header().Get(HeaderDeadReason) != "" || again.Sequence() == j.Sequence() {
+			t.Errorf("requeued job: subject %s, seq %d, headers %v", again.Subject(), again.Sequence(), again.Header())
+		}
+		if err := again.AckNoWait(); err != nil {
+			t.Fatal(err)
+		}
+		if ds, err := b.ListDead(ctx, "", 0, 10); err != nil || len(ds) != 0 {
+			t.Errorf("after requeue ListDead = %d, %v; want none", len(ds), err)
+		}
+		if _, err := b.Requeue(ctx, d.Seq); !errors.Is(err, ErrNotDead) {
+			t.Errorf("Requeue of a requeued letter: %v, want ErrNotDead", err)
 		}
 	})
 }

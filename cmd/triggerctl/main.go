@@ -20,6 +20,7 @@
 //	triggerctl runs list [flags] | get RUN_ID
 //	triggerctl events get EVENT_ID
 //	triggerctl replay-event [--trigger ID [--bypass-filter]] EVENT_ID
+//	triggerctl dead list [flags] | requeue SEQ...
 //
 // The settings one exports once for a shell, --url, --nats-url and
 // --data-dir, can also be set from the environment as TRIGGERD_URL,
@@ -72,6 +73,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"events":         {summary: "show what became of an event for each candidate trigger", run: eventsCmd},
 		"bench-dispatch": {summary: "measure webhook receipt → agent run latency through a real trigger", run: benchDispatch},
 		"replay-event":   {summary: "dispatch a stored event again, to all matching triggers or one", run: replayEventCmd},
+		"dead":           {summary: "list the messages the dispatcher gave up on, and requeue them", run: dead},
 	}
 	if len(args) == 0 {
 		printUsage(stderr, commands)
