@@ -601,30 +601,25 @@ func (s *Server) nextID() string {
 	return hex.EncodeToString(sum[:12])
 }
 
-// created returns a creation time after every earlier one. Callers hold
-// mu.
-func (s *Server) created(t time.Time) time.Time {
-	if t.IsZero() {
-		t = s.now()
-	}
-	t = t.Truncate(time.Millisecond)
-	if !t.After(s.lastCreated) {
-		t = s.lastCreated.Add(time.Millisecond)
-	}
-	s.lastCreated = t
-	return t
-}
+// created returns a deployment's creation time, after every earlier one.
+// Callers hold mu.
+func (s *Server) created(t time.Time) time.Time { return s.after(&s.lastCreated, t) }
 
 // projectCreated is created for projects. Callers hold mu.
-func (s *Server) projectCreated(t time.Time) time.Time {
+func (s *Server) projectCreated(t time.Time) time.Time { return s.after(&s.lastProject, t) }
+
+// after returns t (now when zero) to the millisecond, or, when that is not
+// after *last, *last plus a millisecond, and records it in *last: times
+// that a timestamp cursor can page through without skipping any.
+func (s *Server) after(last *time.Time, t time.Time) time.Time {
 	if t.IsZero() {
 		t = s.now()
 	}
 	t = t.Truncate(time.Millisecond)
-	if !t.After(s.lastProject) {
-		t = s.lastProject.Add(time.Millisecond)
+	if !t.After(*last) {
+		t = last.Add(time.Millisecond)
 	}
-	s.lastProject = t
+	*last = t
 	return t
 }
 

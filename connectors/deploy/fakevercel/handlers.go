@@ -210,6 +210,32 @@ func (p *Project) toJSON() projectJSON {
 
 // queryInt parses an optional integer query parameter; on failure it
 // returns Vercel's message.
+// window is a list's since and until query parameters (ms timestamps).
+type window struct {
+	since, until       int64
+	hasSince, hasUntil bool
+}
+
+// timeWindow reads since and the first of untilNames present, answering
+// 400 itself (ok false) for a malformed one.
+func timeWindow(w http.ResponseWriter, r *http.Request, untilNames ...string) (win window, ok bool) {
+	var msg string
+	if win.since, win.hasSince, msg = queryInt(r, "since"); msg != "" {
+		writeError(w, http.StatusBadRequest, "bad_request", msg)
+		return win, false
+	}
+	for _, name := range untilNames {
+		if win.until, win.hasUntil, msg = queryInt(r, name); msg != "" {
+			writeError(w, http.StatusBadRequest, "bad_request", msg)
+			return win, false
+		}
+		if win.hasUntil {
+			break
+		}
+	}
+	return win, true
+}
+
 func queryInt(r *http.Request, name string) (int64, bool, string) {
 	v := r.URL.Query().Get(name)
 	if v == "" {
@@ -238,14 +264,8 @@ func (s *Server) listDeployments(w http.ResponseWriter, r *http.Request, sc scop
 	case limit > 100:
 		limit = 100
 	}
-	since, hasSince, msg := queryInt(r, "since")
-	if msg != "" {
-		writeError(w, http.StatusBadRequest, "bad_request", msg)
-		return
-	}
-	until, hasUntil, msg := queryInt(r, "until")
-	if msg != "" {
-		writeError(w, http.StatusBadRequest, "bad_request", msg)
+	win, ok := timeWindow(w, r, "until")
+	if !ok {
 		return
 	}
 	var wantStates []string
@@ -283,8 +303,8 @@ func (s *Server) listDeployments(w http.ResponseWriter, r *http.Request, sc scop
 		case target != "" && target != "preview" && d.Target != target:
 		case len(wantStates) > 0 && !slices.Contains(wantStates, d.State):
 		case branch != "" && d.Ref != branch:
-		case hasSince && ms < since:
-		case hasUntil && ms >= until:
+		case win.hasSince && ms < win.since:
+		case win.hasUntil && ms >= win.until:
 		default:
 			matched = append(matched, d)
 		}
@@ -374,21 +394,9 @@ func (s *Server) listProjects(w http.ResponseWriter, r *http.Request, sc scope) 
 		limit = 20
 	}
 	limit = min(limit, 100)
-	since, hasSince, msg := queryInt(r, "since")
-	if msg != "" {
-		writeError(w, http.StatusBadRequest, "bad_request", msg)
+	win, ok := timeWindow(w, r, "until", "from")
+	if !ok {
 		return
-	}
-	until, hasUntil, msg := queryInt(r, "until")
-	if msg != "" {
-		writeError(w, http.StatusBadRequest, "bad_request", msg)
-		return
-	}
-	if !hasUntil {
-		if until, hasUntil, msg = queryInt(r, "from"); msg != "" {
-			writeError(w, http.StatusBadRequest, "bad_request", msg)
-			return
-		}
 	}
 	search := r.URL.Query().Get("search")
 	s.mu.Lock()
@@ -401,8 +409,8 @@ func (s *Server) listProjects(w http.ResponseWriter, r *http.Request, sc scope) 
 		switch {
 		case p.OwnerID != sc.owner:
 		case search != "" && !strings.Contains(p.Name, search):
-		case hasSince && ms < since:
-		case hasUntil && ms >= until:
+		case win.hasSince && ms < win.since:
+		case win.hasUntil && ms >= win.until:
 		default:
 			matched = append(matched, p)
 		}
