@@ -47,12 +47,14 @@ type config struct {
 	DedupWindow      time.Duration
 	MaxInlineBytes   int
 	ShutdownTimeout  time.Duration
-	GCPercent        int
-	LogLevel         string
-	LogFormat        string
-	DebugAddr        string
-	RedisURL         string
-	RedisPrefix      string
+	// HTTPReadTimeout bounds reading one request, body included.
+	HTTPReadTimeout time.Duration
+	GCPercent       int
+	LogLevel        string
+	LogFormat       string
+	DebugAddr       string
+	RedisURL        string
+	RedisPrefix     string
 	// RedisAllowVolatile accepts a Redis without appendonly yes, with a
 	// warning, instead of refusing to start.
 	RedisAllowVolatile bool
@@ -133,6 +135,7 @@ func parseConfig(args []string, lookup func(string) (string, bool), stderr io.Wr
 	fs.DurationVar(&c.DedupWindow, "dedup-window", bus.DefaultDedupWindow, "JetStream duplicate window for event ids (covers retries of interrupted deliveries)")
 	fs.IntVar(&c.MaxInlineBytes, "max-inline-bytes", bus.DefaultMaxInlineBytes, "payload bytes one delivery's events may carry inline in total; beyond, events carry payload_ref")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 25*time.Second, "bound on graceful shutdown")
+	fs.DurationVar(&c.HTTPReadTimeout, "http-read-timeout", 60*time.Second, "bound on reading one HTTP request, body included: a client that sends slower is cut off (a 25 MiB delivery must arrive at 420 KiB/s or faster at the default)")
 	fs.IntVar(&c.GCPercent, "gc-percent", defaultGCPercent, "Go's garbage collection target (as GOGC, which wins when set): higher spends memory to save CPU; -1 turns the collector off (then set GOMEMLIMIT)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", "json", "json or console")
@@ -180,8 +183,8 @@ func parseConfig(args []string, lookup func(string) (string, bool), stderr io.Wr
 		return c, nil, fmt.Errorf("--run-retention %s is shorter than the %s events or deliveries are kept (--event-retention, --archive-retention): "+
 			"a delivery redelivered after its runs were pruned would start its agents again; set it to %s or more", c.Dispatch.RunRetention, keep, keep)
 	}
-	if c.CommitTimeout <= 0 || c.ShutdownTimeout <= 0 {
-		return c, nil, errors.New("--commit-timeout and --shutdown-timeout must be positive")
+	if c.CommitTimeout <= 0 || c.ShutdownTimeout <= 0 || c.HTTPReadTimeout <= 0 {
+		return c, nil, errors.New("--commit-timeout, --shutdown-timeout and --http-read-timeout must be positive")
 	}
 	if c.publicURLSet = c.PublicURL != ""; !c.publicURLSet {
 		c.PublicURL = localURL(c.HTTPAddr)

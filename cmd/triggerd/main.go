@@ -299,10 +299,13 @@ func serve(ctx context.Context, cfg config, files map[string]string, lookup func
 	srv := &http.Server{
 		Handler:           e,
 		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       60 * time.Second,
-		WriteTimeout:      60 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
+		ReadTimeout:       cfg.HTTPReadTimeout,
+		// A body read to the end just before ReadTimeout still needs its
+		// commit and answer: a write deadline equal to the read one cut
+		// such a request off without a word.
+		WriteTimeout:   cfg.HTTPReadTimeout + 30*time.Second,
+		IdleTimeout:    120 * time.Second,
+		MaxHeaderBytes: 64 << 10,
 	}
 	if cfg.DebugAddr != "" {
 		stopDebug, err := serveDebug(cfg.DebugAddr, log)
