@@ -244,24 +244,34 @@ func (s *Store) check(ctx context.Context, opts *redis.Options, allowVolatile bo
 	return s.checkDurability(ctx, where, allowVolatile)
 }
 
-// checkPolicy verifies that the server's maxmemory-policy is noeviction.
-func (s *Store) checkPolicy(ctx context.Context, where string) error {
-	res, err := s.rdb.ConfigGet(ctx, "maxmemory-policy").Result()
+// configValue reads the CONFIG parameter name. A server that refuses
+// CONFIG GET (as managed services often do), or does not report name,
+// gives why it could not be read, for the caller's warning; failing to
+// reach the server is an error.
+func (s *Store) configValue(ctx context.Context, where, name string) (value, unverified string, err error) {
+	res, err := s.rdb.ConfigGet(ctx, name).Result()
 	if err != nil {
 		if _, ok := errors.AsType[redis.Error](err); !ok {
-			return fmt.Errorf("redisstore: config get maxmemory-policy on %s: %w", where, err)
+			return "", "", fmt.Errorf("redisstore: config get %s on %s: %w", name, where, err)
 		}
-		s.unverified = fmt.Sprintf("the server refused CONFIG GET maxmemory-policy (%v); "+
-			"make sure its maxmemory-policy is noeviction, or evicted keys will lose tokens and flow states", err)
-		return nil
+		return "", fmt.Sprintf("the server refused CONFIG GET %s (%v)", name, err), nil
 	}
-	policy, ok := res["maxmemory-policy"]
+	v, ok := res[name]
 	if !ok {
-		s.unverified = "the server did not report its maxmemory-policy; " +
-			"make sure it is noeviction, or evicted keys will lose tokens and flow states"
-		return nil
+		return "", "the server did not report " + name, nil
 	}
-	if policy != "noeviction" {
+	return v, "", nil
+}
+
+// checkPolicy verifies that the server's maxmemory-policy is noeviction.
+func (s *Store) checkPolicy(ctx context.Context, where string) error {
+	policy, why, err := s.configValue(ctx, where, "maxmemory-policy")
+	switch {
+	case err != nil:
+		return err
+	case why != "":
+		s.unverified = why + "; make sure its maxmemory-policy is noeviction, or evicted keys will lose tokens and flow states"
+	case policy != "noeviction":
 		return fmt.Errorf("redisstore: %s: %w: its maxmemory-policy is %q, so under memory pressure it would evict keys "+
 			"and silently lose tokens and flow states; run CONFIG SET maxmemory-policy noeviction "+
 			"(and put maxmemory-policy noeviction in redis.conf so it survives a restart)",
@@ -279,29 +289,19 @@ const volatileLoss = "run records (the dispatcher's idempotency ledger: without 
 // a server that refuses CONFIG GET, or does not report appendonly, is
 // accepted and DurabilityUnverified says so.
 func (s *Store) checkDurability(ctx context.Context, where string, allowVolatile bool) error {
-	res, err := s.rdb.ConfigGet(ctx, "appendonly").Result()
-	if err != nil {
-		if _, ok := errors.AsType[redis.Error](err); !ok {
-			return fmt.Errorf("redisstore: config get appendonly on %s: %w", where, err)
-		}
-		s.durabilityUnverified = fmt.Sprintf("the server refused CONFIG GET appendonly (%v); "+
-			"make sure it has appendonly yes (with appendfsync everysec), or a restart of it loses %s", err, volatileLoss)
+	aof, why, err := s.configValue(ctx, where, "appendonly")
+	switch {
+	case err != nil:
+		return err
+	case why != "":
+		s.durabilityUnverified = why + "; make sure it has appendonly yes (with appendfsync everysec), or a restart of it loses " + volatileLoss
 		return nil
-	}
-	aof, ok := res["appendonly"]
-	if !ok {
-		s.durabilityUnverified = "the server did not report appendonly; " +
-			"make sure it is yes (with appendfsync everysec), or a restart of it loses " + volatileLoss
-		return nil
-	}
-	if aof == "yes" {
+	case aof == "yes":
 		return nil
 	}
 	// save is read only to say how much a restart loses.
-	save, saveKnown := "", false
-	if res, err := s.rdb.ConfigGet(ctx, "save").Result(); err == nil {
-		save, saveKnown = res["save"]
-	}
+	save, why, err := s.configValue(ctx, where, "save")
+	saveKnown := err == nil && why == ""
 	problem := volatileProblem(aof, save, saveKnown)
 	if !allowVolatile {
 		return fmt.Errorf("redisstore: %s: %w: %s; run CONFIG SET appendonly yes, and put \"appendonly yes\" and \"appendfsync everysec\" "+
@@ -340,6 +340,16 @@ func (s *Store) Volatile() string { return s.volatile }
 // checked (for the caller to log as a warning), or "" if it was verified to
 // be noeviction.
 func (s *Store) PolicyUnverified() string { return s.unverified }
+
+// Ping reports whether Redis answers. The dispatcher asks it before it
+// gives a message back on a store error, and holds the message while
+// Redis does not answer (dispatch.Pinger).
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.rdb.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("redisstore: ping: %w", err)
+	}
+	return nil
+}
 
 // Prefix returns the prefix of every key of the store.
 func (s *Store) Prefix() string { return s.prefix }
