@@ -94,7 +94,7 @@ func (b *Bus) Requeue(ctx context.Context, seq uint64) (Dead, error) {
 		return Dead{}, fmt.Errorf("read %s: %w", DeadStream, err)
 	}
 	d := deadOf(m)
-	if !strings.HasPrefix(m.Subject, "dead.") || d.Subject == "" {
+	if d.Subject == "" { // not written by DeadLetter: nowhere to requeue it
 		return Dead{}, fmt.Errorf("requeue %d: %w", seq, ErrNotDead)
 	}
 	h := nats.Header{}

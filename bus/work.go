@@ -247,18 +247,6 @@ func (b *Bus) DeadLetter(ctx context.Context, source, stream string, seq uint64,
 	return nil
 }
 
-// DeadLetters returns the dead letters of source (every source when ""),
-// oldest first, at most limit, as stored: subject "dead.<source>", the
-// original headers and the Triggerd-Dead-* ones.
-func (b *Bus) DeadLetters(ctx context.Context, source string, limit int) ([]*nats.Msg, error) {
-	ds, err := b.ListDead(ctx, source, 0, limit)
-	out := make([]*nats.Msg, len(ds))
-	for i, d := range ds {
-		out[i] = &nats.Msg{Subject: "dead." + d.Source, Header: d.Header, Data: d.Data}
-	}
-	return out, err
-}
-
 // Work runs handle for the messages of spec's durable consumer, at most
 // spec.Concurrency at once, until ctx ends; then it stops fetching, waits
 // for the jobs in hand and returns nil. A handler must settle its job (Ack,

@@ -110,7 +110,7 @@ func TestEventsCarryRoutingHeadersAndDeadLetterCleanly(t *testing.T) {
 		if err := j.Dead(ctx, "test"); err != nil {
 			t.Fatal(err)
 		}
-		dead, err := b.DeadLetters(ctx, "test", 10)
+		dead, err := b.ListDead(ctx, "test", 0, 10)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -400,12 +400,12 @@ func TestPoisonMessageIsDeadLettered(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.waitPending()
-	dead, err := h.bus.DeadLetters(context.Background(), dispatch.EventsConsumer, 10)
+	dead, err := h.bus.ListDead(context.Background(), dispatch.EventsConsumer, 0, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(dead) != 1 || !strings.HasPrefix(dead[0].Header.Get(bus.HeaderDeadReason), "decode:") ||
-		dead[0].Header.Get(bus.HeaderDeadSubject) != "triggers.codehost.new_issue.a.b" || string(dead[0].Data) != "{not json" {
+	if len(dead) != 1 || !strings.HasPrefix(dead[0].Reason, "decode:") ||
+		dead[0].Subject != "triggers.codehost.new_issue.a.b" || string(dead[0].Data) != "{not json" {
 		t.Fatalf("dead letters = %+v; want one with a decode reason and the original data", dead)
 	}
 }
@@ -511,15 +511,15 @@ func TestHTTPAgentRetriedThenDeadLettered(t *testing.T) {
 		t.Errorf("attempts = %v; want flaky 3 (two failures, then delivered), gone 1 (permanent), down 4 (MaxDeliver)", seen)
 	}
 	mu.Unlock()
-	dead, err := h.bus.DeadLetters(context.Background(), dispatch.PushConsumer, 10)
+	dead, err := h.bus.ListDead(context.Background(), dispatch.PushConsumer, 0, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
 	reasons := map[string]string{}
-	for _, m := range dead {
-		reasons[m.Subject+" "+m.Header.Get(bus.HeaderDeadSubject)] = m.Header.Get(bus.HeaderDeadReason)
+	for _, d := range dead {
+		reasons[d.Source+" "+d.Subject] = d.Reason
 	}
-	if len(dead) != 2 || !strings.Contains(reasons["dead.push push.agent.down"], "gave up after 4 attempts") || !strings.Contains(reasons["dead.push push.agent.gone"], "400") {
+	if len(dead) != 2 || !strings.Contains(reasons["push push.agent.down"], "gave up after 4 attempts") || !strings.Contains(reasons["push push.agent.gone"], "400") {
 		t.Errorf("dead letters = %v", reasons)
 	}
 	if r := status("down"); !strings.Contains(r.DeliveryError, "500") {

@@ -27,9 +27,13 @@ const (
 // holdKey carries a *hold in the context of a handler run by holding.
 type holdKey struct{}
 
-// hold is where retry leaves the error of a job it did not settle because
-// the store was unreachable.
-type hold struct{ err error }
+// hold is what holding gives retry: the store to ping, and where retry
+// leaves the error of a job it did not settle because the store was
+// unreachable.
+type hold struct {
+	store Pinger
+	err   error
+}
 
 // holding wraps a job handler so that a store outage costs its jobs no
 // delivery. Every failed attempt to reach the store (a run record, an
@@ -54,7 +58,7 @@ func (d *Dispatcher) holding(stop context.Context, handle func(context.Context, 
 	}
 	return func(ctx context.Context, j *bus.Job) {
 		for {
-			h := &hold{}
+			h := &hold{store: p}
 			handle(context.WithValue(ctx, holdKey{}, h), j)
 			if h.err == nil || !d.awaitStore(stop, p, j, h.err) {
 				return
@@ -71,10 +75,9 @@ func (d *Dispatcher) holdFor(ctx context.Context, err error) bool {
 	if !ok || errors.As(err, new(errBusy)) {
 		return false
 	}
-	p := d.o.Store.(Pinger) // holding installs a hold only for a Pinger
 	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
 	defer cancel()
-	if p.Ping(pctx) == nil {
+	if h.store.Ping(pctx) == nil {
 		return false
 	}
 	h.err = err

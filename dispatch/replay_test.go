@@ -97,7 +97,7 @@ func TestReplayBypassKeepsTheTriggersState(t *testing.T) {
 	if got := [...]uint64{runs("agent-on"), runs("agent-off"), runs("agent-gone")}; got != [...]uint64{1, 0, 0} {
 		t.Errorf("runs published for agents on, off, gone: %v; want [1 0 0]", got)
 	}
-	if dead, err := h.bus.DeadLetters(ctx, dispatch.ReplayConsumer, 10); err != nil || len(dead) != 0 {
+	if dead, err := h.bus.ListDead(ctx, dispatch.ReplayConsumer, 0, 10); err != nil || len(dead) != 0 {
 		t.Errorf("replays dead-lettered: %d (%v)", len(dead), err)
 	}
 }
