@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/triggerd/triggerd/agent"
 	"github.com/triggerd/triggerd/bus"
@@ -17,40 +16,6 @@ import (
 	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/triggers"
 )
-
-// commitEvents commits an issues.opened delivery that deliverEvents mapped.
-func (h *harness) commitEvents(id string, payload []byte, events []triggers.Event) {
-	h.t.Helper()
-	if _, err := h.bus.Commit(context.Background(), triggers.Capture{Connector: triggers.CodeHost, DeliveryID: id, ReceivedAt: time.Now(), Body: payload}, events); err != nil {
-		h.t.Fatal(err)
-	}
-}
-
-// newIssueEvent returns the new_issue event among events.
-func newIssueEvent(t *testing.T, events []triggers.Event) triggers.Event {
-	t.Helper()
-	for _, e := range events {
-		if e.Kind == triggers.NewIssue {
-			return e
-		}
-	}
-	t.Fatal("no new_issue event")
-	return triggers.Event{}
-}
-
-// consumerInfo returns a consumer's info, or nil before it exists.
-func (h *harness) consumerInfo(stream, consumer string) *jetstream.ConsumerInfo {
-	h.t.Helper()
-	c, err := h.js.Consumer(context.Background(), stream, consumer)
-	if err != nil {
-		return nil
-	}
-	info, err := c.Info(context.Background())
-	if err != nil {
-		return nil
-	}
-	return info
-}
 
 // deliveredOnce fails the test unless consumer of stream has delivered
 // exactly one message, once.
@@ -232,6 +197,24 @@ func TestSlowPushKeepsItsRunWithHeartbeats(t *testing.T) {
 	h.deliveredOnce(bus.PushStream, dispatch.PushConsumer, "after the push")
 }
 
+// claimedRun stores trig-a's run runID of new_issue event eventID for
+// agent-1 as another worker leaves it after claiming it: claimed by by
+// until until, not started.
+func (h *harness) claimedRun(runID, eventID, by string, until time.Time) {
+	h.t.Helper()
+	created := until.Add(-time.Minute)
+	if now := time.Now(); now.Before(created) {
+		created = now
+	}
+	if _, err := h.store.CreateRun(context.Background(), store.Run{
+		ID: runID, TenantID: "t1", EventID: eventID, TriggerID: "trig-a", AgentID: "agent-1", Kind: string(triggers.NewIssue),
+		Status: store.RunClaimed, Attempts: 1, ClaimedBy: by, ClaimedUntil: until, Delivery: store.DeliverNATS,
+		CreatedAt: created, UpdatedAt: created,
+	}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
 // A worker that claimed a run and died before starting the agent
 // (catalogue #16) leaves a claim that expires: the event's delivery takes
 // the run over (a second attempt) and starts the agent once.
@@ -242,14 +225,7 @@ func TestExpiredClaimIsTakenOver(t *testing.T) {
 	payload, events := h.deliverEvents("d-dead-claim", "octo-org/api", 12)
 	ev := newIssueEvent(t, events)
 	runID := dispatch.RunID(ev.ID, "trig-a", "")
-	past := time.Now().Add(-time.Minute)
-	if _, err := h.store.CreateRun(context.Background(), store.Run{
-		ID: runID, TenantID: "t1", EventID: ev.ID, TriggerID: "trig-a", AgentID: "agent-1", Kind: string(triggers.NewIssue),
-		Status: store.RunClaimed, Attempts: 1, ClaimedBy: "dead-worker", ClaimedUntil: past, Delivery: store.DeliverNATS,
-		CreatedAt: past.Add(-time.Minute), UpdatedAt: past.Add(-time.Minute),
-	}); err != nil {
-		t.Fatal(err)
-	}
+	h.claimedRun(runID, ev.ID, "dead-worker", time.Now().Add(-time.Minute))
 	h.start()
 	h.commitEvents("d-dead-claim", payload, events)
 
@@ -276,15 +252,8 @@ func TestHeldClaimDefersTheEvent(t *testing.T) {
 	payload, events := h.deliverEvents("d-held-claim", "octo-org/api", 13)
 	ev := newIssueEvent(t, events)
 	runID := dispatch.RunID(ev.ID, "trig-a", "")
-	now := time.Now()
-	claimedUntil := now.Add(3 * time.Second)
-	if _, err := h.store.CreateRun(context.Background(), store.Run{
-		ID: runID, TenantID: "t1", EventID: ev.ID, TriggerID: "trig-a", AgentID: "agent-1", Kind: string(triggers.NewIssue),
-		Status: store.RunClaimed, Attempts: 1, ClaimedBy: "other-worker", ClaimedUntil: claimedUntil, Delivery: store.DeliverNATS,
-		CreatedAt: now, UpdatedAt: now,
-	}); err != nil {
-		t.Fatal(err)
-	}
+	claimedUntil := time.Now().Add(3 * time.Second)
+	h.claimedRun(runID, ev.ID, "other-worker", claimedUntil)
 	h.start()
 	h.commitEvents("d-held-claim", payload, events)
 	runs := func() uint64 { return h.subjectCount(bus.AgentsStream, agent.RunsSubject("agent-1")) }

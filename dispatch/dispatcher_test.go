@@ -180,15 +180,27 @@ func (h *harness) trigger(id, agentID string, kind triggers.Kind, params dispatc
 func (h *harness) deliver(id, repo string, number int, labels ...string) triggers.Event {
 	h.t.Helper()
 	payload, events := h.deliverEvents(id, repo, number, labels...)
+	h.commitEvents(id, payload, events)
+	return newIssueEvent(h.t, events)
+}
+
+// commitEvents commits an issues.opened delivery that deliverEvents mapped.
+func (h *harness) commitEvents(id string, payload []byte, events []triggers.Event) {
+	h.t.Helper()
 	if _, err := h.bus.Commit(context.Background(), triggers.Capture{Connector: triggers.CodeHost, DeliveryID: id, ReceivedAt: time.Now(), Body: payload}, events); err != nil {
 		h.t.Fatal(err)
 	}
+}
+
+// newIssueEvent returns the new_issue event among events.
+func newIssueEvent(t testing.TB, events []triggers.Event) triggers.Event {
+	t.Helper()
 	for _, e := range events {
 		if e.Kind == triggers.NewIssue {
 			return e
 		}
 	}
-	h.t.Fatal("no new_issue event")
+	t.Fatal("no new_issue event")
 	return triggers.Event{}
 }
 
@@ -252,13 +264,23 @@ func (h *harness) waitPending() {
 func (h *harness) waitSettled(stream, consumer string) {
 	h.t.Helper()
 	testenv.Eventually(h.t, 15*time.Second, consumer+" consumer settled", func() bool {
-		c, err := h.js.Consumer(context.Background(), stream, consumer)
-		if err != nil {
-			return false
-		}
-		info, err := c.Info(context.Background())
-		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
+		info := h.consumerInfo(stream, consumer)
+		return info != nil && info.NumPending == 0 && info.NumAckPending == 0
 	})
+}
+
+// consumerInfo returns a consumer's info, or nil before it exists.
+func (h *harness) consumerInfo(stream, consumer string) *jetstream.ConsumerInfo {
+	h.t.Helper()
+	c, err := h.js.Consumer(context.Background(), stream, consumer)
+	if err != nil {
+		return nil
+	}
+	info, err := c.Info(context.Background())
+	if err != nil {
+		return nil
+	}
+	return info
 }
 
 func TestDispatchStartsAgentAndRunsPipeline(t *testing.T) {

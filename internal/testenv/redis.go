@@ -53,18 +53,14 @@ func StartRedis(tb testing.TB, args ...string) *Redis {
 		<-exited
 	})
 	r := &Redis{URL: "redis://127.0.0.1:" + port + "/0", addr: "127.0.0.1:" + port, cmd: cmd}
-	deadline := time.Now().Add(10 * time.Second)
-	for !r.answers(200 * time.Millisecond) {
+	Eventually(tb, 10*time.Second, "redis-server on port "+port+" to answer PING", func() bool {
 		select {
 		case <-exited:
 			tb.Fatalf("redis-server exited:\n%s", out.String())
 		default:
 		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("redis-server on port %s did not answer PING:\n%s", port, out.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return r.answers(200 * time.Millisecond)
+	})
 	return r
 }
 
