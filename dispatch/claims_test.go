@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/triggerd/triggerd/agent"
 	"github.com/triggerd/triggerd/bus"
 	"github.com/triggerd/triggerd/dispatch"
