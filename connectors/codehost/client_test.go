@@ -69,12 +69,7 @@ func TestPaginationRefusesAnotherHost(t *testing.T) {
 	}))
 	defer srv.Close()
 	tk := codehost.NewToolkit(codehost.ToolkitOptions{APIBaseURL: srv.URL})
-	var step connectors.Step
-	for _, s := range tk.Steps {
-		if s.ID == "codehost.list_releases" {
-			step = s
-		}
-	}
+	step := stepOf(t, tk.Steps, "codehost.list_releases")
 	env := connectors.Env{HTTP: &http.Client{Transport: tk.Wrap("a", http.DefaultTransport)}}
 	if _, err := step.Run(t.Context(), env, []byte(`{"owner":"o","repo":"r","max_items":150}`)); errCode(err) != connectors.CodeUpstream ||
 		!strings.Contains(err.Error(), "not on 127.0.0.1") {
@@ -97,14 +92,9 @@ func TestAPIBaseURLWithPath(t *testing.T) {
 	}))
 	defer srv.Close()
 	tk := codehost.NewToolkit(codehost.ToolkitOptions{APIBaseURL: srv.URL + "/api/v3/"})
-	for _, s := range tk.Steps {
-		if s.ID != "codehost.get_branch" {
-			continue
-		}
-		env := connectors.Env{HTTP: &http.Client{Transport: tk.Wrap("a", http.DefaultTransport)}}
-		if _, err := s.Run(t.Context(), env, []byte(`{"owner":"o","repo":"r","branch":"feature/x"}`)); err != nil {
-			t.Fatal(err)
-		}
+	env := connectors.Env{HTTP: &http.Client{Transport: tk.Wrap("a", http.DefaultTransport)}}
+	if _, err := stepOf(t, tk.Steps, "codehost.get_branch").Run(t.Context(), env, []byte(`{"owner":"o","repo":"r","branch":"feature/x"}`)); err != nil {
+		t.Fatal(err)
 	}
 	if len(got) != 1 || got[0] != "/api/v3/repos/o/r/branches/feature%2Fx" {
 		t.Errorf("paths %v", got)

@@ -328,12 +328,7 @@ func TestRetries(t *testing.T) {
 		h.fake.Close()
 		p, _ := codehost.NewPolicy(codehost.ToolkitOptions{APIBaseURL: u, Now: h.clock.Now, Sleep: h.clock.Sleep})
 		tk := p.Toolkit()
-		var step connectors.Step
-		for _, s := range tk.Steps {
-			if s.ID == "codehost.get_issue" {
-				step = s
-			}
-		}
+		step := stepOf(t, tk.Steps, "codehost.get_issue")
 		env := connectors.Env{HTTP: &http.Client{Transport: tk.Wrap("a", http.DefaultTransport)}}
 		_, err := step.Run(t.Context(), env, []byte(in))
 		if ce := asError(t, err); ce.Code != connectors.CodeUpstream || !ce.Retryable {

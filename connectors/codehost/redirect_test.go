@@ -90,12 +90,7 @@ func TestRedirectToAnotherHostIsNotFollowed(t *testing.T) {
 			}))
 			defer api.Close()
 			tk := codehost.NewToolkit(codehost.ToolkitOptions{APIBaseURL: api.URL})
-			var step connectors.Step
-			for _, s := range tk.Steps {
-				if s.ID == tc.step {
-					step = s
-				}
-			}
+			step := stepOf(t, tk.Steps, tc.step)
 			env := connectors.Env{HTTP: &http.Client{
 				Transport:     tk.Wrap("a", bearer{token, http.DefaultTransport}),
 				CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
@@ -152,12 +147,7 @@ func TestWriteRedirectsOnTheSameHost(t *testing.T) {
 			}))
 			defer api.Close()
 			tk := codehost.NewToolkit(codehost.ToolkitOptions{APIBaseURL: api.URL})
-			var step connectors.Step
-			for _, s := range tk.Steps {
-				if s.ID == "codehost.create_gist" {
-					step = s
-				}
-			}
+			step := stepOf(t, tk.Steps, "codehost.create_gist")
 			env := connectors.Env{HTTP: &http.Client{
 				Transport:     tk.Wrap("a", http.DefaultTransport),
 				CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },

@@ -76,6 +76,18 @@ type harness struct {
 	steps  map[string]connectors.Step
 }
 
+// stepOf returns the step id of steps, failing the test when there is none.
+func stepOf(tb testing.TB, steps []connectors.Step, id string) connectors.Step {
+	tb.Helper()
+	for _, s := range steps {
+		if s.ID == id {
+			return s
+		}
+	}
+	tb.Fatalf("no step %s", id)
+	return connectors.Step{}
+}
+
 func newHarness(tb testing.TB, fo fakegithub.Options, to codehost.ToolkitOptions) *harness {
 	tb.Helper()
 	clk := newClock()
