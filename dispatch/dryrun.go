@@ -122,7 +122,11 @@ func (d *Dispatcher) DryRun(ctx context.Context, t store.Trigger, limit int) (Dr
 			var payloadErr error
 			if p := d.eventPayload(ev, true, false); p != nil && payloadReads < dryRunPayloadReads && index.NeedsPayload(ev) {
 				payloadReads++
-				_, payloadErr = p.forFilters(ctx, index, ev)
+				if data, err := p.get(ctx); err == nil {
+					ev.Payload = data
+				} else {
+					payloadErr = err
+				}
 			}
 			outcomes, _ := index.matchWith(ev, payloadErr)
 			report.Events = append(report.Events, dryRunEvent(ev, outcomes[0]))

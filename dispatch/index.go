@@ -251,7 +251,7 @@ func (x *Index) Match(ev *triggers.Event) []Outcome {
 // (payload_ref) without it: payloadErr says why it could not be read, for
 // the filters that fail without it. unread reports a filter that may read
 // the payload evaluated while it was neither read nor known unreadable:
-// a trigger added after the caller asked NeedsPayload.
+// the caller reads it and matches again (eventPayload.match).
 func (x *Index) matchWith(ev *triggers.Event, payloadErr error) (out []Outcome, unread bool) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()

@@ -174,33 +174,14 @@ func (p *eventPayload) decoded(ctx context.Context) (any, error) {
 	return p.doc, nil
 }
 
-// forFilters gives ev its payload when a candidate's filter may read it:
-// ok false when it could not be read for now (the caller tries later);
-// otherwise err, when set, is why filters go without it.
-func (p *eventPayload) forFilters(ctx context.Context, x *Index, ev *triggers.Event) (ok bool, err error) {
-	if p == nil || !x.NeedsPayload(ev) {
-		return true, nil
-	}
-	data, err := p.get(ctx)
-	if err != nil {
-		return isPermanent(err), err
-	}
-	ev.Payload = data
-	return true, nil
-}
-
-// match matches ev in x as handleEvent and replays do, with its payload
-// read for the filters that may need it (forFilters). x changes under the
-// dispatcher: a trigger whose filter reads the payload, added after
-// forFilters looked, is caught by matchWith, and the event is matched
-// again with the payload. ok false means the payload could not be read
-// yet (err says why): the caller retries the event.
+// match matches ev in x as handleEvent and replays do. When a filter that
+// may read the payload was evaluated without it (the event carries it by
+// reference), the payload is read and ev matched again with it, so only
+// events whose candidates pass their parameters are read. ok false means
+// the payload could not be read yet (err says why): the caller retries the
+// event.
 func (p *eventPayload) match(ctx context.Context, x *Index, ev *triggers.Event) (outcomes []Outcome, ok bool, err error) {
-	ok, payloadErr := p.forFilters(ctx, x, ev)
-	if !ok {
-		return nil, false, payloadErr
-	}
-	outcomes, unread := x.matchWith(ev, payloadErr)
+	outcomes, unread := x.matchWith(ev, nil)
 	if !unread || p == nil {
 		return outcomes, true, nil
 	}

@@ -48,18 +48,14 @@ func TestInputReadsPayload(t *testing.T) {
 	}
 }
 
-// TestMatchCatchesATriggerAddedAfterTheLook checks matchWith's unread: a
+// TestMatchReadsThePayloadAFilterNeeds checks matchWith's unread: a
 // filter that reads the payload, evaluated on an event carrying it by
-// reference that was never read (its trigger came after NeedsPayload
-// looked), is reported, so that match reads the payload and matches again
-// instead of filtering the event out for good.
-func TestMatchCatchesATriggerAddedAfterTheLook(t *testing.T) {
+// reference that was not read, is reported, and match then reads the
+// payload and matches again instead of filtering the event out for good.
+func TestMatchReadsThePayloadAFilterNeeds(t *testing.T) {
 	x := sharedIndex()
 	ev := issueEvent("octo-org/api")
 	ev.Payload, ev.PayloadRef = nil, "deliveries.codehost.d1"
-	if x.NeedsPayload(ev) {
-		t.Fatal("NeedsPayload with no trigger")
-	}
 	tr := trig("t1", triggers.NewIssue, Params{})
 	tr.Filter = "event.payload.issue.title == 'It crashes'"
 	mustPut(t, x, tr)
@@ -70,22 +66,17 @@ func TestMatchCatchesATriggerAddedAfterTheLook(t *testing.T) {
 	if _, unread := x.matchWith(ev, errors.New("not in the archive")); unread {
 		t.Error("a payload known unreadable is reported unread")
 	}
-	// match reads it then (here preloaded, as get would) and matches again.
+	// match reads it (here preloaded, as get would) and matches again.
 	p := &eventPayload{ref: ev.PayloadRef, data: json.RawMessage(`{"issue":{"title":"It crashes"}}`)}
-	x2 := sharedIndex()
-	out, ok, err := p.match(context.Background(), x2, ev)
-	if !ok || err != nil || len(out) != 0 {
-		t.Fatalf("no trigger: %+v %v %v", out, ok, err)
+	out, ok, err := p.match(context.Background(), x, ev)
+	if !ok || err != nil || len(out) != 1 || out[0].Result != Matched {
+		t.Fatalf("match: %+v %v %v; want matched with the payload read", out, ok, err)
 	}
-	mustPut(t, x2, tr)
-	ev.Payload = nil
-	outcomes, unread := x2.matchWith(ev, nil)
-	if !unread || outcomes[0].Result != FilteredOut {
-		t.Fatalf("before the read: %+v %v", outcomes, unread)
-	}
-	data, _ := p.get(context.Background())
-	ev.Payload = data
-	if outcomes, unread := x2.matchWith(ev, nil); unread || outcomes[0].Result != Matched {
-		t.Fatalf("after the read: %+v %v; want matched", outcomes, unread)
+	// An event no payload-reading filter looks at is not read.
+	other := issueEvent("octo-org/other")
+	other.Payload, other.PayloadRef = nil, "deliveries.codehost.d2"
+	unreadable := &eventPayload{ref: other.PayloadRef, err: errors.New("must not be read")}
+	if _, ok, err := unreadable.match(context.Background(), sharedIndex(), other); !ok || err != nil {
+		t.Errorf("match with no candidate read the payload: %v %v", ok, err)
 	}
 }
