@@ -20,11 +20,7 @@ func (h *harness) publishScoped(ev triggers.Event, hook, tenant, account, delive
 	ev.Scope = &triggers.Scope{Hook: hook, Tenant: tenant, Account: account}
 	ev.DeliveryID = deliveryID
 	ev.ID = triggers.EventID(triggers.CodeHost, hook+"/"+deliveryID, ev.Kind, 0)
-	data, err := json.Marshal(ev)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	if err := h.bus.Publish(context.Background(), ev.Subject(), ev.ID, data); err != nil {
+	if _, err := h.bus.PublishEvents(context.Background(), []triggers.Event{ev}, ""); err != nil {
 		h.t.Fatal(err)
 	}
 	return ev

@@ -21,16 +21,11 @@ func TestListGistsForAUser(t *testing.T) {
 		t.Helper()
 		env := h.env(tok)
 		env.Account.Login = login
-		out, err := h.steps["codehost."+id].Run(t.Context(), env, json.RawMessage(input))
+		out, err := h.runEnv(t.Context(), env, id, input)
 		if err != nil {
 			t.Fatalf("%s as %s: %v", id, login, err)
 		}
-		b, _ := json.Marshal(out)
-		var m map[string]any
-		if err := json.Unmarshal(b, &m); err != nil {
-			t.Fatal(err)
-		}
-		return m
+		return out
 	}
 	ids := func(out map[string]any) []string {
 		var got []string

@@ -126,11 +126,16 @@ func (h *harness) run(ctx context.Context, id, input string) (map[string]any, er
 }
 
 func (h *harness) runAs(ctx context.Context, tok, id, input string) (map[string]any, error) {
+	return h.runEnv(ctx, h.env(tok), id, input)
+}
+
+// runEnv runs step id in env and returns its output as generic JSON.
+func (h *harness) runEnv(ctx context.Context, env connectors.Env, id, input string) (map[string]any, error) {
 	s, ok := h.steps["codehost."+id]
 	if !ok {
 		return nil, fmt.Errorf("no step codehost.%s", id)
 	}
-	out, err := s.Run(ctx, h.env(tok), json.RawMessage(input))
+	out, err := s.Run(ctx, env, json.RawMessage(input))
 	if err != nil {
 		return nil, err
 	}
