@@ -204,25 +204,23 @@ func newSecret() (string, error) {
 	return hex.EncodeToString(b), nil
 }
 
-// invalidError is an ErrInvalid that reads as its message alone.
-type invalidError struct{ msg string }
-
-func (e invalidError) Error() string        { return e.msg }
-func (e invalidError) Is(target error) bool { return target == ErrInvalid }
-
-func invalidf(format string, args ...any) error {
-	return invalidError{fmt.Sprintf(format, args...)}
+// detailError is an error of a kind (ErrInvalid, ErrConflict) that reads
+// as its detail alone: callers show the message, and match the kind with
+// errors.Is.
+type detailError struct {
+	msg  string
+	kind error
 }
 
-// conflictError is an ErrConflict whose message is the detail alone, as
-// invalidError is for ErrInvalid.
-type conflictError struct{ msg string }
+func (e detailError) Error() string        { return e.msg }
+func (e detailError) Is(target error) bool { return target == e.kind }
 
-func (e conflictError) Error() string        { return e.msg }
-func (e conflictError) Is(target error) bool { return target == ErrConflict }
+func invalidf(format string, args ...any) error {
+	return detailError{fmt.Sprintf(format, args...), ErrInvalid}
+}
 
 func conflictf(format string, args ...any) error {
-	return conflictError{fmt.Sprintf(format, args...)}
+	return detailError{fmt.Sprintf(format, args...), ErrConflict}
 }
 
 // TriggerInput is what a trigger is created from.
