@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -223,4 +224,21 @@ func SplitSecrets(list string) []string {
 		}
 	}
 	return out
+}
+
+// ErrNoSecret reports a secret file that holds no secret.
+var ErrNoSecret = errors.New("the file holds no secret")
+
+// ReadSecretFile reads a file of secrets as triggerd does (SplitSecrets):
+// at least one, else ErrNoSecret. A file that cannot be read gives
+// os.ReadFile's error (fs.ErrNotExist and the like).
+func ReadSecretFile(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if s := SplitSecrets(string(b)); len(s) > 0 {
+		return s, nil
+	}
+	return nil, ErrNoSecret
 }

@@ -95,13 +95,12 @@ func loadSecret(connector, dataDir string) (secret []byte, source string, err er
 	env := envflag.Name(envPrefix, base)
 	fileEnv := envflag.Name(envPrefix, base+"_file")
 	if path, ok := os.LookupEnv(fileEnv); ok && path != "" {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return nil, "", fmt.Errorf("read the %s webhook secret file named by %s: %w", connector, fileEnv, err)
-		}
-		list := ingest.SplitSecrets(string(b))
-		if len(list) == 0 {
+		list, err := ingest.ReadSecretFile(path)
+		switch {
+		case errors.Is(err, ingest.ErrNoSecret):
 			return nil, "", fmt.Errorf("the %s webhook secret file %s (from %s) holds no secret", connector, path, fileEnv)
+		case err != nil:
+			return nil, "", fmt.Errorf("read the %s webhook secret file named by %s: %w", connector, fileEnv, err)
 		}
 		return []byte(list[0]), "the file " + path + " (" + fileEnv + ")", nil
 	}
@@ -114,17 +113,15 @@ func loadSecret(connector, dataDir string) (secret []byte, source string, err er
 	if abs, err := filepath.Abs(path); err == nil {
 		path = abs
 	}
-	b, err := os.ReadFile(path)
+	list, err := ingest.ReadSecretFile(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, "", fmt.Errorf("no %s webhook secret: set %s or %s (the first of a list signs), "+
 			"or point --data-dir at the directory where triggerd wrote %s (looked for %s)", connector, fileEnv, env, base, path)
+	case errors.Is(err, ingest.ErrNoSecret):
+		return nil, "", fmt.Errorf("the %s webhook secret file %s is empty: write the secret triggerd uses into it, or set %s", connector, path, env)
 	case err != nil:
 		return nil, "", fmt.Errorf("read the %s webhook secret: %w; fix the file or set %s", connector, err, env)
-	}
-	list := ingest.SplitSecrets(string(b))
-	if len(list) == 0 {
-		return nil, "", fmt.Errorf("the %s webhook secret file %s is empty: write the secret triggerd uses into it, or set %s", connector, path, env)
 	}
 	return []byte(list[0]), "the file " + path, nil
 }

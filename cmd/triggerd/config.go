@@ -292,13 +292,12 @@ func externalNATSError(cfg config, err error) error {
 // readSecretFile reads the secrets of the file named by --flag: separated
 // by commas or line breaks, at least one.
 func readSecretFile(flag, path string) ([]string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("--%s: cannot read the secret file: %w", flag, err)
-	}
-	s := ingest.SplitSecrets(string(b))
-	if len(s) == 0 {
+	s, err := ingest.ReadSecretFile(path)
+	switch {
+	case errors.Is(err, ingest.ErrNoSecret):
 		return nil, fmt.Errorf("--%s %s holds no secret; write one or more (32+ random characters each), separated by commas or line breaks", flag, path)
+	case err != nil:
+		return nil, fmt.Errorf("--%s: cannot read the secret file: %w", flag, err)
 	}
 	return s, nil
 }
@@ -324,15 +323,13 @@ func loadSecrets(ws secretSource, file string, dataDir string, lookup func(strin
 		return s, "environment " + ws.env, nil
 	}
 	path := filepath.Join(dataDir, ws.genFile)
-	b, err := os.ReadFile(path)
-	if err == nil {
-		s := ingest.SplitSecrets(string(b))
-		if len(s) == 0 {
-			return nil, "", fmt.Errorf("%s is empty; delete it to have a new secret generated", path)
-		}
+	s, err := ingest.ReadSecretFile(path)
+	switch {
+	case err == nil:
 		return s, "file " + path, nil
-	}
-	if !errors.Is(err, fs.ErrNotExist) {
+	case errors.Is(err, ingest.ErrNoSecret):
+		return nil, "", fmt.Errorf("%s is empty; delete it to have a new secret generated", path)
+	case !errors.Is(err, fs.ErrNotExist):
 		return nil, "", fmt.Errorf("read %s: %w", path, err)
 	}
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
