@@ -97,7 +97,32 @@ func (s *Service) Authenticate(ctx context.Context, key string) (string, error) 
 // DefaultKeyFile is where EnsureDefault writes the default tenant's key.
 const DefaultKeyFile = "default_tenant_key"
 
-// EnsureDefault creates, on a fresh store, a tenant named "default" and
+// DefaultName names the tenant EnsureDefault creates on a fresh
+// installation. triggerd gives it the shared webhook endpoints, and the
+// sandbox's accounts.
+const DefaultName = "default"
+
+// Default returns the id of the oldest tenant named DefaultName, or ""
+// when there is none.
+func (s *Service) Default(ctx context.Context) (string, error) {
+	ts, err := s.store.ListTenants(ctx)
+	if err != nil {
+		return "", fmt.Errorf("tenants: list: %w", err)
+	}
+	var found *store.Tenant
+	for i := range ts {
+		t := &ts[i]
+		if t.Name == DefaultName && (found == nil || t.CreatedAt.Before(found.CreatedAt)) {
+			found = t
+		}
+	}
+	if found == nil {
+		return "", nil
+	}
+	return found.ID, nil
+}
+
+// EnsureDefault creates, on a fresh store, a tenant named DefaultName and
 // writes its API key to dataDir/default_tenant_key (mode 0600), so that a
 // new installation works without set-up. It does nothing when any tenant
 // exists. It returns the key file's path and whether it created the tenant.
@@ -123,7 +148,7 @@ func (s *Service) EnsureDefault(ctx context.Context, dataDir string) (string, bo
 		return "", false, fmt.Errorf("tenants: write %s: %w", path, err)
 	}
 	defer f.Close()
-	_, key, err := s.Create(ctx, "default")
+	_, key, err := s.Create(ctx, DefaultName)
 	if err != nil {
 		os.Remove(path)
 		return "", false, err

@@ -23,6 +23,7 @@ import (
 	"github.com/triggerd/triggerd/registry"
 	"github.com/triggerd/triggerd/steps"
 	"github.com/triggerd/triggerd/store"
+	"github.com/triggerd/triggerd/tenants"
 	"github.com/triggerd/triggerd/triggers"
 )
 
@@ -93,15 +94,15 @@ func checkAgentURL(raw string, allowPrivate bool) error {
 // the default tenant (defaultTenant). Without one, events of the shared
 // endpoints start no trigger.
 func sharedTenant(ctx context.Context, st store.Tenants, log zerolog.Logger) (string, error) {
-	id, err := defaultTenant(ctx, st)
+	id, err := tenants.New(st, nil).Default(ctx)
 	if err != nil {
 		return "", fmt.Errorf("find the tenant of the shared webhook endpoints: %w", err)
 	}
 	if id == "" {
-		log.Warn().Msg("no tenant is named " + defaultTenantName + ": deliveries to /webhooks/codehost and /webhooks/deploy start no trigger; tenants' own hooks are not affected")
+		log.Warn().Msg("no tenant is named " + tenants.DefaultName + ": deliveries to /webhooks/codehost and /webhooks/deploy start no trigger; tenants' own hooks are not affected")
 		return "", nil
 	}
-	log.Info().Str("tenant", id).Msg("deliveries to /webhooks/codehost and /webhooks/deploy go to the triggers of the tenant named " + defaultTenantName + " only")
+	log.Info().Str("tenant", id).Msg("deliveries to /webhooks/codehost and /webhooks/deploy go to the triggers of the tenant named " + tenants.DefaultName + " only")
 	return id, nil
 }
 

@@ -237,11 +237,11 @@ func serve(ctx context.Context, cfg config, files map[string]string, lookup func
 	}
 	var sandboxAccounts []store.Account
 	if sb != nil {
-		tid, err := defaultTenant(ctx, st)
+		tid, err := tenantSvc.Default(ctx)
 		if err != nil {
 			return err
 		} else if tid == "" {
-			return fmt.Errorf("sandbox: no tenant named %s to connect the sandbox accounts to", defaultTenantName)
+			return fmt.Errorf("sandbox: no tenant named %s to connect the sandbox accounts to", tenants.DefaultName)
 		}
 		if sandboxAccounts, err = sb.adopt(ctx, acct, tid, log); err != nil {
 			return err

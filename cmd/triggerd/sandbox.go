@@ -106,28 +106,3 @@ func (s *sandbox) adopt(ctx context.Context, acct *accounts.Service, tenantID st
 		Str("analytics_property", "properties/"+s.gaProperty).Msg("sandbox providers are running in-process; try: triggerctl steps list")
 	return out, nil
 }
-
-// defaultTenantName names the tenant EnsureDefault creates on a fresh
-// installation: the sandbox's accounts are connected to it, and it owns
-// the shared webhook endpoints (sharedTenant).
-const defaultTenantName = "default"
-
-// defaultTenant returns the id of the oldest tenant named "default", or ""
-// when there is none.
-func defaultTenant(ctx context.Context, st store.Tenants) (string, error) {
-	ts, err := st.ListTenants(ctx)
-	if err != nil {
-		return "", err
-	}
-	var found *store.Tenant
-	for i := range ts {
-		t := &ts[i]
-		if t.Name == defaultTenantName && (found == nil || t.CreatedAt.Before(found.CreatedAt)) {
-			found = t
-		}
-	}
-	if found == nil {
-		return "", nil
-	}
-	return found.ID, nil
-}
