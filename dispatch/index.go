@@ -106,11 +106,6 @@ type Index struct {
 	onDecode  func()
 }
 
-// NewIndex returns an empty index in which no trigger is a candidate for
-// an unscoped event (one of the shared endpoints): the dispatcher's own
-// indexes give them to Options.SharedTenant.
-func NewIndex() *Index { return newIndex("") }
-
 // newIndex returns an empty index whose triggers of tenant shared are the
 // candidates for unscoped events.
 func newIndex(shared string) *Index {
@@ -127,7 +122,7 @@ func newIndex(shared string) *Index {
 // says what is wrong without naming the trigger: for a trigger being
 // created, whose id means nothing to its author yet.
 func Validate(t Trigger) error {
-	_, err := NewIndex().entry(t)
+	_, err := newIndex("").entry(t)
 	return err
 }
 

@@ -387,7 +387,7 @@ func TestScopeAndMentionSources(t *testing.T) {
 		t.Errorf("Considers(unscoped event) = false, want true: the shared tenant has candidates")
 	}
 	// Without a shared tenant, an unscoped event is no tenant's.
-	none := NewIndex()
+	none := newIndex("")
 	mustPut(t, none, trig("mine", triggers.NewIssue, Params{Repositories: []string{"octo-org/api"}}), other)
 	if got := none.Match(ev); len(got) != 0 || none.Considers(ev) {
 		t.Errorf("unscoped event without a shared tenant: %v, want no candidate", results(got))
