@@ -197,12 +197,16 @@ func (p *eventPayload) match(ctx context.Context, x *Index, ev *triggers.Event) 
 }
 
 // templatesNeedPayload reports whether a step of the agent of a matched
-// outcome has a template that may read the payload.
+// outcome has a template that may read the payload. Each agent is read
+// once, however many of its triggers matched.
 func (d *Dispatcher) templatesNeedPayload(ctx context.Context, outcomes []Outcome) (bool, error) {
+	seen := map[[2]string]bool{}
 	for _, o := range outcomes {
-		if o.Result != Matched {
+		key := [2]string{o.TenantID, o.Agent}
+		if o.Result != Matched || seen[key] {
 			continue
 		}
+		seen[key] = true
 		ag, err := d.o.Store.GetAgent(ctx, o.TenantID, o.Agent)
 		if errors.Is(err, store.ErrNotFound) {
 			continue // its run fails without reading anything
