@@ -18,10 +18,14 @@ const (
 )
 
 // HookCache is a Hooks that remembers what another resolved: a hook's
-// scope and the verifier of its secret (which never changes once the hook
-// exists). Per-hook deliveries are the usual path for users' triggers, and
-// without it each one would read the store (a Redis round trip) and set up
-// its HMAC key again.
+// scope and the verifier of its secrets. Per-hook deliveries are the usual
+// path for users' triggers, and without it each one would read the store
+// (a Redis round trip) and set up its HMAC key again.
+//
+// A deployment endpoint's secrets can be replaced (the provider's, set by
+// the user): the process that replaces them calls Forget, and so does each
+// other process when the change's broadcast reaches it; one that missed
+// the broadcast asks again when a delivery's signature fails (Recheck).
 //
 // An entry is asked for again after the TTL. When the store cannot answer
 // then (Redis stalled or down), the entry is used as it was, up to
@@ -49,7 +53,14 @@ type hookEntry struct {
 	scope triggers.Scope
 	v     *Verifier
 	at    time.Time // when next last resolved it
+	// rechecked is when Recheck last asked next.
+	rechecked time.Time
 }
+
+// RecheckEvery bounds how often HookCache.Recheck asks the store about
+// one hook: a sender of wrongly signed deliveries makes at most one store
+// read a second per hook, whatever its rate.
+const RecheckEvery = time.Second
 
 // HookCacheOptions configures a HookCache; zero values take the defaults.
 type HookCacheOptions struct {
@@ -109,4 +120,47 @@ func (h *HookCache) Hook(ctx context.Context, c triggers.Connector, id string) (
 		return e.scope, e.v, nil
 	}
 	return triggers.Scope{}, nil, err
+}
+
+// Forget drops what the cache holds of a hook, whose secrets changed or
+// which is gone: its next delivery asks the store.
+func (h *HookCache) Forget(c triggers.Connector, id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.entries, hookKey{c, id})
+}
+
+// Recheck implements Rechecker: it resolves the hook again, past the TTL,
+// when a delivery's signature fails against the secrets cached (a
+// deployment endpoint's secrets can be replaced), at most once every
+// RecheckEvery per hook. fresh reports whether it asked; when it did not,
+// or the store failed, it returns what it had.
+func (h *HookCache) Recheck(ctx context.Context, c triggers.Connector, id string) (scope triggers.Scope, v *Verifier, fresh bool, err error) {
+	key := hookKey{c, id}
+	now := h.now()
+	h.mu.Lock()
+	e, cached := h.entries[key]
+	if cached && now.Sub(e.rechecked) < RecheckEvery {
+		h.mu.Unlock()
+		return e.scope, e.v, false, nil
+	}
+	if cached {
+		e.rechecked = now
+		h.entries[key] = e
+	}
+	h.mu.Unlock()
+	scope, v, err = h.next.Hook(ctx, c, id)
+	switch {
+	case err == nil:
+		h.mu.Lock()
+		h.entries[key] = hookEntry{scope: scope, v: v, at: now, rechecked: now}
+		h.mu.Unlock()
+		return scope, v, true, nil
+	case errors.Is(err, ErrUnknownHook):
+		h.mu.Lock()
+		delete(h.entries, key)
+		h.mu.Unlock()
+		return triggers.Scope{}, nil, false, err
+	}
+	return e.scope, e.v, false, err
 }

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -127,5 +129,91 @@ func TestHookDeliveriesSurviveAStoreStall(t *testing.T) {
 	}
 	if c := h.fc.commits[1]; c.Scope == nil || c.Scope.Hook != "h1" || c.Scope.Tenant != "t1" {
 		t.Fatalf("capture scope during the stall: %+v", c.Scope)
+	}
+}
+
+// rotatingHooks knows deployment endpoint e1, whose secrets can be
+// replaced, as a user does with Vercel's; it counts lookups.
+type rotatingHooks struct {
+	mu      sync.Mutex
+	secrets []string
+	calls   int
+}
+
+func (r *rotatingHooks) Hook(_ context.Context, c triggers.Connector, id string) (triggers.Scope, *Verifier, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls++
+	if c != triggers.Deploy || id != "e1" {
+		return triggers.Scope{}, nil, ErrUnknownHook
+	}
+	v, err := NewVerifier(DeployScheme, r.secrets...)
+	return triggers.Scope{Hook: "e1", Tenant: "t1", Agent: "ag1"}, v, err
+}
+
+func (r *rotatingHooks) set(secrets ...string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.secrets = secrets
+}
+
+func (r *rotatingHooks) lookups() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.calls
+}
+
+func TestReplacedSecretsTakeEffectAtTheFirstDelivery(t *testing.T) {
+	next := &rotatingHooks{secrets: []string{"generated-by-triggerd"}}
+	clock := testenv.NewClock(time.Unix(1_700_000_000, 0))
+	// A TTL far longer than the test: only Recheck can see the change.
+	cache := NewHookCache(next, HookCacheOptions{TTL: time.Hour, Logger: zerolog.Nop(), Now: clock.Now})
+	h := newHarness(t, func(o *Options) { o.Hooks = cache })
+	n := 0
+	send := func(secret string) answer {
+		n++
+		body := []byte(fmt.Sprintf(`{"id":"evt_%d","type":"deployment.created","createdAt":1700000000000,"payload":{"deployment":{"id":"dpl_1"},"project":{"id":"prj_1"}}}`, n))
+		req := httptest.NewRequest(http.MethodPost, "/webhooks/deploy/e1", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("x-vercel-signature", DeployScheme.Sign([]byte(secret), body))
+		return h.do(req)
+	}
+	if a := send("generated-by-triggerd"); a.status != http.StatusAccepted {
+		t.Fatalf("with the generated secret: %d %v", a.status, a.body)
+	}
+
+	// The user sets the secret Vercel showed; Vercel's next delivery is
+	// taken, with the cache's entry minutes old and its TTL an hour.
+	const vercel = "pJ7kq2ZQvN4xXw9mHc3tLb8R"
+	next.set(vercel)
+	clock.Advance(5 * time.Minute)
+	if a := send(vercel); a.status != http.StatusAccepted {
+		t.Fatalf("with the secret just set: %d %v; want 202 at once", a.status, a.body)
+	}
+	if a := send("generated-by-triggerd"); a.status != http.StatusUnauthorized {
+		t.Fatalf("with the replaced secret: %d, want 401", a.status)
+	} else if msg := errorMessage(a); !strings.Contains(msg, "triggerctl agents set-secrets ag1") {
+		t.Errorf("the refusal %q does not say how to set the endpoint's secrets", msg)
+	}
+
+	// A flood of wrongly signed deliveries asks the store at most once a
+	// RecheckEvery.
+	before := next.lookups()
+	for range 20 {
+		if a := send("wrong-secret-entirely"); a.status != http.StatusUnauthorized {
+			t.Fatalf("wrong secret: %d, want 401", a.status)
+		}
+	}
+	if got := next.lookups() - before; got > 1 {
+		t.Errorf("20 refused deliveries within a second made %d lookups; want at most 1", got)
+	}
+	clock.Advance(RecheckEvery)
+	before = next.lookups()
+	send("wrong-secret-entirely")
+	if got := next.lookups() - before; got != 1 {
+		t.Errorf("a refused delivery a RecheckEvery later made %d lookups; want 1", got)
+	}
+	if a := send(vercel); a.status != http.StatusAccepted {
+		t.Fatalf("the set secret after the flood: %d %v", a.status, a.body)
 	}
 }

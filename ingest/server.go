@@ -50,6 +50,14 @@ type Hooks interface {
 	Hook(ctx context.Context, c triggers.Connector, id string) (triggers.Scope, *Verifier, error)
 }
 
+// Rechecker is a Hooks whose answers may be older than a hook's secrets
+// (HookCache). When a delivery's signature fails against them, the server
+// asks Recheck, which resolves the hook again (fresh true) unless it did
+// so moments ago.
+type Rechecker interface {
+	Recheck(ctx context.Context, c triggers.Connector, id string) (scope triggers.Scope, v *Verifier, fresh bool, err error)
+}
+
 // Defaults for Options.
 const (
 	// DefaultMaxBodyBytes is GitHub's payload cap, 25 MiB.
@@ -295,7 +303,8 @@ func (s *Server) codeHost(c echo.Context) error {
 	}
 	defer s.putBuf(buf)
 	body := buf.Bytes()
-	if !verifier.Verify(sig, body) {
+	verifier, scope, verified := s.verify(c, triggers.CodeHost, verifier, scope, sig, body)
+	if !verified {
 		msg, malformed := verifier.mismatch(sig, secretName(triggers.CodeHost, scope))
 		s.log.Warn().Str("delivery_id", id).Str("hook", c.Param("hook")).Str("remote", c.RealIP()).Bool("malformed", malformed).
 			Msg("code-hosting delivery with an invalid signature")
@@ -335,7 +344,8 @@ func (s *Server) deploy(c echo.Context) error {
 	}
 	defer s.putBuf(buf)
 	body := buf.Bytes()
-	if !verifier.Verify(sig, body) {
+	verifier, scope, verified := s.verify(c, triggers.Deploy, verifier, scope, sig, body)
+	if !verified {
 		msg, malformed := verifier.mismatch(sig, secretName(triggers.Deploy, scope))
 		s.log.Warn().Str("hook", c.Param("hook")).Str("remote", c.RealIP()).Bool("malformed", malformed).
 			Msg("deployment delivery with an invalid signature")
@@ -366,6 +376,30 @@ func (s *Server) verifier(c echo.Context, src triggers.Connector) (v *Verifier, 
 		return nil, nil, false, s.reject(c, src, http.StatusServiceUnavailable, "unavailable", "the hook could not be looked up right now; nothing was accepted, retry later")
 	}
 	return v, &sc, true, nil
+}
+
+// verify reports whether sig signs body under v. For a hook's endpoint
+// whose secrets were cached (a Rechecker), a failed check is tried once
+// more against the hook as the store has it now, so that secrets just
+// replaced take effect at their first delivery in every process; it then
+// returns the verifier and scope the store answered.
+func (s *Server) verify(c echo.Context, src triggers.Connector, v *Verifier, scope *triggers.Scope, sig string, body []byte) (*Verifier, *triggers.Scope, bool) {
+	if v.Verify(sig, body) {
+		return v, scope, true
+	}
+	rc, ok := s.o.Hooks.(Rechecker)
+	if scope == nil || !ok {
+		return v, scope, false
+	}
+	sc, nv, fresh, err := rc.Recheck(c.Request().Context(), src, scope.Hook)
+	if err != nil {
+		s.log.Warn().Err(err).Str("hook", scope.Hook).Msg("rechecking a hook's secrets after a signature mismatch failed; verified with the cached ones")
+		return v, scope, false
+	}
+	if !fresh {
+		return v, scope, false
+	}
+	return nv, &sc, nv.Verify(sig, body)
 }
 
 // misdirected returns, for a delivery in the other provider's format (its
@@ -424,8 +458,12 @@ func hasCodeHostHeader(h http.Header) bool {
 // messages.
 func secretName(src triggers.Connector, scope *triggers.Scope) string {
 	switch {
+	case scope != nil && scope.Agent != "":
+		return "the endpoint's secrets (set the one the deployment platform showed when its webhook was created, " +
+			"with triggerctl agents set-secrets " + scope.Agent + " or PUT /v1/agents/" + scope.Agent + "/endpoint/secrets)"
 	case scope != nil:
-		return "the hook's own secret (shown by triggerd when the hook or endpoint was created)"
+		return "the hook's own secret, which triggerd set when it registered the hook (if it was changed in the " +
+			"repository's or organisation's webhook settings, delete that webhook there: triggerd's next reconcile registers it again)"
 	case src == triggers.CodeHost:
 		return "triggerd's code-hosting webhook secret"
 	}
