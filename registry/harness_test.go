@@ -213,16 +213,30 @@ func (c catalogue) Has(id string) (string, bool) {
 	return conn, ok
 }
 
-// notes records the trigger changes broadcast.
+// notes records the trigger and hook changes broadcast.
 type notes struct {
-	mu  sync.Mutex
-	ids []string
+	mu    sync.Mutex
+	ids   []string
+	hooks []string
 }
 
 func (n *notes) TriggerChanged(_ context.Context, tenantID, triggerID string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.ids = append(n.ids, tenantID+"/"+triggerID)
+}
+
+func (n *notes) HookChanged(_ context.Context, connector, hookID string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.hooks = append(n.hooks, connector+"/"+hookID)
+}
+
+// hookChanges returns the hook changes broadcast, as connector/id.
+func (n *notes) hookChanges() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.hooks)
 }
 
 // count is how many changes of the trigger were broadcast.
@@ -397,7 +411,7 @@ func sorted(s []string) []string {
 }
 
 // checkHook checks that the upstream hook up is what the record rec says,
-// registered for events, and signed with the secret HookSecret returns.
+// registered for events, and signed with the secret HookSecrets returns.
 func (h *harness) checkHook(up fakegithub.Hook, rec store.Hook, events []string) {
 	h.t.Helper()
 	wantURL := publicURL + "/webhooks/codehost/" + rec.ID
@@ -419,16 +433,16 @@ func (h *harness) checkHook(up fakegithub.Hook, rec store.Hook, events []string)
 	case rec.Status != store.HookActive || rec.StatusReason != "":
 		h.t.Errorf("hook record %s status = %s (%s), want active", rec.ID, rec.Status, rec.StatusReason)
 	}
-	scope, secret, err := h.reg.HookSecret(h.ctx, string(triggers.CodeHost), rec.ID)
+	scope, secrets, err := h.reg.HookSecrets(h.ctx, string(triggers.CodeHost), rec.ID)
 	if err != nil {
-		h.t.Fatalf("HookSecret(%s): %v", rec.ID, err)
+		h.t.Fatalf("HookSecrets(%s): %v", rec.ID, err)
 	}
-	if secret == "" || secret != up.Secret {
-		h.t.Errorf("hook %d secret upstream = %q, HookSecret = %q; want the same, not empty", up.ID, up.Secret, secret)
+	if len(secrets) != 1 || secrets[0] == "" || secrets[0] != up.Secret {
+		h.t.Errorf("hook %d secret upstream = %q, HookSecrets = %q; want the same one, not empty", up.ID, up.Secret, secrets)
 	}
 	want := triggers.Scope{Hook: rec.ID, Tenant: tenant, Account: rec.AccountID}
 	if scope != want {
-		h.t.Errorf("HookSecret scope = %+v, want %+v", scope, want)
+		h.t.Errorf("HookSecrets scope = %+v, want %+v", scope, want)
 	}
 }
 

@@ -73,9 +73,12 @@ type Steps interface {
 	Has(id string) (connector string, ok bool)
 }
 
-// Notifier broadcasts trigger changes to every process's dispatcher.
+// Notifier broadcasts changes to every process: of triggers, to their
+// dispatchers; of a hook's secrets or its removal, to their ingest, which
+// caches hooks (ingest.HookCache).
 type Notifier interface {
 	TriggerChanged(ctx context.Context, tenantID, triggerID string)
+	HookChanged(ctx context.Context, connector, hookID string)
 }
 
 // Errors callers decide on. Each is wrapped with what went wrong and how
@@ -175,24 +178,35 @@ func (r *Registry) HookURL(h store.Hook) string {
 	return r.o.PublicURL + "/webhooks/" + h.Connector + "/" + h.ID
 }
 
-// HookSecret returns a hook's scope and its signing secret, for ingest.
-func (r *Registry) HookSecret(ctx context.Context, connector, id string) (triggers.Scope, string, error) {
+// HookSecrets returns a hook's scope and the secrets its deliveries may be
+// signed with, for ingest: the one triggerd generated, or those the user
+// set (SetEndpointSecrets).
+func (r *Registry) HookSecrets(ctx context.Context, connector, id string) (triggers.Scope, []string, error) {
 	h, err := r.o.Store.GetHook(ctx, id)
 	if errors.Is(err, store.ErrNotFound) || err == nil && h.Connector != connector {
-		return triggers.Scope{}, "", fmt.Errorf("hook %s: %w", id, ErrNotFound)
+		return triggers.Scope{}, nil, fmt.Errorf("hook %s: %w", id, ErrNotFound)
 	}
 	if err != nil {
-		return triggers.Scope{}, "", err
+		return triggers.Scope{}, nil, err
 	}
-	secret, err := r.o.Secrets.Open(h.SealedSecret, hookSecretAAD(h.ID))
+	secrets, err := r.hookSecrets(h)
 	if err != nil {
-		return triggers.Scope{}, "", fmt.Errorf("open the secret of hook %s: %w", id, err)
+		return triggers.Scope{}, nil, err
 	}
 	scope := triggers.Scope{Hook: h.ID, Tenant: h.TenantID, Account: h.AccountID}
 	if h.Scope == store.HookAgentEndpoint {
 		scope.Agent = h.Target
 	}
-	return scope, string(secret), nil
+	return scope, secrets, nil
+}
+
+// hookSecrets opens h's secrets, stored one per line.
+func (r *Registry) hookSecrets(h store.Hook) ([]string, error) {
+	b, err := r.o.Secrets.Open(h.SealedSecret, hookSecretAAD(h.ID))
+	if err != nil {
+		return nil, fmt.Errorf("open the secret of hook %s: %w", h.ID, err)
+	}
+	return strings.Split(string(b), "\n"), nil
 }
 
 // newSecret returns a random hook secret.
@@ -703,7 +717,15 @@ func (r *Registry) removeHook(ctx context.Context, h store.Hook) error {
 	if err := r.o.Store.DeleteHook(ctx, h.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("delete hook %s: %w", h.ID, err)
 	}
+	r.hookChanged(ctx, h)
 	return nil
+}
+
+// hookChanged tells every process that h's secrets changed or h is gone.
+func (r *Registry) hookChanged(ctx context.Context, h store.Hook) {
+	if r.o.Notifier != nil {
+		r.o.Notifier.HookChanged(ctx, h.Connector, h.ID)
+	}
 }
 
 // deleteUpstream deletes a code-hosting hook upstream. A record without
@@ -761,12 +783,90 @@ func (r *Registry) HooksOf(ctx context.Context, t store.Trigger) ([]store.Hook, 
 	return out, nil
 }
 
-// EndpointSecret returns the signing secret of an agent's deployment
-// endpoint, for the user to paste into the project's webhook settings.
+// EndpointSecret returns the secret triggerd generated for an agent's
+// deployment endpoint, to sign test deliveries with (triggerctl replay
+// --hook) or to paste into a sender that lets its secret be chosen. Once
+// the user has set the provider's secrets (SetEndpointSecrets) the
+// generated one is no longer accepted and it returns "": the provider's
+// secrets are the user's own and are never shown back.
 func (r *Registry) EndpointSecret(ctx context.Context, h store.Hook) (string, error) {
 	if h.Scope != store.HookAgentEndpoint {
 		return "", invalidf("hook %s is not a deployment endpoint", h.ID)
 	}
-	b, err := r.o.Secrets.Open(h.SealedSecret, hookSecretAAD(h.ID))
-	return string(b), err
+	if !h.SecretsSetAt.IsZero() {
+		return "", nil
+	}
+	secrets, err := r.hookSecrets(h)
+	if err != nil {
+		return "", err
+	}
+	return secrets[0], nil
+}
+
+// MaxEndpointSecrets bounds the secrets one deployment endpoint accepts:
+// one per webhook pointed at it (a team's, another team's), and during a
+// rotation the old and the new.
+const MaxEndpointSecrets = 10
+
+// SetEndpointSecrets makes an agent's deployment endpoint accept
+// deliveries signed with any of secrets, and no others: Vercel shows each
+// account webhook's secret once, when it is created, and signs with it (an
+// integration's webhooks, with its client secret); no secret of
+// triggerd's can be given to it. Every process is told
+// (Notifier.HookChanged); one that missed it takes the new secrets at the
+// first delivery whose signature the secrets it knew refuse.
+func (r *Registry) SetEndpointSecrets(ctx context.Context, tenantID, agentID string, secrets []string) (store.Hook, error) {
+	if err := validEndpointSecrets(secrets); err != nil {
+		return store.Hook{}, err
+	}
+	key := endpointKey(tenantID, agentID)
+	release, err := r.lockHook(ctx, key)
+	if err != nil {
+		return store.Hook{}, err
+	}
+	defer release()
+	h, err := r.o.Store.FindHook(ctx, key)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Hook{}, fmt.Errorf("agent %s has no deployment endpoint: create a deployment trigger for it first: %w", agentID, ErrNotFound)
+	}
+	if err != nil {
+		return store.Hook{}, fmt.Errorf("find the endpoint of agent %s: %w", agentID, err)
+	}
+	if h.SealedSecret, err = r.o.Secrets.Seal([]byte(strings.Join(secrets, "\n")), hookSecretAAD(h.ID)); err != nil {
+		return store.Hook{}, fmt.Errorf("seal the endpoint's secrets: %w", err)
+	}
+	h.SecretsSetAt = r.o.Now()
+	h.UpdatedAt = h.SecretsSetAt
+	if h, err = r.o.Store.UpdateHook(ctx, h); err != nil {
+		return store.Hook{}, fmt.Errorf("store the endpoint's secrets: %w", err)
+	}
+	r.hookChanged(ctx, h)
+	r.log.Info().Str("tenant", tenantID).Str("agent", agentID).Str("hook", h.ID).Int("secrets", len(secrets)).
+		Msg("deployment endpoint secrets set")
+	return h, nil
+}
+
+// validEndpointSecrets checks secrets a user set, naming the first wrong
+// one by its position only: an error must not carry a secret.
+func validEndpointSecrets(secrets []string) error {
+	switch {
+	case len(secrets) == 0:
+		return invalidf("secrets is empty: give the secret the deployment platform showed when the webhook was created (Vercel: Settings → Webhooks, shown once; an integration's webhooks are signed with its client secret)")
+	case len(secrets) > MaxEndpointSecrets:
+		return invalidf("%d secrets given; an endpoint accepts at most %d", len(secrets), MaxEndpointSecrets)
+	}
+	for i, s := range secrets {
+		if len(s) < 8 || len(s) > 256 {
+			return invalidf("secret %d is %d characters long; a webhook secret has 8 to 256 (Vercel's have 24): check that the whole secret was copied", i+1, len(s))
+		}
+		for j := 0; j < len(s); j++ {
+			if s[j] <= ' ' || s[j] >= 0x7f || s[j] == ',' {
+				return invalidf("secret %d has a space, comma, control or non-ASCII character at position %d; a webhook secret has none: check what was copied", i+1, j+1)
+			}
+		}
+		if slices.Contains(secrets[:i], s) {
+			return invalidf("secret %d is given twice", i+1)
+		}
+	}
+	return nil
 }

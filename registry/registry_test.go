@@ -58,7 +58,8 @@ func TestCreateTriggerRegistersOneHook(t *testing.T) {
 	if err := h.gh.WaitDeliveries(h.ctx); err != nil {
 		t.Fatal(err)
 	}
-	_, secret, _ := h.reg.HookSecret(h.ctx, "codehost", rec.ID)
+	_, secrets, _ := h.reg.HookSecrets(h.ctx, "codehost", rec.ID)
+	secret := secrets[0]
 	var pinged bool
 	for _, d := range h.gh.Deliveries() {
 		if d.HookID != up.ID || d.Event != "ping" {
@@ -152,8 +153,8 @@ func TestDeletingTriggersNarrowsThenRemovesTheHook(t *testing.T) {
 	if recs := h.records(); len(recs) != 0 {
 		t.Errorf("hook records left: %+v", recs)
 	}
-	if _, _, err := h.reg.HookSecret(h.ctx, "codehost", "h_gone"); !errors.Is(err, registry.ErrNotFound) {
-		t.Errorf("HookSecret of an unknown hook: %v, want ErrNotFound", err)
+	if _, _, err := h.reg.HookSecrets(h.ctx, "codehost", "h_gone"); !errors.Is(err, registry.ErrNotFound) {
+		t.Errorf("HookSecrets of an unknown hook: %v, want ErrNotFound", err)
 	}
 	if err := h.reg.DeleteTrigger(h.ctx, tenant, issues.ID); !errors.Is(err, registry.ErrNotFound) {
 		t.Errorf("deleting a deleted trigger: %v, want ErrNotFound", err)
@@ -474,14 +475,14 @@ func TestDeployEndpointPerAgent(t *testing.T) {
 	if err != nil || secret == "" {
 		t.Fatalf("EndpointSecret = %q, %v", secret, err)
 	}
-	scope, s2, err := h.reg.HookSecret(h.ctx, "deploy", ep.ID)
-	if err != nil || s2 != secret {
-		t.Errorf("HookSecret = %q, %v; want the endpoint's secret", s2, err)
+	scope, s2, err := h.reg.HookSecrets(h.ctx, "deploy", ep.ID)
+	if err != nil || !slices.Equal(s2, []string{secret}) {
+		t.Errorf("HookSecrets = %q, %v; want the endpoint's secret", s2, err)
 	}
 	if wantScope := (triggers.Scope{Hook: ep.ID, Tenant: tenant, Agent: h.agent.ID}); scope != wantScope {
 		t.Errorf("scope = %+v, want %+v", scope, wantScope)
 	}
-	if _, _, err := h.reg.HookSecret(h.ctx, "codehost", ep.ID); !errors.Is(err, registry.ErrNotFound) {
+	if _, _, err := h.reg.HookSecrets(h.ctx, "codehost", ep.ID); !errors.Is(err, registry.ErrNotFound) {
 		t.Errorf("the endpoint as a code-hosting hook: %v, want ErrNotFound", err)
 	}
 	for _, tr := range []store.Trigger{started, failed} {
@@ -581,6 +582,89 @@ func (h *harness) vercelEndpointIs(ep store.Hook, secret string, events []string
 	}
 	if !slices.Equal(got.Events, events) {
 		h.t.Errorf("endpoint events = %v, want %v", got.Events, events)
+	}
+}
+
+func TestSetEndpointSecrets(t *testing.T) {
+	h := newHarness(t)
+	vercel := h.account("vercel-team", "deploy")
+	started := h.mustCreate(triggers.DeploymentStarted, vercel, "")
+	failed := h.mustCreate(triggers.DeploymentFailed, vercel, "")
+	ep, _, err := h.reg.AgentEndpoint(h.ctx, tenant, h.agent.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	generated, _ := h.reg.EndpointSecret(h.ctx, ep)
+
+	// Vercel shows its own secret once; the user sets it, with the
+	// secret of a second team's webhook.
+	team, other := "pJ7kq2ZQvN4xXw9mHc3tLb8R", "Zm8nV4pQ2rT6yW1xK9cB3dF5"
+	set, err := h.reg.SetEndpointSecrets(h.ctx, tenant, h.agent.ID, []string{team, other})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if set.ID != ep.ID || set.SecretsSetAt.IsZero() {
+		t.Errorf("after setting secrets the endpoint = %s set at %v; want %s, with the time set", set.ID, set.SecretsSetAt, ep.ID)
+	}
+	if _, got, err := h.reg.HookSecrets(h.ctx, "deploy", ep.ID); err != nil || !slices.Equal(got, []string{team, other}) {
+		t.Errorf("HookSecrets = %q, %v; want the two set, and not the generated one", got, err)
+	}
+	if s, err := h.reg.EndpointSecret(h.ctx, set); s != "" || err != nil {
+		t.Errorf("EndpointSecret after setting = %q, %v; want none shown", s, err)
+	}
+	if got := h.notes.hookChanges(); !slices.Equal(got, []string{"deploy/" + ep.ID}) {
+		t.Errorf("hook changes broadcast = %v; want the endpoint's, once, for every process's cache", got)
+	}
+
+	// Narrowing the endpoint keeps them.
+	h.mustDelete(started)
+	if _, got, _ := h.reg.HookSecrets(h.ctx, "deploy", ep.ID); !slices.Equal(got, []string{team, other}) {
+		t.Errorf("after narrowing HookSecrets = %q; want the secrets set", got)
+	}
+	if _, err := h.reg.SetEndpointSecrets(h.ctx, tenant, h.agent.ID, []string{team}); err != nil {
+		t.Fatal(err)
+	}
+	if _, got, _ := h.reg.HookSecrets(h.ctx, "deploy", ep.ID); !slices.Equal(got, []string{team}) {
+		t.Errorf("after setting one HookSecrets = %q; want it alone", got)
+	}
+
+	bad := "has a space " + generated
+	for _, tc := range []struct {
+		name    string
+		secrets []string
+		want    string
+	}{
+		{"none", nil, "secrets is empty"},
+		{"too short", []string{"abc"}, "secret 1 is 3 characters long"},
+		{"a space", []string{team, bad}, "secret 2 has a space"},
+		{"a comma", []string{"abcdefgh,ijkl"}, "secret 1 has a space, comma"},
+		{"twice", []string{team, team}, "secret 2 is given twice"},
+		{"too many", slices.Repeat([]string{team}, registry.MaxEndpointSecrets+1), "at most 10"},
+	} {
+		_, err := h.reg.SetEndpointSecrets(h.ctx, tenant, h.agent.ID, tc.secrets)
+		switch {
+		case !errors.Is(err, registry.ErrInvalid):
+			t.Errorf("%s: %v, want ErrInvalid", tc.name, err)
+		case !strings.Contains(err.Error(), tc.want):
+			t.Errorf("%s: %q, want it to say %q", tc.name, err, tc.want)
+		case strings.Contains(err.Error(), team) || strings.Contains(err.Error(), generated):
+			t.Errorf("%s: the error %q shows a secret", tc.name, err)
+		}
+	}
+	if _, got, _ := h.reg.HookSecrets(h.ctx, "deploy", ep.ID); !slices.Equal(got, []string{team}) {
+		t.Errorf("refused sets changed the secrets: %q", got)
+	}
+	if n := len(h.notes.hookChanges()); n != 2 {
+		t.Errorf("%d hook changes broadcast after two sets and six refused; want 2", n)
+	}
+
+	other2 := h.newAgent("no-endpoint")
+	if _, err := h.reg.SetEndpointSecrets(h.ctx, tenant, other2.ID, []string{team}); !errors.Is(err, registry.ErrNotFound) {
+		t.Errorf("secrets for an agent without an endpoint: %v, want ErrNotFound", err)
+	}
+	h.mustDelete(failed)
+	if got := h.notes.hookChanges(); len(got) != 3 || got[2] != "deploy/"+ep.ID {
+		t.Errorf("hook changes broadcast = %v; want the endpoint's removal last", got)
 	}
 }
 

@@ -151,8 +151,14 @@ type Hook struct {
 	ExternalID int64 `json:"external_id,omitempty"`
 	// Events are the provider events the hook is registered for.
 	Events []string `json:"events,omitempty"`
-	// SealedSecret is the hook's signing secret, sealed like tokens.
-	SealedSecret []byte     `json:"sealed_secret,omitempty"`
+	// SealedSecret is the hook's signing secret, sealed like tokens: one
+	// triggerd generated, or, once SecretsSetAt is set, the secrets the
+	// provider issued, one per line (a deployment endpoint's: Vercel
+	// shows each webhook's secret once and signs with it).
+	SealedSecret []byte `json:"sealed_secret,omitempty"`
+	// SecretsSetAt is when the user set the provider's secrets; zero while
+	// the hook signs with the secret triggerd generated.
+	SecretsSetAt time.Time  `json:"secrets_set_at,omitzero"`
 	Status       HookStatus `json:"status"`
 	StatusReason string     `json:"status_reason,omitempty"`
 	CreatedAt    time.Time  `json:"created_at"`

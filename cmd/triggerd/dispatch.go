@@ -32,7 +32,9 @@ type dispatchParts struct {
 	registry   *registry.Registry
 	dispatcher *dispatch.Dispatcher
 	poller     *poll.Poller // nil with --poll-interval 0
-	hooks      ingest.Hooks
+	// hooks resolves tenants' hooks for ingest, caching them; the
+	// registry's changes to them reach it through notifier.
+	hooks *ingest.HookCache
 }
 
 // newDispatch builds the registry and the dispatcher.
@@ -44,6 +46,10 @@ func newDispatch(ctx context.Context, cfg config, b *bus.Bus, st store.Store, ac
 		return nil, err
 	}
 	pusher := &pusher{sender: &push.Sender{Client: push.NewClient(30*time.Second, dc.AllowPrivateURLs), UserAgent: "triggerd"}}
+	// The registry (which the cache reads through) is built below; the
+	// cache asks it only once deliveries arrive.
+	var reader hookSecrets
+	hooks := ingest.NewHookCache(&reader, ingest.HookCacheOptions{Logger: log})
 	d, err := dispatch.New(dispatch.Options{
 		Store: st, Queue: b, Steps: runner, Secrets: vault, Pusher: pusher, SharedTenant: shared, Archive: b,
 		AckWait: dc.AckWait, MaxDeliver: dc.MaxDeliver, Concurrency: dc.Concurrency, StepTimeout: dc.StepTimeout,
@@ -54,7 +60,7 @@ func newDispatch(ctx context.Context, cfg config, b *bus.Bus, st store.Store, ac
 	}
 	r, err := registry.New(registry.Options{
 		Store: st, Accounts: acct, Secrets: vault, Steps: stepCatalog{runner},
-		Notifier: notifier{b: b, log: log},
+		Notifier: notifier{b: b, hooks: hooks, log: log},
 		HookAPI: func(client *http.Client) registry.HookAPI {
 			return codehost.Hooks{HTTP: client, BaseURL: cfg.Providers.CodeHostAPIBaseURL}
 		},
@@ -67,7 +73,8 @@ func newDispatch(ctx context.Context, cfg config, b *bus.Bus, st store.Store, ac
 	if err != nil {
 		return nil, err
 	}
-	parts := &dispatchParts{registry: r, dispatcher: d, hooks: hookSecrets{r}}
+	reader.r = r
+	parts := &dispatchParts{registry: r, dispatcher: d, hooks: hooks}
 	if dc.PollInterval > 0 { // 0: never (poll.New would take it for its default)
 		if parts.poller, err = poll.New(poll.Options{
 			Store: st, Accounts: acct, Committer: b, CodeHostAPI: cfg.Providers.CodeHostAPIBaseURL,
@@ -113,6 +120,9 @@ func (p *dispatchParts) run(cfg config, b *bus.Bus, log zerolog.Logger) (stop fu
 	var wg sync.WaitGroup
 	if err := b.Listen(ctx, dispatch.ControlSubject, func(data []byte) { p.dispatcher.HandleChange(ctx, data) }); err != nil {
 		log.Warn().Err(err).Msg("trigger changes from other processes arrive only with the periodic resync")
+	}
+	if err := listenHookChanges(ctx, b, p.hooks); err != nil {
+		log.Warn().Err(err).Msg("hook secret changes from other processes take effect at the first delivery they refuse")
 	}
 	if cfg.Dispatch.Workers {
 		wg.Add(1)
@@ -160,10 +170,43 @@ func (p *dispatchParts) run(cfg config, b *bus.Bus, log zerolog.Logger) (stop fu
 	}
 }
 
-// notifier broadcasts trigger changes over core NATS.
+// hookChangesSubject carries "a hook's secrets changed, or it is gone"
+// broadcasts between processes (core NATS, nothing stored), so that each
+// process's ingest.HookCache forgets the hook.
+const hookChangesSubject = "triggerd.control.hooks"
+
+// hookChange is one such broadcast.
+type hookChange struct {
+	Connector string `json:"connector"`
+	Hook      string `json:"hook"`
+}
+
+// listenHookChanges makes cache forget each hook another process changes,
+// until ctx ends.
+func listenHookChanges(ctx context.Context, b *bus.Bus, cache *ingest.HookCache) error {
+	return b.Listen(ctx, hookChangesSubject, func(data []byte) {
+		var c hookChange
+		if json.Unmarshal(data, &c) == nil {
+			cache.Forget(triggers.Connector(c.Connector), c.Hook)
+		}
+	})
+}
+
+// notifier broadcasts trigger and hook changes over core NATS.
 type notifier struct {
-	b   *bus.Bus
-	log zerolog.Logger
+	b     *bus.Bus
+	hooks *ingest.HookCache
+	log   zerolog.Logger
+}
+
+// HookChanged makes this process's ingest forget the hook before the
+// change's API answer leaves, and tells the others.
+func (n notifier) HookChanged(_ context.Context, connector, hookID string) {
+	n.hooks.Forget(triggers.Connector(connector), hookID)
+	data, _ := json.Marshal(hookChange{Connector: connector, Hook: hookID})
+	if err := n.b.Notify(hookChangesSubject, data); err != nil {
+		n.log.Warn().Err(err).Str("hook", hookID).Msg("hook change not broadcast; other processes take it at the first delivery they refuse")
+	}
 }
 
 func (n notifier) TriggerChanged(_ context.Context, tenantID, triggerID string) {
@@ -184,8 +227,8 @@ func (c stepCatalog) Has(id string) (string, bool) {
 // hookSecrets resolves per-hook endpoints for ingest.
 type hookSecrets struct{ r *registry.Registry }
 
-func (h hookSecrets) Hook(ctx context.Context, c triggers.Connector, id string) (triggers.Scope, *ingest.Verifier, error) {
-	scope, secret, err := h.r.HookSecret(ctx, string(c), id)
+func (h *hookSecrets) Hook(ctx context.Context, c triggers.Connector, id string) (triggers.Scope, *ingest.Verifier, error) {
+	scope, secrets, err := h.r.HookSecrets(ctx, string(c), id)
 	if errors.Is(err, registry.ErrNotFound) {
 		return triggers.Scope{}, nil, fmt.Errorf("%w: %s", ingest.ErrUnknownHook, id)
 	}
@@ -196,7 +239,7 @@ func (h hookSecrets) Hook(ctx context.Context, c triggers.Connector, id string) 
 	if c == triggers.Deploy {
 		scheme = ingest.DeployScheme
 	}
-	v, err := ingest.NewVerifier(scheme, secret)
+	v, err := ingest.NewVerifier(scheme, secrets...)
 	return scope, v, err
 }
 

@@ -281,7 +281,7 @@ func serve(ctx context.Context, cfg config, files map[string]string, lookup func
 		Committer:     b,
 		CodeHost:      codeHost,
 		Deploy:        deploy,
-		Hooks:         ingest.NewHookCache(disp.hooks, ingest.HookCacheOptions{Logger: log}),
+		Hooks:         disp.hooks,
 		Ready:         b.Ready,
 		MaxBodyBytes:  cfg.MaxBodyBytes,
 		CommitTimeout: cfg.CommitTimeout,
