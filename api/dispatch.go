@@ -29,6 +29,7 @@ type registryService interface {
 	DeleteAgent(ctx context.Context, tenantID, id string) error
 	AgentEndpoint(ctx context.Context, tenantID, agentID string) (store.Hook, bool, error)
 	EndpointSecret(ctx context.Context, h store.Hook) (string, error)
+	SetEndpointSecrets(ctx context.Context, tenantID, agentID string, secrets []string) (store.Hook, error)
 	CreateTrigger(ctx context.Context, tenantID string, in registry.TriggerInput) (store.Trigger, error)
 	DraftTrigger(ctx context.Context, tenantID string, in registry.TriggerInput) (store.Trigger, error)
 	GetTrigger(ctx context.Context, tenantID, id string) (store.Trigger, error)
@@ -68,6 +69,7 @@ func (a *API) registerDispatch(g *echo.Group) {
 	g.GET("/agents/:id", a.getAgent)
 	g.DELETE("/agents/:id", a.deleteAgent)
 	g.GET("/agents/:id/endpoint", a.agentEndpoint)
+	g.PUT("/agents/:id/endpoint/secrets", a.setEndpointSecrets)
 	g.GET("/triggers/kinds", a.triggerKinds)
 	g.POST("/triggers", a.createTrigger)
 	g.GET("/triggers", a.listTriggers)
@@ -114,8 +116,32 @@ type endpointView struct {
 	// Events are the event types to select in the project's webhook
 	// settings.
 	Events []string `json:"events"`
-	// Secret is shown only where the user needs to paste it.
+	// SecretSource says what deliveries must be signed with: "generated",
+	// the secret triggerd made (for test deliveries, or a sender whose
+	// secret can be chosen), or "provider", the secrets the user set from
+	// the deployment platform (PUT .../endpoint/secrets).
+	SecretSource string `json:"secret_source"`
+	// SecretsSetAt is when the provider's secrets were set.
+	SecretsSetAt time.Time `json:"secrets_set_at,omitzero"`
+	// Secret is the generated secret, shown only where the user asks for
+	// it; the provider's secrets are never shown back.
 	Secret string `json:"secret,omitempty"`
+}
+
+// endpointView shows h; reveal adds the generated secret, if it is the
+// one in use.
+func (a *API) endpointView(ctx context.Context, h store.Hook, reveal bool) (endpointView, error) {
+	v := endpointView{ID: h.ID, URL: a.o.Registry.HookURL(h), Events: h.Events, SecretSource: "generated", SecretsSetAt: h.SecretsSetAt}
+	if !h.SecretsSetAt.IsZero() {
+		v.SecretSource = "provider"
+		return v, nil
+	}
+	if reveal {
+		var err error
+		v.Secret, err = a.o.Registry.EndpointSecret(ctx, h)
+		return v, err
+	}
+	return v, nil
 }
 
 type agentView struct {
@@ -145,7 +171,8 @@ func (a *API) agentView(c echo.Context, ag store.Agent) agentView {
 		v.Subject = agent.RunsSubject(ag.ID)
 	}
 	if h, ok, err := a.o.Registry.AgentEndpoint(c.Request().Context(), ag.TenantID, ag.ID); err == nil && ok {
-		v.Endpoint = &endpointView{ID: h.ID, URL: a.o.Registry.HookURL(h), Events: h.Events}
+		ev, _ := a.endpointView(c.Request().Context(), h, false)
+		v.Endpoint = &ev
 	}
 	return v
 }
@@ -191,27 +218,65 @@ func (a *API) deleteAgent(c echo.Context) error {
 	return c.NoContent(http.StatusNoContent)
 }
 
-// agentEndpoint reveals an agent's deployment endpoint with its secret, for
-// pasting into the project's webhook settings.
+// agentEndpoint shows an agent's deployment endpoint, with the secret
+// triggerd generated while that is the one in use.
 func (a *API) agentEndpoint(c echo.Context) error {
-	ctx := c.Request().Context()
-	ag, err := a.o.Registry.GetAgent(ctx, tenantOf(c), c.Param("id"))
-	if err != nil {
-		return a.registryFail(c, err, "agent")
-	}
-	h, ok, err := a.o.Registry.AgentEndpoint(ctx, ag.TenantID, ag.ID)
-	if err != nil {
-		return a.registryFail(c, err, "endpoint")
-	}
+	h, ok, err := a.endpointOf(c)
 	if !ok {
-		return fail(c, http.StatusNotFound, "not_found", "agent "+ag.ID+" has no deployment endpoint: create a deployment trigger for it first")
+		return err
 	}
-	secret, err := a.o.Registry.EndpointSecret(ctx, h)
+	v, err := a.endpointView(c.Request().Context(), h, true)
 	if err != nil {
 		return a.registryFail(c, err, "endpoint")
 	}
 	c.Response().Header().Set("Cache-Control", "no-store")
-	return c.JSON(http.StatusOK, endpointView{ID: h.ID, URL: a.o.Registry.HookURL(h), Events: h.Events, Secret: secret})
+	return c.JSON(http.StatusOK, v)
+}
+
+// endpointOf returns the deployment endpoint of the agent in the path;
+// when there is none (ok false) it has answered, with err the write's
+// result.
+func (a *API) endpointOf(c echo.Context) (h store.Hook, ok bool, err error) {
+	ctx := c.Request().Context()
+	ag, err := a.o.Registry.GetAgent(ctx, tenantOf(c), c.Param("id"))
+	if err != nil {
+		return store.Hook{}, false, a.registryFail(c, err, "agent")
+	}
+	h, ok, err = a.o.Registry.AgentEndpoint(ctx, ag.TenantID, ag.ID)
+	switch {
+	case err != nil:
+		return store.Hook{}, false, a.registryFail(c, err, "endpoint")
+	case !ok:
+		return store.Hook{}, false, fail(c, http.StatusNotFound, "not_found", "agent "+ag.ID+" has no deployment endpoint: create a deployment trigger for it first")
+	}
+	return h, true, nil
+}
+
+// endpointSecrets is the body of PUT /agents/{id}/endpoint/secrets.
+type endpointSecrets struct {
+	Secrets []string `json:"secrets"`
+}
+
+// setEndpointSecrets replaces the secrets an agent's deployment endpoint
+// accepts with those the deployment platform issued: Vercel shows each
+// webhook's secret once, at creation, and signs with it.
+func (a *API) setEndpointSecrets(c echo.Context) error {
+	var in endpointSecrets
+	if ok, err := decodeStrict(c, &in); !ok {
+		return err
+	}
+	if _, ok, err := a.endpointOf(c); !ok {
+		return err
+	}
+	h, err := a.o.Registry.SetEndpointSecrets(c.Request().Context(), tenantOf(c), c.Param("id"), in.Secrets)
+	if err != nil {
+		return a.registryFail(c, err, "endpoint")
+	}
+	v, err := a.endpointView(c.Request().Context(), h, false)
+	if err != nil {
+		return a.registryFail(c, err, "endpoint")
+	}
+	return c.JSON(http.StatusOK, v)
 }
 
 // kindView is one trigger kind of the catalogue.
@@ -312,11 +377,8 @@ func (a *API) triggerView(c echo.Context, t store.Trigger, withSecret bool, accs
 	}
 	for _, h := range hooks {
 		if h.Scope == store.HookAgentEndpoint {
-			ev := &endpointView{ID: h.ID, URL: a.o.Registry.HookURL(h), Events: h.Events}
-			if withSecret {
-				ev.Secret, _ = a.o.Registry.EndpointSecret(ctx, h)
-			}
-			v.Endpoint = ev
+			ev, _ := a.endpointView(ctx, h, withSecret)
+			v.Endpoint = &ev
 			continue
 		}
 		v.Hooks = append(v.Hooks, hookView{

@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/triggerd/triggerd/ingest"
 	"github.com/triggerd/triggerd/tenants"
 )
 
@@ -164,16 +165,20 @@ func triggersCmd(ctx context.Context, args []string, stdout, stderr io.Writer) i
 
 // agentsCmd implements "triggerctl agents ...".
 func agentsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	var name, target, steps *string
+	var name, target, steps, secretFile *string
 	synopsis := "usage: triggerctl agents list | get ID | endpoint ID | delete ID\n" +
-		"       triggerctl agents create --name NAME [--webhook-url URL] [--steps JSON|@FILE]\n\n" +
+		"       triggerctl agents create --name NAME [--webhook-url URL] [--steps JSON|@FILE]\n" +
+		"       triggerctl agents set-secrets ID --secret-file FILE\n\n" +
 		"Without --webhook-url the agent is started over NATS (runs on agents.<id>.runs); with --webhook-url runs are POSTed\n" +
 		"there, signed the Standard Webhooks way with the secret printed once at creation. endpoint prints\n" +
-		"the agent's deployment webhook URL and secret."
+		"the agent's deployment webhook URL (and, until set-secrets, the secret triggerd generated, for test deliveries).\n" +
+		"set-secrets makes the endpoint accept the secret the deployment platform showed when its webhook was created\n" +
+		"(Vercel shows it once and signs with it), one per line in FILE (/dev/stdin to paste it), and no others."
 	define := func(fs *flag.FlagSet) {
 		name = fs.String("name", "", "the agent's name")
 		target = fs.String("webhook-url", "", "HTTP agent: the URL runs are POSTed to")
 		steps = fs.String("steps", "", `tool steps as a JSON list [{"name","step","account","input"}], or @FILE`)
+		secretFile = fs.String("secret-file", "", "set-secrets: a file of the deployment platform's webhook secrets, one per line")
 	}
 	route := func(fs *flag.FlagSet) (request, error) {
 		a := fs.Args()
@@ -186,6 +191,15 @@ func agentsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			return request{http.MethodGet, "/agents/" + url.PathEscape(a[1]) + "/endpoint", nil}, nil
 		case len(a) == 2 && a[0] == "delete":
 			return request{http.MethodDelete, "/agents/" + url.PathEscape(a[1]), nil}, nil
+		case len(a) == 2 && a[0] == "set-secrets":
+			if *secretFile == "" {
+				return request{}, errors.New("set-secrets needs --secret-file FILE: the secret the deployment platform showed for its webhook, one per line (kept off the command line, where other users and shell history see it)")
+			}
+			secrets, err := ingest.ReadSecretFile(*secretFile)
+			if err != nil {
+				return request{}, fmt.Errorf("--secret-file %s: %w", *secretFile, err)
+			}
+			return request{http.MethodPut, "/agents/" + url.PathEscape(a[1]) + "/endpoint/secrets", map[string]any{"secrets": secrets}}, nil
 		case len(a) == 1 && a[0] == "create":
 			body := map[string]any{"name": *name, "delivery": "nats"}
 			if *target != "" {
@@ -200,7 +214,7 @@ func agentsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			}
 			return request{http.MethodPost, "/agents", body}, nil
 		}
-		return request{}, errors.New("want: agents list | get ID | endpoint ID | delete ID | create --name NAME [flags]")
+		return request{}, errors.New("want: agents list | get ID | endpoint ID | delete ID | create --name NAME [flags] | set-secrets ID --secret-file FILE")
 	}
 	return apiCommand(ctx, "agents", synopsis, args, stdout, stderr, define, route)
 }

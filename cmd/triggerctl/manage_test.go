@@ -120,10 +120,13 @@ func TestDispatchCommands(t *testing.T) {
 	defer srv.Close()
 	steps := filepath.Join(dir, "steps.json")
 	os.WriteFile(steps, []byte(`[{"name":"c","step":"codehost.get_issue","account":"a1","input":{}}]`), 0o600)
+	vercelSecrets := filepath.Join(dir, "vercel.secret")
+	os.WriteFile(vercelSecrets, []byte("pJ7kq2ZQvN4xXw9mHc3tLb8R\nZm8nV4pQ2rT6yW1xK9cB3dF5\n"), 0o600)
 	for _, args := range [][]string{
 		{"agents", "create", "--name", "triage", "--steps", "@" + steps},
 		{"agents", "create", "--name", "hook", "--webhook-url", "https://agent.example/runs"},
 		{"agents", "endpoint", "ag1"},
+		{"agents", "set-secrets", "ag1", "--secret-file", vercelSecrets},
 		{"agents", "delete", "ag1"},
 		{"triggers", "create", "--kind", "new_issue", "--account", "a1", "--agent", "ag1", "--repos", "o/r,o/s", "--params", `{"labels":["bug"]}`, "--filter", "true"},
 		{"triggers", "disable", "t1"},
@@ -146,6 +149,7 @@ func TestDispatchCommands(t *testing.T) {
 		`POST /v1/agents {"delivery":"nats","name":"triage","steps":[{"name":"c","step":"codehost.get_issue","account":"a1","input":{}}]}`,
 		`POST /v1/agents {"delivery":"http","name":"hook","url":"https://agent.example/runs"}`,
 		`GET /v1/agents/ag1/endpoint`,
+		`PUT /v1/agents/ag1/endpoint/secrets {"secrets":["pJ7kq2ZQvN4xXw9mHc3tLb8R","Zm8nV4pQ2rT6yW1xK9cB3dF5"]}`,
 		`DELETE /v1/agents/ag1`,
 		`POST /v1/triggers {"account":"a1","agent":"ag1","enabled":true,"filter":"true","kind":"new_issue","params":{"labels":["bug"],"repositories":["o/r","o/s"]}}`,
 		`PATCH /v1/triggers/t1 {"enabled":false}`,
@@ -172,6 +176,8 @@ func TestDispatchCommands(t *testing.T) {
 		{[]string{"triggers", "test", "--account", "a1"}, "missing: --kind, --agent"},
 		{[]string{"triggers", "create", "--kind", "new_issue", "--account", "a1", "--agent", "ag1", "--repos", "o/r", "--params", `{"repositories":["o/s"]}`},
 			"--repos and --params' repositories both name the repositories"},
+		{[]string{"agents", "set-secrets", "ag1"}, "set-secrets needs --secret-file FILE"},
+		{[]string{"agents", "set-secrets", "ag1", "--secret-file", filepath.Join(dir, "absent")}, "--secret-file " + filepath.Join(dir, "absent")},
 	} {
 		var out, errOut bytes.Buffer
 		if code := run(append(c.args, "--url", srv.URL, "--data-dir", dir), &out, &errOut); code == 0 || !strings.Contains(errOut.String(), c.want) {

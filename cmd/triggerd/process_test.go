@@ -807,16 +807,23 @@ func TestSlowClientsDoNotStallDeliveries(t *testing.T) {
 
 // TestSandboxRunsSteps starts triggerd --sandbox and runs a step of each
 // connector through the management API, as the README tells a new user to.
-func TestSandboxRunsSteps(t *testing.T) {
-	dir := t.TempDir()
-	p := startTriggerd(t, []string{"TRIGGERD_DATA_DIR=" + dir}, "--sandbox")
+// apiCaller calls triggerd's API as a tenant: method, path and JSON body
+// in, status and JSON answer out.
+type apiCaller func(method, path, body string) (int, map[string]any)
+
+// sandboxAPI returns a caller of the API of the sandbox process *pp (read
+// at each call, so that a restarted process is reached at its new
+// address) as the default tenant, and the sandbox accounts' ids by
+// connector.
+func sandboxAPI(t *testing.T, pp **proc, dir string) (apiCaller, map[string]string) {
+	t.Helper()
 	keyBytes, err := os.ReadFile(filepath.Join(dir, "default_tenant_key"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	key := strings.TrimSpace(string(keyBytes))
 	api := func(method, path, body string) (int, map[string]any) {
-		req, _ := http.NewRequest(method, p.httpURL+path, strings.NewReader(body))
+		req, _ := http.NewRequest(method, (*pp).httpURL+path, strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+key)
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := client.Do(req)
@@ -837,6 +844,13 @@ func TestSandboxRunsSteps(t *testing.T) {
 	if len(ids) != 3 {
 		t.Fatalf("sandbox accounts: %v, want one per connector", ids)
 	}
+	return api, ids
+}
+
+func TestSandboxRunsSteps(t *testing.T) {
+	dir := t.TempDir()
+	p := startTriggerd(t, []string{"TRIGGERD_DATA_DIR=" + dir}, "--sandbox")
+	api, ids := sandboxAPI(t, &p, dir)
 	for _, tc := range []struct{ connector, step, input, want string }{
 		{"codehost", "codehost.create_issue", `{"owner":"octocat","repo":"hello-world","title":"From the sandbox test"}`, "From the sandbox test"},
 		{"deploy", "deploy.list_deployments", `{"project":"web","limit":5}`, "deployments"},
@@ -875,7 +889,7 @@ func TestSandboxRunsSteps(t *testing.T) {
 		t.Helper()
 		p.stop()
 		p = startTriggerd(t, []string{"TRIGGERD_DATA_DIR=" + dir}, "--sandbox")
-		_, body = api(http.MethodGet, "/v1/accounts", "")
+		_, body := api(http.MethodGet, "/v1/accounts", "")
 		if n := len(body["accounts"].([]any)); n != 3 {
 			t.Fatalf("after a restart the sandbox has %d accounts, want the same 3", n)
 		}
@@ -913,4 +927,83 @@ func TestSandboxRunsSteps(t *testing.T) {
 	}
 	hookAtNewAddress()
 	openIssueStartsRun("Opened after the account came back", 3)
+}
+
+// TestDeployEndpointTakesTheProvidersSecret follows a user wiring a
+// Vercel webhook to an agent's deployment endpoint: Vercel shows the
+// webhook's own secret once and signs with it, so the endpoint must
+// accept that secret once the user sets it, and only it.
+func TestDeployEndpointTakesTheProvidersSecret(t *testing.T) {
+	dir := t.TempDir()
+	p := startTriggerd(t, []string{"TRIGGERD_DATA_DIR=" + dir}, "--sandbox")
+	api, ids := sandboxAPI(t, &p, dir)
+	code, agent := api(http.MethodPost, "/v1/agents", `{"name": "deploy-watcher"}`)
+	if code != http.StatusCreated {
+		t.Fatalf("create agent: %d %v", code, agent)
+	}
+	agentID := agent["id"].(string)
+	code, trigger := api(http.MethodPost, "/v1/triggers", `{"kind": "deployment_started", "account": "`+ids["deploy"]+`", "agent": "`+agentID+`"}`)
+	if code != http.StatusCreated {
+		t.Fatalf("create trigger: %d %v", code, trigger)
+	}
+	code, ep := api(http.MethodGet, "/v1/agents/"+agentID+"/endpoint", "")
+	if code != http.StatusOK || ep["secret_source"] != "generated" || ep["secret"] == "" {
+		t.Fatalf("endpoint: %d %v; want the generated secret shown", code, ep)
+	}
+	generated := ep["secret"].(string)
+	n := 0
+	deliver := func(secret string) (int, string) {
+		t.Helper()
+		n++
+		body := fmt.Appendf(nil, `{"id":"evt_s25_%d","type":"deployment.created","createdAt":1763800000000,"payload":{"deployment":{"id":"dpl_%d","url":"web-%d.vercel.app"},"project":{"id":"prj_web"},"target":"production"}}`, n, n, n)
+		req, _ := http.NewRequest(http.MethodPost, ep["url"].(string), bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("x-vercel-signature", ingest.DeployScheme.Sign([]byte(secret), body))
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		answer, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(answer)
+	}
+	runs := func() int {
+		_, out := api(http.MethodGet, "/v1/runs?trigger="+trigger["id"].(string), "")
+		list, _ := out["runs"].([]any)
+		return len(list)
+	}
+
+	// Signed with the generated secret (a test delivery): taken, and it
+	// leaves the process's cache holding that secret.
+	if code, answer := deliver(generated); code != http.StatusAccepted {
+		t.Fatalf("signed with the generated secret: %d %s", code, answer)
+	}
+	testenv.Eventually(t, 20*time.Second, "the test delivery's run", func() bool { return runs() == 1 })
+
+	// Vercel signs with its own secret: refused until it is set, with a
+	// message that says how.
+	const vercel = "pJ7kq2ZQvN4xXw9mHc3tLb8R"
+	if code, answer := deliver(vercel); code != http.StatusUnauthorized || !strings.Contains(answer, "set-secrets "+agentID) {
+		t.Fatalf("signed with Vercel's secret before it is set: %d %s; want 401 naming triggerctl agents set-secrets", code, answer)
+	}
+	if code, out := api(http.MethodPut, "/v1/agents/"+agentID+"/endpoint/secrets", `{"secrets": ["short"]}`); code != http.StatusBadRequest {
+		t.Fatalf("a 5-character secret: %d %v, want 400", code, out)
+	}
+	code, set := api(http.MethodPut, "/v1/agents/"+agentID+"/endpoint/secrets", `{"secrets": ["`+vercel+`"]}`)
+	if code != http.StatusOK || set["secret_source"] != "provider" || set["secrets_set_at"] == nil || set["secret"] != nil {
+		t.Fatalf("set secrets: %d %v; want the provider's in use, none shown", code, set)
+	}
+	if code, answer := deliver(vercel); code != http.StatusAccepted {
+		t.Fatalf("signed with Vercel's secret once set: %d %s", code, answer)
+	}
+	testenv.Eventually(t, 20*time.Second, "the Vercel delivery's run", func() bool { return runs() == 2 })
+	if code, _ := deliver(generated); code != http.StatusUnauthorized {
+		t.Fatalf("signed with the replaced generated secret: %d, want 401", code)
+	}
+	if code, ep := api(http.MethodGet, "/v1/agents/"+agentID+"/endpoint", ""); code != http.StatusOK || ep["secret"] != nil || ep["secret_source"] != "provider" {
+		t.Fatalf("endpoint after setting: %d %v; want no secret shown", code, ep)
+	}
+	if strings.Contains(p.logs(), vercel) {
+		t.Fatal("the provider's secret appears in triggerd's logs")
+	}
 }
