@@ -414,8 +414,35 @@ type Hooks interface {
 	// otherwise) and returns it with Version increased. The Key cannot
 	// change.
 	UpdateHook(ctx context.Context, h Hook) (Hook, error)
-	// DeleteHook deletes the hook; ErrNotFound if absent.
+	// DeleteHook deletes the hook, and its activity; ErrNotFound if
+	// absent.
 	DeleteHook(ctx context.Context, id string) error
+	// AddHookActivity merges a into the activity of hook id, atomically
+	// for concurrent callers (several processes flush theirs): the later
+	// LastAcceptedAt wins, Refused adds up, and the LastRefusal with the
+	// later At wins. ErrNotFound if the hook is absent, so that nothing
+	// outlives it.
+	AddHookActivity(ctx context.Context, id string, a HookActivity) error
+	// GetHookActivity returns the activity of hook id: a zero HookActivity
+	// when none was added (or the hook is absent).
+	GetHookActivity(ctx context.Context, id string) (HookActivity, error)
+}
+
+// HookActivity is what reached a hook lately, for its owner to read (why
+// did nothing start?): when a delivery was last taken, and how many were
+// refused since the hook was created, with the last refusal.
+type HookActivity struct {
+	LastAcceptedAt time.Time    `json:"last_accepted_at,omitzero"`
+	Refused        int64        `json:"refused,omitempty"`
+	LastRefusal    *HookRefusal `json:"last_refusal,omitempty"`
+}
+
+// HookRefusal is one refused delivery: when, and the answer it was given.
+type HookRefusal struct {
+	At      time.Time `json:"at"`
+	Status  int       `json:"status"`
+	Code    string    `json:"code"`
+	Message string    `json:"message"`
 }
 
 // Runs stores runs.

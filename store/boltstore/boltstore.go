@@ -32,6 +32,7 @@
 //	hooks           hook id -> store.Hook
 //	hook-tenant     tenant id \0 hook id -> empty
 //	hook-key        tenant \0 account \0 connector \0 scope \0 target -> hook id
+//	hook-activity   hook id -> store.HookActivity (deleted with the hook)
 //	runs            run id -> store.Run
 //	run-time        \0 T(CreatedAt) run id -> empty (every run)
 //	run-tenant      tenant id \0 T(CreatedAt) run id -> empty

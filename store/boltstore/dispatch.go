@@ -25,6 +25,7 @@ var (
 	bucketHooks         = []byte("hooks")
 	bucketHookTenant    = []byte("hook-tenant")
 	bucketHookKey       = []byte("hook-key")
+	bucketHookActivity  = []byte("hook-activity")
 	bucketRuns          = []byte("runs")
 	bucketRunTime       = []byte("run-time")
 	bucketRunTenant     = []byte("run-tenant")
@@ -41,7 +42,7 @@ var (
 var dispatchBuckets = [][]byte{
 	bucketAgents, bucketAgentTenant,
 	bucketTriggers, bucketTriggerTenant,
-	bucketHooks, bucketHookTenant, bucketHookKey,
+	bucketHooks, bucketHookTenant, bucketHookKey, bucketHookActivity,
 	bucketRuns, bucketRunTime, bucketRunTenant, bucketRunTrigger, bucketRunAgent, bucketRunEvent,
 	bucketEvents, bucketEventTrigger, bucketEventTime,
 	bucketCursors,
@@ -636,12 +637,74 @@ func (s *Store) DeleteHook(ctx context.Context, id string) error {
 				return err
 			}
 		}
+		if err := tx.Bucket(bucketHookActivity).Delete([]byte(id)); err != nil {
+			return err
+		}
 		return tx.Bucket(bucketHookTenant).Delete(tenantIndexKey(cur.TenantID, id))
 	})
 	if err != nil {
 		return fmt.Errorf("boltstore: delete hook %s: %w", id, err)
 	}
 	return nil
+}
+
+// AddHookActivity merges a into the activity of hook id, in one write
+// transaction that also checks the hook exists: the later LastAcceptedAt
+// wins (a zero one is none), Refused adds up, and a.LastRefusal replaces
+// the stored one if there is none or its At is later (a nil one changes
+// nothing). store.ErrNotFound if the hook is absent.
+func (s *Store) AddHookActivity(ctx context.Context, id string, a store.HookActivity) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("boltstore: add hook activity: %w", err)
+	}
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		if tx.Bucket(bucketHooks).Get([]byte(id)) == nil {
+			return store.ErrNotFound
+		}
+		activity := tx.Bucket(bucketHookActivity)
+		cur, err := getJSON[store.HookActivity](activity, []byte(id))
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		if a.LastAcceptedAt.After(cur.LastAcceptedAt) {
+			cur.LastAcceptedAt = a.LastAcceptedAt
+		}
+		cur.Refused += a.Refused
+		if a.LastRefusal != nil && (cur.LastRefusal == nil || a.LastRefusal.At.After(cur.LastRefusal.At)) {
+			r := *a.LastRefusal
+			cur.LastRefusal = &r
+		}
+		v, err := json.Marshal(cur)
+		if err != nil {
+			return err
+		}
+		return activity.Put([]byte(id), v)
+	})
+	if err != nil {
+		return fmt.Errorf("boltstore: add hook activity %s: %w", id, err)
+	}
+	return nil
+}
+
+// GetHookActivity returns the activity of hook id: a zero
+// store.HookActivity when none was added (or the hook is absent).
+func (s *Store) GetHookActivity(ctx context.Context, id string) (store.HookActivity, error) {
+	if err := ctx.Err(); err != nil {
+		return store.HookActivity{}, fmt.Errorf("boltstore: get hook activity: %w", err)
+	}
+	var a store.HookActivity
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		a, err = getJSON[store.HookActivity](tx.Bucket(bucketHookActivity), []byte(id))
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return store.HookActivity{}, fmt.Errorf("boltstore: get hook activity %s: %w", id, err)
+	}
+	return a, nil
 }
 
 // Runs.

@@ -65,6 +65,17 @@ func normHook(x store.Hook) store.Hook {
 	x.CreatedAt = normTime(x.CreatedAt)
 	x.UpdatedAt = normTime(x.UpdatedAt)
 	x.CheckedAt = normTime(x.CheckedAt)
+	x.SecretsSetAt = normTime(x.SecretsSetAt)
+	return x
+}
+
+func normHookActivity(x store.HookActivity) store.HookActivity {
+	x.LastAcceptedAt = normTime(x.LastAcceptedAt)
+	if x.LastRefusal != nil {
+		r := *x.LastRefusal
+		r.At = normTime(r.At)
+		x.LastRefusal = &r
+	}
 	return x
 }
 
@@ -177,6 +188,7 @@ func fullHook(tenantID, id string) store.Hook {
 		ExternalID:   1<<40 + 7,
 		Events:       []string{"push", "pull_request", "issue_comment"},
 		SealedSecret: everyByte(),
+		SecretsSetAt: base.Add(90*time.Minute + 5).In(pdt),
 		Status:       store.HookFailing,
 		StatusReason: "422 \"Hook already exists\"\n",
 		CreatedAt:    base,
@@ -764,6 +776,7 @@ func testHookUpdate(t *testing.T, s store.Store) {
 	h.Status = store.HookFailing
 	h.StatusReason = "404"
 	h.CheckedAt = base.Add(time.Hour)
+	h.SecretsSetAt = base.Add(time.Hour + 7).In(pdt)
 	h.UpdatedAt = base.Add(time.Hour)
 	up, err := s.UpdateHook(ctx, h)
 	must(t, "UpdateHook", err)
@@ -858,6 +871,117 @@ func testHookDelete(t *testing.T, s store.Store) {
 	got, err = s.FindHook(ctx, a.Key())
 	must(t, "FindHook h3 after deleting the new h1", err)
 	same(t, "FindHook h3 after deleting the new h1", normHook, got, c)
+}
+
+// wantHookActivity fails the test unless the activity of hook id is want.
+func wantHookActivity(t *testing.T, s store.Store, what, id string, want store.HookActivity) {
+	t.Helper()
+	got, err := s.GetHookActivity(t.Context(), id)
+	must(t, what+": GetHookActivity "+id, err)
+	same(t, what+": GetHookActivity "+id, normHookActivity, got, want)
+}
+
+func testHookActivity(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	none := store.HookActivity{}
+	wantHookActivity(t, s, "before the hook exists", "h1", none)
+	wantErr(t, "AddHookActivity to an absent hook",
+		s.AddHookActivity(ctx, "h1", store.HookActivity{LastAcceptedAt: base, Refused: 1}), store.ErrNotFound)
+	wantHookActivity(t, s, "after a refused add", "h1", none)
+
+	h, err := s.CreateHook(ctx, hook("t1", "h1", "acc1", "octo/hello", base))
+	must(t, "CreateHook", err)
+	wantHookActivity(t, s, "a new hook", "h1", none)
+	must(t, "AddHookActivity of nothing", s.AddHookActivity(ctx, "h1", none))
+	wantHookActivity(t, s, "after adding nothing", "h1", none)
+
+	// The later LastAcceptedAt wins, to the nanosecond and whatever the
+	// zone; a zero one is none.
+	accepted := base.Add(time.Minute)
+	must(t, "AddHookActivity accepted", s.AddHookActivity(ctx, "h1", store.HookActivity{LastAcceptedAt: accepted}))
+	want := store.HookActivity{LastAcceptedAt: accepted}
+	wantHookActivity(t, s, "after an accept", "h1", want)
+	must(t, "AddHookActivity earlier accepted",
+		s.AddHookActivity(ctx, "h1", store.HookActivity{LastAcceptedAt: accepted.Add(-time.Nanosecond).In(pdt)}))
+	wantHookActivity(t, s, "after an earlier accept", "h1", want)
+	accepted = accepted.Add(time.Nanosecond).In(pdt)
+	must(t, "AddHookActivity later accepted", s.AddHookActivity(ctx, "h1", store.HookActivity{LastAcceptedAt: accepted}))
+	want.LastAcceptedAt = accepted
+	wantHookActivity(t, s, "after a later accept", "h1", want)
+
+	// Refused adds up; the LastRefusal with the later At wins, all its
+	// fields together; a nil one changes nothing.
+	first := &store.HookRefusal{At: base.Add(time.Hour), Status: 401, Code: "bad_signature", Message: "signature \"v1,…\" does not match\n"}
+	must(t, "AddHookActivity refusal", s.AddHookActivity(ctx, "h1", store.HookActivity{Refused: 1, LastRefusal: first}))
+	want.Refused, want.LastRefusal = 1, first
+	wantHookActivity(t, s, "after a refusal", "h1", want)
+	for _, at := range []time.Time{first.At.Add(-time.Nanosecond), first.At.In(pdt)} {
+		older := &store.HookRefusal{At: at, Status: 400, Code: "older", Message: "older"}
+		must(t, "AddHookActivity earlier refusal", s.AddHookActivity(ctx, "h1", store.HookActivity{Refused: 2, LastRefusal: older}))
+		want.Refused += 2
+		wantHookActivity(t, s, "after a refusal that is not later", "h1", want)
+	}
+	later := &store.HookRefusal{At: first.At.Add(time.Nanosecond).In(pdt), Status: 429}
+	must(t, "AddHookActivity later refusal", s.AddHookActivity(ctx, "h1", store.HookActivity{LastRefusal: later}))
+	want.LastRefusal = later
+	wantHookActivity(t, s, "after a later refusal", "h1", want)
+	must(t, "AddHookActivity refused only", s.AddHookActivity(ctx, "h1", store.HookActivity{Refused: 10}))
+	want.Refused += 10
+	wantHookActivity(t, s, "after refused only", "h1", want)
+
+	// Updating the hook leaves its activity alone.
+	h.Status = store.HookFailing
+	_, err = s.UpdateHook(ctx, h)
+	must(t, "UpdateHook", err)
+	wantHookActivity(t, s, "after UpdateHook", "h1", want)
+
+	// Concurrent adds (of several processes) all count, and the latest
+	// times win whatever the order they arrive in: a read-modify-write
+	// that is not atomic loses some.
+	_, err = s.CreateHook(ctx, hook("t1", "h2", "acc1", "octo/world", base))
+	must(t, "CreateHook h2", err)
+	const writers, adds = 8, 25
+	at := func(i, j int) time.Time { return base.Add(3*time.Hour + time.Duration(i*adds+j)) }
+	wins := runConcurrently(t, writers, nil, func(i int) error {
+		for j := range adds {
+			a := store.HookActivity{
+				LastAcceptedAt: at(i, j),
+				Refused:        1,
+				LastRefusal:    &store.HookRefusal{At: at(i, j), Status: 400 + i, Code: fmt.Sprintf("c%d-%d", i, j)},
+			}
+			if err := s.AddHookActivity(ctx, "h2", a); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if wins != writers {
+		t.Fatalf("%d of %d concurrent writers succeeded", wins, writers)
+	}
+	last := at(writers-1, adds-1)
+	wantHookActivity(t, s, "after concurrent adds", "h2", store.HookActivity{
+		LastAcceptedAt: last,
+		Refused:        writers * adds,
+		LastRefusal:    &store.HookRefusal{At: last, Status: 400 + writers - 1, Code: fmt.Sprintf("c%d-%d", writers-1, adds-1)},
+	})
+	wantHookActivity(t, s, "h1 after adds to h2", "h1", want)
+
+	// DeleteHook deletes the activity: nothing outlives the hook, and a
+	// hook created again with the same id and key starts with none.
+	must(t, "DeleteHook", s.DeleteHook(ctx, "h1"))
+	wantHookActivity(t, s, "after DeleteHook", "h1", none)
+	wantErr(t, "AddHookActivity to a deleted hook",
+		s.AddHookActivity(ctx, "h1", store.HookActivity{Refused: 1}), store.ErrNotFound)
+	_, err = s.CreateHook(ctx, hook("t1", "h1", "acc1", "octo/hello", base))
+	must(t, "CreateHook again", err)
+	wantHookActivity(t, s, "the hook created again", "h1", none)
+	must(t, "AddHookActivity to the hook created again", s.AddHookActivity(ctx, "h1", store.HookActivity{Refused: 1}))
+	wantHookActivity(t, s, "the hook created again, after an add", "h1", store.HookActivity{Refused: 1})
+	wantHookActivity(t, s, "h2 after deleting h1", "h2", store.HookActivity{
+		LastAcceptedAt: last,
+		Refused:        writers * adds,
+		LastRefusal:    &store.HookRefusal{At: last, Status: 400 + writers - 1, Code: fmt.Sprintf("c%d-%d", writers-1, adds-1)},
+	})
 }
 
 // Runs.

@@ -99,6 +99,7 @@ func Run(t *testing.T, b Backend) {
 		{"Hooks/List", testHookList},
 		{"Hooks/Update", testHookUpdate},
 		{"Hooks/Delete", testHookDelete},
+		{"Hooks/Activity", testHookActivity},
 		{"Runs/CreateGet", testRunCreateGet},
 		{"Runs/ConcurrentCreates", testRunConcurrentCreates},
 		{"Runs/Update", testRunUpdate},
