@@ -3,10 +3,14 @@ package ingest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/triggerd/triggerd/triggers"
 )
@@ -73,5 +77,69 @@ func TestPerHookEndpoints(t *testing.T) {
 	}
 	if s := h.fc.events[2][0].Scope; s == nil || s.Agent != "ag1" {
 		t.Fatalf("deploy endpoint event scope = %+v", s)
+	}
+}
+
+// heardActivity records what an Activity hears, a line per call.
+type heardActivity struct {
+	mu    sync.Mutex
+	heard []string
+}
+
+func (a *heardActivity) Accepted(c triggers.Connector, hook string, _ time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.heard = append(a.heard, fmt.Sprintf("accepted %s/%s", c, hook))
+}
+
+func (a *heardActivity) Refused(c triggers.Connector, hook string, _ time.Time, status int, code, _ string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.heard = append(a.heard, fmt.Sprintf("refused %s/%s %d %s", c, hook, status, code))
+}
+
+func (a *heardActivity) take() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := a.heard
+	a.heard = nil
+	return out
+}
+
+func TestActivityHearsEachHookDelivery(t *testing.T) {
+	heard := &heardActivity{}
+	h := newHarness(t, func(o *Options) { o.Hooks, o.Activity = fakeHooks{}, heard })
+	body := []byte(issueOpened)
+	to := func(path, secret, delivery string) *http.Request {
+		req := codeHostRequest("issues", delivery, body)
+		req.URL.Path = path
+		req.Header.Set("X-Hub-Signature-256", CodeHostScheme.Sign([]byte(secret), body))
+		return req
+	}
+	for _, tc := range []struct {
+		name string
+		req  *http.Request
+		want []string
+	}{
+		{"taken", to("/webhooks/codehost/h1", "hook-one-secret", "a1"), []string{"accepted codehost/h1"}},
+		{"a duplicate", to("/webhooks/codehost/h1", "hook-one-secret", "a1"), []string{"accepted codehost/h1"}},
+		{"wrongly signed", to("/webhooks/codehost/h1", "not-the-secret", "a2"), []string{"refused codehost/h1 401 invalid_signature"}},
+		{"an unknown hook", to("/webhooks/codehost/nope", "hook-one-secret", "a3"), nil},
+		{"the shared endpoint", to("/webhooks/codehost", testCodeHostSecret, "a4"), nil},
+		{"the shared endpoint, wrongly signed", to("/webhooks/codehost", "not-the-secret", "a5"), nil},
+	} {
+		h.do(tc.req)
+		if got := heard.take(); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: heard %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	h.fc.mu.Lock()
+	h.fc.err = errors.New("nats: timeout")
+	h.fc.mu.Unlock()
+	if a := h.do(to("/webhooks/codehost/h1", "hook-one-secret", "a6")); a.status != http.StatusServiceUnavailable {
+		t.Fatalf("with the committer down: %d", a.status)
+	}
+	if got, want := heard.take(), []string{"refused codehost/h1 503 unavailable"}; !slices.Equal(got, want) {
+		t.Errorf("a 503: heard %q, want %q", got, want)
 	}
 }

@@ -50,6 +50,17 @@ type Hooks interface {
 	Hook(ctx context.Context, c triggers.Connector, id string) (triggers.Scope, *Verifier, error)
 }
 
+// Activity hears what became of each delivery to a tenant's hook (a
+// per-hook endpoint, /webhooks/<connector>/<hook-id>), so that the hook's
+// owner can see that deliveries arrive, or why they are refused. Its
+// methods are called on the delivery's path and must not block.
+type Activity interface {
+	// Accepted: taken, or a duplicate of a delivery that was.
+	Accepted(c triggers.Connector, hook string, at time.Time)
+	// Refused: answered status with the error code and message.
+	Refused(c triggers.Connector, hook string, at time.Time, status int, code, message string)
+}
+
 // Rechecker is a Hooks whose answers may be older than a hook's secrets
 // (HookCache). When a delivery's signature fails against them, the server
 // asks Recheck, which resolves the hook again (fresh true) unless it did
@@ -80,6 +91,11 @@ type Options struct {
 	Deploy   *Verifier
 	// Hooks resolves per-hook endpoints; nil serves only the shared ones.
 	Hooks Hooks
+	// Activity, when set, hears what became of each delivery to a hook,
+	// by the hook id in its path: all but those answered unknown_hook. A
+	// refusal made before the hook is looked up (a missing header, a
+	// wrong content type) names an id that may not exist.
+	Activity Activity
 	// Ready reports whether the Committer can currently make deliveries
 	// durable; /readyz answers from it, and while it is false a delivery
 	// goes to the Spool without trying the Committer (a commit would only
@@ -255,6 +271,9 @@ type apiError struct {
 // reject writes an error answer and counts it.
 func (s *Server) reject(c echo.Context, src triggers.Connector, status int, code, msg string) error {
 	s.metrics.delivery(src, "unverified", code)
+	if hook := c.Param("hook"); hook != "" && code != "unknown_hook" && s.o.Activity != nil {
+		s.o.Activity.Refused(src, hook, s.o.Now(), status, code, msg)
+	}
 	var body apiError
 	body.Error.Code, body.Error.Message = code, msg
 	return c.JSON(status, body)
@@ -507,9 +526,15 @@ func (s *Server) accept(c echo.Context, start time.Time, d triggers.Delivery, ra
 		var body apiError
 		body.Error.Code = "unavailable"
 		body.Error.Message = "the delivery could not be stored durably right now; nothing was accepted, retry later"
+		if d.Scope != nil && s.o.Activity != nil {
+			s.o.Activity.Refused(d.Connector, d.Scope.Hook, start, http.StatusServiceUnavailable, body.Error.Code, body.Error.Message)
+		}
 		return c.JSON(http.StatusServiceUnavailable, body)
 	}
 	s.metrics.latency(d.Connector, s.o.Now().Sub(start))
+	if d.Scope != nil && s.o.Activity != nil {
+		s.o.Activity.Accepted(d.Connector, d.Scope.Hook, start)
+	}
 	if duplicate {
 		s.metrics.delivery(d.Connector, event, "duplicate")
 		return c.JSON(http.StatusOK, duplicateAnswer{DeliveryID: res.DeliveryID, Duplicate: true, Message: duplicateMessage})
