@@ -30,6 +30,7 @@ type registryService interface {
 	AgentEndpoint(ctx context.Context, tenantID, agentID string) (store.Hook, bool, error)
 	EndpointSecret(ctx context.Context, h store.Hook) (string, error)
 	SetEndpointSecrets(ctx context.Context, tenantID, agentID string, secrets []string) (store.Hook, error)
+	HookActivity(ctx context.Context, id string) (store.HookActivity, error)
 	CreateTrigger(ctx context.Context, tenantID string, in registry.TriggerInput) (store.Trigger, error)
 	DraftTrigger(ctx context.Context, tenantID string, in registry.TriggerInput) (store.Trigger, error)
 	GetTrigger(ctx context.Context, tenantID, id string) (store.Trigger, error)
@@ -126,12 +127,32 @@ type endpointView struct {
 	// Secret is the generated secret, shown only where the user asks for
 	// it; the provider's secrets are never shown back.
 	Secret string `json:"secret,omitempty"`
+	// Activity is what reached the endpoint lately: when a delivery was
+	// last taken, how many were refused and the last refusal's answer.
+	Activity *store.HookActivity `json:"activity,omitempty"`
+}
+
+// activity returns hook id's activity, or nil when there is none or it
+// cannot be read (a view is still worth showing without it).
+func (a *API) activity(ctx context.Context, id string) *store.HookActivity {
+	act, err := a.o.Registry.HookActivity(ctx, id)
+	if err != nil {
+		a.log.Warn().Err(err).Str("hook", id).Msg("reading a hook's activity")
+		return nil
+	}
+	if act == (store.HookActivity{}) {
+		return nil
+	}
+	return &act
 }
 
 // endpointView shows h; reveal adds the generated secret, if it is the
 // one in use.
 func (a *API) endpointView(ctx context.Context, h store.Hook, reveal bool) (endpointView, error) {
-	v := endpointView{ID: h.ID, URL: a.o.Registry.HookURL(h), Events: h.Events, SecretSource: "generated", SecretsSetAt: h.SecretsSetAt}
+	v := endpointView{
+		ID: h.ID, URL: a.o.Registry.HookURL(h), Events: h.Events, SecretSource: "generated", SecretsSetAt: h.SecretsSetAt,
+		Activity: a.activity(ctx, h.ID),
+	}
 	if !h.SecretsSetAt.IsZero() {
 		v.SecretSource = "provider"
 		return v, nil
@@ -322,6 +343,8 @@ type hookView struct {
 	// HealedThrough: every delivery GitHub attempted before it was taken,
 	// redelivered or given up on (registry/heal.go).
 	HealedThrough time.Time `json:"healed_through,omitzero"`
+	// Activity is what reached the hook lately (see endpointView).
+	Activity *store.HookActivity `json:"activity,omitempty"`
 }
 
 type triggerView struct {
@@ -384,7 +407,7 @@ func (a *API) triggerView(c echo.Context, t store.Trigger, withSecret bool, accs
 		v.Hooks = append(v.Hooks, hookView{
 			ID: h.ID, Scope: h.Scope, Target: h.Target, URL: a.o.Registry.HookURL(h), Events: h.Events,
 			Status: h.Status, StatusReason: h.StatusReason, ExternalID: h.ExternalID, CheckedAt: h.CheckedAt,
-			HealedThrough: h.HealedThrough,
+			HealedThrough: h.HealedThrough, Activity: a.activity(ctx, h.ID),
 		})
 	}
 	return v

@@ -35,6 +35,9 @@ type dispatchParts struct {
 	// hooks resolves tenants' hooks for ingest, caching them; the
 	// registry's changes to them reach it through notifier.
 	hooks *ingest.HookCache
+	// activity hears from ingest what became of each delivery to a hook
+	// and stores it, for the hooks' views.
+	activity *registry.ActivityRecorder
 }
 
 // newDispatch builds the registry and the dispatcher.
@@ -74,7 +77,11 @@ func newDispatch(ctx context.Context, cfg config, b *bus.Bus, st store.Store, ac
 		return nil, err
 	}
 	reader.r = r
-	parts := &dispatchParts{registry: r, dispatcher: d, hooks: hooks}
+	activity, err := registry.NewActivityRecorder(st, registry.ActivityOptions{Logger: log, Registerer: reg})
+	if err != nil {
+		return nil, err
+	}
+	parts := &dispatchParts{registry: r, dispatcher: d, hooks: hooks, activity: activity}
 	if dc.PollInterval > 0 { // 0: never (poll.New would take it for its default)
 		if parts.poller, err = poll.New(poll.Options{
 			Store: st, Accounts: acct, Committer: b, CodeHostAPI: cfg.Providers.CodeHostAPIBaseURL,
@@ -151,6 +158,13 @@ func (p *dispatchParts) run(cfg config, b *bus.Bus, log zerolog.Logger) (stop fu
 			p.poller.Run(ctx)
 		}()
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		// It stops with the rest, after the HTTP server, and keeps what
+		// the last deliveries did if the store answers within 2 s.
+		p.activity.Run(ctx, 2*time.Second)
+	}()
 	if cfg.Dispatch.ReconcileInterval > 0 {
 		wg.Add(1)
 		go func() {

@@ -282,6 +282,7 @@ func serve(ctx context.Context, cfg config, files map[string]string, lookup func
 		CodeHost:      codeHost,
 		Deploy:        deploy,
 		Hooks:         disp.hooks,
+		Activity:      disp.activity,
 		Ready:         b.Ready,
 		MaxBodyBytes:  cfg.MaxBodyBytes,
 		CommitTimeout: cfg.CommitTimeout,

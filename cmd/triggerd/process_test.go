@@ -986,6 +986,14 @@ func TestDeployEndpointTakesTheProvidersSecret(t *testing.T) {
 	if code, answer := deliver(vercel); code != http.StatusUnauthorized || !strings.Contains(answer, "set-secrets "+agentID) {
 		t.Fatalf("signed with Vercel's secret before it is set: %d %s; want 401 naming triggerctl agents set-secrets", code, answer)
 	}
+	// The endpoint's view says so: the user sees why nothing started.
+	testenv.Eventually(t, 20*time.Second, "the refusal in the endpoint's activity", func() bool {
+		_, ep := api(http.MethodGet, "/v1/agents/"+agentID+"/endpoint", "")
+		act, _ := ep["activity"].(map[string]any)
+		last, _ := act["last_refusal"].(map[string]any)
+		return act["refused"] == float64(1) && last["code"] == "invalid_signature" && act["last_accepted_at"] != nil &&
+			strings.Contains(fmt.Sprint(last["message"]), "set-secrets")
+	})
 	if code, out := api(http.MethodPut, "/v1/agents/"+agentID+"/endpoint/secrets", `{"secrets": ["short"]}`); code != http.StatusBadRequest {
 		t.Fatalf("a 5-character secret: %d %v, want 400", code, out)
 	}
