@@ -68,7 +68,7 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.delivery, "delivery", "", "fixed delivery id: X-GitHub-Delivery, or the deploy envelope's \"id\" (default: a fresh random UUID per file)")
 	fs.BoolVar(&o.form, "form", false, "send codehost payloads as application/x-www-form-urlencoded payload=<json>")
 	fs.StringVar(&o.hook, "hook", "", "post to a tenant's hook or an agent's deployment endpoint, /webhooks/<connector>/<ID>, instead of the shared endpoint; needs --secret-file")
-	secretFile := fs.String("secret-file", "", "with --hook: file holding that hook's or endpoint's secret (triggerctl agents endpoint AGENT prints a deployment endpoint's)")
+	secretFile := fs.String("secret-file", "", "with --hook: file holding that hook's or endpoint's secret (triggerctl agents endpoint AGENT prints a deployment endpoint's generated one, until agents set-secrets replaces it)")
 	dataDir := fs.String("data-dir", "./data", "directory where triggerd keeps generated webhook secrets, read when TRIGGERD_<CONNECTOR>_WEBHOOK_SECRET is unset")
 	timeout := fs.Duration("timeout", 10*time.Second, "timeout of each request")
 	synopsis := "usage: triggerctl replay [flags] FILE...\n\n" +
@@ -129,7 +129,8 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		if line.Status == http.StatusUnauthorized && o.hook != "" {
 			fmt.Fprintf(stderr, "triggerctl replay: %s: triggerd answered 401 Unauthorized: --secret-file does not hold hook %s's secret "+
-				"(triggerctl agents endpoint AGENT prints a deployment endpoint's)\n", file, o.hook)
+				"(triggerctl agents endpoint AGENT prints a deployment endpoint's generated one; after agents set-secrets, "+
+				"only the secrets set are accepted)\n", file, o.hook)
 			failed = append(failed, file)
 		} else if line.Status == http.StatusUnauthorized {
 			fmt.Fprintf(stderr, "triggerctl replay: %s: triggerd answered 401 Unauthorized to the signature made with the secret from %s; "+
