@@ -83,34 +83,29 @@ func NewActivityRecorder(st ActivityStore, o ActivityOptions) (*ActivityRecorder
 // Accepted records a delivery to hook that was taken (or was a
 // duplicate of one that was).
 func (r *ActivityRecorder) Accepted(_ triggers.Connector, hook string, at time.Time) {
-	r.update(hook, func(a *store.HookActivity) {
-		if at.After(a.LastAcceptedAt) {
-			a.LastAcceptedAt = at
-		}
-	})
+	r.add(hook, store.HookActivity{LastAcceptedAt: at})
 }
 
 // Refused records a delivery to hook that was refused with status, code
 // and message.
 func (r *ActivityRecorder) Refused(_ triggers.Connector, hook string, at time.Time, status int, code, message string) {
-	r.update(hook, func(a *store.HookActivity) {
-		a.Refused++
-		if a.LastRefusal == nil || at.After(a.LastRefusal.At) {
-			a.LastRefusal = &store.HookRefusal{At: at, Status: status, Code: code, Message: truncate(message, maxRefusalMessage)}
-		}
-	})
+	r.add(hook, store.HookActivity{Refused: 1, LastRefusal: &store.HookRefusal{
+		At: at, Status: status, Code: code, Message: truncate(message, maxRefusalMessage),
+	}})
 }
 
-func (r *ActivityRecorder) update(hook string, fn func(*store.HookActivity)) {
+// add merges a into hook's pending activity, unless MaxHooks other hooks
+// have some pending.
+func (r *ActivityRecorder) add(hook string, a store.HookActivity) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	a, ok := r.pending[hook]
+	p, ok := r.pending[hook]
 	if !ok && len(r.pending) >= r.maxHooks {
 		r.dropped.Inc()
 		return
 	}
-	fn(&a)
-	r.pending[hook] = a
+	p.Add(a)
+	r.pending[hook] = p
 }
 
 // Flush adds the activity collected so far to the store. A hook the store
@@ -129,22 +124,9 @@ func (r *ActivityRecorder) Flush(ctx context.Context) error {
 			continue
 		}
 		errs = append(errs, err)
-		r.requeue(hook, a)
+		r.add(hook, a)
 	}
 	return errors.Join(errs...)
-}
-
-// requeue merges activity that could not be written back into pending.
-func (r *ActivityRecorder) requeue(hook string, a store.HookActivity) {
-	r.update(hook, func(p *store.HookActivity) {
-		if a.LastAcceptedAt.After(p.LastAcceptedAt) {
-			p.LastAcceptedAt = a.LastAcceptedAt
-		}
-		p.Refused += a.Refused
-		if a.LastRefusal != nil && (p.LastRefusal == nil || a.LastRefusal.At.After(p.LastRefusal.At)) {
-			p.LastRefusal = a.LastRefusal
-		}
-	})
 }
 
 // Run flushes every Interval until ctx ends, then once more within

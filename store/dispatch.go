@@ -417,11 +417,10 @@ type Hooks interface {
 	// DeleteHook deletes the hook, and its activity; ErrNotFound if
 	// absent.
 	DeleteHook(ctx context.Context, id string) error
-	// AddHookActivity merges a into the activity of hook id, atomically
-	// for concurrent callers (several processes flush theirs): the later
-	// LastAcceptedAt wins, Refused adds up, and the LastRefusal with the
-	// later At wins. ErrNotFound if the hook is absent, so that nothing
-	// outlives it.
+	// AddHookActivity merges a into the activity of hook id
+	// (HookActivity.Add), atomically for concurrent callers (several
+	// processes flush theirs). ErrNotFound if the hook is absent, so that
+	// nothing outlives it.
 	AddHookActivity(ctx context.Context, id string, a HookActivity) error
 	// GetHookActivity returns the activity of hook id: a zero HookActivity
 	// when none was added (or the hook is absent).
@@ -435,6 +434,20 @@ type HookActivity struct {
 	LastAcceptedAt time.Time    `json:"last_accepted_at,omitzero"`
 	Refused        int64        `json:"refused,omitempty"`
 	LastRefusal    *HookRefusal `json:"last_refusal,omitempty"`
+}
+
+// Add merges b into a as AddHookActivity does: the later LastAcceptedAt
+// wins (a zero one is none), Refused adds up, and b's LastRefusal replaces
+// a's if a has none or b's At is later (a nil one changes nothing).
+func (a *HookActivity) Add(b HookActivity) {
+	if b.LastAcceptedAt.After(a.LastAcceptedAt) {
+		a.LastAcceptedAt = b.LastAcceptedAt
+	}
+	a.Refused += b.Refused
+	if b.LastRefusal != nil && (a.LastRefusal == nil || b.LastRefusal.At.After(a.LastRefusal.At)) {
+		r := *b.LastRefusal
+		a.LastRefusal = &r
+	}
 }
 
 // HookRefusal is one refused delivery: when, and the answer it was given.

@@ -648,11 +648,9 @@ func (s *Store) DeleteHook(ctx context.Context, id string) error {
 	return nil
 }
 
-// AddHookActivity merges a into the activity of hook id, in one write
-// transaction that also checks the hook exists: the later LastAcceptedAt
-// wins (a zero one is none), Refused adds up, and a.LastRefusal replaces
-// the stored one if there is none or its At is later (a nil one changes
-// nothing). store.ErrNotFound if the hook is absent.
+// AddHookActivity merges a into the activity of hook id
+// (store.HookActivity.Add), in one write transaction that also checks the
+// hook exists; store.ErrNotFound if it is absent.
 func (s *Store) AddHookActivity(ctx context.Context, id string, a store.HookActivity) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("boltstore: add hook activity: %w", err)
@@ -666,14 +664,7 @@ func (s *Store) AddHookActivity(ctx context.Context, id string, a store.HookActi
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
-		if a.LastAcceptedAt.After(cur.LastAcceptedAt) {
-			cur.LastAcceptedAt = a.LastAcceptedAt
-		}
-		cur.Refused += a.Refused
-		if a.LastRefusal != nil && (cur.LastRefusal == nil || a.LastRefusal.At.After(cur.LastRefusal.At)) {
-			r := *a.LastRefusal
-			cur.LastRefusal = &r
-		}
+		cur.Add(a)
 		v, err := json.Marshal(cur)
 		if err != nil {
 			return err
