@@ -19,28 +19,41 @@ import (
 )
 
 // flakyHooks is fakeHooks behind a switch: while err is set every lookup
-// fails with it, as a stalled store would. It counts lookups.
+// fails with it, as a stalled store would. Deployment endpoint e1's
+// secrets can be replaced, as a user does with Vercel's. It counts
+// lookups.
 type flakyHooks struct {
-	mu    sync.Mutex
-	err   error
-	calls int
+	mu      sync.Mutex
+	err     error
+	secrets []string // e1's, when set
+	calls   int
 }
 
 func (f *flakyHooks) Hook(ctx context.Context, c triggers.Connector, id string) (triggers.Scope, *Verifier, error) {
 	f.mu.Lock()
 	f.calls++
-	err := f.err
+	err, secrets := f.err, f.secrets
 	f.mu.Unlock()
 	if err != nil {
 		return triggers.Scope{}, nil, err
 	}
-	return fakeHooks{}.Hook(ctx, c, id)
+	scope, v, err := fakeHooks{}.Hook(ctx, c, id)
+	if err == nil && scope.Hook == "e1" && secrets != nil {
+		v, err = NewVerifier(DeployScheme, secrets...)
+	}
+	return scope, v, err
 }
 
 func (f *flakyHooks) set(err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.err = err
+}
+
+func (f *flakyHooks) setSecrets(secrets ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.secrets = secrets
 }
 
 func (f *flakyHooks) lookups() int {
@@ -132,39 +145,8 @@ func TestHookDeliveriesSurviveAStoreStall(t *testing.T) {
 	}
 }
 
-// rotatingHooks knows deployment endpoint e1, whose secrets can be
-// replaced, as a user does with Vercel's; it counts lookups.
-type rotatingHooks struct {
-	mu      sync.Mutex
-	secrets []string
-	calls   int
-}
-
-func (r *rotatingHooks) Hook(_ context.Context, c triggers.Connector, id string) (triggers.Scope, *Verifier, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.calls++
-	if c != triggers.Deploy || id != "e1" {
-		return triggers.Scope{}, nil, ErrUnknownHook
-	}
-	v, err := NewVerifier(DeployScheme, r.secrets...)
-	return triggers.Scope{Hook: "e1", Tenant: "t1", Agent: "ag1"}, v, err
-}
-
-func (r *rotatingHooks) set(secrets ...string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.secrets = secrets
-}
-
-func (r *rotatingHooks) lookups() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.calls
-}
-
 func TestReplacedSecretsTakeEffectAtTheFirstDelivery(t *testing.T) {
-	next := &rotatingHooks{secrets: []string{"generated-by-triggerd"}}
+	next := &flakyHooks{secrets: []string{"generated-by-triggerd"}}
 	clock := testenv.NewClock(time.Unix(1_700_000_000, 0))
 	// A TTL far longer than the test: only Recheck can see the change.
 	cache := NewHookCache(next, HookCacheOptions{TTL: time.Hour, Logger: zerolog.Nop(), Now: clock.Now})
@@ -185,7 +167,7 @@ func TestReplacedSecretsTakeEffectAtTheFirstDelivery(t *testing.T) {
 	// The user sets the secret Vercel showed; Vercel's next delivery is
 	// taken, with the cache's entry minutes old and its TTL an hour.
 	const vercel = "pJ7kq2ZQvN4xXw9mHc3tLb8R"
-	next.set(vercel)
+	next.setSecrets(vercel)
 	clock.Advance(5 * time.Minute)
 	if a := send(vercel); a.status != http.StatusAccepted {
 		t.Fatalf("with the secret just set: %d %v; want 202 at once", a.status, a.body)
