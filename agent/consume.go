@@ -118,6 +118,10 @@ func Attempt(ctx context.Context) int {
 // is stopping gives the run back, for another instance to take within a
 // second, while a Result it returns is still reported.
 //
+// Consume needs no more than Permissions(agentID) allows: connect with
+// Connect. It finds a run's result with a direct get, which Stream allows
+// on triggerd's NATS.
+//
 // Consume returns an error when it cannot set up the consumer, or when
 // the connection is closed or the consumer deleted under it; other errors
 // go to the WithErrorHandler function and Consume carries on.
@@ -163,14 +167,7 @@ func Consume(ctx context.Context, js jetstream.JetStream, agentID string, fn Run
 		}
 		return fmt.Errorf("agent: consumer %s on %s: %w", ConsumerName(agentID), Stream, err)
 	}
-	stream, err := js.Stream(ctx, Stream)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return fmt.Errorf("agent: stream %s: %w", Stream, err)
-	}
-	c := &consumer{js: js, stream: stream, cons: cons, agentID: agentID, fn: fn, o: o}
+	c := &consumer{js: js, cons: cons, agentID: agentID, fn: fn, o: o}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -197,7 +194,6 @@ const flushWait = 5 * time.Second
 
 type consumer struct {
 	js      jetstream.JetStream
-	stream  jetstream.Stream
 	cons    jetstream.Consumer
 	agentID string
 	fn      RunFunc
@@ -337,12 +333,35 @@ func (c *consumer) handle(ctx context.Context, msg jetstream.Msg) {
 
 // reported tells whether the stream holds a result for runID. When it
 // cannot tell, it says no: the run is then done again (at least once).
+//
+// It asks JetStream for the last message on the result's subject directly
+// (a direct get), which an agent may do for its own results only; reading
+// the stream's description, as jetstream.Stream does first, it may not.
 func (c *consumer) reported(ctx context.Context, runID string) bool {
-	_, err := c.stream.GetLastMsgForSubject(ctx, ResultsSubject(c.agentID, runID))
-	if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-		c.report(fmt.Errorf("agent: looking for run %s's result: %w", runID, err))
+	nc := c.js.Conn()
+	if nc == nil {
+		return false
 	}
-	return err == nil
+	// Within the first third of the run's AckWait, before any heartbeat.
+	ctx, cancel := context.WithTimeout(ctx, c.o.ackWait/3)
+	defer cancel()
+	msg, err := nc.RequestWithContext(ctx, directGetPrefix+ResultsSubject(c.agentID, runID), nil)
+	if errors.Is(err, nats.ErrNoResponders) {
+		err = fmt.Errorf("%w (the stream %s allows no direct gets, as triggerd's does)", err, Stream)
+	}
+	if err != nil {
+		c.report(fmt.Errorf("agent: looking for run %s's result: %w", runID, err))
+		return false
+	}
+	switch status := msg.Header.Get("Status"); status {
+	case "":
+		return true
+	case "404":
+		return false
+	default:
+		c.report(fmt.Errorf("agent: looking for run %s's result: status %s %s", runID, status, msg.Header.Get("Description")))
+		return false
+	}
 }
 
 // retry disposes of a run whose attempt failed with cause.

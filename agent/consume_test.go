@@ -24,23 +24,56 @@ import (
 const waitFor = 10 * time.Second
 
 type env struct {
-	t  *testing.T
-	nc *nats.Conn
-	js jetstream.JetStream
+	t *testing.T
+	// url is the server's; nc and js are the operator's connection, which
+	// may do anything, as triggerd's own.
+	url string
+	nc  *nats.Conn
+	js  jetstream.JetStream
+}
+
+// Users of the test server: the operator may do anything; any other user
+// is an agent, with the permissions agent.Permissions gives it, as on
+// triggerd's embedded server.
+const (
+	operatorUser  = "operator"
+	agentPassword = "agent-password"
+)
+
+type agentPermissions struct{}
+
+func (agentPermissions) Check(c server.ClientAuthentication) bool {
+	o := c.GetOpts()
+	if o.Username == operatorUser {
+		c.RegisterUser(&server.User{Username: o.Username})
+		return true
+	}
+	if o.Password != agentPassword || agent.CheckAgentID(o.Username) != nil {
+		return false
+	}
+	pub, sub := agent.Permissions(o.Username)
+	c.RegisterUser(&server.User{Username: o.Username, Permissions: &server.Permissions{
+		Publish:   &server.SubjectPermission{Allow: pub},
+		Subscribe: &server.SubjectPermission{Allow: sub},
+	}})
+	return true
 }
 
 // startJS runs a NATS server with JetStream on a random port and a
 // temporary store, and creates the agents stream the way triggerd does.
+// Agents connect to it with agent.Connect and the permissions triggerd
+// gives them.
 func startJS(t *testing.T) *env {
 	t.Helper()
 	srv, err := server.NewServer(&server.Options{
-		Host:                   "127.0.0.1",
-		Port:                   server.RANDOM_PORT,
-		JetStream:              true,
-		StoreDir:               t.TempDir(),
-		NoLog:                  true,
-		NoSigs:                 true,
-		DisableJetStreamBanner: true,
+		Host:                       "127.0.0.1",
+		Port:                       server.RANDOM_PORT,
+		JetStream:                  true,
+		StoreDir:                   t.TempDir(),
+		NoLog:                      true,
+		NoSigs:                     true,
+		DisableJetStreamBanner:     true,
+		CustomClientAuthentication: agentPermissions{},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +86,7 @@ func startJS(t *testing.T) *env {
 	if !srv.ReadyForConnections(waitFor) {
 		t.Fatal("nats server not ready")
 	}
-	nc, err := nats.Connect(srv.ClientURL())
+	nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo(operatorUser, ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,13 +98,14 @@ func startJS(t *testing.T) *env {
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
-		Name:     agent.Stream,
-		Subjects: []string{"agents.>"},
-		Storage:  jetstream.FileStorage,
+		Name:        agent.Stream,
+		Subjects:    []string{"agents.>"},
+		Storage:     jetstream.FileStorage,
+		AllowDirect: true,
 	}); err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, nc: nc, js: js}
+	return &env{t: t, url: srv.ClientURL(), nc: nc, js: js}
 }
 
 func ctxT(t *testing.T) context.Context {
@@ -93,13 +127,29 @@ func (e *env) publishRaw(subject, msgID string, data []byte) {
 	}
 }
 
-// consume runs agent.Consume until the returned stop is called (or the
-// test ends); stop returns Consume's error.
+// agentJS connects as agent id, as an agent does.
+func (e *env) agentJS(id string) jetstream.JetStream {
+	e.t.Helper()
+	nc, err := agent.Connect(e.url, id, agentPassword)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return js
+}
+
+// consume runs agent.Consume, connected as agent id, until the returned
+// stop is called (or the test ends); stop returns Consume's error.
 func (e *env) consume(id string, fn agent.RunFunc, opts ...agent.Option) (stop func() error) {
 	e.t.Helper()
+	js := e.agentJS(id)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- agent.Consume(ctx, e.js, id, fn, opts...) }()
+	go func() { done <- agent.Consume(ctx, js, id, fn, opts...) }()
 	var once sync.Once
 	var err error
 	stop = func() error {
@@ -453,8 +503,9 @@ func TestReport(t *testing.T) {
 	results := e.results(id)
 	ctx := ctxT(t)
 	res := agent.Result{RunID: "run_1", Agent: id, Status: agent.StatusFailed, Error: "no access"}
+	js := e.agentJS(id)
 	for range 2 {
-		if err := agent.Report(ctx, e.js, res); err != nil {
+		if err := agent.Report(ctx, js, res); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -481,7 +532,7 @@ func TestReport(t *testing.T) {
 		{RunID: "r", Agent: id},
 		{RunID: "r", Agent: id, Status: agent.StatusSucceeded, Output: json.RawMessage("{")},
 	} {
-		if err := agent.Report(ctx, e.js, bad); err == nil {
+		if err := agent.Report(ctx, js, bad); err == nil {
 			t.Errorf("Report(%+v) succeeded", bad)
 		}
 	}
@@ -508,9 +559,10 @@ func TestConsumeDoesNotRedoAReportedRun(t *testing.T) {
 	// The first attempt reports its result, then fails as if its
 	// acknowledgement were lost (a crash, a server restart): the
 	// redelivery finds the result and does not call the RunFunc again.
+	js := e.agentJS(id)
 	e.consume(id, func(ctx context.Context, r agent.Run) (agent.Result, error) {
 		calls.Add(1)
-		if err := agent.Report(ctx, e.js, agent.Result{RunID: r.ID, Agent: id, Status: agent.StatusSucceeded}); err != nil {
+		if err := agent.Report(ctx, js, agent.Result{RunID: r.ID, Agent: id, Status: agent.StatusSucceeded}); err != nil {
 			return agent.Result{}, err
 		}
 		return agent.Result{}, errors.New("acknowledgement lost")

@@ -36,9 +36,13 @@ func ExampleNewHTTPHandler() {
 	log.Fatal(http.ListenAndServe(":8081", nil))
 }
 
-// A NATS agent: it pulls its runs from JetStream until interrupted.
+// A NATS agent: it pulls its runs from JetStream until interrupted. It
+// connects as itself, with the password triggerd showed when it created
+// the agent.
 func ExampleConsume() {
-	nc, err := nats.Connect("nats://127.0.0.1:4222")
+	agentID := os.Getenv("AGENT_ID") // the agent's UUID
+	nc, err := agent.Connect("nats://127.0.0.1:4222", agentID, os.Getenv("AGENT_NATS_PASSWORD"),
+		nats.MaxReconnects(-1))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -50,7 +54,6 @@ func ExampleConsume() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 
-	agentID := os.Getenv("AGENT_ID") // the agent's UUID
 	err = agent.Consume(ctx, js, agentID, func(ctx context.Context, run agent.Run) (agent.Result, error) {
 		log.Printf("run %s (attempt %d) of trigger %s", run.ID, agent.Attempt(ctx), run.Trigger)
 		return agent.Result{Status: agent.StatusSucceeded}, nil
