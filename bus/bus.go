@@ -122,6 +122,10 @@ type Options struct {
 	// Embedded, when set, is the in-process server url belongs to: the
 	// connection then bypasses the network stack.
 	Embedded *Embedded
+	// User and Password authenticate the connection, when the server
+	// asks (the embedded server with EmbeddedOptions.Auth: OperatorUser
+	// and its password). A url carrying a user of its own keeps it.
+	User, Password string
 	// SkipProvision connects without creating or updating the streams
 	// (for tools that only read).
 	SkipProvision bool
@@ -216,6 +220,9 @@ func Connect(ctx context.Context, url string, o Options) (*Bus, error) {
 	}
 	if o.Embedded != nil {
 		nopts = append(nopts, nats.InProcessServer(o.Embedded))
+	}
+	if o.User != "" {
+		nopts = append(nopts, nats.UserInfo(o.User, o.Password))
 	}
 	cb := o.OnConnectionChange
 	if cb == nil {

@@ -34,6 +34,10 @@ type EmbeddedOptions struct {
 	// from the page cache as they are sealed (Linux only; see
 	// dropbehind.go for why). StartEmbedded fails on other platforms.
 	DropBehind bool
+	// Auth, when set, is who may connect (see ClientAuth); without it
+	// the server is open to anyone who reaches Listen, as tests and the
+	// bench's own servers are.
+	Auth *ClientAuth
 }
 
 // DefaultEmbeddedMaxPayload is the embedded server's max payload: 8 MiB,
@@ -129,6 +133,13 @@ func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
 	}
 	if port == 0 {
 		opts.Port = server.RANDOM_PORT
+	}
+	if o.Auth != nil {
+		auth, err := newAuthenticator(*o.Auth)
+		if err != nil {
+			return nil, err
+		}
+		opts.CustomClientAuthentication = auth
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {

@@ -1,0 +1,140 @@
+package bus
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/triggerd/triggerd/agent"
+)
+
+// OperatorUser is the embedded server's user with every permission: the
+// user triggerd itself and the operator's tools (triggerctl tail, dead,
+// redeliver) connect as.
+const OperatorUser = "triggerd"
+
+// AgentAuthenticator checks an agent's NATS password (registry.Registry).
+type AgentAuthenticator interface {
+	// AuthenticateAgent returns nil when password is agentID's, and
+	// otherwise an error saying why not (for the log: it must not carry
+	// the password).
+	AuthenticateAgent(ctx context.Context, agentID, password string) error
+}
+
+// ClientAuth is who may connect to the embedded server. Without it
+// (EmbeddedOptions.Auth nil) anyone who reaches the port may do anything:
+// read every tenant's events and runs, publish events the dispatcher acts
+// on, delete the streams.
+type ClientAuth struct {
+	// OperatorPasswords are OperatorUser's passwords, all accepted (to
+	// rotate one); at least one is required.
+	OperatorPasswords []string
+	// Agents checks agents' passwords; nil refuses every agent.
+	Agents AgentAuthenticator
+	// Timeout bounds one agent's check (DefaultAuthTimeout when zero).
+	Timeout time.Duration
+	// OnRefused, when set, hears of every connection refused: the user
+	// name it gave and why. Never the password.
+	OnRefused func(user string, reason error)
+}
+
+// DefaultAuthTimeout bounds the check of an agent's password: nats-server
+// closes a connection that has not authenticated within 2 s.
+const DefaultAuthTimeout = 1500 * time.Millisecond
+
+// authenticator is ClientAuth as nats-server's custom authentication.
+type authenticator struct {
+	ClientAuth
+	operator [][]byte
+}
+
+func newAuthenticator(a ClientAuth) (*authenticator, error) {
+	auth := &authenticator{ClientAuth: a}
+	for _, pw := range a.OperatorPasswords {
+		if pw == "" {
+			return nil, errors.New("embedded nats: an empty operator password")
+		}
+		auth.operator = append(auth.operator, []byte(pw))
+	}
+	if len(auth.operator) == 0 {
+		return nil, errors.New("embedded nats: ClientAuth without an operator password")
+	}
+	if auth.Timeout <= 0 {
+		auth.Timeout = DefaultAuthTimeout
+	}
+	return auth, nil
+}
+
+// isOperator compares pw with every operator password, in constant time.
+func (a *authenticator) isOperator(pw string) bool {
+	ok := 0
+	for _, want := range a.operator {
+		ok |= subtle.ConstantTimeCompare([]byte(pw), want)
+	}
+	return ok == 1
+}
+
+// Check lets OperatorUser in with every permission and an agent with the
+// permissions agent.Permissions gives it. nats-server calls it for every
+// client connection, the in-process ones included.
+func (a *authenticator) Check(c server.ClientAuthentication) bool {
+	o := c.GetOpts()
+	user := o.Username
+	if user == OperatorUser {
+		if !a.isOperator(o.Password) {
+			a.refused(user, errors.New("wrong operator password"))
+			return false
+		}
+		c.RegisterUser(&server.User{Username: user})
+		return true
+	}
+	switch {
+	case user == "":
+		a.refused(user, errors.New("no user name (agents connect as their agent id, operators as "+OperatorUser+")"))
+		return false
+	case agent.CheckAgentID(user) != nil:
+		a.refused(user, errors.New("not an agent id"))
+		return false
+	case a.Agents == nil:
+		a.refused(user, errors.New("agents may not connect to this server"))
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), a.Timeout)
+	defer cancel()
+	if err := a.Agents.AuthenticateAgent(ctx, user, o.Password); err != nil {
+		a.refused(user, err)
+		return false
+	}
+	pub, sub := agent.Permissions(user)
+	c.RegisterUser(&server.User{Username: user, Permissions: &server.Permissions{
+		Publish:   &server.SubjectPermission{Allow: pub},
+		Subscribe: &server.SubjectPermission{Allow: sub},
+	}})
+	return true
+}
+
+func (a *authenticator) refused(user string, reason error) {
+	if a.OnRefused != nil {
+		a.OnRefused(user, reason)
+	}
+}
+
+// DisconnectUser closes every connection of user (an agent id, when its
+// password was replaced or the agent deleted) and returns how many it
+// closed. The clients may reconnect, and are checked again.
+func (e *Embedded) DisconnectUser(user string) int {
+	cz, err := e.srv.Connz(&server.ConnzOptions{User: user, Limit: 1 << 20})
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, ci := range cz.Conns {
+		if e.srv.DisconnectClientByID(ci.Cid) == nil {
+			n++
+		}
+	}
+	return n
+}
