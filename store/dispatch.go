@@ -49,11 +49,17 @@ type Agent struct {
 	URL string `json:"url,omitempty"`
 	// SealedSecret is the Standard Webhooks signing secret of an HTTP
 	// agent, sealed like tokens.
-	SealedSecret []byte         `json:"sealed_secret,omitempty"`
-	Steps        []PipelineStep `json:"steps,omitempty"`
-	CreatedAt    time.Time      `json:"created_at"`
-	UpdatedAt    time.Time      `json:"updated_at"`
-	Version      int64          `json:"version"`
+	SealedSecret []byte `json:"sealed_secret,omitempty"`
+	// NATSPasswordHash is the SHA-256 of a NATS agent's password, with
+	// which it connects to the embedded NATS as itself; NATSPasswordSetAt
+	// is when that password was made. Both are unset for HTTP agents and
+	// for NATS agents made before agents had passwords.
+	NATSPasswordHash  []byte         `json:"nats_password_hash,omitempty"`
+	NATSPasswordSetAt time.Time      `json:"nats_password_set_at,omitzero"`
+	Steps             []PipelineStep `json:"steps,omitempty"`
+	CreatedAt         time.Time      `json:"created_at"`
+	UpdatedAt         time.Time      `json:"updated_at"`
+	Version           int64          `json:"version"`
 }
 
 // TriggerStatus says whether a trigger can fire, independent of whether
@@ -372,6 +378,9 @@ type Agents interface {
 	// GetAgent returns the tenant's agent or ErrNotFound (also for another
 	// tenant's).
 	GetAgent(ctx context.Context, tenantID, id string) (Agent, error)
+	// FindAgent returns the agent with id, whatever its tenant, or
+	// ErrNotFound: an agent connecting to NATS names only itself.
+	FindAgent(ctx context.Context, id string) (Agent, error)
 	// ListAgents returns the tenant's agents, oldest first.
 	ListAgents(ctx context.Context, tenantID string) ([]Agent, error)
 	// UpdateAgent replaces the agent if Versions match (ErrConflict

@@ -245,6 +245,24 @@ func (s *Store) GetAgent(ctx context.Context, tenantID, id string) (store.Agent,
 	return a, nil
 }
 
+// FindAgent returns the agent with id, whatever its tenant, or
+// store.ErrNotFound.
+func (s *Store) FindAgent(ctx context.Context, id string) (store.Agent, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Agent{}, fmt.Errorf("boltstore: find agent: %w", err)
+	}
+	var a store.Agent
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		a, err = getJSON[store.Agent](tx.Bucket(bucketAgents), []byte(id))
+		return err
+	})
+	if err != nil {
+		return store.Agent{}, fmt.Errorf("boltstore: find agent %s: %w", id, err)
+	}
+	return a, nil
+}
+
 // ListAgents returns the tenant's agents, oldest first (by CreatedAt, then
 // id).
 func (s *Store) ListAgents(ctx context.Context, tenantID string) ([]store.Agent, error) {

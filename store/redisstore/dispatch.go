@@ -433,6 +433,20 @@ func (s *Store) GetAgent(ctx context.Context, tenantID, id string) (store.Agent,
 	return a, nil
 }
 
+// FindAgent returns the agent with id, whatever its tenant, or
+// store.ErrNotFound.
+func (s *Store) FindAgent(ctx context.Context, id string) (store.Agent, error) {
+	var a store.Agent
+	err := s.getJSON(ctx, s.agentKey(id), &a)
+	if err == nil && a.ID != id {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return store.Agent{}, fmt.Errorf("redisstore: find agent %s: %w", id, err)
+	}
+	return a, nil
+}
+
 // ListAgents returns the tenant's agents, oldest first (by CreatedAt, then
 // id).
 func (s *Store) ListAgents(ctx context.Context, tenantID string) ([]store.Agent, error) {

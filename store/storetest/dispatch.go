@@ -47,6 +47,7 @@ func normJSON(raw json.RawMessage) json.RawMessage {
 func normAgent(x store.Agent) store.Agent {
 	x.CreatedAt = normTime(x.CreatedAt)
 	x.UpdatedAt = normTime(x.UpdatedAt)
+	x.NATSPasswordSetAt = normTime(x.NATSPasswordSetAt)
 	x.Steps = slices.Clone(x.Steps)
 	for i := range x.Steps {
 		x.Steps[i].Input = normJSON(x.Steps[i].Input)
@@ -126,12 +127,14 @@ func agent(tenantID, id string, created time.Time) store.Agent {
 // fullAgent returns an agent with every field set.
 func fullAgent(tenantID, id string) store.Agent {
 	return store.Agent{
-		ID:           id,
-		TenantID:     tenantID,
-		Name:         "Zoë's <agent> \"one\"\n",
-		Delivery:     store.DeliverHTTP,
-		URL:          "https://agent.example.com/runs?x=1&y=ü",
-		SealedSecret: everyByte(),
+		ID:                id,
+		TenantID:          tenantID,
+		Name:              "Zoë's <agent> \"one\"\n",
+		Delivery:          store.DeliverHTTP,
+		URL:               "https://agent.example.com/runs?x=1&y=ü",
+		SealedSecret:      everyByte(),
+		NATSPasswordHash:  everyByte(),
+		NATSPasswordSetAt: base.Add(time.Second),
 		Steps: []store.PipelineStep{
 			{Name: "comment", Step: "codehost.create_comment", Account: "acc1",
 				Input: json.RawMessage(`{"body": "Hello {{ .event.subject }} <b>&</b>", "n": [1, 2.5, null, true], "nested": {"k": ""}}`)},
@@ -315,6 +318,12 @@ func testAgentCreateGet(t *testing.T, s store.Store) {
 	wantErr(t, "GetAgent with another tenant id", err, store.ErrNotFound)
 	_, err = s.GetAgent(ctx, "t1", "nope")
 	wantErr(t, "GetAgent unknown", err, store.ErrNotFound)
+	// An agent connecting to NATS names only itself.
+	got, err = s.FindAgent(ctx, "ag1")
+	must(t, "FindAgent", err)
+	same(t, "FindAgent", normAgent, got, want)
+	_, err = s.FindAgent(ctx, "nope")
+	wantErr(t, "FindAgent unknown", err, store.ErrNotFound)
 
 	_, err = s.CreateAgent(ctx, agent("t1", "ag1", base))
 	wantErr(t, "CreateAgent with a taken id", err, store.ErrConflict)
