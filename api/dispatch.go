@@ -27,6 +27,7 @@ type registryService interface {
 	GetAgent(ctx context.Context, tenantID, id string) (store.Agent, error)
 	ListAgents(ctx context.Context, tenantID string) ([]store.Agent, error)
 	DeleteAgent(ctx context.Context, tenantID, id string) error
+	ResetNATSPassword(ctx context.Context, tenantID, id string) (store.Agent, string, error)
 	AgentEndpoint(ctx context.Context, tenantID, agentID string) (store.Hook, bool, error)
 	EndpointSecret(ctx context.Context, h store.Hook) (string, error)
 	SetEndpointSecrets(ctx context.Context, tenantID, agentID string, secrets []string) (store.Hook, error)
@@ -69,6 +70,7 @@ func (a *API) registerDispatch(g *echo.Group) {
 	g.GET("/agents", a.listAgents)
 	g.GET("/agents/:id", a.getAgent)
 	g.DELETE("/agents/:id", a.deleteAgent)
+	g.POST("/agents/:id/nats-password", a.resetNATSPassword)
 	g.GET("/agents/:id/endpoint", a.agentEndpoint)
 	g.PUT("/agents/:id/endpoint/secrets", a.setEndpointSecrets)
 	g.GET("/triggers/kinds", a.triggerKinds)
@@ -166,12 +168,24 @@ func (a *API) endpointView(ctx context.Context, h store.Hook, reveal bool) (endp
 }
 
 type agentView struct {
-	ID       string               `json:"id"`
-	Name     string               `json:"name"`
-	Delivery store.AgentDelivery  `json:"delivery"`
-	URL      string               `json:"url,omitempty"`
-	Subject  string               `json:"runs_subject,omitempty"`
-	Steps    []store.PipelineStep `json:"steps"`
+	ID       string              `json:"id"`
+	Name     string              `json:"name"`
+	Delivery store.AgentDelivery `json:"delivery"`
+	URL      string              `json:"url,omitempty"`
+	Subject  string              `json:"runs_subject,omitempty"`
+	// NATSUser is what a NATS agent connects as (its id), and
+	// NATSInboxPrefix the inbox prefix its connection must use
+	// (agent.Connect sets both).
+	NATSUser        string `json:"nats_user,omitempty"`
+	NATSInboxPrefix string `json:"nats_inbox_prefix,omitempty"`
+	// NATSPassword is a NATS agent's password, shown once: at creation,
+	// and when POST /agents/{id}/nats-password makes a new one.
+	NATSPassword string `json:"nats_password,omitempty"`
+	// NATSPasswordSetAt is when the password in use was made; absent for
+	// an agent made before agents had passwords, which cannot connect
+	// until it gets one.
+	NATSPasswordSetAt time.Time            `json:"nats_password_set_at,omitzero"`
+	Steps             []store.PipelineStep `json:"steps"`
 	// WebhookSecret is the Standard Webhooks signing secret of an HTTP
 	// agent, shown once, at creation.
 	WebhookSecret string        `json:"webhook_secret,omitempty"`
@@ -190,6 +204,8 @@ func (a *API) agentView(c echo.Context, ag store.Agent) agentView {
 	}
 	if ag.Delivery == store.DeliverNATS {
 		v.Subject = agent.RunsSubject(ag.ID)
+		v.NATSUser, v.NATSInboxPrefix = ag.ID, agent.InboxPrefix(ag.ID)
+		v.NATSPasswordSetAt = ag.NATSPasswordSetAt
 	}
 	if h, ok, err := a.o.Registry.AgentEndpoint(c.Request().Context(), ag.TenantID, ag.ID); err == nil && ok {
 		ev, _ := a.endpointView(c.Request().Context(), h, false)
@@ -208,8 +224,24 @@ func (a *API) createAgent(c echo.Context) error {
 		return a.registryFail(c, err, "agent")
 	}
 	v := a.agentView(c, ag)
-	v.WebhookSecret = secret
+	if ag.Delivery == store.DeliverNATS {
+		v.NATSPassword = secret
+	} else {
+		v.WebhookSecret = secret
+	}
 	return c.JSON(http.StatusCreated, v)
+}
+
+// resetNATSPassword gives a NATS agent a new password, shown only in this
+// answer; the old one stops working, and connections made with it close.
+func (a *API) resetNATSPassword(c echo.Context) error {
+	ag, pw, err := a.o.Registry.ResetNATSPassword(c.Request().Context(), tenantOf(c), c.Param("id"))
+	if err != nil {
+		return a.registryFail(c, err, "agent")
+	}
+	v := a.agentView(c, ag)
+	v.NATSPassword = pw
+	return c.JSON(http.StatusOK, v)
 }
 
 func (a *API) listAgents(c echo.Context) error {

@@ -2,6 +2,8 @@ package registry
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"regexp"
@@ -27,8 +29,9 @@ type AgentInput struct {
 // refer to it as .steps.<name>.
 var stepName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
 
-// CreateAgent validates and stores an agent. For an HTTP agent it returns
-// the Standard Webhooks signing secret, which is shown only here.
+// CreateAgent validates and stores an agent. It returns the agent's
+// secret, which is shown only here: for an HTTP agent the Standard Webhooks
+// signing secret, for a NATS agent the password it connects with.
 func (r *Registry) CreateAgent(ctx context.Context, tenantID string, in AgentInput) (store.Agent, string, error) {
 	in.Name = strings.TrimSpace(in.Name)
 	if in.Name == "" || utf8.RuneCountInString(in.Name) > 200 {
@@ -61,16 +64,21 @@ func (r *Registry) CreateAgent(ctx context.Context, tenantID string, in AgentInp
 		Steps: in.Steps, CreatedAt: now, UpdatedAt: now,
 	}
 	var secret string
-	if a.Delivery == store.DeliverHTTP {
-		var err error
+	var err error
+	switch a.Delivery {
+	case store.DeliverHTTP:
 		if secret, err = r.o.NewAgentSecret(); err != nil {
 			return store.Agent{}, "", fmt.Errorf("agent secret: %w", err)
 		}
 		if a.SealedSecret, err = r.o.Secrets.Seal([]byte(secret), dispatch.AgentSecretAAD(a.ID)); err != nil {
 			return store.Agent{}, "", fmt.Errorf("seal agent secret: %w", err)
 		}
+	case store.DeliverNATS:
+		if secret, err = r.setNATSPassword(&a); err != nil {
+			return store.Agent{}, "", err
+		}
 	}
-	a, err := r.o.Store.CreateAgent(ctx, a)
+	a, err = r.o.Store.CreateAgent(ctx, a)
 	if err != nil {
 		return store.Agent{}, "", fmt.Errorf("store agent: %w", err)
 	}
@@ -143,7 +151,89 @@ func (r *Registry) DeleteAgent(ctx context.Context, tenantID, id string) error {
 	if err := r.o.Store.DeleteAgent(ctx, tenantID, id); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
+	r.notifyAgent(ctx, id)
 	return nil
+}
+
+// setNATSPassword gives a a new NATS password, stores its hash in a, and
+// returns it.
+func (r *Registry) setNATSPassword(a *store.Agent) (string, error) {
+	pw, err := r.o.NewNATSPassword()
+	if err != nil {
+		return "", fmt.Errorf("agent NATS password: %w", err)
+	}
+	sum := sha256.Sum256([]byte(pw))
+	a.NATSPasswordHash = sum[:]
+	a.NATSPasswordSetAt = r.o.Now().UTC()
+	return pw, nil
+}
+
+// ResetNATSPassword gives a NATS agent a new password and returns it, shown
+// only here. The old one stops working at once: connections made with it
+// are closed (Notifier.AgentCredentialsChanged) and refused when they
+// reconnect. Agents made before agents had passwords get their first one
+// this way.
+func (r *Registry) ResetNATSPassword(ctx context.Context, tenantID, id string) (store.Agent, string, error) {
+	for attempt := 0; ; attempt++ {
+		a, err := r.GetAgent(ctx, tenantID, id)
+		if err != nil {
+			return store.Agent{}, "", err
+		}
+		if a.Delivery != store.DeliverNATS {
+			return store.Agent{}, "", invalidf("agent %s takes its runs over %s and has no NATS password", id, a.Delivery)
+		}
+		pw, err := r.setNATSPassword(&a)
+		if err != nil {
+			return store.Agent{}, "", err
+		}
+		a.UpdatedAt = r.o.Now()
+		a, err = r.o.Store.UpdateAgent(ctx, a)
+		if errors.Is(err, store.ErrConflict) && attempt < 3 {
+			continue // changed meanwhile: read it again
+		}
+		if err != nil {
+			return store.Agent{}, "", fmt.Errorf("store agent %s: %w", id, err)
+		}
+		r.notifyAgent(ctx, id)
+		return a, pw, nil
+	}
+}
+
+// AgentPasswords checks NATS agents' passwords against the store. It needs
+// nothing else of the registry, so that the embedded NATS can check agents
+// from the moment it listens, before the registry is built.
+type AgentPasswords struct {
+	Store interface {
+		FindAgent(ctx context.Context, id string) (store.Agent, error)
+	}
+}
+
+// AuthenticateAgent returns nil when password is the NATS password of the
+// agent agentID, of any tenant; otherwise an error saying why not, which
+// never carries the password.
+func (p AgentPasswords) AuthenticateAgent(ctx context.Context, agentID, password string) error {
+	a, err := p.Store.FindAgent(ctx, agentID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return fmt.Errorf("agent %s: no such agent", agentID)
+	case err != nil:
+		return fmt.Errorf("agent %s: %w", agentID, err)
+	case a.Delivery != store.DeliverNATS:
+		return fmt.Errorf("agent %s takes its runs over %s, not NATS", agentID, a.Delivery)
+	case len(a.NATSPasswordHash) == 0:
+		return fmt.Errorf("agent %s has no NATS password yet: POST /v1/agents/%s/nats-password makes one", agentID, agentID)
+	}
+	sum := sha256.Sum256([]byte(password))
+	if subtle.ConstantTimeCompare(sum[:], a.NATSPasswordHash) != 1 {
+		return fmt.Errorf("agent %s: wrong password (the one shown when the agent was made, or last by POST /v1/agents/%s/nats-password)", agentID, agentID)
+	}
+	return nil
+}
+
+func (r *Registry) notifyAgent(ctx context.Context, id string) {
+	if r.o.Notifier != nil {
+		r.o.Notifier.AgentCredentialsChanged(ctx, id)
+	}
 }
 
 // AgentEndpoint returns an agent's deployment endpoint, if it has one.

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/triggerd/triggerd/accounts"
+	"github.com/triggerd/triggerd/agent"
 	"github.com/triggerd/triggerd/connectors/codehost"
 	"github.com/triggerd/triggerd/connectors/codehost/fakegithub"
 	"github.com/triggerd/triggerd/internal/testenv"
@@ -213,11 +214,25 @@ func (c catalogue) Has(id string) (string, bool) {
 	return conn, ok
 }
 
-// notes records the trigger and hook changes broadcast.
+// notes records the trigger, hook and agent changes broadcast.
 type notes struct {
-	mu    sync.Mutex
-	ids   []string
-	hooks []string
+	mu     sync.Mutex
+	ids    []string
+	hooks  []string
+	agents []string
+}
+
+func (n *notes) AgentCredentialsChanged(_ context.Context, agentID string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.agents = append(n.agents, agentID)
+}
+
+// agentChanges returns the ids of the agents whose credentials changed.
+func (n *notes) agentChanges() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.agents)
 }
 
 func (n *notes) TriggerChanged(_ context.Context, tenantID, triggerID string) {
@@ -293,8 +308,8 @@ func (h *harness) newAgent(name string) store.Agent {
 	if err != nil {
 		h.t.Fatalf("CreateAgent: %v", err)
 	}
-	if secret != "" {
-		h.t.Fatalf("a NATS agent got a webhook secret %q", secret)
+	if !strings.HasPrefix(secret, agent.NATSPasswordPrefix) {
+		h.t.Fatalf("a NATS agent got %q, want its NATS password", secret)
 	}
 	return a
 }

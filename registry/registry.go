@@ -31,6 +31,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/triggerd/triggerd/accounts"
+	"github.com/triggerd/triggerd/agent"
 	"github.com/triggerd/triggerd/connectors/codehost"
 	"github.com/triggerd/triggerd/dispatch"
 	"github.com/triggerd/triggerd/dispatch/push"
@@ -79,6 +80,9 @@ type Steps interface {
 type Notifier interface {
 	TriggerChanged(ctx context.Context, tenantID, triggerID string)
 	HookChanged(ctx context.Context, connector, hookID string)
+	// AgentCredentialsChanged: the agent's NATS password was replaced, or
+	// the agent deleted; connections made with the old one must close.
+	AgentCredentialsChanged(ctx context.Context, agentID string)
 }
 
 // Errors callers decide on. Each is wrapped with what went wrong and how
@@ -116,6 +120,9 @@ type Options struct {
 	CheckAgentURL func(raw string) error
 	// NewAgentSecret makes an HTTP agent's Standard Webhooks secret.
 	NewAgentSecret func() (string, error)
+	// NewNATSPassword makes a NATS agent's password (agent.NewNATSPassword
+	// when nil).
+	NewNATSPassword func() (string, error)
 	// MaxRedeliveries (DefaultMaxRedeliveries) and HealBatch
 	// (DefaultHealBatch) bound how Reconcile heals failed deliveries
 	// (heal.go).
@@ -153,6 +160,9 @@ func New(o Options) (*Registry, error) {
 	}
 	if o.HealBatch <= 0 {
 		o.HealBatch = DefaultHealBatch
+	}
+	if o.NewNATSPassword == nil {
+		o.NewNATSPassword = agent.NewNATSPassword
 	}
 	if o.CheckAgentURL == nil {
 		// The pusher's own URL rule (addresses are its dialer's

@@ -1,6 +1,7 @@
 package registry_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/triggerd/triggerd/agent"
 	"github.com/triggerd/triggerd/connectors/codehost"
 	"github.com/triggerd/triggerd/connectors/codehost/fakegithub"
 	"github.com/triggerd/triggerd/dispatch"
@@ -1147,6 +1149,94 @@ func TestDeleteAgent(t *testing.T) {
 	}
 	if _, err := h.create(triggers.NewIssue, h.octo, repos(helloWorld)); !errors.Is(err, registry.ErrInvalid) {
 		t.Errorf("a trigger for a deleted agent: %v, want ErrInvalid", err)
+	}
+}
+
+func TestAgentNATSPasswords(t *testing.T) {
+	h := newHarness(t)
+	passwords := registry.AgentPasswords{Store: h.st}
+	a, pw, err := h.reg.CreateAgent(h.ctx, tenant, registry.AgentInput{Name: "nats agent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(pw, agent.NATSPasswordPrefix) || len(pw) < len(agent.NATSPasswordPrefix)+40 {
+		t.Fatalf("password %q: want %s and 32 random bytes", pw, agent.NATSPasswordPrefix)
+	}
+	if bytes.Contains(a.NATSPasswordHash, []byte(pw)) || len(a.NATSPasswordHash) != 32 || a.NATSPasswordSetAt.IsZero() {
+		t.Fatalf("stored %x at %s: want the password's SHA-256 and when", a.NATSPasswordHash, a.NATSPasswordSetAt)
+	}
+	if err := passwords.AuthenticateAgent(h.ctx, a.ID, pw); err != nil {
+		t.Fatalf("the agent's own password: %v", err)
+	}
+	// Refusals say why, and never carry what was given.
+	httpAgent, _, err := h.reg.CreateAgent(h.ctx, tenant, registry.AgentInput{Name: "h", Delivery: store.DeliverHTTP, URL: "https://agent.example.com/runs"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ id, pw, mention string }{
+		{a.ID, pw + "x", "wrong password"},
+		{a.ID, "", "wrong password"},
+		{"no-such-agent", pw, "no such agent"},
+		{httpAgent.ID, pw, "over http"},
+		{h.agent.ID, pw, "wrong password"},
+	} {
+		err := passwords.AuthenticateAgent(h.ctx, c.id, c.pw)
+		if err == nil || !strings.Contains(err.Error(), c.mention) {
+			t.Errorf("agent %s: %v, want an error mentioning %q", c.id, err, c.mention)
+		} else if strings.Contains(err.Error(), pw) {
+			t.Errorf("the refusal carries the password: %v", err)
+		}
+	}
+	if _, _, err := h.reg.ResetNATSPassword(h.ctx, tenant, httpAgent.ID); !errors.Is(err, registry.ErrInvalid) {
+		t.Errorf("a NATS password for an HTTP agent: %v, want ErrInvalid", err)
+	}
+	if _, _, err := h.reg.ResetNATSPassword(h.ctx, "other-tenant", a.ID); !errors.Is(err, registry.ErrNotFound) {
+		t.Errorf("another tenant's agent: %v, want ErrNotFound", err)
+	}
+	if got := h.notes.agentChanges(); len(got) != 0 {
+		t.Fatalf("credential changes %v before any", got)
+	}
+
+	// A new password replaces the old at once, and the old one's
+	// connections are told to close.
+	_, pw2, err := h.reg.ResetNATSPassword(h.ctx, tenant, a.ID)
+	if err != nil || pw2 == pw || pw2 == "" {
+		t.Fatalf("ResetNATSPassword = %q, %v", pw2, err)
+	}
+	if err := passwords.AuthenticateAgent(h.ctx, a.ID, pw); err == nil {
+		t.Error("the old password still works")
+	}
+	if err := passwords.AuthenticateAgent(h.ctx, a.ID, pw2); err != nil {
+		t.Errorf("the new password: %v", err)
+	}
+	if got := h.notes.agentChanges(); !slices.Equal(got, []string{a.ID}) {
+		t.Errorf("credential changes %v, want %s", got, a.ID)
+	}
+
+	// An agent stored before agents had passwords is told how to get one.
+	old := a
+	old.ID, old.NATSPasswordHash, old.NATSPasswordSetAt = "old-agent", nil, time.Time{}
+	if _, err := h.st.CreateAgent(h.ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := passwords.AuthenticateAgent(h.ctx, old.ID, ""); err == nil || !strings.Contains(err.Error(), "/v1/agents/old-agent/nats-password") {
+		t.Errorf("an agent without a password: %v, want the route that makes one", err)
+	}
+	if _, pw3, err := h.reg.ResetNATSPassword(h.ctx, tenant, old.ID); err != nil {
+		t.Fatal(err)
+	} else if err := passwords.AuthenticateAgent(h.ctx, old.ID, pw3); err != nil {
+		t.Errorf("its first password: %v", err)
+	}
+
+	// Deleting the agent closes its connections too, and refuses it.
+	if err := h.reg.DeleteAgent(h.ctx, tenant, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.notes.agentChanges(); !slices.Equal(got, []string{a.ID, old.ID, a.ID}) {
+		t.Errorf("credential changes %v, want %s, %s, %s", got, a.ID, old.ID, a.ID)
+	}
+	if err := passwords.AuthenticateAgent(h.ctx, a.ID, pw2); err == nil || !strings.Contains(err.Error(), "no such agent") {
+		t.Errorf("a deleted agent: %v", err)
 	}
 }
 

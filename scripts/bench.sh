@@ -58,6 +58,9 @@ trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 go build -o "$work/triggerd" ./cmd/triggerd
 go build -o "$work/triggerctl" ./cmd/triggerctl
 export TRIGGERD_CODEHOST_WEBHOOK_SECRET=bench-secret TRIGGERD_DEPLOY_WEBHOOK_SECRET=bench-secret
+# triggerd and triggerctl bench (which reads the events stream) share the
+# embedded NATS's operator password.
+export TRIGGERD_NATS_PASSWORD=bench-nats-password
 
 wait_http() { for _ in $(seq 100); do curl -s -o /dev/null "$1" && return 0; sleep 0.1; done; echo "no answer from $1" >&2; return 1; }
 

@@ -144,8 +144,8 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	duration := fs.Duration("duration", 10*time.Second, "measured time")
 	warmup := fs.Duration("warmup", 2*time.Second, "time before the measurement, with requests sent but not counted")
 	asJSONOut := fs.Bool("json", false, "print one JSON object instead of text")
-	dataDir := fs.String("data-dir", "./data", "directory where triggerd keeps generated webhook secrets, read when TRIGGERD_<CONNECTOR>_WEBHOOK_SECRET is unset")
-	natsURL := fs.String("nats-url", "", "triggerd's NATS: when set, check that the events stream gained exactly the events the 2xx answers listed")
+	dataDir := fs.String("data-dir", "./data", "directory where triggerd keeps generated webhook secrets, read when TRIGGERD_<CONNECTOR>_WEBHOOK_SECRET is unset, and its NATS operator password (with --nats-url, when TRIGGERD_NATS_PASSWORD is unset)")
+	nf := natsFlags{url: fs.String("nats-url", "", "triggerd's NATS: when set, check that the events stream gained exactly the events the 2xx answers listed"), dataDir: dataDir}
 	compact := fs.Bool("compact", false, "send each file's JSON minified, as GitHub and Vercel send deliveries (corpus files are often indented for reading)")
 	serverPID := fs.Int("server-pid", 0, "process id of the server on this machine: when set, report the CPU time it and bench itself used per request in the measured window (Linux)")
 	synopsis := "usage: triggerctl bench --file FILE [flags]\n\n" +
@@ -204,8 +204,8 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	var before uint64
 	var nb *bus.Bus
-	if *natsURL != "" {
-		if nb, err = connectBus(ctx, *natsURL); err != nil {
+	if *nf.url != "" {
+		if nb, err = nf.connect(ctx); err != nil {
 			fmt.Fprintf(stderr, "triggerctl bench: %v\n", err)
 			return 1
 		}

@@ -65,7 +65,7 @@ func benchDispatch(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs := flag.NewFlagSet("bench-dispatch", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	baseURL := fs.String("url", defaultURL, "root URL of triggerd")
-	dataDir := fs.String("data-dir", "./data", "triggerd's data dir (tenant key and code-hosting webhook secret)")
+	dataDir := fs.String("data-dir", "./data", "triggerd's data dir (tenant key, code-hosting webhook secret and NATS operator password)")
 	natsURL := fs.String("nats-url", "nats://127.0.0.1:4222", "triggerd's NATS, where the agent receives runs")
 	repo := fs.String("repo", "octocat/hello-world", "repository the trigger watches (the account must administer it)")
 	account := fs.String("account", "", "code-hosting account for the trigger (default: the tenant's first)")
@@ -116,7 +116,13 @@ func benchDispatch(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	defer callAPI(context.WithoutCancel(ctx), http.MethodDelete, root+"/triggers/"+tr.ID, key, nil, nil)
 
-	nc, err := nats.Connect(*natsURL, nats.Name("triggerctl bench-dispatch"))
+	// It reads the runs as the operator does: an ordered consumer, which
+	// an agent's own permissions would not allow.
+	user, pw, _, err := natsCredentials(*natsURL, *dataDir)
+	if err != nil {
+		return fail(err)
+	}
+	nc, err := nats.Connect(*natsURL, nats.Name("triggerctl bench-dispatch"), nats.UserInfo(user, pw))
 	if err != nil {
 		return fail(fmt.Errorf("connect to %s: %w", *natsURL, err))
 	}

@@ -38,7 +38,7 @@ type deadLine struct {
 func dead(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("dead", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	natsURL := fs.String("nats-url", defaultNATSURL, "NATS server triggerd publishes to")
+	nf := addNATSFlags(fs, defaultNATSURL, nil)
 	source := fs.String("source", "", "list only this consumer's dead letters (dispatch, push, results, replay, resume, or an agent's)")
 	from := fs.Uint64("from", 0, "list from this dead-letter sequence on")
 	limit := fs.Int("limit", 100, "list at most this many")
@@ -71,7 +71,7 @@ func dead(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		seqs = append(seqs, seq)
 	}
-	b, err := connectBus(ctx, *natsURL)
+	b, err := nf.connect(ctx)
 	if err != nil {
 		fmt.Fprintf(stderr, "triggerctl dead: %v\n", err)
 		return 1

@@ -52,14 +52,14 @@ func delivery(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 // archiveFlags are the flags of the commands that work on archived
 // deliveries (delivery, redeliver).
 type archiveFlags struct {
-	natsURL   *string
+	nats      natsFlags
 	connector *string
 	timeout   *time.Duration
 }
 
 func addArchiveFlags(fs *flag.FlagSet, timeoutUsage string) archiveFlags {
 	return archiveFlags{
-		natsURL:   fs.String("nats-url", defaultNATSURL, "NATS server triggerd publishes to"),
+		nats:      addNATSFlags(fs, defaultNATSURL, nil),
 		connector: fs.String("connector", "", "codehost or deploy: whose delivery ids these are (default: look in both)"),
 		timeout:   fs.Duration("timeout", 30*time.Second, timeoutUsage),
 	}
@@ -80,7 +80,7 @@ func (af archiveFlags) each(ctx context.Context, fs *flag.FlagSet, stdout, stder
 	if fs.NArg() == 0 {
 		return usageError(fs, "%s", missing)
 	}
-	b, err := connectBus(ctx, *af.natsURL)
+	b, err := af.nats.connect(ctx)
 	if err != nil {
 		fmt.Fprintf(stderr, "triggerctl %s: %v\n", fs.Name(), err)
 		return 1

@@ -166,10 +166,12 @@ func triggersCmd(ctx context.Context, args []string, stdout, stderr io.Writer) i
 // agentsCmd implements "triggerctl agents ...".
 func agentsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var name, target, steps, secretFile *string
-	synopsis := "usage: triggerctl agents list | get ID | endpoint ID | delete ID\n" +
+	synopsis := "usage: triggerctl agents list | get ID | endpoint ID | delete ID | nats-password ID\n" +
 		"       triggerctl agents create --name NAME [--webhook-url URL] [--steps JSON|@FILE]\n" +
 		"       triggerctl agents set-secrets ID --secret-file FILE\n\n" +
-		"Without --webhook-url the agent is started over NATS (runs on agents.<id>.runs); with --webhook-url runs are POSTed\n" +
+		"Without --webhook-url the agent is started over NATS (runs on agents.<id>.runs): it connects to triggerd's NATS\n" +
+		"as nats_user with the nats_password printed once at creation (nats-password makes a new one and closes the\n" +
+		"connections made with the old). With --webhook-url runs are POSTed\n" +
 		"there, signed the Standard Webhooks way with the secret printed once at creation. endpoint prints\n" +
 		"the agent's deployment webhook URL (and, until set-secrets, the secret triggerd generated, for test deliveries).\n" +
 		"set-secrets makes the endpoint accept the secret the deployment platform showed when its webhook was created\n" +
@@ -191,6 +193,8 @@ func agentsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			return request{http.MethodGet, "/agents/" + url.PathEscape(a[1]) + "/endpoint", nil}, nil
 		case len(a) == 2 && a[0] == "delete":
 			return request{http.MethodDelete, "/agents/" + url.PathEscape(a[1]), nil}, nil
+		case len(a) == 2 && a[0] == "nats-password":
+			return request{http.MethodPost, "/agents/" + url.PathEscape(a[1]) + "/nats-password", nil}, nil
 		case len(a) == 2 && a[0] == "set-secrets":
 			if *secretFile == "" {
 				return request{}, errors.New("set-secrets needs --secret-file FILE: the secret the deployment platform showed for its webhook, one per line (kept off the command line, where other users and shell history see it)")
@@ -214,7 +218,7 @@ func agentsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			}
 			return request{http.MethodPost, "/agents", body}, nil
 		}
-		return request{}, errors.New("want: agents list | get ID | endpoint ID | delete ID | create --name NAME [flags] | set-secrets ID --secret-file FILE")
+		return request{}, errors.New("want: agents list | get ID | endpoint ID | delete ID | nats-password ID | create --name NAME [flags] | set-secrets ID --secret-file FILE")
 	}
 	return apiCommand(ctx, "agents", synopsis, args, stdout, stderr, define, route)
 }

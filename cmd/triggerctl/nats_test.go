@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -120,5 +121,50 @@ func TestTail(t *testing.T) {
 	}
 	if p, _ := ev["payload"].(map[string]any); p["action"] != "opened" {
 		t.Fatalf("tailed event payload %v", ev["payload"])
+	}
+}
+
+// TestNATSCommandsConnectAsTheOperator: on an embedded NATS that wants
+// users, the commands that read triggerd's NATS connect as its operator,
+// with the password where triggerd keeps it, and say where to put it when
+// they have none.
+func TestNATSCommandsConnectAsTheOperator(t *testing.T) {
+	const password = "operator-password-for-triggerctl"
+	emb, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: "127.0.0.1:0", DataDir: t.TempDir(),
+		Auth: &bus.ClientAuth{OperatorPasswords: []string{password}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(emb.Shutdown)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	b, err := bus.Connect(ctx, emb.ClientURL(), bus.Options{Embedded: emb, User: bus.OperatorUser, Password: password})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+
+	deadList := func(dataDir string) (int, string) {
+		var out, errOut bytes.Buffer
+		code := run([]string{"dead", "list", "--nats-url", emb.ClientURL(), "--data-dir", dataDir}, &out, &errOut)
+		return code, errOut.String()
+	}
+	empty := t.TempDir()
+	if code, msg := deadList(empty); code != 1 || !strings.Contains(msg, "TRIGGERD_NATS_PASSWORD") || !strings.Contains(msg, filepath.Join(empty, "nats_password")) {
+		t.Errorf("without a password: exit %d, %q; want where to put it", code, msg)
+	}
+	wrong := t.TempDir()
+	writeFile(t, wrong, "nats_password", "not-it\n")
+	if code, msg := deadList(wrong); code != 1 || !strings.Contains(msg, filepath.Join(wrong, "nats_password")) || strings.Contains(msg, "not-it") {
+		t.Errorf("with a wrong password: exit %d, %q; want the file named, not its content", code, msg)
+	}
+	dir := t.TempDir()
+	writeFile(t, dir, "nats_password", password+"\n")
+	if code, msg := deadList(dir); code != 0 {
+		t.Errorf("with triggerd's data dir: exit %d, %s", code, msg)
+	}
+	t.Setenv("TRIGGERD_NATS_PASSWORD", password+",an-older-one")
+	if code, msg := deadList(empty); code != 0 {
+		t.Errorf("with TRIGGERD_NATS_PASSWORD: exit %d, %s", code, msg)
 	}
 }

@@ -22,7 +22,7 @@ import (
 func tail(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("tail", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	natsURL := fs.String("nats-url", defaultNATSURL, "NATS server triggerd publishes to")
+	nf := addNATSFlags(fs, defaultNATSURL, nil)
 	all := fs.Bool("all", false, "start with every event the stream still holds, not only new ones")
 	withSubject := fs.Bool("subject", false, "prefix each line with the event's subject and a tab")
 	synopsis := "usage: triggerctl tail [flags] [SUBJECT]\n\n" +
@@ -37,7 +37,7 @@ func tail(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := checkTailFilter(fs.Arg(0)); err != nil {
 		return usageError(fs, "%v", err)
 	}
-	b, err := connectBus(ctx, *natsURL)
+	b, err := nf.connect(ctx)
 	if err != nil {
 		fmt.Fprintf(stderr, "triggerctl tail: %v\n", err)
 		return 1

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/triggerd/triggerd/api"
 	"github.com/triggerd/triggerd/bus"
 	"github.com/triggerd/triggerd/dispatch"
@@ -111,6 +113,10 @@ var (
 	deploySecret   = secretSource{"TRIGGERD_DEPLOY_WEBHOOK_SECRET", "deploy-webhook-secret-file", "deploy_webhook_secret"}
 	// adminKey authenticates tenant creation (POST /v1/tenants).
 	adminKey = secretSource{"TRIGGERD_ADMIN_KEY", "", "admin_key"}
+	// natsPassword is the embedded NATS's operator password (user
+	// bus.OperatorUser): triggerd and triggerctl connect with it, agents
+	// with their own.
+	natsPassword = secretSource{"TRIGGERD_NATS_PASSWORD", "", "nats_password"}
 )
 
 // parseConfig reads flags, then the environment for flags not given. On
@@ -283,6 +289,10 @@ func withFlagsHint(err error) error {
 // itself is left to err (bus.Connect's errors carry it with any password
 // redacted).
 func externalNATSError(cfg config, err error) error {
+	if errors.Is(err, nats.ErrAuthorization) {
+		err = fmt.Errorf("%w (another triggerd's embedded NATS takes its operator password: set %s, or copy that triggerd's %s into --data-dir; other servers take the user and password in the URL, nats://user:password@host:port)",
+			err, natsPassword.env, natsPassword.genFile)
+	}
 	if cfg.NATSURLVar != "" {
 		return fmt.Errorf("external NATS from %s (--nats-url): %w; check that server, or unset %s to run an embedded NATS", cfg.NATSURLVar, err, cfg.NATSURLVar)
 	}
@@ -300,6 +310,32 @@ func readSecretFile(flag, path string) ([]string, error) {
 		return nil, fmt.Errorf("--%s: cannot read the secret file: %w", flag, err)
 	}
 	return s, nil
+}
+
+// externalNATSCredentials returns the user and password triggerd connects
+// to an external NATS with: none when the URL carries a user of its own;
+// else the embedded NATS's operator credentials, when TRIGGERD_NATS_PASSWORD
+// or <dataDir>/nats_password holds them (a second triggerd connecting to
+// the first one's NATS); else none (a NATS without users). Unlike the
+// embedded server's, the password is never generated here.
+func externalNATSCredentials(natsURL, dataDir string, lookup func(string) (string, bool)) (user, pw string, err error) {
+	if u, err := url.Parse(natsURL); err == nil && u.User != nil {
+		return "", "", nil
+	}
+	if v, ok := lookup(natsPassword.env); ok && v != "" {
+		if s := ingest.SplitSecrets(v); len(s) > 0 {
+			return bus.OperatorUser, s[0], nil
+		}
+	}
+	path := filepath.Join(dataDir, natsPassword.genFile)
+	s, err := ingest.ReadSecretFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", "", nil
+	case err != nil:
+		return "", "", fmt.Errorf("read the NATS operator password %s: %w (fix it, or set %s)", path, err, natsPassword.env)
+	}
+	return bus.OperatorUser, s[0], nil
 }
 
 // loadSecrets resolves one endpoint's secrets: the file flag, else the

@@ -41,7 +41,7 @@ type dispatchParts struct {
 }
 
 // newDispatch builds the registry and the dispatcher.
-func newDispatch(ctx context.Context, cfg config, b *bus.Bus, st store.Store, acct *accounts.Service, vault *accounts.Vault,
+func newDispatch(ctx context.Context, cfg config, b *bus.Bus, embedded *bus.Embedded, st store.Store, acct *accounts.Service, vault *accounts.Vault,
 	runner *steps.Runner, reg prometheus.Registerer, log zerolog.Logger) (*dispatchParts, error) {
 	dc := cfg.Dispatch
 	shared, err := sharedTenant(ctx, st, log)
@@ -63,7 +63,7 @@ func newDispatch(ctx context.Context, cfg config, b *bus.Bus, st store.Store, ac
 	}
 	r, err := registry.New(registry.Options{
 		Store: st, Accounts: acct, Secrets: vault, Steps: stepCatalog{runner},
-		Notifier: notifier{b: b, hooks: hooks, log: log},
+		Notifier: notifier{b: b, embedded: embedded, hooks: hooks, log: log},
 		HookAPI: func(client *http.Client) registry.HookAPI {
 			return codehost.Hooks{HTTP: client, BaseURL: cfg.Providers.CodeHostAPIBaseURL}
 		},
@@ -206,11 +206,27 @@ func listenHookChanges(ctx context.Context, b *bus.Bus, cache *ingest.HookCache)
 	})
 }
 
-// notifier broadcasts trigger and hook changes over core NATS.
+// notifier broadcasts trigger and hook changes over core NATS, and closes
+// the embedded NATS's connections of agents whose credentials changed.
 type notifier struct {
-	b     *bus.Bus
-	hooks *ingest.HookCache
-	log   zerolog.Logger
+	b *bus.Bus
+	// embedded is nil with --nats-url: agents' users on that NATS are
+	// its operator's business.
+	embedded *bus.Embedded
+	hooks    *ingest.HookCache
+	log      zerolog.Logger
+}
+
+// AgentCredentialsChanged closes the agent's connections to the embedded
+// NATS: they were made with a password that no longer holds, or by an
+// agent that no longer exists. A client that reconnects is checked again.
+func (n notifier) AgentCredentialsChanged(_ context.Context, agentID string) {
+	if n.embedded == nil {
+		return
+	}
+	if closed := n.embedded.DisconnectUser(agentID); closed > 0 {
+		n.log.Info().Str("agent", agentID).Int("connections", closed).Msg("closed the agent's NATS connections: its password changed or it was deleted")
+	}
 }
 
 // HookChanged makes this process's ingest forget the hook before the

@@ -142,9 +142,12 @@ func (v *e2e) httpAgent() (url string, setSecret func(string)) {
 	}
 }
 
-// natsAgent consumes agentID's runs over NATS until the test ends.
-func (v *e2e) natsAgent(agentID string) {
-	nc, err := nats.Connect("nats://"+v.natsAddr, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+// natsAgent consumes the runs of the agent created with answer ag over
+// NATS, connected as that agent, until the test ends.
+func (v *e2e) natsAgent(ag map[string]any) {
+	agentID, _ := ag["id"].(string)
+	pw, _ := ag["nats_password"].(string)
+	nc, err := agent.Connect("nats://"+v.natsAddr, agentID, pw, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 	if err != nil {
 		v.t.Fatal(err)
 	}
@@ -206,7 +209,7 @@ func TestEndToEndTriggerStartsAgentsAndRunsPipeline(t *testing.T) {
 	}
 	setSecret(secret)
 	natsID, httpID := natsAgent["id"].(string), httpAgent["id"].(string)
-	v.natsAgent(natsID)
+	v.natsAgent(natsAgent)
 
 	// Creating the triggers registers one hook on the repository, through
 	// the account, with the union of the events they need.
@@ -312,7 +315,7 @@ func TestEndToEndWorkerKilledMidRunStartsNothingTwice(t *testing.T) {
 	_, httpAgent := v.api(http.MethodPost, "/v1/agents", `{"name": "h", "delivery": "http", "url": "`+agentURL+`"}`, http.StatusCreated)
 	setSecret(httpAgent["webhook_secret"].(string))
 	natsID := natsAgent["id"].(string)
-	v.natsAgent(natsID)
+	v.natsAgent(natsAgent)
 	for _, id := range []string{natsID, httpAgent["id"].(string)} {
 		v.api(http.MethodPost, "/v1/triggers", fmt.Sprintf(`{"kind": "new_issue", "account": %q, "agent": %q, "params": {"repositories": ["octocat/hello-world"]}}`, v.account, id), http.StatusCreated)
 	}
@@ -350,7 +353,7 @@ func TestEndToEndWorkerKilledMidRunStartsNothingTwice(t *testing.T) {
 
 	// Nothing started twice: one NATS run message per run (JetStream
 	// holds exactly one per run id) and one HTTP run per webhook-id.
-	nc, err := nats.Connect("nats://" + v.natsAddr)
+	nc, err := nats.Connect("nats://"+v.natsAddr, asOperator)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -540,7 +543,7 @@ func TestEndToEndTwoProcessesShareDispatch(t *testing.T) {
 		"--redis-url", url, "--redis-prefix", prefix, "--redis-allow-volatile", "--nats-url", "nats://"+v.natsAddr, "--data-dir", v.dir,
 		"--public-url", "http://"+v.httpAddr, "--reconcile-interval", "0", "--dispatch-ack-wait", "2s")
 	_, ag := v.api(http.MethodPost, "/v1/agents", `{"name": "shared"}`, http.StatusCreated)
-	v.natsAgent(ag["id"].(string))
+	v.natsAgent(ag)
 	v.api(http.MethodPost, "/v1/triggers", fmt.Sprintf(`{"kind": "new_issue", "account": %q, "agent": %q, "params": {"repositories": ["octocat/hello-world"]}}`,
 		v.account, ag["id"]), http.StatusCreated)
 	const n = 60
@@ -567,7 +570,7 @@ func TestEndToEndTwoProcessesShareDispatch(t *testing.T) {
 func TestEndToEndPolledGistStartsAgent(t *testing.T) {
 	v := newE2EWith(t, []string{"--poll-interval", "200ms"}, nil)
 	_, ag := v.api(http.MethodPost, "/v1/agents", `{"name": "gists"}`, http.StatusCreated)
-	v.natsAgent(ag["id"].(string))
+	v.natsAgent(ag)
 	_, tr := v.api(http.MethodPost, "/v1/triggers", fmt.Sprintf(`{"kind": "new_gist", "account": %q, "agent": %q}`, v.account, ag["id"]), http.StatusCreated)
 	if hooks := tr["hooks"].([]any); len(hooks) != 0 {
 		t.Fatalf("a polled kind registered hooks: %v", hooks)
@@ -593,7 +596,7 @@ func TestEndToEndPolledGistStartsAgent(t *testing.T) {
 func TestEndToEndDeliveriesMissedWhileDownAreHealed(t *testing.T) {
 	v := newE2EWith(t, []string{"--reconcile-interval", "1s"}, nil)
 	_, ag := v.api(http.MethodPost, "/v1/agents", `{"name": "healed"}`, http.StatusCreated)
-	v.natsAgent(ag["id"].(string))
+	v.natsAgent(ag)
 	_, tr := v.api(http.MethodPost, "/v1/triggers", fmt.Sprintf(`{"kind": "new_issue", "account": %q, "agent": %q, "params": {"repositories": ["octocat/hello-world"]}}`,
 		v.account, ag["id"]), http.StatusCreated)
 

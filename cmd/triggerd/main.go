@@ -34,6 +34,7 @@ import (
 	"github.com/triggerd/triggerd/api"
 	"github.com/triggerd/triggerd/bus"
 	"github.com/triggerd/triggerd/ingest"
+	"github.com/triggerd/triggerd/registry"
 	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/store/spool"
 	"github.com/triggerd/triggerd/tenants"
@@ -173,26 +174,58 @@ func serve(ctx context.Context, cfg config, files map[string]string, lookup func
 		log.Info().Strs("connectors", unconfigured).Msg("connectors without OAuth client settings cannot connect accounts (see --<connector>-client-id)")
 	}
 
+	// The store opens first: the embedded NATS checks agents' passwords
+	// in it from the moment it listens (an agent reconnecting to a
+	// restarted triggerd is let in at once).
+	st, err := openStore(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
 	natsURL := cfg.NATSURL
 	var embedded *bus.Embedded
-	if natsURL == "" {
+	var natsUser, natsPass string
+	if natsURL != "" {
+		// Another triggerd's embedded NATS, say: connect as its operator
+		// when the password is at hand and the URL names no user.
+		if natsUser, natsPass, err = externalNATSCredentials(natsURL, cfg.DataDir, lookup); err != nil {
+			return err
+		}
+	} else {
+		natsPasswords, natsFrom, err := loadSecrets(natsPassword, "", cfg.DataDir, lookup)
+		if err != nil {
+			return err
+		}
+		natsUser, natsPass = bus.OperatorUser, natsPasswords[0]
+		refusals := log.With().Str("component", "nats").Logger().Sample(&zerolog.BurstSampler{Burst: 20, Period: time.Minute})
 		embedded, err = bus.StartEmbedded(bus.EmbeddedOptions{
 			Listen:     cfg.NATSListen,
 			DataDir:    cfg.DataDir,
 			Logger:     natsLogger{log.With().Str("component", "nats").Logger()},
 			ListenFlag: "--nats-listen",
 			DropBehind: cfg.NATSDropBehind,
+			Auth: &bus.ClientAuth{
+				OperatorPasswords: natsPasswords,
+				Agents:            registry.AgentPasswords{Store: st},
+				OnRefused: func(user string, reason error) {
+					refusals.Warn().Str("user", user).Str("reason", reason.Error()).Msg("NATS connection refused")
+				},
+			},
 		})
 		if err != nil {
 			return err
 		}
 		defer embedded.Shutdown()
 		natsURL = embedded.ClientURL()
-		log.Info().Str("nats_url", natsURL).Str("store", cfg.DataDir).Bool("drop_behind", cfg.NATSDropBehind).Msg("embedded NATS with JetStream started")
+		log.Info().Str("nats_url", natsURL).Str("store", cfg.DataDir).Bool("drop_behind", cfg.NATSDropBehind).
+			Str("operator_password", natsFrom).Msg("embedded NATS with JetStream started; agents connect as themselves, operators as " + bus.OperatorUser)
 	}
 	connectCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	b, err := bus.Connect(connectCtx, natsURL, bus.Options{
 		Name:             "triggerd",
+		User:             natsUser,
+		Password:         natsPass,
 		Embedded:         embedded,
 		EventRetention:   cfg.EventRetention,
 		ArchiveRetention: cfg.ArchiveRetention,
@@ -220,11 +253,6 @@ func serve(ctx context.Context, cfg config, files map[string]string, lookup func
 	}
 	defer b.Close()
 
-	st, err := openStore(ctx, cfg, log)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
 	acct, err := accounts.New(accounts.Options{Store: st, Vault: vault, Providers: providers, Logger: log})
 	if err != nil {
 		return err
@@ -253,7 +281,7 @@ func serve(ctx context.Context, cfg config, files map[string]string, lookup func
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	disp, err := newDispatch(ctx, cfg, b, st, acct, vault, runner, reg, log)
+	disp, err := newDispatch(ctx, cfg, b, embedded, st, acct, vault, runner, reg, log)
 	if err != nil {
 		return err
 	}

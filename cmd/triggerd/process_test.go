@@ -61,10 +61,21 @@ type proc struct {
 	exitCode int
 }
 
+// testNATSPassword is the embedded NATS's operator password of the
+// processes startTriggerd runs, unless their env sets one (an empty one has
+// it generated into the data dir).
+const testNATSPassword = "test-nats-operator-password"
+
+// asOperator connects to a test process's NATS as its operator.
+var asOperator = nats.UserInfo(bus.OperatorUser, testNATSPassword)
+
 // startTriggerd runs the binary and waits until it says it is ready.
 func startTriggerd(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
 	p := &proc{t: t, exited: make(chan struct{})}
+	if !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "TRIGGERD_NATS_PASSWORD=") }) {
+		env = append(slices.Clip(env), "TRIGGERD_NATS_PASSWORD="+testNATSPassword)
+	}
 	base := []string{"--http-addr", "127.0.0.1:0"}
 	if !externalNATS(env, args) {
 		base = append(base, "--nats-listen", "127.0.0.1:0")
@@ -200,9 +211,9 @@ func post(url, secret string, d delivery) (reply, error) {
 
 // streamEvents reads every message of the events stream and returns how
 // often each Nats-Msg-Id occurs, and each id's subject.
-func streamEvents(t *testing.T, natsURL string) (map[string]int, map[string]string) {
+func streamEvents(t *testing.T, natsURL string, opts ...nats.Option) (map[string]int, map[string]string) {
 	t.Helper()
-	nc, err := nats.Connect(natsURL)
+	nc, err := nats.Connect(natsURL, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,7 +366,7 @@ func TestKillMidStreamExactlyOnce(t *testing.T) {
 		t.Fatalf("%d deliveries accepted in the end, want %d", len(accepted), total)
 	}
 
-	counts, _ := streamEvents(t, p.natsURL)
+	counts, _ := streamEvents(t, p.natsURL, asOperator)
 	for id, c := range counts {
 		if c != 1 {
 			t.Errorf("event %s is in the stream %d times", id, c)
@@ -452,7 +463,7 @@ func TestSIGTERMUnderLoad(t *testing.T) {
 		files, _ := filepath.Glob(filepath.Join(dir, "spool", "*.rec"))
 		return len(files) == 0
 	})
-	counts, _ := streamEvents(t, p.natsURL)
+	counts, _ := streamEvents(t, p.natsURL, asOperator)
 	mu.Lock()
 	defer mu.Unlock()
 	for id, evs := range accepted {
