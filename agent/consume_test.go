@@ -12,11 +12,11 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/triggerd/triggerd/agent"
+	"github.com/triggerd/triggerd/bus"
 	"github.com/triggerd/triggerd/internal/testenv"
 )
 
@@ -32,61 +32,41 @@ type env struct {
 	js  jetstream.JetStream
 }
 
-// Users of the test server: the operator may do anything; any other user
-// is an agent, with the permissions agent.Permissions gives it, as on
-// triggerd's embedded server.
+// operatorPassword and agentPassword are the test server's: every agent id
+// connects with agentPassword.
 const (
-	operatorUser  = "operator"
-	agentPassword = "agent-password"
+	operatorPassword = "operator-password"
+	agentPassword    = "agent-password"
 )
 
-type agentPermissions struct{}
+type anyAgent struct{}
 
-func (agentPermissions) Check(c server.ClientAuthentication) bool {
-	o := c.GetOpts()
-	if o.Username == operatorUser {
-		c.RegisterUser(&server.User{Username: o.Username})
-		return true
+func (anyAgent) AuthenticateAgent(_ context.Context, _, pw string) error {
+	if pw != agentPassword {
+		return errors.New("wrong password")
 	}
-	if o.Password != agentPassword || agent.CheckAgentID(o.Username) != nil {
-		return false
-	}
-	pub, sub := agent.Permissions(o.Username)
-	c.RegisterUser(&server.User{Username: o.Username, Permissions: &server.Permissions{
-		Publish:   &server.SubjectPermission{Allow: pub},
-		Subscribe: &server.SubjectPermission{Allow: sub},
-	}})
-	return true
+	return nil
 }
 
-// startJS runs a NATS server with JetStream on a random port and a
-// temporary store, and creates the agents stream the way triggerd does.
-// Agents connect to it with agent.Connect and the permissions triggerd
-// gives them.
+// startJS runs triggerd's embedded NATS on a random port and a temporary
+// store, with its streams and its users: agents connect with agent.Connect
+// and get the permissions triggerd gives them.
 func startJS(t *testing.T) *env {
 	t.Helper()
-	srv, err := server.NewServer(&server.Options{
-		Host:                       "127.0.0.1",
-		Port:                       server.RANDOM_PORT,
-		JetStream:                  true,
-		StoreDir:                   t.TempDir(),
-		NoLog:                      true,
-		NoSigs:                     true,
-		DisableJetStreamBanner:     true,
-		CustomClientAuthentication: agentPermissions{},
-	})
+	emb, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: "127.0.0.1:0", DataDir: t.TempDir(),
+		Auth: &bus.ClientAuth{OperatorPasswords: []string{operatorPassword}, Agents: anyAgent{}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.Start()
-	t.Cleanup(func() {
-		srv.Shutdown()
-		srv.WaitForShutdown()
-	})
-	if !srv.ReadyForConnections(waitFor) {
-		t.Fatal("nats server not ready")
+	t.Cleanup(emb.Shutdown)
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	b, err := bus.Connect(ctx, emb.ClientURL(), bus.Options{Embedded: emb, User: bus.OperatorUser, Password: operatorPassword})
+	if err != nil {
+		t.Fatal(err)
 	}
-	nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo(operatorUser, ""))
+	t.Cleanup(b.Close)
+	nc, err := nats.Connect(emb.ClientURL(), nats.UserInfo(bus.OperatorUser, operatorPassword))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,17 +75,7 @@ func startJS(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
-	defer cancel()
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
-		Name:        agent.Stream,
-		Subjects:    []string{"agents.>"},
-		Storage:     jetstream.FileStorage,
-		AllowDirect: true,
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return &env{t: t, url: srv.ClientURL(), nc: nc, js: js}
+	return &env{t: t, url: emb.ClientURL(), nc: nc, js: js}
 }
 
 func ctxT(t *testing.T) context.Context {
