@@ -16,7 +16,8 @@ import (
 // redeliver) connect as.
 const OperatorUser = "triggerd"
 
-// AgentAuthenticator checks an agent's NATS password (registry.Registry).
+// AgentAuthenticator checks an agent's NATS password
+// (registry.AgentPasswords).
 type AgentAuthenticator interface {
 	// AuthenticateAgent returns nil when password is agentID's, and
 	// otherwise an error saying why not (for the log: it must not carry

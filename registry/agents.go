@@ -186,7 +186,7 @@ func (r *Registry) ResetNATSPassword(ctx context.Context, tenantID, id string) (
 		if err != nil {
 			return store.Agent{}, "", err
 		}
-		a.UpdatedAt = r.o.Now()
+		a.UpdatedAt = a.NATSPasswordSetAt
 		a, err = r.o.Store.UpdateAgent(ctx, a)
 		if errors.Is(err, store.ErrConflict) && attempt < 3 {
 			continue // changed meanwhile: read it again

@@ -38,7 +38,7 @@ type deadLine struct {
 func dead(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("dead", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	nf := addNATSFlags(fs, defaultNATSURL, nil)
+	nf := addNATSFlags(fs)
 	source := fs.String("source", "", "list only this consumer's dead letters (dispatch, push, results, replay, resume, or an agent's)")
 	from := fs.Uint64("from", 0, "list from this dead-letter sequence on")
 	limit := fs.Int("limit", 100, "list at most this many")

@@ -59,7 +59,7 @@ type archiveFlags struct {
 
 func addArchiveFlags(fs *flag.FlagSet, timeoutUsage string) archiveFlags {
 	return archiveFlags{
-		nats:      addNATSFlags(fs, defaultNATSURL, nil),
+		nats:      addNATSFlags(fs),
 		connector: fs.String("connector", "", "codehost or deploy: whose delivery ids these are (default: look in both)"),
 		timeout:   fs.Duration("timeout", 30*time.Second, timeoutUsage),
 	}

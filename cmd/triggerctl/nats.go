@@ -33,14 +33,12 @@ type natsFlags struct {
 	dataDir *string
 }
 
-// addNATSFlags adds --nats-url (defaulting to def) and, unless the command
-// has one already (dataDir not nil), --data-dir.
-func addNATSFlags(fs *flag.FlagSet, def string, dataDir *string) natsFlags {
-	f := natsFlags{url: fs.String("nats-url", def, "NATS server triggerd publishes to")}
-	if f.dataDir = dataDir; f.dataDir == nil {
-		f.dataDir = fs.String("data-dir", "./data", "triggerd's data dir, where it wrote "+natsPasswordFile+" (the embedded NATS's operator password, used when "+natsPasswordEnv+" is unset)")
+// addNATSFlags adds --nats-url and --data-dir.
+func addNATSFlags(fs *flag.FlagSet) natsFlags {
+	return natsFlags{
+		url:     fs.String("nats-url", defaultNATSURL, "NATS server triggerd publishes to"),
+		dataDir: fs.String("data-dir", "./data", "triggerd's data dir, where it wrote "+natsPasswordFile+" (the embedded NATS's operator password, used when "+natsPasswordEnv+" is unset)"),
 	}
-	return f
 }
 
 // connect connects to triggerd's NATS without changing its streams.

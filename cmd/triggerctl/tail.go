@@ -22,7 +22,7 @@ import (
 func tail(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("tail", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	nf := addNATSFlags(fs, defaultNATSURL, nil)
+	nf := addNATSFlags(fs)
 	all := fs.Bool("all", false, "start with every event the stream still holds, not only new ones")
 	withSubject := fs.Bool("subject", false, "prefix each line with the event's subject and a tab")
 	synopsis := "usage: triggerctl tail [flags] [SUBJECT]\n\n" +
