@@ -63,7 +63,7 @@ func newDispatch(ctx context.Context, cfg config, b *bus.Bus, embedded *bus.Embe
 	}
 	r, err := registry.New(registry.Options{
 		Store: st, Accounts: acct, Secrets: vault, Steps: stepCatalog{runner},
-		Notifier: notifier{b: b, embedded: embedded, hooks: hooks, log: log},
+		Notifier: notifier{b: b, embedded: embedded, hooks: hooks, dispatcher: d, log: log},
 		HookAPI: func(client *http.Client) registry.HookAPI {
 			return codehost.Hooks{HTTP: client, BaseURL: cfg.Providers.CodeHostAPIBaseURL}
 		},
@@ -214,7 +214,10 @@ type notifier struct {
 	// its operator's business.
 	embedded *bus.Embedded
 	hooks    *ingest.HookCache
-	log      zerolog.Logger
+	// dispatcher is this process's: it reloads a changed trigger before
+	// the change's API answer leaves.
+	dispatcher *dispatch.Dispatcher
+	log        zerolog.Logger
 }
 
 // AgentCredentialsChanged closes the agent's connections to the embedded
@@ -239,7 +242,15 @@ func (n notifier) HookChanged(_ context.Context, connector, hookID string) {
 	}
 }
 
-func (n notifier) TriggerChanged(_ context.Context, tenantID, triggerID string) {
+// TriggerChanged reloads the trigger in this process's dispatcher before
+// the change's API answer leaves, and tells the others. The reload widens
+// the events consumer to the trigger's kind: an event accepted after the
+// answer (a test delivery sent at once) is then never passed over, as it
+// was when only the broadcast, arriving a moment later, applied it.
+func (n notifier) TriggerChanged(ctx context.Context, tenantID, triggerID string) {
+	if err := n.dispatcher.Reload(ctx, tenantID, triggerID); err != nil {
+		n.log.Warn().Err(err).Str("trigger", triggerID).Msg("trigger reload failed; the broadcast and the next resync repair it")
+	}
 	data, _ := json.Marshal(dispatch.Change{TenantID: tenantID, TriggerID: triggerID})
 	if err := n.b.Notify(dispatch.ControlSubject, data); err != nil {
 		n.log.Warn().Err(err).Str("trigger", triggerID).Msg("trigger change not broadcast; the periodic resync applies it")
