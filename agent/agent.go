@@ -112,9 +112,12 @@ func ResultsSubject(agentID, runID string) string {
 	return "agents." + agentID + ".results." + runID
 }
 
-// resultMsgID is the Nats-Msg-Id of a run's result, so that a result
-// reported twice is stored once.
-func resultMsgID(runID string) string { return "result:" + runID }
+// ResultMsgID is the Nats-Msg-Id of agentID's result of run runID, so
+// that a result reported twice is stored once. The agent's id is part of
+// it: the stream's duplicate window is shared by every agent, and an id
+// another agent could name would let it have a result dropped as a
+// duplicate before it was ever stored.
+func ResultMsgID(agentID, runID string) string { return "result:" + agentID + ":" + runID }
 
 // ErrAgentID reports an agent id that cannot be a subject token.
 var ErrAgentID = errors.New("agent: invalid agent id")

@@ -488,7 +488,7 @@ func truncate(s string, n int) string {
 }
 
 // Report publishes res to ResultsSubject(res.Agent, res.RunID) with the Nats-Msg-Id
-// "result:" + res.RunID, so that a result reported twice within the
+// ResultMsgID(res.Agent, res.RunID), so that a result reported twice within the
 // stream's duplicate window is stored once. FinishedAt is set to now when
 // zero. It fails if res has no RunID, an invalid Agent, a Status other than
 // StatusSucceeded or StatusFailed, or an Output that is not JSON.
@@ -503,7 +503,7 @@ func Report(ctx context.Context, js jetstream.JetStream, res Result) error {
 	if err != nil {
 		return fmt.Errorf("agent: encoding result: %w", err)
 	}
-	if _, err := js.Publish(ctx, ResultsSubject(res.Agent, res.RunID), data, jetstream.WithMsgID(resultMsgID(res.RunID))); err != nil {
+	if _, err := js.Publish(ctx, ResultsSubject(res.Agent, res.RunID), data, jetstream.WithMsgID(ResultMsgID(res.Agent, res.RunID))); err != nil {
 		return fmt.Errorf("agent: publishing result of run %s: %w", res.RunID, err)
 	}
 	return nil

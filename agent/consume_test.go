@@ -61,7 +61,7 @@ func startJS(t *testing.T) *env {
 	t.Cleanup(emb.Shutdown)
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
-	b, err := bus.Connect(ctx, emb.ClientURL(), bus.Options{Embedded: emb, User: bus.OperatorUser, Password: operatorPassword})
+	b, err := bus.Connect(ctx, emb.ClientURL(), bus.Options{Embedded: emb, User: bus.OperatorUser, Password: operatorPassword, ServeAgents: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +225,7 @@ func TestConsumeReportsResult(t *testing.T) {
 	e.publishRun(run)
 
 	res, msg := e.nextResult(results)
-	if h := msg.Headers().Get(jetstream.MsgIDHeader); h != "result:"+run.ID {
+	if h := msg.Headers().Get(jetstream.MsgIDHeader); h != "result:"+id+":"+run.ID {
 		t.Errorf("result Nats-Msg-Id %q", h)
 	}
 	if res.RunID != run.ID || res.Agent != id || res.Status != agent.StatusSucceeded || string(res.Output) != `{"done":true}` || res.FinishedAt.IsZero() {

@@ -15,6 +15,19 @@ import (
 // agent do what Consume and Report do for its own runs and nothing else:
 // it cannot read another agent's runs or results, publish events or runs,
 // or change the streams. Connect sets the connection up that way.
+//
+// Permissions alone would not be enough: NATS does not check the reply
+// subject of a request, and JetStream answers a request on whatever reply
+// subject it names, so an agent allowed one direct get could have the
+// answer published on "triggers.>" and have the events stream store it as
+// an event. Each agent is therefore in a NATS account of its own, which
+// takes from triggerd's account only the subjects of Imports: replies to
+// its requests come back into its own account, whatever subject it names.
+// Two of those subjects reach triggerd rather than JetStream (the
+// gateway): creating the agent's consumer, which triggerd checks is a
+// pull consumer of the agent's own runs before creating it, and
+// publishing a result, which triggerd stores under a message id of its
+// own so that no agent can shadow another's.
 
 // NATSPasswordPrefix starts every agent NATS password, so a leaked one is
 // recognisable for what it is.
@@ -36,9 +49,10 @@ func NewNATSPassword() (string, error) {
 func InboxPrefix(agentID string) string { return "_INBOX_AGENT." + agentID }
 
 // Permissions returns the subjects agentID may publish to and subscribe
-// to: those Consume and Report use, each scoped to the agent. An operator
-// running triggerd on their own NATS (--nats-url) can give agents' users
-// these permissions.
+// to: those Consume and Report use, each scoped to the agent. They keep
+// an agent apart from others only together with an account of its own
+// (see Imports): an operator running triggerd on their own NATS
+// (--nats-url) gives agents' users both.
 //
 //   - creating or updating the durable consumer ConsumerName(agentID),
 //     only with the filter RunsSubject(agentID) (the server checks that
@@ -51,7 +65,7 @@ func InboxPrefix(agentID string) string { return "_INBOX_AGENT." + agentID }
 func Permissions(agentID string) (publish, subscribe []string) {
 	cons := ConsumerName(agentID)
 	publish = []string{
-		"$JS.API.CONSUMER.CREATE." + Stream + "." + cons + "." + RunsSubject(agentID),
+		ConsumerCreateSubject(agentID),
 		"$JS.API.CONSUMER.INFO." + Stream + "." + cons,
 		"$JS.API.CONSUMER.MSG.NEXT." + Stream + "." + cons,
 		"$JS.ACK." + Stream + "." + cons + ".>",
@@ -59,6 +73,59 @@ func Permissions(agentID string) (publish, subscribe []string) {
 		directGetPrefix + ResultsSubject(agentID, "*"),
 	}
 	return publish, []string{InboxPrefix(agentID) + ".>"}
+}
+
+// GatewayPrefix starts the subjects, in triggerd's account, on which
+// triggerd answers an agent's consumer creation and results (see
+// Imports).
+const GatewayPrefix = "triggerd.agentapi"
+
+// GatewayConsumerSubject is where triggerd takes agentID's requests to
+// create or update its consumer.
+func GatewayConsumerSubject(agentID string) string {
+	return GatewayPrefix + "." + agentID + ".consumer"
+}
+
+// GatewayResultsSubject is where triggerd takes agentID's result of run
+// runID ("*" for all of them), to store it on ResultsSubject.
+func GatewayResultsSubject(agentID, runID string) string {
+	return GatewayPrefix + "." + agentID + ".result." + runID
+}
+
+// Import is one subject an agent's account takes from triggerd's: what
+// the agent publishes on From is delivered on To in triggerd's account,
+// and the answers come back to the agent's own account.
+type Import struct {
+	From, To string
+}
+
+// Imports returns the subjects agentID's account takes from triggerd's
+// account: those of Permissions, JetStream's own but for the consumer's
+// creation and the results, which go to triggerd's gateway (see
+// GatewayPrefix). An operator running triggerd on their own NATS
+// (--nats-url) gives each agent an account with these service imports
+// (and triggerd's account the matching exports) to keep agents apart.
+func Imports(agentID string) []Import {
+	pub, _ := Permissions(agentID)
+	imports := make([]Import, 0, len(pub))
+	for _, subj := range pub {
+		to := subj
+		switch subj {
+		case ConsumerCreateSubject(agentID):
+			to = GatewayConsumerSubject(agentID)
+		case ResultsSubject(agentID, "*"):
+			to = GatewayResultsSubject(agentID, "*")
+		}
+		imports = append(imports, Import{From: subj, To: to})
+	}
+	return imports
+}
+
+// ConsumerCreateSubject is JetStream's API subject for creating or
+// updating agentID's consumer with the filter of its runs (the server
+// checks that the filter in the request is the one in the subject).
+func ConsumerCreateSubject(agentID string) string {
+	return "$JS.API.CONSUMER.CREATE." + Stream + "." + ConsumerName(agentID) + "." + RunsSubject(agentID)
 }
 
 // directGetPrefix is JetStream's API subject for the last message of a

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/subtle"
 	"errors"
+	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -50,6 +52,73 @@ const DefaultAuthTimeout = 1500 * time.Millisecond
 type authenticator struct {
 	ClientAuth
 	operator [][]byte
+
+	// mu guards srv and accounts.
+	mu sync.Mutex
+	// srv is the server, once its exports are in place (setServer); until
+	// then every agent is refused.
+	srv *server.Server
+	// accounts holds each agent's account, made at its first connection.
+	accounts map[string]*server.Account
+}
+
+// agentExports are the subjects triggerd's account offers agents' accounts
+// (each agent imports its own share: agent.Imports), with JetStream's
+// pulls answered by a stream of messages.
+var agentExports = []struct {
+	subject  string
+	streamed bool
+}{
+	{agent.GatewayPrefix + ".>", false},
+	{"$JS.API.CONSUMER.INFO." + agent.Stream + ".*", false},
+	{"$JS.API.CONSUMER.MSG.NEXT." + agent.Stream + ".*", true},
+	{"$JS.ACK." + agent.Stream + ".>", false},
+	{"$JS.API.DIRECT.GET." + agent.Stream + ".>", false},
+}
+
+// setServer exports agentExports from srv's global account, where
+// triggerd and its streams are, and lets agents in.
+func (a *authenticator) setServer(srv *server.Server) error {
+	g := srv.GlobalAccount()
+	for _, e := range agentExports {
+		rt := server.Singleton
+		if e.streamed {
+			rt = server.Streamed
+		}
+		if err := g.AddServiceExportWithResponse(e.subject, rt, nil); err != nil {
+			return fmt.Errorf("embedded nats: export %s to agents: %w", e.subject, err)
+		}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.srv = srv
+	a.accounts = map[string]*server.Account{}
+	return nil
+}
+
+// account returns agentID's account, made with agent.Imports from the
+// global account the first time.
+func (a *authenticator) account(agentID string) (*server.Account, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.srv == nil {
+		return nil, errors.New("the server is still starting")
+	}
+	if acc, ok := a.accounts[agentID]; ok {
+		return acc, nil
+	}
+	acc, err := a.srv.RegisterAccount("AGENT_" + agentID)
+	if err != nil {
+		return nil, fmt.Errorf("the agent's account: %w", err)
+	}
+	g := a.srv.GlobalAccount()
+	for _, im := range agent.Imports(agentID) {
+		if err := acc.AddServiceImport(g, im.From, im.To); err != nil {
+			return nil, fmt.Errorf("the agent's account: import %s: %w", im.From, err)
+		}
+	}
+	a.accounts[agentID] = acc
+	return acc, nil
 }
 
 func newAuthenticator(a ClientAuth) (*authenticator, error) {
@@ -78,7 +147,8 @@ func (a *authenticator) isOperator(pw string) bool {
 	return ok == 1
 }
 
-// Check lets OperatorUser in with every permission and an agent with the
+// Check lets OperatorUser in with every permission, in the global account
+// where the streams are, and an agent into an account of its own with the
 // permissions agent.Permissions gives it. nats-server calls it for every
 // client connection, the in-process ones included.
 func (a *authenticator) Check(c server.ClientAuthentication) bool {
@@ -109,8 +179,13 @@ func (a *authenticator) Check(c server.ClientAuthentication) bool {
 		a.refused(user, err)
 		return false
 	}
+	acc, err := a.account(user)
+	if err != nil {
+		a.refused(user, err)
+		return false
+	}
 	pub, sub := agent.Permissions(user)
-	c.RegisterUser(&server.User{Username: user, Permissions: &server.Permissions{
+	c.RegisterUser(&server.User{Username: user, Account: acc, Permissions: &server.Permissions{
 		Publish:   &server.SubjectPermission{Allow: pub},
 		Subscribe: &server.SubjectPermission{Allow: sub},
 	}})

@@ -70,7 +70,7 @@ func startAuthServer(t *testing.T, pws *agentPasswords, refused func(user string
 	t.Cleanup(emb.Shutdown)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	b, err := Connect(ctx, emb.ClientURL(), Options{Embedded: emb, User: OperatorUser, Password: operatorPassword})
+	b, err := Connect(ctx, emb.ClientURL(), Options{Embedded: emb, User: OperatorUser, Password: operatorPassword, ServeAgents: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,8 +233,9 @@ func TestAgentsReachOnlyTheirOwnRuns(t *testing.T) {
 			t.Errorf("request on %s answered: %s %q", subj, msg.Header, msg.Data)
 		}
 	}
-	// A filter that is not the one in the subject is refused by the
-	// server itself, on the subject the agent may use.
+	// A filter that is not the one in the subject is refused (by
+	// triggerd's gateway, and behind it by the server), on the subject the
+	// agent may use.
 	rctx, c := short()
 	bad, _ := json.Marshal(map[string]any{"stream_name": agent.Stream, "config": map[string]any{
 		"durable_name": agent.ConsumerName(mine), "filter_subject": "agents.>", "ack_policy": "explicit",
@@ -317,4 +318,172 @@ func TestDisconnectUserClosesAnAgentsConnections(t *testing.T) {
 	testenv.Eventually(t, 5*time.Second, "the old password to stay refused", func() bool {
 		return !nc.IsConnected() && nc.LastError() != nil && errors.Is(nc.LastError(), nats.ErrAuthorization)
 	})
+}
+
+// TestAgentsRepliesStayInTheirOwnAccount: NATS does not check a
+// request's reply subject, and JetStream answers on whatever subject a
+// request names. An agent that names one of triggerd's own subjects
+// (events, push jobs, the delivery index) must not get JetStream to
+// publish there: its replies stay in its own account. Nor can it make a
+// push consumer deliver there, or store a result that shadows another
+// agent's.
+func TestAgentsRepliesStayInTheirOwnAccount(t *testing.T) {
+	pws := &agentPasswords{pw: map[string]string{}}
+	mine, other := uuid.NewString(), uuid.NewString()
+	pws.set(mine, "mine")
+	pws.set(other, "other")
+	emb, op := startAuthServer(t, pws, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	// Whatever reaches triggerd's subjects in its own account.
+	landed := make(chan *nats.Msg, 64)
+	for _, subj := range []string{"triggers.>", "push.>", IndexSubject, "dead.>", agent.RunsSubject(other)} {
+		sub, err := op.nc.ChanSubscribe(subj, landed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Unsubscribe()
+	}
+	if err := op.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	nc, err := agent.Connect(emb.ClientURL(), mine, "mine")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The agent's consumer, created through triggerd's gateway, and a
+	// run and a result for it to be asked about.
+	if _, err := js.CreateOrUpdateConsumer(ctx, agent.Stream, jetstream.ConsumerConfig{
+		Durable: agent.ConsumerName(mine), FilterSubject: agent.RunsSubject(mine), AckPolicy: jetstream.AckExplicitPolicy,
+	}); err != nil {
+		t.Fatalf("the agent's own consumer: %v", err)
+	}
+	for i := range 3 {
+		run, _ := json.Marshal(agent.Run{ID: fmt.Sprint("run-", i), Agent: mine, Kind: "new_issue"})
+		if err := op.Publish(ctx, agent.RunsSubject(mine), fmt.Sprint("run-", i), run); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := agent.Report(ctx, js, agent.Result{RunID: "run-0", Agent: mine, Status: agent.StatusSucceeded}); err != nil {
+		t.Fatalf("the agent's own result: %v", err)
+	}
+	events, push := eventMsgs(t, op), streamMsgs(t, op, PushStream)
+
+	// The requests the agent may make, each with a reply subject of
+	// triggerd's.
+	cons := agent.ConsumerName(mine)
+	for _, r := range []struct{ subject, reply, body string }{
+		{"$JS.API.DIRECT.GET." + agent.Stream + "." + agent.ResultsSubject(mine, "run-0"), "triggers.codehost.new_issue.octo.hello", ""},
+		{"$JS.API.DIRECT.GET." + agent.Stream + "." + agent.ResultsSubject(mine, "run-0"), "push.agent." + other, ""},
+		{"$JS.API.CONSUMER.INFO." + agent.Stream + "." + cons, IndexSubject, ""},
+		{"$JS.API.CONSUMER.MSG.NEXT." + agent.Stream + "." + cons, "triggers.codehost.new_issue.octo.hello", `{"batch":1}`},
+		{"$JS.API.CONSUMER.MSG.NEXT." + agent.Stream + "." + cons, agent.RunsSubject(other), `{"batch":1}`},
+		{agent.ResultsSubject(mine, "run-1"), "triggers.codehost.new_issue.octo.hello", `{"run_id":"run-1","agent":"` + mine + `","status":"succeeded"}`},
+	} {
+		if err := nc.PublishRequest(r.subject, r.reply, []byte(r.body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The same requests answered to the agent itself: once these are
+	// answered, the ones above have been too.
+	for _, subj := range []string{
+		"$JS.API.DIRECT.GET." + agent.Stream + "." + agent.ResultsSubject(mine, "run-0"),
+		"$JS.API.CONSUMER.INFO." + agent.Stream + "." + cons,
+	} {
+		if _, err := nc.RequestWithContext(ctx, subj, nil); err != nil {
+			t.Fatalf("%s: %v", subj, err)
+		}
+	}
+	msg, err := nc.RequestWithContext(ctx, "$JS.API.CONSUMER.MSG.NEXT."+agent.Stream+"."+cons, []byte(`{"batch":1}`))
+	if err != nil || !strings.HasPrefix(msg.Subject, "agents."+mine+".runs") {
+		t.Fatalf("the agent's own pull: %v %v", err, msg)
+	}
+	if err := op.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-landed:
+		t.Errorf("an agent's reply landed on %s in triggerd's account: %q", m.Subject, m.Data)
+	default:
+	}
+	if n := eventMsgs(t, op); n != events {
+		t.Errorf("the events stream went from %d to %d messages", events, n)
+	}
+	if n := streamMsgs(t, op, PushStream); n != push {
+		t.Errorf("the push stream went from %d to %d messages", push, n)
+	}
+
+	// A push consumer would deliver in triggerd's account: the gateway
+	// creates pull consumers of the agent's own runs only.
+	for name, cfg := range map[string]map[string]any{
+		"a deliver subject": {"deliver_subject": "triggers.codehost.new_issue.octo.hello"},
+		"another filter":    {"filter_subject": agent.RunsSubject(other)},
+		"no acks":           {"ack_policy": "none"},
+	} {
+		c := map[string]any{"durable_name": cons, "filter_subject": agent.RunsSubject(mine), "ack_policy": "explicit"}
+		for k, v := range cfg {
+			c[k] = v
+		}
+		body, _ := json.Marshal(map[string]any{"stream_name": agent.Stream, "config": c})
+		msg, err := nc.RequestWithContext(ctx, agent.ConsumerCreateSubject(mine), body)
+		if err != nil || !strings.Contains(string(msg.Data), `"error"`) || !strings.Contains(string(msg.Data), "triggerd: ") {
+			t.Errorf("a consumer with %s: %v %q", name, err, msgData(msg))
+		}
+	}
+	info, err := op.js.Consumer(ctx, agent.Stream, cons)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := info.CachedInfo().Config; c.DeliverSubject != "" || c.FilterSubject != agent.RunsSubject(mine) || c.AckPolicy != jetstream.AckExplicitPolicy {
+		t.Errorf("the agent's consumer became %+v", c)
+	}
+
+	// A result is stored only for the run its subject names, under a
+	// message id of the agent's: one naming another agent's result id
+	// does not have that result dropped as a duplicate.
+	if _, err := js.Publish(ctx, agent.ResultsSubject(mine, "run-2"), []byte(`{"run_id":"run-1","agent":"`+mine+`"}`)); err == nil {
+		t.Error("a result for run-1 was stored as run-2's")
+	}
+	shadow := nats.NewMsg(agent.ResultsSubject(mine, "run-other"))
+	shadow.Data = []byte(`{"run_id":"run-other","agent":"` + mine + `","status":"failed"}`)
+	shadow.Header.Set(jetstream.MsgIDHeader, agent.ResultMsgID(other, "run-other"))
+	if _, err := js.PublishMsg(ctx, shadow); err != nil {
+		t.Fatal(err)
+	}
+	onc, err := agent.Connect(emb.ClientURL(), other, "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer onc.Close()
+	ojs, err := jetstream.New(onc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := agent.Report(ctx, ojs, agent.Result{RunID: "run-other", Agent: other, Status: agent.StatusSucceeded}); err != nil {
+		t.Fatal(err)
+	}
+	if _, data, err := op.lastMsg(ctx, agent.ResultsSubject(other, "run-other")); err != nil || !strings.Contains(string(data), `"succeeded"`) {
+		t.Errorf("the other agent's result: %v %q", err, data)
+	}
+}
+
+// streamMsgs returns how many messages stream holds.
+func streamMsgs(t *testing.T, b *Bus, stream string) uint64 {
+	t.Helper()
+	st, err := b.js.Stream(context.Background(), stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Msgs
 }

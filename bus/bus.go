@@ -129,6 +129,11 @@ type Options struct {
 	// SkipProvision connects without creating or updating the streams
 	// (for tools that only read).
 	SkipProvision bool
+	// ServeAgents answers agents' consumer creations and results on
+	// agent.GatewayPrefix (see agent.Imports), as triggerd itself does:
+	// without a process that does, agents in accounts of their own can
+	// neither create their consumer nor report.
+	ServeAgents bool
 	// WriteTimeout bounds each write to NATS (DefaultWriteTimeout if
 	// zero); keep it well below the commit deadline.
 	WriteTimeout time.Duration
@@ -256,7 +261,11 @@ func Connect(ctx context.Context, url string, o Options) (*Bus, error) {
 		nc.Close()
 		return nil, err
 	}
-	if err := b.provision(ctx); err != nil {
+	err = b.provision(ctx)
+	if err == nil && o.ServeAgents {
+		err = b.serveAgents()
+	}
+	if err != nil {
 		if b.index != nil {
 			b.index.close()
 		}

@@ -134,9 +134,9 @@ func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
 	if port == 0 {
 		opts.Port = server.RANDOM_PORT
 	}
+	var auth *authenticator
 	if o.Auth != nil {
-		auth, err := newAuthenticator(*o.Auth)
-		if err != nil {
+		if auth, err = newAuthenticator(*o.Auth); err != nil {
 			return nil, err
 		}
 		opts.CustomClientAuthentication = auth
@@ -147,6 +147,11 @@ func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
 	}
 	if o.Logger != nil {
 		srv.SetLoggerV2(o.Logger, false, false, false)
+	}
+	if auth != nil {
+		if err := auth.setServer(srv); err != nil {
+			return nil, err
+		}
 	}
 	srv.Start()
 	if !srv.ReadyForConnections(15 * time.Second) {

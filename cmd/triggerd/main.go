@@ -231,6 +231,10 @@ func serve(ctx context.Context, cfg config, files map[string]string, lookup func
 		ArchiveRetention: cfg.ArchiveRetention,
 		DedupWindow:      cfg.DedupWindow,
 		MaxInlineBytes:   cfg.MaxInlineBytes,
+		// Agents' consumer creations and results come through triggerd
+		// (agent.Imports); on an external NATS, when its operator routes
+		// them here.
+		ServeAgents: true,
 		OnConnectionChange: func(up bool, detail string) {
 			if up {
 				log.Info().Str("component", "bus").Msg(detail)
