@@ -655,9 +655,10 @@ func (r *Registry) register(ctx context.Context, api HookAPI, h store.Hook, want
 			return h, false, r.failHook(ctx, h, r.upstreamError(h, err))
 		}
 		h.ExternalID, changed = created.ID, true
-	case !found.Active || !sameSet(found.Events, want) || found.ID != h.ExternalID || !slices.Equal(h.Events, want):
-		// Updating also resets the secret: a hook adopted from an earlier
-		// record (or tampered with) signs with ours again.
+	case !found.Active || !sameSet(found.Events, want) || found.URL != url || found.ID != h.ExternalID || !slices.Equal(h.Events, want):
+		// Updating also resets the secret and the URL: a hook adopted
+		// from an earlier record (or tampered with, or registered under
+		// an earlier --public-url) signs with ours and posts to us again.
 		if _, err := api.Update(ctx, tgt, found.ID, spec); err != nil {
 			return h, false, r.failHook(ctx, h, r.upstreamError(h, err))
 		}

@@ -751,6 +751,19 @@ func TestReconcileRepairsDrift(t *testing.T) {
 	}
 	h.checkHook(b2, h.record(h.octo, store.HookRepository, "octocat/second"), triggers.NewPush.HookEvents())
 
+	// Pointed elsewhere (a --public-url that changed since, or a hand
+	// edit): its deliveries would never arrive; pointed back.
+	if _, err := h.hooksAs("octocat").Update(h.ctx, codehost.HookTarget{Owner: "octocat", Repo: "second"}, b.ID,
+		codehost.HookSpec{URL: "https://old.example.com/webhooks/codehost/x", Secret: "tampered", Events: b.Events, Active: true}); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := h.reg.Reconcile(h.ctx); err != nil || rep != (registry.ReconcileReport{Checked: 2, Repaired: 1}) {
+		t.Errorf("Reconcile after a URL change = %+v, %v; want 2 checked, 1 repaired", rep, err)
+	}
+	if b3 := h.onlyHook("octocat", "second"); b3.ID != b.ID || b3.URL != b.URL {
+		t.Errorf("hook %d at %s after reconciling, want %d at %s", b3.ID, b3.URL, b.ID, b.URL)
+	}
+
 	// Only disabled.
 	h.gh.SetHookActive(b.ID, false)
 	if rep, err := h.reg.Reconcile(h.ctx); err != nil || rep.Repaired != 1 || !h.onlyHook("octocat", "second").Active {
