@@ -111,7 +111,10 @@ var allowedValues = map[string][]string{
 	paramConclusions: {"success", "failure", "cancelled", "neutral", "skipped", "stale", "timed_out",
 		"action_required", "startup_failure"},
 	paramReviewStates: {"approved", "changes_requested", "commented"},
-	paramEnvironments: {"production", "preview", "development"},
+	// A deployment's target: production, preview (Vercel's null) or a
+	// custom environment such as staging. "development" names no
+	// deployment, but triggers stored with it stay valid.
+	paramEnvironments: {"production", "preview", "staging", "development"},
 }
 
 // kindParams is the catalogue: the parameters each kind takes.

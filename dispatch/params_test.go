@@ -75,8 +75,8 @@ func TestValidateParams(t *testing.T) {
 			`conclusions: "passed" is not one of success, failure, cancelled`},
 		{"bad review state", triggers.NewPullRequestReview, Params{ReviewStates: []string{"dismissed"}},
 			`review_states: "dismissed" is not one of approved, changes_requested, commented`},
-		{"bad environment", triggers.DeploymentFailed, Params{Environments: []string{"staging"}},
-			`environments: "staging" is not one of production, preview, development`},
+		{"bad environment", triggers.DeploymentFailed, Params{Environments: []string{"prod"}},
+			`environments: "prod" is not one of production, preview, staging, development`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

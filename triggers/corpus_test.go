@@ -170,7 +170,7 @@ var corpusCases = []fileCase{
 			e := res.Events[0]
 			wantResource(t, e, Resource{Type: "deployment", ID: "dpl_2p92SueSKLagubfcRtheS3Cvmcj3",
 				URL:           "https://vercel.com/nextjsblog-demo-new/dpl_2p92SueSKLagubfcRtheS3Cvmcj3",
-				DeploymentURL: "nextjsblog-demo-new-gogovbsz1.vercel.app", Target: "production",
+				DeploymentURL: "https://nextjsblog-demo-new-gogovbsz1.vercel.app", Target: "production",
 				Project: "QmQPfU4xn5APjEsSje4ccPcSJCmVAByA8CDKfZRhYyVPAg", ProjectName: "nextjsblog-demo-new",
 				State: "building", SHA: "7488658dfcf24d9b735e015992b316e2a8340d93", Ref: "master", Title: "update index.js"})
 			if e.Repository == nil || *e.Repository != (Repository{Owner: "MeredithAnya", Name: "nextjsblog-demo-new", FullName: "MeredithAnya/nextjsblog-demo-new"}) {

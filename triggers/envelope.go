@@ -128,11 +128,16 @@ type Resource struct {
 	// Project is the deployment platform's project id; ProjectName its name.
 	Project     string `json:"project,omitempty"`
 	ProjectName string `json:"project_name,omitempty"`
-	// DeploymentURL and Target describe a deployment ("production",
-	// "preview", ...).
+	// DeploymentURL and Target describe a deployment: its https URL, and
+	// "production", PreviewTarget (Vercel's null target) or a custom
+	// environment's name such as "staging".
 	DeploymentURL string `json:"deployment_url,omitempty"`
 	Target        string `json:"target,omitempty"`
 }
+
+// PreviewTarget is a preview deployment's target, which Vercel sends as
+// null.
+const PreviewTarget = "preview"
 
 // Event is one trigger event: the JSON message published on the kind's
 // subject.

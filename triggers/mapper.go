@@ -562,6 +562,9 @@ func mapDeploy(d Delivery) (Result, error) {
 	}
 	r := Resource{Type: "deployment", ID: p.DeploymentID, DeploymentURL: p.URL, ProjectName: p.Name,
 		Target: p.Target, Project: p.ProjectID, State: state}
+	if r.Target == "" {
+		r.Target = PreviewTarget
+	}
 	if p.Project != nil && p.Project.ID != "" {
 		r.Project = p.Project.ID
 	}
@@ -588,6 +591,10 @@ func mapDeploy(d Delivery) (Result, error) {
 				e.repo = &Repository{Owner: owner, Name: name, FullName: owner + "/" + name}
 			}
 		}
+	}
+	if r.DeploymentURL != "" && !strings.Contains(r.DeploymentURL, "://") {
+		// Vercel sends the host name alone ("app-abc123.vercel.app").
+		r.DeploymentURL = "https://" + r.DeploymentURL
 	}
 	e.emit(k, r)
 	return e.res, nil

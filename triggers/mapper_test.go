@@ -238,26 +238,26 @@ func TestMapDeployShapes(t *testing.T) {
 		repo    *Repository
 		want    Resource
 	}{
-		{name: "team null: the user's account",
+		{name: "team null: the user's account; a null target is a preview, a bare host an https URL",
 			payload: `{"id":"uev_1","type":"deployment.succeeded","payload":{"team":null,"user":{"id":"usr"},"project":{"id":"prj"},"deployment":{"id":"dpl_1","url":"a.vercel.app","name":"site"},"links":{"deployment":"https://v/d"},"target":null}}`,
 			account: "usr",
-			want:    Resource{Type: "deployment", ID: "dpl_1", URL: "https://v/d", DeploymentURL: "a.vercel.app", Project: "prj", ProjectName: "site", State: "ready"},
+			want:    Resource{Type: "deployment", ID: "dpl_1", URL: "https://v/d", DeploymentURL: "https://a.vercel.app", Project: "prj", ProjectName: "site", Target: "preview", State: "ready"},
 		},
 		{name: "empty team id: the user's account",
 			payload: `{"id":"uev_1","type":"deployment.canceled","payload":{"team":{"id":""},"user":{"id":"usr"},"project":{"id":"prj"}}}`,
 			account: "usr",
-			want:    Resource{Type: "deployment", Project: "prj", State: "canceled"},
+			want:    Resource{Type: "deployment", Project: "prj", Target: "preview", State: "canceled"},
 		},
 		{name: "old shape, top-level url, name and ids",
 			payload: `{"id":"uev_1","type":"deployment.error","payload":{"deploymentId":"dpl_2","url":"b.now.sh","name":"old","project":"old","projectId":"Qm1","user":{"id":"usr"},"target":"production"}}`,
 			account: "usr",
-			want:    Resource{Type: "deployment", ID: "dpl_2", DeploymentURL: "b.now.sh", Project: "Qm1", ProjectName: "old", Target: "production", State: "error"},
+			want:    Resource{Type: "deployment", ID: "dpl_2", DeploymentURL: "https://b.now.sh", Project: "Qm1", ProjectName: "old", Target: "production", State: "error"},
 		},
 		{name: "repository from the commit org and repo",
 			payload: `{"id":"uev_1","type":"deployment.created","payload":{"team":{"id":"team_1"},"project":{"id":"prj"},"deployment":{"id":"dpl_3","meta":{"githubCommitOrg":"Octo","githubCommitRepo":"site","githubCommitRef":"main"}}}}`,
 			account: "team_1",
 			repo:    &Repository{Owner: "Octo", Name: "site", FullName: "Octo/site"},
-			want:    Resource{Type: "deployment", ID: "dpl_3", Project: "prj", State: "building", Ref: "main"},
+			want:    Resource{Type: "deployment", ID: "dpl_3", Project: "prj", Target: "preview", State: "building", Ref: "main"},
 		},
 	}
 	for _, tc := range tests {

@@ -67,7 +67,7 @@ var projectCases = []fileCase{
 
 	// vercel/, the documented payload shape, from a team.
 	{name: "vercel/deployment.canceled.json", kinds: ks(DeploymentCanceled), check: func(t *testing.T, res Result) {
-		if r := res.Events[0].Resource; r.State != "canceled" || r.Target != "" {
+		if r := res.Events[0].Resource; r.State != "canceled" || r.Target != PreviewTarget {
 			t.Errorf("state %q target %q", r.State, r.Target)
 		}
 	}},
@@ -89,7 +89,7 @@ var projectCases = []fileCase{
 			}
 			wantResource(t, e, Resource{Type: "deployment", ID: "dpl_7Hk2PmQxW3rT9sVbN4cJ5eLa",
 				URL:           "https://vercel.com/octo-org/triggerd-console/7Hk2PmQxW3rT9sVbN4cJ5eLa",
-				DeploymentURL: "triggerd-console-7hk2pmqxw-octo-org.vercel.app", Target: "production",
+				DeploymentURL: "https://triggerd-console-7hk2pmqxw-octo-org.vercel.app", Target: "production",
 				Project: "prj_8Qy2mVtZ4rWnXoFh3DkLcAp1", ProjectName: "triggerd-console", State: "ready",
 				SHA: "c0ffee1234567890abcdef1234567890abcdef12", Ref: "main", Title: "Show delivery ids in the log view"})
 			if e.Repository == nil || *e.Repository != (Repository{Owner: "octo-org", Name: "octo-console", FullName: "octo-org/octo-console"}) {
