@@ -3,10 +3,12 @@ package dispatch
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
 	"text/template"
+	"text/template/parse"
 )
 
 // A pipeline step's input is JSON whose string values may be Go templates
@@ -85,11 +87,105 @@ func CheckTemplates(input json.RawMessage) error {
 		if !strings.Contains(s, "{{") {
 			return nil
 		}
-		if _, err := template.New(path).Funcs(templateFuncs).Option("missingkey=error").Parse(s); err != nil {
+		if _, err := parseTemplate(path, s); err != nil {
 			return &TemplateError{Path: path, Err: err}
 		}
 		return nil
 	})
+}
+
+// Limits on what a template may do: the dispatcher's workers are shared
+// by every tenant, and text/template runs to the end once started (it
+// takes no context), so a template must not be able to loop for long or
+// render without bound.
+const (
+	// MaxRenderedBytes bounds one template's output.
+	MaxRenderedBytes = 1 << 20
+	// maxRangeDepth bounds how deeply ranges nest.
+	maxRangeDepth = 2
+)
+
+// parseTemplate parses s and checks it against the limits: no templates
+// defined or called (which could recurse), and ranges only over the
+// run's data (a field, or a variable holding one), at most maxRangeDepth
+// deep. Ranging over a number ({{range 100000000000}}) or a function's
+// result could keep a worker busy for hours.
+func parseTemplate(name, s string) (*template.Template, error) {
+	tmpl, err := template.New(name).Funcs(templateFuncs).Option("missingkey=error").Parse(s)
+	if err != nil {
+		return nil, err
+	}
+	if len(tmpl.Templates()) > 1 {
+		return nil, errors.New("a step's input may not define templates")
+	}
+	if err := checkNodes(tmpl.Tree.Root, 0); err != nil {
+		return nil, err
+	}
+	return tmpl, nil
+}
+
+func checkNodes(list *parse.ListNode, depth int) error {
+	if list == nil {
+		return nil
+	}
+	for _, n := range list.Nodes {
+		var err error
+		switch n := n.(type) {
+		case *parse.TemplateNode:
+			err = fmt.Errorf("{{template %q}}: a step's input may not call templates", n.Name)
+		case *parse.IfNode:
+			err = checkBranches(&n.BranchNode, depth)
+		case *parse.WithNode:
+			err = checkBranches(&n.BranchNode, depth)
+		case *parse.RangeNode:
+			switch {
+			case depth+1 > maxRangeDepth:
+				err = fmt.Errorf("%s: ranges nest at most %d deep", n, maxRangeDepth)
+			case !rangesOverData(n.Pipe):
+				err = fmt.Errorf("{{range %s}}: range only over the run's data (a field such as .payload.commits, or a variable holding one)", n.Pipe)
+			default:
+				err = checkBranches(&n.BranchNode, depth+1)
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkBranches(b *parse.BranchNode, depth int) error {
+	if err := checkNodes(b.List, depth); err != nil {
+		return err
+	}
+	return checkNodes(b.ElseList, depth)
+}
+
+// rangesOverData reports whether a range's pipeline is a field of the
+// run's data or a variable: one command with one argument, no function.
+func rangesOverData(p *parse.PipeNode) bool {
+	if p == nil || len(p.Cmds) != 1 || len(p.Cmds[0].Args) != 1 {
+		return false
+	}
+	switch p.Cmds[0].Args[0].(type) {
+	case *parse.FieldNode, *parse.VariableNode, *parse.DotNode:
+		return true
+	}
+	return false
+}
+
+// limitedWriter fails a write that would take it past max bytes, which
+// stops the template's execution.
+type limitedWriter struct {
+	strings.Builder
+	max int
+}
+
+func (w *limitedWriter) Write(p []byte) (int, error) {
+	if w.Len()+len(p) > w.max {
+		return 0, fmt.Errorf("the rendered text is over %d bytes", w.max)
+	}
+	return w.Builder.Write(p)
 }
 
 func walkStrings(v any, path string, fn func(path, s string) error) error {
@@ -151,11 +247,11 @@ func renderString(s, path string, data map[string]any) (any, error) {
 		}
 		return v, nil
 	}
-	tmpl, err := template.New(path).Funcs(templateFuncs).Option("missingkey=error").Parse(s)
+	tmpl, err := parseTemplate(path, s)
 	if err != nil {
 		return nil, &TemplateError{Path: path, Err: err}
 	}
-	var buf strings.Builder
+	buf := limitedWriter{max: MaxRenderedBytes}
 	if err := tmpl.Execute(&buf, data); err != nil {
 		return nil, &TemplateError{Path: path, Err: err}
 	}
