@@ -31,26 +31,33 @@ type secretFile struct {
 // watchSecrets reads files again every interval and on SIGHUP, and rotates
 // each verifier to its file's secrets when they change, until the
 // returned stop is called (once or more). A file that cannot be read or holds no secret
-// leaves the secrets as they are, with a warning. With no files it does
-// nothing (and SIGHUP keeps its default effect).
+// leaves the secrets as they are, with a warning. With no files, SIGHUP
+// is logged and ignored: operators and `systemctl reload` send it to ask
+// for a reload, and its default effect would end the process at once,
+// with no drain of requests or steps in hand.
 func watchSecrets(files []*secretFile, interval time.Duration, log zerolog.Logger) (stop func()) {
-	if len(files) == 0 {
-		return func() {}
-	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
-		tick := time.NewTicker(interval)
-		defer tick.Stop()
+		var tick <-chan time.Time // none without files
+		if len(files) > 0 {
+			t := time.NewTicker(interval)
+			defer t.Stop()
+			tick = t.C
+		}
 		for {
 			select {
 			case <-quit:
 				return
 			case <-hup:
+				if len(files) == 0 {
+					log.Info().Msg("SIGHUP: no webhook secret file to read again (--codehost-webhook-secret-file, --deploy-webhook-secret-file); ignored")
+					continue
+				}
 				log.Info().Msg("SIGHUP: reading the webhook secret files again")
-			case <-tick.C:
+			case <-tick:
 			}
 			for _, f := range files {
 				f.reload(log)

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -81,4 +82,19 @@ func TestSecretFilesAreReloaded(t *testing.T) {
 			t.Fatalf("a secret appears in the log:\n%s", out)
 		}
 	}
+}
+
+// TestSIGHUPWithoutSecretFilesIsIgnored: without secret files SIGHUP has
+// nothing to reload, and must not end the process (Go's default for it)
+// with requests and steps in hand.
+func TestSIGHUPWithoutSecretFilesIsIgnored(t *testing.T) {
+	var logs testenv.Buffer
+	stop := watchSecrets(nil, time.Millisecond, zerolog.New(&logs))
+	defer stop()
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 5*time.Second, "SIGHUP logged as ignored", func() bool {
+		return strings.Contains(logs.String(), "ignored")
+	})
 }
