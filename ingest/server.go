@@ -73,6 +73,9 @@ type Rechecker interface {
 const (
 	// DefaultMaxBodyBytes is GitHub's payload cap, 25 MiB.
 	DefaultMaxBodyBytes = 25 << 20
+	// DefaultMaxBodyBytesInFlight is ten bodies of the largest size, and
+	// thousands of ordinary ones.
+	DefaultMaxBodyBytesInFlight = 10 * DefaultMaxBodyBytes
 	// DefaultCommitTimeout bounds the wait for durability, well inside
 	// GitHub's 10 s delivery timeout.
 	DefaultCommitTimeout = 5 * time.Second
@@ -103,6 +106,12 @@ type Options struct {
 	Ready func() bool
 	// MaxBodyBytes caps a delivery's body (default DefaultMaxBodyBytes).
 	MaxBodyBytes int64
+	// MaxBodyBytesInFlight caps the bytes of all the bodies held at once
+	// (default DefaultMaxBodyBytesInFlight). A body is read before its
+	// signature can be checked, so without it anyone could have triggerd
+	// hold 25 MiB per connection; past it a delivery is answered 503 with
+	// Retry-After.
+	MaxBodyBytesInFlight int64
 	// CommitTimeout bounds the wait for durability (default
 	// DefaultCommitTimeout).
 	CommitTimeout time.Duration
@@ -131,6 +140,9 @@ func (o *Options) validate() error {
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if o.MaxBodyBytesInFlight <= 0 {
+		o.MaxBodyBytesInFlight = DefaultMaxBodyBytesInFlight
+	}
 	if o.CommitTimeout <= 0 {
 		o.CommitTimeout = DefaultCommitTimeout
 	}
@@ -149,7 +161,10 @@ type Server struct {
 	log     zerolog.Logger
 	metrics *metrics
 	bufs    sync.Pool
-	dates   dateCache
+	// bodyBytes is the bytes of the bodies read and not yet released
+	// (readBody, release), against MaxBodyBytesInFlight.
+	bodyBytes atomic.Int64
+	dates     dateCache
 	// commits bounds each delivery's commit by CommitTimeout.
 	commits deadlines
 }
@@ -318,9 +333,9 @@ func (s *Server) codeHost(c echo.Context) error {
 	}
 	buf, status, err := s.readBody(r)
 	if err != nil {
-		return s.reject(c, triggers.CodeHost, status, codeFor(status), err.Error())
+		return s.rejectBody(c, triggers.CodeHost, status, err)
 	}
-	defer s.putBuf(buf)
+	defer s.release(buf)
 	body := buf.Bytes()
 	verifier, scope, verified := s.verify(c, triggers.CodeHost, verifier, scope, sig, body)
 	if !verified {
@@ -359,9 +374,9 @@ func (s *Server) deploy(c echo.Context) error {
 	}
 	buf, status, err := s.readBody(r)
 	if err != nil {
-		return s.reject(c, triggers.Deploy, status, codeFor(status), err.Error())
+		return s.rejectBody(c, triggers.Deploy, status, err)
 	}
-	defer s.putBuf(buf)
+	defer s.release(buf)
 	body := buf.Bytes()
 	verifier, scope, verified := s.verify(c, triggers.Deploy, verifier, scope, sig, body)
 	if !verified {
@@ -587,12 +602,13 @@ func (s *Server) commit(ctx context.Context, c triggers.Capture, events []trigge
 const preallocBytes = 64 << 10
 
 // readBody reads the request body into a pooled buffer, refusing (without
-// reading it all) a body larger than MaxBodyBytes. On error it returns the
-// status to answer.
-func (s *Server) readBody(r *http.Request) (*bytes.Buffer, int, error) {
+// reading it all) a body larger than MaxBodyBytes, or one that would take
+// the bodies held at once past MaxBodyBytesInFlight. On error it returns
+// the status to answer. The caller releases the body.
+func (s *Server) readBody(r *http.Request) (heldBody, int, error) {
 	max := s.o.MaxBodyBytes
 	if r.ContentLength > max {
-		return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("the body is %d bytes; the limit is %d (--max-body-bytes)", r.ContentLength, max)
+		return heldBody{}, http.StatusRequestEntityTooLarge, fmt.Errorf("the body is %d bytes; the limit is %d (--max-body-bytes)", r.ContentLength, max)
 	}
 	buf := s.bufs.Get().(*bytes.Buffer)
 	buf.Reset()
@@ -603,16 +619,72 @@ func (s *Server) readBody(r *http.Request) (*bytes.Buffer, int, error) {
 	if r.ContentLength > 0 {
 		buf.Grow(int(min(r.ContentLength, preallocBytes)))
 	}
-	n, err := buf.ReadFrom(io.LimitReader(r.Body, max+1))
-	if err != nil {
-		s.putBuf(buf)
-		return nil, http.StatusBadRequest, fmt.Errorf("reading the body: %v", err)
+	br := budgetReader{r: io.LimitReader(r.Body, max+1), used: &s.bodyBytes, max: s.o.MaxBodyBytesInFlight}
+	n, err := buf.ReadFrom(&br)
+	b := heldBody{Buffer: buf, held: br.held}
+	switch {
+	case errors.Is(err, errBodyBudget):
+		s.release(b)
+		return heldBody{}, http.StatusServiceUnavailable, fmt.Errorf("triggerd holds %d bytes of webhook bodies already (--max-body-bytes-in-flight); nothing was accepted, retry later", s.o.MaxBodyBytesInFlight)
+	case err != nil:
+		s.release(b)
+		return heldBody{}, http.StatusBadRequest, fmt.Errorf("reading the body: %v", err)
+	case n > max:
+		s.release(b)
+		return heldBody{}, http.StatusRequestEntityTooLarge, fmt.Errorf("the body is over the %d-byte limit (--max-body-bytes)", max)
 	}
-	if n > max {
-		s.putBuf(buf)
-		return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("the body is over the %d-byte limit (--max-body-bytes)", max)
+	return b, 0, nil
+}
+
+// heldBody is a body read into a pooled buffer, holding its share of
+// MaxBodyBytesInFlight until released.
+type heldBody struct {
+	*bytes.Buffer
+	held int64
+}
+
+// release gives b's share of the budget back and its buffer to the pool.
+func (s *Server) release(b heldBody) {
+	s.bodyBytes.Add(-b.held)
+	s.putBuf(b.Buffer)
+}
+
+// errBodyBudget reports a body that would take the bodies held at once
+// past MaxBodyBytesInFlight.
+var errBodyBudget = errors.New("over the in-flight body budget")
+
+// budgetReader counts the bytes it reads against a budget shared by every
+// request, and fails a read that would take the total past max.
+type budgetReader struct {
+	r    io.Reader
+	used *atomic.Int64
+	max  int64
+	held int64 // taken from the budget by this reader
+}
+
+func (b *budgetReader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if n > 0 {
+		if b.used.Add(int64(n)) > b.max {
+			b.used.Add(-int64(n))
+			return 0, errBodyBudget
+		}
+		b.held += int64(n)
 	}
-	return buf, 0, nil
+	return n, err
+}
+
+// rejectBody answers a body readBody refused.
+func (s *Server) rejectBody(c echo.Context, src triggers.Connector, status int, err error) error {
+	code := "bad_request"
+	switch status {
+	case http.StatusRequestEntityTooLarge:
+		code = "payload_too_large"
+	case http.StatusServiceUnavailable:
+		code = "unavailable"
+		c.Response().Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds))
+	}
+	return s.reject(c, src, status, code, err.Error())
 }
 
 // FormPayload extracts the JSON of a form-encoded code-hosting delivery
@@ -652,13 +724,6 @@ func (s *Server) putBuf(b *bytes.Buffer) {
 	if b.Cap() <= 1<<20 {
 		s.bufs.Put(b)
 	}
-}
-
-func codeFor(status int) string {
-	if status == http.StatusRequestEntityTooLarge {
-		return "payload_too_large"
-	}
-	return "bad_request"
 }
 
 func mediaType(r *http.Request) string {

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/triggerd/triggerd/internal/testenv"
 	"github.com/triggerd/triggerd/triggers"
 )
 
@@ -66,6 +67,7 @@ func (f *fakeCommitter) count() int {
 
 type harness struct {
 	t   *testing.T
+	s   *Server
 	e   *echo.Echo
 	fc  *fakeCommitter
 	reg *prometheus.Registry
@@ -84,7 +86,7 @@ func newHarness(t *testing.T, mutate func(*Options)) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.e = echo.New()
+	h.e, h.s = echo.New(), s
 	s.Register(h.e)
 	return h
 }
@@ -523,5 +525,42 @@ func TestCapturedPayload(t *testing.T) {
 				t.Fatalf("CapturedPayload = %q, %v; want %q (error %v)", got, err, tc.want, tc.err)
 			}
 		})
+	}
+}
+
+// TestBodiesHeldAtOnceAreBounded: a body is read before its signature can
+// be checked, so bodies from anyone (signed or not) could otherwise fill
+// memory 25 MiB per connection. Past the budget a delivery is refused with
+// 503 and Retry-After, and the budget comes back as bodies are released.
+func TestBodiesHeldAtOnceAreBounded(t *testing.T) {
+	h := newHarness(t, func(o *Options) { o.MaxBodyBytesInFlight = 64 << 10 })
+	// A sender holding 60 KiB of an unsigned body, still sending.
+	pr, pw := io.Pipe()
+	held := codeHostRequest("issues", "d-held", []byte("{}"))
+	held.Header.Set("X-Hub-Signature-256", "sha256="+strings.Repeat("0", 64))
+	held.Body, held.ContentLength = pr, -1
+	done := make(chan answer, 1)
+	go func() { done <- h.do(held) }()
+	if _, err := pw.Write(bytes.Repeat([]byte(" "), 60<<10)); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 5*time.Second, "the held body counted", func() bool { return h.s.bodyBytes.Load() >= 60<<10 })
+	body := []byte(`{"x":"` + strings.Repeat("a", 8<<10) + `"}`)
+	a := h.do(codeHostRequest("issues", "d-2", body))
+	if a.status != http.StatusServiceUnavailable || errorCode(a) != "unavailable" || a.header.Get("Retry-After") == "" {
+		t.Fatalf("a body past the budget: %d %v %v, want 503 with Retry-After", a.status, a.header, a.body)
+	}
+	if msg, _ := a.body["error"].(map[string]any)["message"].(string); !strings.Contains(msg, "--max-body-bytes-in-flight") {
+		t.Errorf("message %q does not name the setting", msg)
+	}
+	pw.Close()
+	if a := <-done; a.status != http.StatusUnauthorized {
+		t.Fatalf("the unsigned body: %d %v, want 401", a.status, a.body)
+	}
+	// Released: the budget is whole again.
+	for i := range 3 {
+		if a := h.do(codeHostRequest("issues", "d-ok-"+strconv.Itoa(i), []byte(issueOpened))); a.status != http.StatusAccepted {
+			t.Fatalf("after the release: %d %v, want 202", a.status, a.body)
+		}
 	}
 }

@@ -42,6 +42,7 @@ type config struct {
 	NATSURLVar       string // the variable NATSURL came from; "" when from the command line
 	NATSDropBehind   bool
 	MaxBodyBytes     int64
+	MaxBodyInFlight  int64
 	CommitTimeout    time.Duration
 	SpoolMaxBytes    int64
 	EventRetention   time.Duration
@@ -134,6 +135,7 @@ func parseConfig(args []string, lookup func(string) (string, bool), stderr io.Wr
 	fs.BoolVar(&c.NATSDropBehind, "nats-drop-behind", bus.DropBehindSupported, "embedded NATS: write each stream's sealed blocks to disk and drop them from the page cache as soon as they are sealed, so the page cache does not grow with every event and new writes reuse its pages (Linux only; older events are then read from disk)")
 	fs.StringVar(&c.NATSURL, "nats-url", "", "URL of an external NATS server with JetStream; empty runs an embedded one")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", ingest.DefaultMaxBodyBytes, "largest webhook body accepted, in bytes (413 above)")
+	fs.Int64Var(&c.MaxBodyInFlight, "max-body-bytes-in-flight", ingest.DefaultMaxBodyBytesInFlight, "bytes of webhook bodies held at once, signed or not (503 with Retry-After above)")
 	fs.DurationVar(&c.CommitTimeout, "commit-timeout", ingest.DefaultCommitTimeout, "how long a delivery may wait for NATS to make it durable before it is spooled to <data-dir>/spool (or, without a spool, answered 503)")
 	fs.Int64Var(&c.SpoolMaxBytes, "spool-max-bytes", defaultSpoolMaxBytes, "room on local disk, in bytes, for deliveries NATS cannot take in time (unreachable or slow): they are fsync'd into <data-dir>/spool, answered 202 with \"spooled\": true and published when NATS is back; a full spool answers 503; 0 turns the spool off (503 at once)")
 	fs.DurationVar(&c.EventRetention, "event-retention", bus.DefaultEventRetention, "how long trigger events stay in JetStream")
@@ -181,6 +183,9 @@ func parseConfig(args []string, lookup func(string) (string, bool), stderr io.Wr
 	}
 	if c.MaxBodyBytes <= 0 {
 		return c, nil, errors.New("--max-body-bytes must be positive")
+	}
+	if c.MaxBodyInFlight < c.MaxBodyBytes {
+		return c, nil, fmt.Errorf("--max-body-bytes-in-flight %d is less than --max-body-bytes %d: a body of the largest size would never be taken", c.MaxBodyInFlight, c.MaxBodyBytes)
 	}
 	if c.SpoolMaxBytes < 0 {
 		return c, nil, errors.New("--spool-max-bytes must be 0 (no spool) or positive")

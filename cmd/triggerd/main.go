@@ -309,17 +309,18 @@ func serve(ctx context.Context, cfg config, files map[string]string, lookup func
 		return err
 	}
 	ing, err := ingest.New(ingest.Options{
-		Spool:         spooler,
-		Committer:     b,
-		CodeHost:      codeHost,
-		Deploy:        deploy,
-		Hooks:         disp.hooks,
-		Activity:      disp.activity,
-		Ready:         b.Ready,
-		MaxBodyBytes:  cfg.MaxBodyBytes,
-		CommitTimeout: cfg.CommitTimeout,
-		Logger:        log,
-		Registerer:    reg,
+		Spool:                spooler,
+		Committer:            b,
+		CodeHost:             codeHost,
+		Deploy:               deploy,
+		Hooks:                disp.hooks,
+		Activity:             disp.activity,
+		Ready:                b.Ready,
+		MaxBodyBytes:         cfg.MaxBodyBytes,
+		MaxBodyBytesInFlight: cfg.MaxBodyInFlight,
+		CommitTimeout:        cfg.CommitTimeout,
+		Logger:               log,
+		Registerer:           reg,
 	})
 	if err != nil {
 		return err
