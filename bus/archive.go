@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -47,8 +48,10 @@ func (b *Bus) Delivery(ctx context.Context, c triggers.Connector, deliveryID str
 		}
 	}
 	for k, vs := range msg.Header {
-		switch k {
-		case HeaderConnector, HeaderDeliveryID, HeaderReceivedAt, HeaderEvents, HeaderBodyObject, HeaderBodyEvent, HeaderScope:
+		// triggerd's own headers, and those NATS adds to a message it
+		// hands back (Nats-Stream, Nats-Sequence, ...): never a sender's,
+		// since archivedName keeps no Nats- or Triggerd- header.
+		if strings.HasPrefix(k, "Nats-") || strings.HasPrefix(k, "Triggerd-") {
 			continue
 		}
 		capture.Header[k] = vs

@@ -242,6 +242,19 @@ func TestCommitPublishesEventsOnceAndArchives(t *testing.T) {
 				t.Fatalf("the archive kept the %s header", name)
 			}
 		}
+		c0, events0 := testDelivery("d-0", 0, payload) // ignored: a record of its own
+		commit(t, b, c0, events0)
+		for _, d := range []string{"d-1", "d-0"} {
+			arch, err := b.Delivery(context.Background(), triggers.CodeHost, d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for name := range arch.Header {
+				if strings.HasPrefix(name, "Nats-") || strings.HasPrefix(name, "Triggerd-") {
+					t.Errorf("delivery %s reads back with %s, which the sender did not send", d, name)
+				}
+			}
+		}
 		if _, err := b.Delivery(context.Background(), triggers.CodeHost, "never"); !errors.Is(err, ErrNotArchived) {
 			t.Fatalf("Delivery(never) = %v, want ErrNotArchived", err)
 		}
