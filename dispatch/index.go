@@ -525,10 +525,11 @@ func (m *matcher) matchLabels(want []string) bool {
 
 // eventLabels lists the labels a labels parameter is matched against: the
 // resource's label and labels, or for new_issue_label only the added label.
+// The label an unlabeled update removed is not on the issue any more.
 func eventLabels(ev *triggers.Event) []string {
 	r := &ev.Resource
 	switch {
-	case r.Label == "":
+	case r.Label == "" || ev.Action == "unlabeled":
 		return r.Labels
 	case ev.Kind == triggers.NewIssueLabel || containsFold(r.Labels, r.Label):
 		if ev.Kind == triggers.NewIssueLabel {

@@ -94,6 +94,12 @@ func TestMatchParams(t *testing.T) {
 			"labels: the event has no labels; want any of [security]"},
 		{"label from Label", triggers.UpdatedPullRequest, Params{Labels: []string{"ready"}},
 			res(triggers.UpdatedPullRequest, triggers.Resource{Label: "Ready", Labels: []string{"wip"}}), ""},
+		{"unlabeled: the removed label does not count", triggers.UpdatedIssue, Params{Labels: []string{"bug"}},
+			func() *triggers.Event {
+				e := res(triggers.UpdatedIssue, triggers.Resource{Label: "bug", Labels: []string{"docs"}})
+				e.Action = "unlabeled"
+				return e
+			}(), "labels [docs] include none of [bug]"},
 		{"new_issue_label: the added label", triggers.NewIssueLabel, Params{Labels: []string{"bug"}},
 			res(triggers.NewIssueLabel, triggers.Resource{Label: "bug", Labels: []string{"bug", "docs"}}), ""},
 		{"new_issue_label: an older label does not count", triggers.NewIssueLabel, Params{Labels: []string{"bug"}},

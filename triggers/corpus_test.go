@@ -41,9 +41,10 @@ var corpusCases = []fileCase{
 	{name: "github/issues.edited.json", kinds: ks(UpdatedIssue)},
 	{name: "github/issues.labeled.json", kinds: ks(UpdatedIssue, NewIssueLabel), check: func(t *testing.T, res Result) {
 		issue := Resource{Type: "issue", ID: "444500041", Number: 1, Title: "Spelling error in the README file",
-			URL: "https://github.com/Codertocat/Hello-World/issues/1", State: "open", Labels: []string{"bug"}, Author: "Codertocat"}
+			URL: "https://github.com/Codertocat/Hello-World/issues/1", State: "open", Label: "bug", Labels: []string{"bug"}, Author: "Codertocat"}
+		// Both say which label was added: an update is otherwise told
+		// from any other only by the labels after it.
 		wantResource(t, res.Events[0], issue)
-		issue.Label = "bug"
 		wantResource(t, res.Events[1], issue)
 	}},
 	{name: "github/issues.opened.json", kinds: ks(NewIssue), subject: "triggers.codehost.new_issue.codertocat.hello-world",

@@ -254,6 +254,9 @@ func mapCodeHost(d Delivery) (Result, error) {
 			return e.done(noKind(ev, action))
 		}
 		r := issueResource("issue", is)
+		if (action == "labeled" || action == "unlabeled") && p.Label != nil {
+			r.Label = p.Label.Name // the label added or removed
+		}
 		switch action {
 		case "opened":
 			e.emit(NewIssue, r)
@@ -264,11 +267,7 @@ func mapCodeHost(d Delivery) (Result, error) {
 			}
 		case "labeled":
 			e.emit(UpdatedIssue, r)
-			lr := r
-			if p.Label != nil {
-				lr.Label = p.Label.Name
-			}
-			e.emit(NewIssueLabel, lr)
+			e.emit(NewIssueLabel, r)
 		default:
 			e.emit(UpdatedIssue, r)
 		}
@@ -318,7 +317,11 @@ func mapCodeHost(d Delivery) (Result, error) {
 			}
 			e.emit(NewReviewRequest, r)
 		default:
-			e.emit(UpdatedPullRequest, issueResource("pull_request", pr))
+			r := issueResource("pull_request", pr)
+			if (action == "labeled" || action == "unlabeled") && p.Label != nil {
+				r.Label = p.Label.Name // the label added or removed
+			}
+			e.emit(UpdatedPullRequest, r)
 		}
 
 	case "issue_comment", "pull_request_review_comment":

@@ -353,3 +353,21 @@ func TestMapDeterministic(t *testing.T) {
 		})
 	}
 }
+
+// TestLabelChangesSayWhichLabel: a labeled or unlabeled update carries the
+// label added or removed, beside the labels after it.
+func TestLabelChangesSayWhichLabel(t *testing.T) {
+	for _, tc := range []struct{ event, payload string }{
+		{"issues", `{"action":"unlabeled","label":{"name":"p1"},"issue":{"id":1,"number":2,"labels":[{"name":"bug"}]},"repository":{"name":"r","owner":{"login":"o"}}}`},
+		{"pull_request", `{"action":"labeled","label":{"name":"p1"},"pull_request":{"id":1,"number":2,"labels":[{"name":"p1"}]},"repository":{"name":"r","owner":{"login":"o"}}}`},
+		{"pull_request", `{"action":"unlabeled","label":{"name":"p1"},"pull_request":{"id":1,"number":2,"labels":[]},"repository":{"name":"r","owner":{"login":"o"}}}`},
+	} {
+		res, err := Map(Delivery{Connector: CodeHost, ID: "d", Event: tc.event, ReceivedAt: testReceivedAt, Payload: []byte(tc.payload)})
+		if err != nil || len(res.Events) != 1 {
+			t.Fatalf("%s: %v %+v", tc.payload, err, res)
+		}
+		if got := res.Events[0].Resource.Label; got != "p1" {
+			t.Errorf("%s: label %q, want p1", tc.payload, got)
+		}
+	}
+}
