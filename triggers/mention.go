@@ -2,8 +2,6 @@ package triggers
 
 import (
 	"strings"
-	"unicode"
-	"unicode/utf8"
 )
 
 // maxLoginLen is the longest login the code host allows.
@@ -249,8 +247,9 @@ func (s *mentionScanner) add(login string) {
 // the login and the index just past it.
 func mentionAt(t string, i int) (login string, next int, ok bool) {
 	if i > 0 {
-		r, _ := utf8.DecodeLastRuneInString(t[:i])
-		if isWordRune(r) || r == '/' || r == '`' {
+		// As GitHub's own pattern, ASCII word characters only: "さん@alice"
+		// mentions alice, "a@b.com" does not mention b.
+		if c := t[i-1]; isAlnum(c) || c == '_' || c == '/' || c == '`' {
 			return "", 0, false
 		}
 	}
@@ -267,7 +266,7 @@ func mentionAt(t string, i int) (login string, next int, ok bool) {
 		for k < len(t) && isAlnum(t[k]) {
 			k++
 		}
-		if k-(j+1) <= maxLoginLen {
+		if k-(i+1) <= maxLoginLen { // the whole login, suffix included
 			j = k
 		}
 	}
@@ -278,8 +277,9 @@ func mentionAt(t string, i int) (login string, next int, ok bool) {
 			k++
 		}
 		if k < len(t) {
-			r, _ := utf8.DecodeRuneInString(t[k:])
-			if isWordRune(r) || (k == j && r == '/') {
+			// A login ends at anything but an ASCII word character:
+			// "@aliceさん" mentions alice.
+			if c := t[k]; isAlnum(c) || c == '_' || (k == j && c == '/') {
 				return "", 0, false
 			}
 		}
@@ -293,14 +293,6 @@ func validLogin(s string) bool {
 		return false
 	}
 	return !strings.Contains(s, "--")
-}
-
-// isWordRune reports whether r is a letter, a digit or an underscore.
-func isWordRune(r rune) bool {
-	if r < utf8.RuneSelf {
-		return isAlnum(byte(r)) || r == '_'
-	}
-	return unicode.IsLetter(r) || unicode.IsDigit(r)
 }
 
 // isASCIIPunct reports whether c is ASCII punctuation, which a backslash

@@ -89,7 +89,12 @@ func TestMentions(t *testing.T) {
 		{name: "login running into a second underscore", text: "@foo_bar_baz", want: nil},
 		{name: "login running into a trailing underscore", text: "@foo_ x", want: nil},
 		{name: "managed user with a bad handle", text: "@-foo_bar", want: nil},
-		{name: "login running into unicode", text: "@fooé", want: nil},
+		// GitHub's pattern ends a login, and may start one, at anything but
+		// an ASCII word character ([^0-9a-zA-Z_.]).
+		{name: "login running into unicode", text: "@fooé", want: []string{"foo"}},
+		{name: "login before Japanese", text: "@aliceさん、見てください", want: []string{"alice"}},
+		{name: "login after Japanese", text: "さん@alice", want: []string{"alice"}},
+		{name: "managed user login over 39 in all", text: "@" + strings.Repeat("0", 38) + "_0", want: nil},
 
 		// Teams.
 		{name: "team", text: "@octo-org/reviewers please", want: nil},
