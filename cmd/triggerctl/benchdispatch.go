@@ -22,6 +22,7 @@ import (
 	"github.com/triggerd/triggerd/agent"
 	"github.com/triggerd/triggerd/ingest"
 	"github.com/triggerd/triggerd/tenants"
+	"github.com/triggerd/triggerd/triggers"
 )
 
 // dispatchBenchResult is what bench-dispatch prints.
@@ -73,6 +74,7 @@ func benchDispatch(ctx context.Context, args []string, stdout, stderr io.Writer)
 	conc := fs.Int("c", 8, "deliveries in flight at once")
 	rate := fs.Float64("rate", 0, "deliveries per second, paced (0: as fast as the senders go, which measures queueing at saturation)")
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up waiting for runs after this long")
+	force := fs.Bool("force", false, "run even though other triggers watch --repo (each delivery then starts them too, acting as their accounts)")
 	synopsis := "usage: triggerctl bench-dispatch [flags]\n\nMeasures webhook receipt → agent run received over NATS, against the webhook's own answer time.\n\nflags:"
 	if code, ok := parseFlags(fs, args, synopsis); !ok {
 		return code
@@ -102,6 +104,19 @@ func benchDispatch(ctx context.Context, args []string, stdout, stderr io.Writer)
 		}
 		if *account == "" {
 			return fail(errors.New("the tenant has no active code-hosting account; connect one or pass --account (triggerd --sandbox has one)"))
+		}
+	}
+	// Every delivery the bench posts is a real new issue on --repo for the
+	// tenant's triggers: one that watches it would start its agent and
+	// run its steps as its account (comment on real issues) each time.
+	if !*force {
+		others, err := triggersOn(ctx, root, key, *repo)
+		if err != nil {
+			return fail(err)
+		}
+		if len(others) > 0 {
+			return fail(fmt.Errorf("%d of the tenant's triggers watch new issues on %s (%s): each bench delivery would start them too, "+
+				"acting as their accounts; give --repo a repository no trigger watches, or pass --force", len(others), *repo, strings.Join(others, ", ")))
 		}
 	}
 	var ag struct{ ID string }
@@ -240,4 +255,28 @@ func benchDispatch(ctx context.Context, args []string, stdout, stderr io.Writer)
 	out, _ := json.MarshalIndent(res, "", "  ")
 	fmt.Fprintln(stdout, string(out))
 	return 0
+}
+
+// triggersOn returns the ids of the tenant's new_issue triggers that watch
+// repo, which the bench's deliveries would start.
+func triggersOn(ctx context.Context, root, key, repo string) ([]string, error) {
+	var list struct {
+		Triggers []struct {
+			ID     string `json:"id"`
+			Kind   string `json:"kind"`
+			Params struct {
+				Repositories []string `json:"repositories"`
+			} `json:"params"`
+		} `json:"triggers"`
+	}
+	if err := callAPI(ctx, http.MethodGet, root+"/triggers", key, nil, &list); err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, t := range list.Triggers {
+		if t.Kind == string(triggers.NewIssue) && slices.ContainsFunc(t.Params.Repositories, func(r string) bool { return strings.EqualFold(r, repo) }) {
+			ids = append(ids, t.ID)
+		}
+	}
+	return ids, nil
 }
