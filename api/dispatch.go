@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -673,13 +674,31 @@ func (a *API) replayEvent(c echo.Context) error {
 	return c.JSON(http.StatusAccepted, map[string]any{"event_id": c.Param("id"), "replay": plans})
 }
 
-// decodeStrict decodes the JSON body into v, refusing unknown fields. On
-// failure it writes the answer and returns ok false with the write's
-// result.
+// decodeStrict decodes the request body, at most 1 MiB, into v: one JSON
+// object of v's fields and nothing after it. On failure it writes the
+// answer (413 past the limit, 400 otherwise) and returns ok false with
+// the write's result.
 func decodeStrict(c echo.Context, v any) (ok bool, err error) {
-	dec := json.NewDecoder(http.MaxBytesReader(c.Response(), c.Request().Body, 1<<20))
+	return decodeLimited(c, v, 1<<20)
+}
+
+// decodeLimited is decodeStrict with a limit of its own.
+func decodeLimited(c echo.Context, v any, limit int64) (ok bool, err error) {
+	dec := json.NewDecoder(http.MaxBytesReader(c.Response(), c.Request().Body, limit))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	err = dec.Decode(v)
+	if err == nil {
+		if _, terr := dec.Token(); terr != io.EOF {
+			err = errors.New("more follows the JSON object: send one object")
+			if mbe := (*http.MaxBytesError)(nil); errors.As(terr, &mbe) {
+				err = terr
+			}
+		}
+	}
+	if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+		return false, fail(c, http.StatusRequestEntityTooLarge, "payload_too_large", fmt.Sprintf("the body is over the %d-byte limit of this route", limit))
+	}
+	if err != nil {
 		return false, fail(c, http.StatusBadRequest, "invalid_json", "the body must be a JSON object of the documented fields: "+err.Error())
 	}
 	return true, nil

@@ -71,8 +71,9 @@ func (a *API) runStep(c echo.Context) error {
 		Account string          `json:"account"`
 		Input   json.RawMessage `json:"input"`
 	}
-	if err := json.NewDecoder(http.MaxBytesReader(c.Response(), c.Request().Body, 10<<20)).Decode(&req); err != nil {
-		return fail(c, http.StatusBadRequest, "validation", `send {"account": "<account id>", "input": {...}}`)
+	// Up to 10 MiB: an input may carry a file's content.
+	if ok, err := decodeLimited(c, &req, 10<<20); !ok {
+		return err
 	}
 	id := c.Param("id")
 	out, err := a.o.Steps.Run(c.Request().Context(), tenantOf(c), id, req.Account, req.Input)

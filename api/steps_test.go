@@ -92,6 +92,17 @@ func TestStepsEndpoints(t *testing.T) {
 	if rec := call(e, http.MethodPost, "/v1/steps/codehost.create_issue/run", `not json`); rec.Code != 400 {
 		t.Fatalf("bad body: %d", rec.Code)
 	}
+	// Bodies are one object of the documented fields, within the limit.
+	for body, want := range map[string]int{
+		`{"account":"acc_1","input":{},"bogus":1}`:                          400,
+		`{"account":"acc_1","input":{}}{"account":"acc_2"`:                  400,
+		`{"account":"acc_1","input":{}}` + "\n":                             200,
+		`{"account":"acc_1","input":"` + strings.Repeat("a", 11<<20) + `"}`: 413,
+	} {
+		if rec := call(e, http.MethodPost, "/v1/steps/codehost.create_issue/run", body); rec.Code != want {
+			t.Errorf("%.60s: %d %s, want %d", body, rec.Code, rec.Body.String(), want)
+		}
+	}
 }
 
 func TestStepErrorStatuses(t *testing.T) {
