@@ -686,19 +686,20 @@ func decodeStrict(c echo.Context, v any) (ok bool, err error) {
 func decodeLimited(c echo.Context, v any, limit int64) (ok bool, err error) {
 	dec := json.NewDecoder(http.MaxBytesReader(c.Response(), c.Request().Body, limit))
 	dec.DisallowUnknownFields()
+	var tooLarge *http.MaxBytesError
 	err = dec.Decode(v)
 	if err == nil {
-		if _, terr := dec.Token(); terr != io.EOF {
+		// Nothing may follow the object but the end of the body.
+		if _, err = dec.Token(); err == io.EOF {
+			err = nil
+		} else if !errors.As(err, &tooLarge) {
 			err = errors.New("more follows the JSON object: send one object")
-			if mbe := (*http.MaxBytesError)(nil); errors.As(terr, &mbe) {
-				err = terr
-			}
 		}
 	}
-	if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+	switch {
+	case errors.As(err, &tooLarge):
 		return false, fail(c, http.StatusRequestEntityTooLarge, "payload_too_large", fmt.Sprintf("the body is over the %d-byte limit of this route", limit))
-	}
-	if err != nil {
+	case err != nil:
 		return false, fail(c, http.StatusBadRequest, "invalid_json", "the body must be a JSON object of the documented fields: "+err.Error())
 	}
 	return true, nil

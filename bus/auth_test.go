@@ -159,20 +159,12 @@ func TestAgentsReachOnlyTheirOwnRuns(t *testing.T) {
 	}
 
 	violations := make(chan error, 64)
-	nc, err := agent.Connect(emb.ClientURL(), mine, "mine", nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+	nc, js := connectAgent(t, emb, mine, "mine", nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 		select {
 		case violations <- err:
 		default:
 		}
 	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	// Its own run goes through Consume: consumer, pull, result, ack.
 	run, _ := json.Marshal(agent.Run{ID: "run-mine", Agent: mine, Kind: "new_issue"})
@@ -290,6 +282,22 @@ func TestAgentsReachOnlyTheirOwnRuns(t *testing.T) {
 	}
 }
 
+// connectAgent connects as agent id with password pw, closing the
+// connection when the test ends.
+func connectAgent(t *testing.T, emb *Embedded, id, pw string, opts ...nats.Option) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := agent.Connect(emb.ClientURL(), id, pw, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js
+}
+
 func msgData(m *nats.Msg) string {
 	if m == nil {
 		return ""
@@ -349,15 +357,7 @@ func TestAgentsRepliesStayInTheirOwnAccount(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	nc, err := agent.Connect(emb.ClientURL(), mine, "mine")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := connectAgent(t, emb, mine, "mine")
 	// The agent's consumer, created through triggerd's gateway, and a
 	// run and a result for it to be asked about.
 	if _, err := js.CreateOrUpdateConsumer(ctx, agent.Stream, jetstream.ConsumerConfig{
@@ -457,15 +457,7 @@ func TestAgentsRepliesStayInTheirOwnAccount(t *testing.T) {
 	if _, err := js.PublishMsg(ctx, shadow); err != nil {
 		t.Fatal(err)
 	}
-	onc, err := agent.Connect(emb.ClientURL(), other, "other")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer onc.Close()
-	ojs, err := jetstream.New(onc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, ojs := connectAgent(t, emb, other, "other")
 	if err := agent.Report(ctx, ojs, agent.Result{RunID: "run-other", Agent: other, Status: agent.StatusSucceeded}); err != nil {
 		t.Fatal(err)
 	}

@@ -175,17 +175,19 @@ func rangesOverData(p *parse.PipeNode) bool {
 }
 
 // limitedWriter fails a write that would take it past max bytes, which
-// stops the template's execution.
+// stops the template's execution. The builder is a field, not embedded:
+// an embedded one would lend its WriteString to io.WriteString callers,
+// past the limit.
 type limitedWriter struct {
-	strings.Builder
+	b   strings.Builder
 	max int
 }
 
 func (w *limitedWriter) Write(p []byte) (int, error) {
-	if w.Len()+len(p) > w.max {
+	if w.b.Len()+len(p) > w.max {
 		return 0, fmt.Errorf("the rendered text is over %d bytes", w.max)
 	}
-	return w.Builder.Write(p)
+	return w.b.Write(p)
 }
 
 func walkStrings(v any, path string, fn func(path, s string) error) error {
@@ -255,7 +257,7 @@ func renderString(s, path string, data map[string]any) (any, error) {
 	if err := tmpl.Execute(&buf, data); err != nil {
 		return nil, &TemplateError{Path: path, Err: err}
 	}
-	return buf.String(), nil
+	return buf.b.String(), nil
 }
 
 // lookup follows a field chain (".a.b.c") through maps.

@@ -557,7 +557,11 @@ func TestBodiesHeldAtOnceAreBounded(t *testing.T) {
 	if a := <-done; a.status != http.StatusUnauthorized {
 		t.Fatalf("the unsigned body: %d %v, want 401", a.status, a.body)
 	}
-	// Released: the budget is whole again.
+	// Released, the refused body's part and the unsigned one's: the
+	// budget is whole again.
+	if n := h.s.bodyBytes.Load(); n != 0 {
+		t.Fatalf("%d bytes still held after every request was answered", n)
+	}
 	for i := range 3 {
 		if a := h.do(codeHostRequest("issues", "d-ok-"+strconv.Itoa(i), []byte(issueOpened))); a.status != http.StatusAccepted {
 			t.Fatalf("after the release: %d %v, want 202", a.status, a.body)
