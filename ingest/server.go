@@ -167,6 +167,8 @@ type Server struct {
 	dates     dateCache
 	// commits bounds each delivery's commit by CommitTimeout.
 	commits deadlines
+	// flights are the deliveries being committed now (commitOnce).
+	flights flights
 }
 
 // dateCache holds the Date header of the current second. net/http formats
@@ -207,6 +209,7 @@ func New(o Options) (*Server, error) {
 		metrics: m,
 		bufs:    sync.Pool{New: func() any { return new(bytes.Buffer) }},
 		commits: deadlines{tick: commitTick},
+		flights: flights{m: map[flightKey]*flight{}},
 	}, nil
 }
 
@@ -532,7 +535,7 @@ func (s *Server) accept(c echo.Context, start time.Time, d triggers.Delivery, ra
 		Body:       raw,
 		Scope:      d.Scope,
 	}
-	duplicate, spooled, err := s.commit(r.Context(), capture, res.Events)
+	duplicate, spooled, err := s.commitOnce(r.Context(), capture, res.Events)
 	if err != nil {
 		s.metrics.delivery(d.Connector, event, "unavailable")
 		s.log.Error().Err(err).Str("delivery_id", res.DeliveryID).Str("connector", string(d.Connector)).
@@ -554,8 +557,10 @@ func (s *Server) accept(c echo.Context, start time.Time, d triggers.Delivery, ra
 		s.metrics.delivery(d.Connector, event, "duplicate")
 		return c.JSON(http.StatusOK, duplicateAnswer{DeliveryID: res.DeliveryID, Duplicate: true, Message: duplicateMessage})
 	}
-	for i := range res.Events {
-		s.metrics.published(res.Events[i].Kind)
+	if !spooled { // the Spooler counts them once they reach NATS
+		for i := range res.Events {
+			s.metrics.published(res.Events[i].Kind)
+		}
 	}
 	ans := appendAnswer(make([]byte, 0, 256), res.DeliveryID, res.Events, res.Ignored, spooled)
 	if d.Connector == triggers.CodeHost && d.Event == "ping" {
@@ -571,6 +576,85 @@ func (s *Server) accept(c echo.Context, start time.Time, d triggers.Delivery, ra
 	}
 	s.metrics.delivery(d.Connector, event, outcome)
 	return c.JSONBlob(http.StatusAccepted, ans)
+}
+
+// commitOnce is commit, for one attempt at a delivery at a time in this
+// process: an attempt that finds another under way for the same delivery
+// (the same delivery posted twice at once, or a sender's retry racing an
+// attempt it gave up on) waits for it, and is a duplicate when that one
+// was accepted; when it failed, the waiter tries itself. Without it both
+// could be answered 202 with the same events, and their events counted
+// twice: the Committer stores each event once, but which attempt stored
+// it cannot tell the other's answer apart from its own in every case.
+func (s *Server) commitOnce(ctx context.Context, c triggers.Capture, events []triggers.Event) (duplicate, spooled bool, err error) {
+	key := flightKey{c.Connector, c.Key()}
+	for {
+		f, done := s.flights.begin(key)
+		if done == nil {
+			duplicate, spooled, err = s.commit(ctx, c, events)
+			s.flights.end(key, f, err == nil)
+			return duplicate, spooled, err
+		}
+		select {
+		case <-done:
+			if f.accepted {
+				return true, false, nil
+			}
+		case <-ctx.Done():
+			return false, false, fmt.Errorf("waiting for another attempt at the same delivery: %w", ctx.Err())
+		}
+	}
+}
+
+// flights tracks the deliveries being committed, by connector and
+// delivery key.
+type flights struct {
+	mu sync.Mutex
+	m  map[flightKey]*flight
+}
+
+type flightKey struct {
+	c   triggers.Connector
+	key string
+}
+
+// flight is one attempt at committing a delivery. Its fields are the
+// flights' to guard; accepted is set before done is closed, and read by
+// waiters only after.
+type flight struct {
+	// done is made for the first waiter: nearly every attempt has none.
+	done     chan struct{}
+	waiters  int
+	accepted bool
+}
+
+// begin starts an attempt at key and returns it with done nil, or, when
+// one is under way, returns that one and a channel closed when it ends.
+func (fs *flights) begin(key flightKey) (f *flight, done <-chan struct{}) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if f, ok := fs.m[key]; ok {
+		if f.done == nil {
+			f.done = make(chan struct{})
+		}
+		f.waiters++
+		return f, f.done
+	}
+	f = &flight{}
+	fs.m[key] = f
+	return f, nil
+}
+
+// end ends the attempt f at key and wakes those waiting for it.
+func (fs *flights) end(key flightKey, f *flight, accepted bool) {
+	fs.mu.Lock()
+	delete(fs.m, key)
+	f.accepted = accepted
+	done := f.done
+	fs.mu.Unlock()
+	if done != nil {
+		close(done)
+	}
 }
 
 // commit makes a delivery durable: through the Committer, or, when it

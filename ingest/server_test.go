@@ -171,13 +171,24 @@ func TestAcceptedDelivery(t *testing.T) {
 // source, event and outcome.
 func (h *harness) deliveries(source, event, outcome string) float64 {
 	h.t.Helper()
+	return h.counter("triggerd_ingest_deliveries_total", map[string]string{"source": source, "event": event, "outcome": outcome})
+}
+
+// published returns triggerd_ingest_events_published_total for kind.
+func (h *harness) published(kind string) float64 {
+	h.t.Helper()
+	return h.counter("triggerd_ingest_events_published_total", map[string]string{"kind": kind})
+}
+
+// counter returns the counter name with the labels want, or 0.
+func (h *harness) counter(name string, want map[string]string) float64 {
+	h.t.Helper()
 	mfs, err := h.reg.Gather()
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	want := map[string]string{"source": source, "event": event, "outcome": outcome}
 	for _, mf := range mfs {
-		if mf.GetName() != "triggerd_ingest_deliveries_total" {
+		if mf.GetName() != name {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
