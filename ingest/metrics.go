@@ -1,6 +1,8 @@
 package ingest
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -25,10 +27,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "triggerd_ingest_deliveries_total",
 			Help: "Webhook deliveries by source, event and outcome (accepted, ignored, spooled, duplicate, ping, unavailable, or the error code of a rejection).",
 		}, []string{"source", "event", "outcome"}),
-		events: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "triggerd_ingest_events_published_total",
-			Help: "Trigger events made durable, by kind.",
-		}, []string{"kind"}),
+		events: newPublishedCounter(),
 		latencies: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "triggerd_ingest_latency_seconds",
 			Help:    "Time from receiving a delivery to answering it durably, by source.",
@@ -46,13 +45,44 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.deliveries, m.events, m.latencies} {
+		for _, c := range []prometheus.Collector{m.deliveries, m.latencies} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
 		}
+		var err error
+		if m.events, err = registerPublished(reg, m.events); err != nil {
+			return nil, err
+		}
 	}
 	return m, nil
+}
+
+// newPublishedCounter returns the counter of events published to NATS.
+// The Server counts the events it commits, the Spooler those it forwards
+// (a spooled delivery's events reach NATS only then, if at all: NATS may
+// hold them already).
+func newPublishedCounter() *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "triggerd_ingest_events_published_total",
+		Help: "Trigger events published to NATS, by kind: committed by the webhook endpoints, or forwarded from the spool.",
+	}, []string{"kind"})
+}
+
+// registerPublished registers c with reg, or returns the counter already
+// registered there: the Server and the Spooler share one.
+func registerPublished(reg prometheus.Registerer, c *prometheus.CounterVec) (*prometheus.CounterVec, error) {
+	err := reg.Register(c)
+	var are prometheus.AlreadyRegisteredError
+	switch {
+	case err == nil:
+		return c, nil
+	case errors.As(err, &are):
+		if existing, ok := are.ExistingCollector.(*prometheus.CounterVec); ok {
+			return existing, nil
+		}
+	}
+	return nil, fmt.Errorf("ingest: register the published events counter: %w", err)
 }
 
 func (m *metrics) eventLabel(c triggers.Connector, sourceEvent string) string {

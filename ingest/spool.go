@@ -63,6 +63,7 @@ type Spooler struct {
 
 	spooled   prometheus.Counter
 	forwarded *prometheus.CounterVec
+	published *prometheus.CounterVec
 }
 
 // SpoolerOptions configures a Spooler.
@@ -128,8 +129,13 @@ func NewSpooler(o SpoolerOptions) (*Spooler, error) {
 			Name: "triggerd_spool_forwarded_total",
 			Help: "Spooled deliveries taken off the spool, by outcome: accepted, duplicate (NATS had it already) or quarantined (unreadable, set aside).",
 		}, []string{"outcome"}),
+		published: newPublishedCounter(),
 	}
 	if o.Registerer != nil {
+		var err error
+		if s.published, err = registerPublished(o.Registerer, s.published); err != nil {
+			return nil, err
+		}
 		pending := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "triggerd_spool_pending",
 			Help: "Deliveries in the local spool waiting to be forwarded to NATS.",
@@ -354,6 +360,10 @@ func (s *Spooler) forward(ctx context.Context, name string) error {
 	outcome := "accepted"
 	if duplicate {
 		outcome = "duplicate"
+	} else {
+		for i := range events {
+			s.published.WithLabelValues(string(events[i].Kind)).Inc()
+		}
 	}
 	s.forwarded.WithLabelValues(outcome).Inc()
 	s.log.Info().Str("delivery_id", capture.DeliveryID).Str("connector", string(capture.Connector)).

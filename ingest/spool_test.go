@@ -58,12 +58,14 @@ func newSpoolHarness(t *testing.T, maxBytes int64, mutate func(*Options)) *spool
 	if err != nil {
 		t.Fatal(err)
 	}
-	sh := &spoolHarness{disk: disk, reg: prometheus.NewRegistry()}
+	sh := &spoolHarness{disk: disk}
 	sh.ready.Store(true)
 	sh.harness = newHarness(t, func(o *Options) {
 		if mutate != nil {
 			mutate(o)
 		}
+		// One registry for both, as triggerd has: they share a counter.
+		sh.reg = o.Registerer.(*prometheus.Registry)
 		sp, err := NewSpooler(SpoolerOptions{
 			Disk: disk, Committer: o.Committer, Ready: sh.ready.Load,
 			RetryInterval: 10 * time.Millisecond, MaxRetryInterval: 40 * time.Millisecond,
@@ -103,6 +105,9 @@ func TestSpoolTakesWhatTheCommitterCannot(t *testing.T) {
 	if got := h.deliveries("codehost", "issues", "spooled"); got != 1 {
 		t.Fatalf("spooled counter = %v", got)
 	}
+	if got := h.published("new_issue"); got != 0 {
+		t.Fatalf("events published = %v before the spool was forwarded, want 0", got)
+	}
 	// The record holds the body once: as itself, not again in the event.
 	names, _ := h.disk.List()
 	data, err := h.disk.Read(names[0])
@@ -136,6 +141,9 @@ func TestSpoolTakesWhatTheCommitterCannot(t *testing.T) {
 	}
 	if got := h.forwarded("accepted"); got != 1 {
 		t.Fatalf("forwarded accepted = %v", got)
+	}
+	if got := h.published("new_issue"); got != 1 {
+		t.Fatalf("events published = %v once forwarded, want 1", got)
 	}
 
 	// A redelivery now reaches the committer, which knows it.
@@ -246,6 +254,10 @@ func TestSpoolForwardsADeliveryNATSAlreadyHasAsDuplicate(t *testing.T) {
 	}
 	if got := h.forwarded("duplicate"); got != 1 {
 		t.Fatalf("forwarded duplicate = %v", got)
+	}
+	// NATS took the event once, through the redelivery.
+	if got := h.published("new_issue"); got != 1 {
+		t.Fatalf("events published = %v, want 1", got)
 	}
 }
 
