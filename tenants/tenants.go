@@ -142,7 +142,20 @@ func (s *Service) EnsureDefault(ctx context.Context, dataDir string) (string, bo
 	// create a default tenant.
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, fs.ErrExist) {
-		return path, false, nil
+		stale, serr := s.staleKeyFile(ctx, path)
+		if serr != nil || !stale {
+			return path, false, serr
+		}
+		// A key of a store since replaced (a new Redis, a deleted
+		// triggerd.db): without a tenant the installation would refuse
+		// every key. The old file is kept beside, not deleted.
+		if err := os.Rename(path, path+".stale-"+s.now().UTC().Format("20060102T150405Z")); err != nil {
+			return "", false, fmt.Errorf("tenants: set aside the stale %s: %w", path, err)
+		}
+		f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	}
+	if errors.Is(err, fs.ErrExist) {
+		return path, false, nil // another process claimed it meanwhile
 	}
 	if err != nil {
 		return "", false, fmt.Errorf("tenants: write %s: %w", path, err)
@@ -157,4 +170,31 @@ func (s *Service) EnsureDefault(ctx context.Context, dataDir string) (string, bo
 		return "", false, fmt.Errorf("tenants: write %s: %w", path, err)
 	}
 	return path, true, nil
+}
+
+// claimGrace is how long an empty key file is taken for another process's
+// claim, between its creating the file and writing the key.
+const claimGrace = time.Minute
+
+// staleKeyFile reports whether the key file at path, on a store without
+// tenants, holds a key the store does not know (or nothing, for longer
+// than claimGrace: a process that died between claim and write).
+func (s *Service) staleKeyFile(ctx context.Context, path string) (bool, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return false, fmt.Errorf("tenants: read %s: %w", path, err)
+	}
+	key := strings.TrimSpace(string(data))
+	if key == "" {
+		st, err := os.Stat(path)
+		return err == nil && s.now().Sub(st.ModTime()) > claimGrace, nil
+	}
+	_, err = s.Authenticate(ctx, key)
+	switch {
+	case errors.Is(err, ErrInvalidKey):
+		return true, nil
+	case err != nil:
+		return false, err
+	}
+	return false, nil
 }

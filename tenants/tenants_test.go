@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/triggerd/triggerd/store/boltstore"
 )
@@ -69,5 +70,56 @@ func TestEnsureDefault(t *testing.T) {
 	}
 	if _, created, err := s.EnsureDefault(ctx, dir); err != nil || created {
 		t.Fatalf("second EnsureDefault created=%v err=%v, want nothing done", created, err)
+	}
+}
+
+// TestEnsureDefaultReplacesAStaleKeyFile: a key file left from a store
+// since replaced does not keep a fresh store from its default tenant; it
+// is set aside, not deleted. A key the store knows, or another process's
+// claim still being written, is left alone.
+func TestEnsureDefaultReplacesAStaleKeyFile(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "data")
+	if _, created, err := newService(t).EnsureDefault(ctx, dir); err != nil || !created {
+		t.Fatalf("first store: created=%v err=%v", created, err)
+	}
+	path := filepath.Join(dir, DefaultKeyFile)
+	old, _ := os.ReadFile(path)
+
+	fresh := newService(t) // a new store, the same data dir
+	path, created, err := fresh.EnsureDefault(ctx, dir)
+	if err != nil || !created {
+		t.Fatalf("fresh store with a stale key file: created=%v err=%v, want a default tenant", created, err)
+	}
+	key, _ := os.ReadFile(path)
+	if string(key) == string(old) {
+		t.Fatal("the stale key was kept")
+	}
+	if _, err := fresh.Authenticate(ctx, strings.TrimSpace(string(key))); err != nil {
+		t.Fatalf("the new key does not authenticate: %v", err)
+	}
+	kept, _ := filepath.Glob(path + ".stale-*")
+	if len(kept) != 1 {
+		t.Fatalf("stale files %v, want the old one set aside", kept)
+	}
+	if data, _ := os.ReadFile(kept[0]); string(data) != string(old) {
+		t.Fatalf("the set-aside file holds %q, want the old key", data)
+	}
+
+	// An empty file younger than claimGrace is another process's claim.
+	claimed := filepath.Join(t.TempDir(), "claimed")
+	if err := os.MkdirAll(claimed, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(claimed, DefaultKeyFile), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, created, err := newService(t).EnsureDefault(ctx, claimed); err != nil || created {
+		t.Fatalf("with a fresh claim: created=%v err=%v, want nothing done", created, err)
+	}
+	// The same claim, past its grace: the process that made it is gone.
+	later := New(newService(t).store, func() time.Time { return time.Now().Add(2 * claimGrace) })
+	if _, created, err := later.EnsureDefault(ctx, claimed); err != nil || !created {
+		t.Fatalf("with an abandoned claim: created=%v err=%v, want a default tenant", created, err)
 	}
 }
