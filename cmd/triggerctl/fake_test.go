@@ -112,7 +112,7 @@ func (f *fakeTriggerd) serve(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		f.rejected++
 		f.mu.Unlock()
-		writeError(w, http.StatusUnauthorized, "bad_signature", "signature does not match")
+		writeError(w, http.StatusUnauthorized, "invalid_signature", "signature does not match")
 		return
 	}
 	req := fakeRequest{

@@ -127,18 +127,22 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if line.guessedEvent != "" && line.Status == http.StatusAccepted && ignored(line.Response) {
 			fmt.Fprintf(stderr, "triggerctl replay: %s: triggerd ignored it as a %q event, taken from the file name (EVENT.ACTION.json); pass --event if it holds another\n", file, line.guessedEvent)
 		}
-		if line.Status == http.StatusUnauthorized && o.hook != "" {
+		signature := line.Status == http.StatusUnauthorized && signatureRefused(line.Response)
+		if signature && o.hook != "" {
 			fmt.Fprintf(stderr, "triggerctl replay: %s: triggerd answered 401 Unauthorized: --secret-file does not hold hook %s's secret "+
 				"(triggerctl agents endpoint AGENT prints a deployment endpoint's generated one; after agents set-secrets, "+
 				"only the secrets set are accepted)\n", file, o.hook)
 			failed = append(failed, file)
-		} else if line.Status == http.StatusUnauthorized {
+		} else if signature {
 			fmt.Fprintf(stderr, "triggerctl replay: %s: triggerd answered 401 Unauthorized to the signature made with the secret from %s; "+
 				"triggerd takes --<connector>-webhook-secret-file, else TRIGGERD_<CONNECTOR>_WEBHOOK_SECRET, else the secret it generated "+
 				"into its data dir: give triggerctl the same (the variables, or --data-dir)\n", file, line.signedWith)
 			failed = append(failed, file)
 		} else if line.Status < 200 || line.Status > 299 {
-			fmt.Fprintf(stderr, "triggerctl replay: %s: triggerd answered %d %s\n", file, line.Status, http.StatusText(line.Status))
+			// Not a webhook endpoint's refusal of the signature (--url
+			// names something else, or a proxy before triggerd refused
+			// it): say what answered, not which secret signed.
+			fmt.Fprintf(stderr, "triggerctl replay: %s: %s answered %d %s: %s\n", file, o.baseURL, line.Status, http.StatusText(line.Status), answerMessage(line.Response))
 			failed = append(failed, file)
 		}
 	}
@@ -237,6 +241,36 @@ func buildDelivery(file string, raw []byte, o replayOptions, secrets *secretCach
 
 // ignored reports whether triggerd's answer says the delivery mapped to no
 // trigger kind.
+// signatureRefused reports whether answer is a webhook endpoint's refusal
+// of a delivery's signature (missing_signature, invalid_signature).
+func signatureRefused(answer json.RawMessage) bool {
+	var a struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	return json.Unmarshal(answer, &a) == nil && (a.Error.Code == "invalid_signature" || a.Error.Code == "missing_signature")
+}
+
+// answerMessage returns an error answer's message, or the answer itself,
+// cut short, when it is not triggerd's error JSON.
+func answerMessage(answer json.RawMessage) string {
+	var a struct {
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(answer, &a) == nil && a.Error.Message != "" {
+		return a.Error.Message
+	}
+	s := string(answer)
+	_ = json.Unmarshal(answer, &s) // a text answer, kept as a JSON string
+	if len(s) > 200 {
+		s = s[:200] + "..."
+	}
+	return s
+}
+
 func ignored(answer json.RawMessage) bool {
 	var a struct {
 		Ignored string `json:"ignored"`

@@ -1,16 +1,18 @@
 package main
 
 import (
-	"github.com/triggerd/triggerd/internal/testenv"
-
 	"bytes"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/uuid"
+
+	"github.com/triggerd/triggerd/internal/testenv"
 )
 
 // A code-hosting payload with white space a re-encoder would lose.
@@ -255,6 +257,20 @@ func TestReplayNon2xx(t *testing.T) {
 	if code, _, stderr := runCtl("replay", "--url", f.srv.URL, "--data-dir", dataDir, file); code != 1 || !strings.Contains(stderr, "401") ||
 		!strings.Contains(stderr, "the secret from TRIGGERD_CODEHOST_WEBHOOK_SECRET;") || strings.Contains(stderr, "wrong") {
 		t.Errorf("exit %d, stderr %q; want 1 naming the 401 and where the secret came from, not the secret", code, stderr)
+	}
+
+	// A 401 that is not the signature's (a proxy asking for its own
+	// credentials, say) says what answered, and blames no secret.
+	t.Setenv("TRIGGERD_CODEHOST_WEBHOOK_SECRET", testCodeHostSecret)
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("WWW-Authenticate", `Basic realm="gateway"`)
+		http.Error(w, "proxy authentication required by the gateway", http.StatusUnauthorized)
+	}))
+	defer proxy.Close()
+	code, _, stderr = runCtl("replay", "--url", proxy.URL, "--data-dir", dataDir, file)
+	if code != 1 || !strings.Contains(stderr, proxy.URL+" answered 401") || !strings.Contains(stderr, "proxy authentication required") ||
+		strings.Contains(stderr, "secret") {
+		t.Errorf("exit %d, stderr %q; want 1 naming what answered 401 and its message, not the secret", code, stderr)
 	}
 }
 
