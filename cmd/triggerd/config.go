@@ -101,6 +101,28 @@ func (d *dispatchConfig) flags(fs *flag.FlagSet) {
 	fs.BoolVar(&d.AllowPrivateURLs, "allow-private-agent-urls", false, "let HTTP agents' URLs resolve to loopback or private addresses (for agents on the same host or network; off blocks SSRF)")
 }
 
+// check refuses settings the dispatcher would otherwise replace by its
+// defaults without a word (a zero) or cannot work with (a negative).
+func (d *dispatchConfig) check() error {
+	for _, f := range []struct {
+		name     string
+		positive bool
+	}{
+		{"--dispatch-concurrency", d.Concurrency > 0},
+		{"--dispatch-ack-wait", d.AckWait > 0},
+		{"--dispatch-max-deliver", d.MaxDeliver > 0},
+		{"--step-timeout", d.StepTimeout > 0},
+	} {
+		if !f.positive {
+			return fmt.Errorf("%s must be positive (leave it unset for the default; --dispatch=false runs no workers)", f.name)
+		}
+	}
+	if d.PollInterval < 0 || d.ReconcileInterval < 0 {
+		return errors.New("--poll-interval and --reconcile-interval must be 0 (never) or positive")
+	}
+	return nil
+}
+
 // secretSource describes where a secret comes from: an environment
 // variable, a file named by a flag, or a file generated once in the data dir.
 type secretSource struct {
@@ -193,6 +215,9 @@ func parseConfig(args []string, lookup func(string) (string, bool), stderr io.Wr
 	if keep := max(c.EventRetention, c.ArchiveRetention); c.Dispatch.RunRetention < keep {
 		return c, nil, fmt.Errorf("--run-retention %s is shorter than the %s events or deliveries are kept (--event-retention, --archive-retention): "+
 			"a delivery redelivered after its runs were pruned would start its agents again; set it to %s or more", c.Dispatch.RunRetention, keep, keep)
+	}
+	if err := c.Dispatch.check(); err != nil {
+		return c, nil, err
 	}
 	if c.CommitTimeout <= 0 || c.ShutdownTimeout <= 0 || c.HTTPReadTimeout <= 0 {
 		return c, nil, errors.New("--commit-timeout, --shutdown-timeout and --http-read-timeout must be positive")

@@ -260,6 +260,26 @@ func TestRunRetentionShorterThanTheArchiveIsAnError(t *testing.T) {
 	}
 }
 
+// TestZeroDispatchSettingsAreRefused: a zero the dispatcher would
+// silently replace by its default, or a negative, is an error naming the
+// flag; 0 where it means "never" is taken.
+func TestZeroDispatchSettingsAreRefused(t *testing.T) {
+	none := func(string) (string, bool) { return "", false }
+	for _, args := range [][]string{
+		{"--dispatch-concurrency", "0"}, {"--dispatch-ack-wait", "0s"}, {"--dispatch-max-deliver", "0"},
+		{"--step-timeout", "0s"}, {"--dispatch-concurrency", "-2"}, {"--poll-interval", "-1s"}, {"--reconcile-interval", "-1m"},
+	} {
+		_, _, err := parseConfig(args, none, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), args[0]) {
+			t.Errorf("%v: err %v, want one naming %s", args, err, args[0])
+		}
+	}
+	cfg, _, err := parseConfig([]string{"--poll-interval", "0", "--reconcile-interval", "0"}, none, io.Discard)
+	if err != nil || cfg.Dispatch.PollInterval != 0 || cfg.Dispatch.ReconcileInterval != 0 {
+		t.Fatalf("0 for never: %+v, %v", cfg.Dispatch, err)
+	}
+}
+
 func TestConnectReturnOrigins(t *testing.T) {
 	none := func(string) (string, bool) { return "", false }
 	cfg, _, err := parseConfig(nil, none, io.Discard)
