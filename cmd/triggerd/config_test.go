@@ -336,3 +336,25 @@ func TestPublicURLFollowsHTTPAddr(t *testing.T) {
 		t.Errorf("--public-url without a scheme: %v", err)
 	}
 }
+
+// TestConsoleLogsHaveNoColourOffATerminal: --log-format console into a
+// file or pipe writes no escape codes.
+func TestConsoleLogsHaveNoColourOffATerminal(t *testing.T) {
+	f, err := os.Create(filepath.Join(t.TempDir(), "triggerd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	log, err := newLogger(config{LogLevel: "info", LogFormat: "console"}, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Warn().Str("delivery_id", "d-1").Msg("spooled")
+	data, err := os.ReadFile(f.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), "spooled") || strings.Contains(string(data), "\x1b[") {
+		t.Fatalf("console log in a file: %q, want the message without escape codes", data)
+	}
+}

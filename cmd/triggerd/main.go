@@ -99,9 +99,21 @@ func newLogger(cfg config, stderr io.Writer) (zerolog.Logger, error) {
 	}
 	var w io.Writer = stderr
 	if cfg.LogFormat == "console" {
-		w = zerolog.ConsoleWriter{Out: stderr, TimeFormat: time.RFC3339}
+		// Colour only on a terminal: redirected to a file or a journal,
+		// escape codes would be written as text.
+		w = zerolog.ConsoleWriter{Out: stderr, TimeFormat: time.RFC3339, NoColor: !isTerminal(stderr)}
 	}
 	return zerolog.New(w).Level(level).With().Timestamp().Logger(), nil
+}
+
+// isTerminal reports whether w is a character device, such as a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 // serve wires the components, runs them until ctx ends, and shuts them down
