@@ -177,3 +177,60 @@ func TestMentionsMany(t *testing.T) {
 		t.Errorf("mentions = %q, want %q", got, want)
 	}
 }
+
+// mentionBenchBody is a realistic 2 KB pull request description: a
+// template comment, a list, code spans, links, a fenced block and a few
+// mentions.
+var mentionBenchBody = func() string {
+	const body = `<!-- Thanks for sending a pull request! Please fill in the sections below.
+If this fixes an issue, write "Fixes #1234". Ping @maintainers only if urgent. -->
+
+## What
+
+This changes the retry loop in ` + "`dispatch.Run`" + ` so that a failed delivery is
+retried with backoff instead of immediately. See [the design doc](https://example.com/docs/retry)
+and the discussion in #4521, where @octocat and @mona-lisa agreed on the approach.
+
+## Why
+
+- Deliveries to slow endpoints were hammered (see ` + "`@retry`" + ` in the logs).
+- The ` + "`maxAttempts`" + ` setting was ignored when ` + "`backoff`" + ` was zero.
+- Closes [#4499][issue], reported by @hubot.
+
+  Also fixes the flaky test in ` + "`dispatch_test.go`" + `.
+
+## How to test
+
+1. Start NATS locally.
+2. Run the dispatcher with ` + "`--retry-backoff 1s`" + `:
+
+   ` + "```sh" + `
+   triggerd --retry-backoff 1s --log-format console
+   # cc @not-a-mention in code
+   ` + "```" + `
+
+3. Point a webhook at https://httpbin.org/status/503 and watch the log.
+
+> @old-reviewer wrote: can we keep the old behaviour behind a flag?
+
+Yes: ` + "`--retry-backoff 0`" + ` keeps it. Thanks @old-reviewer, and cc @Security_acme for
+the review. Mail me at someone@example.com with questions.
+
+[issue]: https://github.com/triggerd/triggerd/issues/4499
+`
+	var b strings.Builder
+	for b.Len() < 2048 {
+		b.WriteString(body)
+		b.WriteString("\n")
+	}
+	return b.String()
+}()
+
+// BenchmarkMentions scans a realistic 2 KB pull request description.
+func BenchmarkMentions(b *testing.B) {
+	b.ReportAllocs()
+	b.SetBytes(int64(len(mentionBenchBody)))
+	for b.Loop() {
+		mentions(mentionBenchBody, "sender")
+	}
+}
