@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -74,6 +76,46 @@ func (b *Bus) Delivery(ctx context.Context, c triggers.Connector, deliveryID str
 		capture.Body = body
 	}
 	return capture, nil
+}
+
+// HookDeliveries returns the archived deliveries of connector c that came
+// through tenants' hooks with delivery id id. Their keys are
+// "<hook>/<id>" (triggers.DeliveryKey), so Delivery does not find them
+// by the id alone, which is all an operator reading the sender's delivery
+// log has. It looks in the delivery index and, for deliveries archived
+// as records (no events, say), lists the archive's subjects: an operator's
+// lookup, not for the delivery path.
+func (b *Bus) HookDeliveries(ctx context.Context, c triggers.Connector, id string) ([]triggers.Capture, error) {
+	keys := map[string]bool{}
+	if b.index != nil {
+		entries, err := b.index.lookupID(ctx, c, id)
+		if err != nil {
+			return nil, fmt.Errorf("look up %s delivery %s: %w", c, id, err)
+		}
+		for _, e := range entries {
+			keys[e.Key] = true
+		}
+	}
+	info, err := b.deliveries.Info(ctx, jetstream.WithSubjectFilter(DeliveriesPrefix+"."+triggers.EncodeToken(string(c))+".*"))
+	if err != nil {
+		return nil, fmt.Errorf("list the %s archive: %w", c, err)
+	}
+	for subject := range info.State.Subjects {
+		if rc, key, ok := ParseArchiveSubject(subject); ok && rc == c && strings.HasSuffix(key, "/"+id) && !strings.Contains(strings.TrimSuffix(key, "/"+id), "/") {
+			keys[key] = true
+		}
+	}
+	var found []triggers.Capture
+	for _, key := range slices.Sorted(maps.Keys(keys)) {
+		capture, err := b.Delivery(ctx, c, key)
+		if errors.Is(err, ErrNotArchived) {
+			continue // expired meanwhile
+		} else if err != nil {
+			return nil, err
+		}
+		found = append(found, capture)
+	}
+	return found, nil
 }
 
 // bodyFromEvent reads the payload of the event at sequence seq, which is the

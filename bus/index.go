@@ -95,7 +95,9 @@ type indexRef struct {
 
 // indexWait is an entry waiting for an index message.
 type indexWait struct {
-	hash    uint64
+	hash uint64
+	// idHash is the byID key of a delivery on a hook, else 0.
+	idHash  uint64
 	expires int64
 	data    []byte
 	done    chan error
@@ -114,9 +116,16 @@ type deliveryIndex struct {
 	// collector nothing to scan however large it grows, and about 40 bytes
 	// an entry. A hash found is confirmed against the message before it
 	// counts (see lookup), so a collision cannot refuse a new delivery.
-	seed    maphash.Seed
-	mu      sync.RWMutex
-	refs    map[uint64]indexRef
+	seed maphash.Seed
+	mu   sync.RWMutex
+	refs map[uint64]indexRef
+	// byID maps a hash of the connector and bare delivery id of each
+	// delivery on a tenant's hook (key "<hook>/<id>") to its index
+	// message, so an operator holding only the sender's delivery id
+	// finds it (lookupID). Senders' delivery ids are unique per
+	// delivery, so an id reaches one hook; should two hooks have indexed
+	// the same id (a replay with a fixed id), the last is found.
+	byID    map[uint64]indexRef
 	loaded  chan struct{} // closed once the index is read up to where it was at start
 	loadErr error
 
@@ -145,6 +154,7 @@ func newDeliveryIndex(b *Bus) *deliveryIndex {
 		writer:        uuid.NewString(),
 		seed:          maphash.MakeSeed(),
 		refs:          map[uint64]indexRef{},
+		byID:          map[uint64]indexRef{},
 		loaded:        make(chan struct{}),
 		kick:          make(chan struct{}, 1),
 		stop:          make(chan struct{}),
@@ -327,6 +337,7 @@ func (x *deliveryIndex) apply(seq uint64, data []byte) {
 	var entries []struct {
 		Connector  triggers.Connector `json:"connector"`
 		Key        string             `json:"key"`
+		DeliveryID string             `json:"delivery_id"`
 		ReceivedAt time.Time          `json:"received_at"`
 	}
 	if json.Unmarshal(data, &entries) != nil {
@@ -337,7 +348,11 @@ func (x *deliveryIndex) apply(seq uint64, data []byte) {
 	defer x.mu.Unlock()
 	for _, e := range entries {
 		if expires := x.expires(e.ReceivedAt); expires > now {
-			x.refs[x.hash(e.Connector, e.Key)] = indexRef{seq: seq, expires: expires}
+			ref := indexRef{seq: seq, expires: expires}
+			x.refs[x.hash(e.Connector, e.Key)] = ref
+			if e.Key != e.DeliveryID {
+				x.byID[x.hash(e.Connector, e.DeliveryID)] = ref
+			}
 		}
 	}
 }
@@ -360,19 +375,9 @@ func (x *deliveryIndex) lookup(ctx context.Context, c triggers.Connector, key st
 	if !ok {
 		return indexEntry{}, false, nil
 	}
-	stream, seq := x.b.indexStream, ref.seq
-	if seq&legacySeq != 0 {
-		stream, seq = x.b.events, seq&^legacySeq
-	}
-	msg, err := stream.GetMsg(ctx, seq)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return indexEntry{}, false, nil // expired with the archive
-	} else if err != nil {
-		return indexEntry{}, false, fmt.Errorf("index message %d: %w", seq, err)
-	}
-	var entries []indexEntry
-	if err := json.Unmarshal(msg.Data, &entries); err != nil {
-		return indexEntry{}, false, fmt.Errorf("index message %d: %w", seq, err)
+	entries, err := x.message(ctx, ref)
+	if err != nil {
+		return indexEntry{}, false, err
 	}
 	for _, e := range entries {
 		if e.Connector == c && e.Key == key {
@@ -380,6 +385,51 @@ func (x *deliveryIndex) lookup(ctx context.Context, c triggers.Connector, key st
 		}
 	}
 	return indexEntry{}, false, nil // another delivery with the same hash
+}
+
+// lookupID returns the entries of deliveries on tenants' hooks whose
+// delivery id, not key, is id (see byID).
+func (x *deliveryIndex) lookupID(ctx context.Context, c triggers.Connector, id string) ([]indexEntry, error) {
+	if err := x.ready(ctx); err != nil {
+		return nil, err
+	}
+	x.mu.RLock()
+	ref, ok := x.byID[x.hash(c, id)]
+	x.mu.RUnlock()
+	if !ok {
+		return nil, nil
+	}
+	entries, err := x.message(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	var found []indexEntry
+	for _, e := range entries {
+		if e.Connector == c && e.DeliveryID == id && e.Key != id {
+			found = append(found, e)
+		}
+	}
+	return found, nil
+}
+
+// message reads back the entries of the index message ref names; none
+// once it expired with the archive.
+func (x *deliveryIndex) message(ctx context.Context, ref indexRef) ([]indexEntry, error) {
+	stream, seq := x.b.indexStream, ref.seq
+	if seq&legacySeq != 0 {
+		stream, seq = x.b.events, seq&^legacySeq
+	}
+	msg, err := stream.GetMsg(ctx, seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("index message %d: %w", seq, err)
+	}
+	var entries []indexEntry
+	if err := json.Unmarshal(msg.Data, &entries); err != nil {
+		return nil, fmt.Errorf("index message %d: %w", seq, err)
+	}
+	return entries, nil
 }
 
 // add writes an entry to the index and returns once it is durable.
@@ -397,6 +447,9 @@ func (x *deliveryIndex) add(ctx context.Context, e indexEntry) error {
 		expires: x.expires(e.ReceivedAt),
 		data:    data,
 		done:    make(chan error, 1),
+	}
+	if e.Key != e.DeliveryID {
+		w.idHash = x.hash(e.Connector, e.DeliveryID)
 	}
 	x.qmu.Lock()
 	x.queue = append(x.queue, w)
@@ -476,7 +529,11 @@ func (x *deliveryIndex) flush() bool {
 	if err == nil {
 		x.mu.Lock()
 		for _, w := range batch {
-			x.refs[w.hash] = indexRef{seq: ack.Sequence, expires: w.expires}
+			ref := indexRef{seq: ack.Sequence, expires: w.expires}
+			x.refs[w.hash] = ref
+			if w.idHash != 0 {
+				x.byID[w.idHash] = ref
+			}
 		}
 		x.mu.Unlock()
 	}
@@ -494,9 +551,11 @@ const indexPublishTimeout = 30 * time.Second
 func (x *deliveryIndex) sweep(now time.Time) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	for k, ref := range x.refs {
-		if ref.expires <= now.Unix() {
-			delete(x.refs, k)
+	for _, refs := range []map[uint64]indexRef{x.refs, x.byID} {
+		for k, ref := range refs {
+			if ref.expires <= now.Unix() {
+				delete(refs, k)
+			}
 		}
 	}
 }

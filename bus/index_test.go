@@ -3,6 +3,7 @@ package bus
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"testing"
@@ -239,5 +240,32 @@ func TestArchivedName(t *testing.T) {
 		if _, got := archivedName(name); got != kept {
 			t.Errorf("archivedName(%q) keeps it: %v, want %v", name, got, kept)
 		}
+	}
+}
+
+// TestHookDeliveriesByID: a delivery on a tenant's hook is found by its
+// delivery id alone, through the index the same process wrote (another
+// process's reading is triggerctl's test), until the sweep forgets it with
+// the archive.
+func TestHookDeliveriesByID(t *testing.T) {
+	ts := startServer(t, 0)
+	b := ts.connect(Options{})
+	c, events := testDelivery("guid-1", 1, []byte(`{}`))
+	c.Scope = &triggers.Scope{Tenant: "t_1", Hook: "h_1"}
+	commit(t, b, c, events)
+	ctx := context.Background()
+	if _, err := b.Delivery(ctx, triggers.CodeHost, "guid-1"); !errors.Is(err, ErrNotArchived) {
+		t.Fatalf("Delivery by the bare id = %v; want ErrNotArchived: its key is h_1/guid-1", err)
+	}
+	found, err := b.HookDeliveries(ctx, triggers.CodeHost, "guid-1")
+	if err != nil || len(found) != 1 || found[0].Key() != "h_1/guid-1" || found[0].Scope.Hook != "h_1" {
+		t.Fatalf("HookDeliveries = %+v, %v; want h_1/guid-1", found, err)
+	}
+	if found, err := b.HookDeliveries(ctx, triggers.Deploy, "guid-1"); err != nil || len(found) != 0 {
+		t.Fatalf("HookDeliveries of the other connector = %+v, %v; want none", found, err)
+	}
+	b.index.sweep(time.Now().Add(b.opts.ArchiveRetention + time.Minute))
+	if n := len(b.index.byID); n != 0 {
+		t.Fatalf("%d ids left after the sweep past retention", n)
 	}
 }

@@ -39,7 +39,8 @@ func delivery(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	payload := fs.Bool("payload", false, "print only the webhook JSON (the event's payload), one document per delivery")
 	synopsis := "usage: triggerctl delivery [flags] DELIVERY_ID|PAYLOAD_REF...\n\n" +
 		"Prints archived deliveries (headers and body as received) as JSON lines. An argument is a delivery id\n" +
-		"(X-GitHub-Delivery, or the deployment envelope's id) or an event's payload_ref (deliveries.<connector>.<id>).\n\nflags:"
+		"(X-GitHub-Delivery, or the deployment envelope's id; one that came through a tenant's hook is found by it too,\n" +
+		"and printed with its key, <hook id>/<delivery id>) or an event's payload_ref (deliveries.<connector>.<id>).\n\nflags:"
 	if code, ok := parseFlags(fs, args, synopsis); !ok {
 		return code
 	}
@@ -146,14 +147,15 @@ func findDelivery(ctx context.Context, b *bus.Bus, c triggers.Connector, arg str
 		}
 		return b.Delivery(ctx, rc, key)
 	}
+	connectors := []triggers.Connector{triggers.CodeHost, triggers.Deploy}
 	if c != "" {
-		return b.Delivery(ctx, c, arg)
+		connectors = []triggers.Connector{c}
 	}
 	// Code-hosting ids are GUIDs and deployment ids "uev_…": a delivery
 	// id is in one archive at most, in practice. Should it be in both,
 	// say so rather than pick one.
 	var found []triggers.Capture
-	for _, rc := range []triggers.Connector{triggers.CodeHost, triggers.Deploy} {
+	for _, rc := range connectors {
 		capture, err := b.Delivery(ctx, rc, arg)
 		if errors.Is(err, bus.ErrNotArchived) {
 			continue
@@ -163,11 +165,32 @@ func findDelivery(ctx context.Context, b *bus.Bus, c triggers.Connector, arg str
 		}
 		found = append(found, capture)
 	}
-	switch len(found) {
-	case 0:
-		return triggers.Capture{}, fmt.Errorf("delivery %s: %w (looked in the code-hosting and deployment archives)", arg, bus.ErrNotArchived)
-	case 1:
-		return found[0], nil
+	if len(found) == 0 {
+		// A delivery on a tenant's hook is archived as <hook>/<id>; the
+		// sender's delivery log shows only the id.
+		for _, rc := range connectors {
+			hooked, err := b.HookDeliveries(ctx, rc, arg)
+			if err != nil {
+				return triggers.Capture{}, err
+			}
+			found = append(found, hooked...)
+		}
 	}
-	return triggers.Capture{}, fmt.Errorf("delivery %s is in both the code-hosting and the deployment archive: choose one with --connector", arg)
+	switch {
+	case len(found) == 1:
+		return found[0], nil
+	case len(found) == 0:
+		where := "the code-hosting and deployment archives"
+		if c != "" {
+			where = "the " + string(c) + " archive"
+		}
+		return triggers.Capture{}, fmt.Errorf("delivery %s: %w (looked in %s, by id and on every hook)", arg, bus.ErrNotArchived, where)
+	case found[0].Connector != found[1].Connector:
+		return triggers.Capture{}, fmt.Errorf("delivery %s is in both the code-hosting and the deployment archive: choose one with --connector", arg)
+	}
+	keys := make([]string, len(found))
+	for i := range found {
+		keys[i] = found[i].Key()
+	}
+	return triggers.Capture{}, fmt.Errorf("delivery %s reached several hooks: name one by its key, %s", arg, strings.Join(keys, " or "))
 }

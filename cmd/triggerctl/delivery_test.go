@@ -110,3 +110,50 @@ func TestRedeliverFindsTheConnector(t *testing.T) {
 		t.Fatalf("redelivery: %+v, want deployment_canceled, published false", line)
 	}
 }
+
+// TestDeliveryOnAHookIsFoundByItsID: a delivery on a tenant's hook is
+// archived as <hook>/<id>, and found by the id alone, which is what the
+// sender's delivery log shows: in the delivery index (events carrying the
+// body) and among archive records (a delivery mapping to no event). An id
+// found on two hooks is answered with both keys to choose from.
+func TestDeliveryOnAHookIsFoundByItsID(t *testing.T) {
+	emb, b := startNATS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	commit := func(hook, id, event, body string) {
+		t.Helper()
+		scope := &triggers.Scope{Tenant: "t_1", Hook: hook}
+		res, err := triggers.Map(triggers.Delivery{Connector: triggers.CodeHost, ID: id, Event: event, ReceivedAt: time.Now(), Payload: []byte(body), Scope: scope})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := triggers.Capture{Connector: triggers.CodeHost, DeliveryID: id, ReceivedAt: time.Now(), Scope: scope,
+			Header: map[string][]string{"X-Github-Event": {event}, "X-Github-Delivery": {id}}, Body: []byte(body)}
+		if _, err := b.Commit(ctx, c, res.Events); err != nil {
+			t.Fatal(err)
+		}
+	}
+	commit("h_indexed", "guid-1", "issues", natsIssue)
+	commit("h_record", "guid-2", "gollum", `{"pages":[]}`) // maps to no kind: an archive record
+	commit("h_a", "guid-3", "issues", natsIssue)
+	commit("h_b", "guid-3", "gollum", `{"pages":[]}`)
+
+	for id, key := range map[string]string{"guid-1": "h_indexed/guid-1", "guid-2": "h_record/guid-2"} {
+		var out, errOut bytes.Buffer
+		if code := run([]string{"delivery", "--nats-url", emb.ClientURL(), id}, &out, &errOut); code != 0 {
+			t.Fatalf("delivery %s: exit %d: %s", id, code, errOut.String())
+		}
+		var got deliveryOut
+		if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+			t.Fatalf("delivery %s printed %q: %v", id, out.String(), err)
+		}
+		if got.DeliveryID != id || got.Key != key || got.Scope == nil || got.Scope.Hook != strings.Split(key, "/")[0] {
+			t.Fatalf("delivery %s: %+v, want key %s and its hook", id, got, key)
+		}
+	}
+	var out, errOut bytes.Buffer
+	if code := run([]string{"delivery", "--nats-url", emb.ClientURL(), "guid-3"}, &out, &errOut); code != 1 ||
+		!strings.Contains(errOut.String(), "h_a/guid-3 or h_b/guid-3") {
+		t.Fatalf("an id on two hooks: exit %d, %q; want 1 naming both keys", code, errOut.String())
+	}
+}
