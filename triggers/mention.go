@@ -2,6 +2,8 @@ package triggers
 
 import (
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // maxLoginLen is the longest login the code host allows.
@@ -30,12 +32,24 @@ const maxLoginLen = 39
 // A mention is '@' followed by a login: 1 to 39 characters of [A-Za-z0-9-],
 // no leading, trailing or doubled hyphen, optionally followed by '_' and
 // the short code of an enterprise with managed users (@mona_acme). The '@'
-// must start the text or
-// follow a character that is not a letter, digit or underscore (so e-mail
-// addresses do not count), nor '/' (URLs such as medium.com/@x) nor '`'. The
-// login must not run on into '/' (a team, @org/team), '_', a letter or a
-// digit, nor into dots followed by one of those (@example.com); trailing
-// dots are punctuation ("thanks @octocat.").
+// must start the text or follow a character that is not a letter, digit or
+// underscore (so e-mail addresses do not count), nor '/' (URLs such as
+// medium.com/@x) nor '`'. The login must not run on into '/' (a team,
+// @org/team), '_', a letter or a digit, nor into dots followed by one of
+// those (@example.com); trailing dots are punctuation ("thanks @octocat.").
+//
+// An underscore is a word character, except where Markdown reads a run of
+// them as an emphasis delimiter, which GitHub renders as <em> or <strong>:
+// _@alice_ and __@alice__ mention alice. A run of '_' right before the '@'
+// may precede it when it can open emphasis (CommonMark's rule: the run
+// starts the text or follows whitespace or punctuation, ASCII or Unicode,
+// and is not a backslash-escaped '_') and a run later in the paragraph can
+// close emphasis; a run of '_' right after the login (or its trailing dots)
+// may follow it when it can close emphasis (it is followed by the end,
+// whitespace or punctuation) and a run earlier in the paragraph can open
+// emphasis. Openers and closers are not paired as Markdown pairs them. So
+// foo_@bar and _@alice (nothing closes) are no mentions, and
+// _@mona_acme_ mentions the managed user mona_acme.
 //
 // Known simplifications of Markdown: indentation inside list items is read
 // as an indented code block; HTML other than comments (<code>) is not
@@ -107,6 +121,14 @@ type mentionScanner struct {
 	// inComment is set while an HTML comment opened in an earlier
 	// paragraph is not closed yet.
 	inComment bool
+
+	// start is where the paragraph being scanned starts.
+	start int
+	// emph tells whether firstOpen and lastClose are computed for the
+	// paragraph: where its first '_' run that can open emphasis starts,
+	// and where its last one that can close emphasis starts (-1: none).
+	emph                 bool
+	firstOpen, lastClose int
 }
 
 // linearDedupe is how many logins add compares one by one before it
@@ -120,6 +142,7 @@ func (s *mentionScanner) paragraph(start, end int) {
 		return
 	}
 	t := s.text[:end]
+	s.start, s.emph = start, false
 	if s.inComment {
 		j := strings.Index(t[start:], "-->")
 		if j < 0 {
@@ -163,7 +186,7 @@ func (s *mentionScanner) paragraph(start, end int) {
 			}
 			i += n // no closing run: the backticks are literal
 		case '@':
-			if login, next, ok := mentionAt(t, i); ok {
+			if login, next, ok := s.mentionAt(t, i); ok {
 				s.add(login)
 				i = next
 				continue
@@ -245,11 +268,16 @@ func (s *mentionScanner) add(login string) {
 
 // mentionAt reports whether the '@' at t[i] starts a mention, and returns
 // the login and the index just past it.
-func mentionAt(t string, i int) (login string, next int, ok bool) {
+func (s *mentionScanner) mentionAt(t string, i int) (login string, next int, ok bool) {
 	if i > 0 {
 		// As GitHub's own pattern, ASCII word characters only: "さん@alice"
 		// mentions alice, "a@b.com" does not mention b.
-		if c := t[i-1]; isAlnum(c) || c == '_' || c == '/' || c == '`' {
+		c := t[i-1]
+		if c == '_' {
+			if !s.opensEmphasis(t, i) {
+				return "", 0, false
+			}
+		} else if isAlnum(c) || c == '/' || c == '`' {
 			return "", 0, false
 		}
 	}
@@ -279,12 +307,144 @@ func mentionAt(t string, i int) (login string, next int, ok bool) {
 		if k < len(t) {
 			// A login ends at anything but an ASCII word character:
 			// "@aliceさん" mentions alice.
-			if c := t[k]; isAlnum(c) || c == '_' || (k == j && c == '/') {
+			if c := t[k]; c == '_' {
+				if !s.closesEmphasis(t, i, k) {
+					return "", 0, false
+				}
+			} else if isAlnum(c) || (k == j && c == '/') {
 				return "", 0, false
 			}
 		}
 	}
 	return login, j, true
+}
+
+// opensEmphasis reports whether the run of '_' that ends just before the
+// '@' at t[i] opens emphasis (so the '@' starts a text of its own): the run
+// is not an escaped '_', it can open emphasis, and a later run of the
+// paragraph can close it.
+func (s *mentionScanner) opensEmphasis(t string, i int) bool {
+	p := i - 1
+	for p > s.start && t[p-1] == '_' {
+		p--
+	}
+	if p == i-1 && backslashes(t, p)%2 == 1 {
+		return false // \_ is a literal underscore
+	}
+	if open, _ := underscoreFlanks(classBefore(t, p), classAt(t, i)); !open {
+		return false
+	}
+	s.emphasis(t)
+	return s.lastClose > i
+}
+
+// closesEmphasis reports whether the run of '_' at t[k], right after the
+// login of the '@' at t[i] (and perhaps dots), closes emphasis: it can, and
+// an earlier run of the paragraph can open it.
+func (s *mentionScanner) closesEmphasis(t string, i, k int) bool {
+	m := k + runLen(t, k, '_')
+	if _, closes := underscoreFlanks(classBefore(t, k), classAt(t, m)); !closes {
+		return false
+	}
+	s.emphasis(t)
+	return s.firstOpen >= 0 && s.firstOpen < i
+}
+
+// emphasis computes, once per paragraph, where its first run of '_' that
+// can open emphasis and its last one that can close emphasis start. It
+// does not pair them as Markdown does: any opener before and any closer
+// after will do.
+func (s *mentionScanner) emphasis(t string) {
+	if s.emph {
+		return
+	}
+	s.emph, s.firstOpen, s.lastClose = true, -1, -1
+	for i := s.start; i < len(t); {
+		j := strings.IndexByte(t[i:], '_')
+		if j < 0 {
+			break
+		}
+		i += j
+		m := i + runLen(t, i, '_')
+		open, closes := underscoreFlanks(classBefore(t, i), classAt(t, m))
+		if open && s.firstOpen < 0 {
+			s.firstOpen = i
+		}
+		if closes {
+			s.lastClose = i
+		}
+		i = m
+	}
+}
+
+// Character classes for emphasis delimiters, as CommonMark has them: the
+// start and end of the text count as whitespace.
+const (
+	classSpace = iota
+	classPunct
+	classOther
+)
+
+// underscoreFlanks reports whether a run of '_' between characters of
+// classes before and after can open and close emphasis (CommonMark's
+// left- and right-flanking rules, with the stricter ones of '_').
+func underscoreFlanks(before, after int) (open, closes bool) {
+	left := after != classSpace && (after != classPunct || before != classOther)
+	right := before != classSpace && (before != classPunct || after != classOther)
+	return left && (!right || before == classPunct), right && (!left || after == classPunct)
+}
+
+// classBefore returns the class of the character that ends t[:i].
+func classBefore(t string, i int) int {
+	if i == 0 {
+		return classSpace
+	}
+	if c := t[i-1]; c < utf8.RuneSelf {
+		return asciiClass(c)
+	}
+	r, _ := utf8.DecodeLastRuneInString(t[:i])
+	return runeClass(r)
+}
+
+// classAt returns the class of the character that starts t[i:].
+func classAt(t string, i int) int {
+	if i >= len(t) {
+		return classSpace
+	}
+	if c := t[i]; c < utf8.RuneSelf {
+		return asciiClass(c)
+	}
+	r, _ := utf8.DecodeRuneInString(t[i:])
+	return runeClass(r)
+}
+
+func asciiClass(c byte) int {
+	switch {
+	case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v':
+		return classSpace
+	case isASCIIPunct(c):
+		return classPunct
+	}
+	return classOther
+}
+
+func runeClass(r rune) int {
+	switch {
+	case unicode.IsSpace(r):
+		return classSpace
+	case unicode.IsPunct(r) || unicode.IsSymbol(r):
+		return classPunct
+	}
+	return classOther
+}
+
+// backslashes returns how many backslashes end t[:i].
+func backslashes(t string, i int) int {
+	n := 0
+	for i-n > 0 && t[i-n-1] == '\\' {
+		n++
+	}
+	return n
 }
 
 // validLogin reports whether s has the syntax of a login.

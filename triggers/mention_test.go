@@ -89,6 +89,22 @@ func TestMentions(t *testing.T) {
 		{name: "login running into a second underscore", text: "@foo_bar_baz", want: nil},
 		{name: "login running into a trailing underscore", text: "@foo_ x", want: nil},
 		{name: "managed user with a bad handle", text: "@-foo_bar", want: nil},
+
+		// Emphasis with underscores: _@alice_ renders as <em>@alice</em>.
+		{name: "underscore emphasis", text: "_@alice_", want: []string{"alice"}},
+		{name: "underscore strong emphasis", text: "__@alice__ please", want: []string{"alice"}},
+		{name: "underscore emphasis after punctuation", text: "(_@alice_), ok", want: []string{"alice"}},
+		{name: "underscore emphasis after unicode punctuation", text: "「_@alice_」", want: []string{"alice"}},
+		{name: "underscore emphasis around a managed user", text: "_@mona_acme_", want: []string{"mona_acme"}},
+		{name: "underscore emphasis closed after a login", text: "_cc @alice_ and @bob", want: []string{"alice", "bob"}},
+		{name: "underscore emphasis closed after trailing dots", text: "_thanks @alice._", want: []string{"alice"}},
+		{name: "underscore emphasis opened earlier", text: "_@alice and @bob_", want: []string{"alice", "bob"}},
+		// An intraword '_' is no delimiter, nor is one that nothing closes
+		// or opens: GitHub leaves it literal, a word character.
+		{name: "underscore inside a word", text: "foo_@bar_", want: nil},
+		{name: "underscore after unicode letter", text: "さ_@alice_", want: nil},
+		{name: "unclosed underscore", text: "_@alice", want: nil},
+		{name: "escaped underscore", text: "\\_@alice_", want: nil},
 		// GitHub's pattern ends a login, and may start one, at anything but
 		// an ASCII word character ([^0-9a-zA-Z_.]).
 		{name: "login running into unicode", text: "@fooé", want: []string{"foo"}},
