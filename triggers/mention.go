@@ -15,9 +15,11 @@ const maxLoginLen = 39
 // kept. It returns nil when there is none.
 //
 // Newly written text excludes:
-//   - fenced code blocks (``` or ~~~, at any indentation; an unclosed fence
-//     runs to the end of the text) and indented code blocks (a line indented
-//     by four or more columns that does not continue a paragraph);
+//   - fenced code blocks (``` or ~~~, indented by at most three columns more
+//     than the list item holding them, if any; an unclosed fence runs to the
+//     end of the text, or of its list item) and indented code blocks (a line
+//     indented by four or more columns more than that, that does not
+//     continue a paragraph);
 //   - quoted lines: a line whose first non-blank character is '>' (the
 //     line-based rule: a following unquoted line counts as new text even
 //     where Markdown would continue the quote lazily);
@@ -51,10 +53,25 @@ const maxLoginLen = 39
 // foo_@bar and _@alice (nothing closes) are no mentions, and
 // _@mona_acme_ mentions the managed user mona_acme.
 //
-// Known simplifications of Markdown: indentation inside list items is read
-// as an indented code block; HTML other than comments (<code>) is not
-// parsed, and a comment is looked for in ordinary lines only (not in
-// quoted lines or code).
+// List items are followed as far as indentation needs them. An item starts
+// with '-', '*' or '+', or 1 to 9 digits and '.' or ')', then 1 to 4
+// blanks; its content column is the marker's column, plus the marker's
+// width, plus the blanks (one blank only when the line ends after the
+// marker, or when 5 or more follow it: then the rest of the line is an
+// indented code block). A line indented to the content column is in the
+// item; a line indented less leaves the item, unless it continues a
+// paragraph lazily (text right after text, not itself a quote, fence,
+// thematic break or list item); a blank line leaves nothing. Items in items
+// are kept on a stack eight deep (a deeper one replaces the innermost). A
+// quote, fence, thematic break ("* * *", not a list item) or list item
+// starts a new paragraph, and so does each of the several on one line
+// ("- > quoted"); an ordered item interrupts a paragraph only at number 1,
+// an empty item not at all.
+//
+// Known simplifications of Markdown: HTML other than comments (<code>) is
+// not parsed, and a comment is looked for in ordinary lines only (not in
+// quoted lines or code); a list item's content may not start after a blank
+// line; headings and tables do not end paragraphs.
 func mentions(text, sender string) []string {
 	var s mentionScanner
 	s.text = text
@@ -64,50 +81,201 @@ func mentions(text, sender string) []string {
 		inFence   bool
 		fenceChar byte
 		fenceLen  int
+		fenceBase int // the content column of the list item holding the fence
 		paraStart = -1
 		paraEnd   int
-		lineStart int
+		items     listItems
 	)
-	for lineStart <= len(text) {
+	for lineStart, next := 0, 0; lineStart <= len(text); lineStart = next {
 		lineEnd := len(text)
-		next := len(text) + 1
+		next = len(text) + 1
 		if i := strings.IndexByte(text[lineStart:], '\n'); i >= 0 {
 			lineEnd = lineStart + i
 			next = lineEnd + 1
 		}
 		line := strings.TrimSuffix(text[lineStart:lineEnd], "\r")
 		indent, first := lineIndent(line)
+		blank := first == len(line)
 
-		switch {
-		case inFence:
-			if isFenceClose(line[first:], fenceChar, fenceLen) {
-				inFence = false
+		if inFence {
+			if blank || indent >= fenceBase {
+				if isFenceClose(line[first:], fenceChar, fenceLen) {
+					inFence = false
+				}
+				continue
 			}
-		case first == len(line): // blank
-			s.paragraph(paraStart, paraEnd)
-			paraStart = -1
-		case isFenceOpen(line[first:]):
-			s.paragraph(paraStart, paraEnd)
-			paraStart = -1
-			inFence = true
-			fenceChar = line[first]
-			fenceLen = runLen(line, first, fenceChar)
-		case indent >= 4 && paraStart < 0:
-			// An indented code block: indentation that does not continue
-			// a paragraph.
-		case line[first] == '>':
-			s.paragraph(paraStart, paraEnd)
-			paraStart = -1
-		default:
-			if paraStart < 0 {
-				paraStart = lineStart
-			}
-			paraEnd = lineStart + len(line)
+			inFence = false // the list item holding the fence ends here
 		}
-		lineStart = next
+		if blank {
+			s.paragraph(paraStart, paraEnd)
+			paraStart = -1
+			continue
+		}
+		// A line indented less than the innermost list item's content
+		// leaves the items it is not indented into, unless it continues a
+		// paragraph lazily. Then a list item it starts interrupts no
+		// paragraph.
+		interrupts := paraStart >= 0
+		if indent < items.content() {
+			if interrupts && !startsBlock(line[first:]) {
+				paraEnd = lineStart + len(line)
+				continue
+			}
+			items.leave(indent)
+			interrupts = false
+		}
+		base := items.content()
+		if indent >= base+4 {
+			// Indented code, unless it continues a paragraph.
+			if paraStart >= 0 {
+				paraEnd = lineStart + len(line)
+			}
+			continue
+		}
+		// The blocks the line starts, one in another: "- > quote",
+		// "1. - item", "- ```".
+		for pos, col := first, indent; ; {
+			rest := line[pos:]
+			if rest[0] == '>' || isThematicBreak(rest) {
+				s.paragraph(paraStart, paraEnd)
+				paraStart = -1
+				break
+			}
+			if isFenceOpen(rest) {
+				s.paragraph(paraStart, paraEnd)
+				paraStart = -1
+				inFence = true
+				fenceChar = rest[0]
+				fenceLen = runLen(rest, 0, fenceChar)
+				fenceBase = base
+				break
+			}
+			w := listMarker(rest, interrupts)
+			if w == 0 {
+				if paraStart < 0 {
+					paraStart = lineStart + pos
+				}
+				paraEnd = lineStart + len(line)
+				break
+			}
+			// The content starts after 1 to 4 columns of blanks; after
+			// more, it starts one column after the marker with an indented
+			// code block.
+			k, c := pos+w, col+w
+			for ; k < len(line) && (line[k] == ' ' || line[k] == '\t'); k++ {
+				if line[k] == ' ' {
+					c++
+				} else {
+					c += 4 - c%4
+				}
+			}
+			if k == len(line) && interrupts {
+				// An empty list item interrupts no paragraph.
+				paraEnd = lineStart + len(line)
+				break
+			}
+			s.paragraph(paraStart, paraEnd)
+			paraStart = -1
+			if k == len(line) || c-(col+w) > 4 {
+				items.enter(col + w + 1)
+				break // empty, or indented code
+			}
+			items.enter(c)
+			base, interrupts = c, false
+			pos, col = k, c
+		}
 	}
 	s.paragraph(paraStart, paraEnd)
 	return s.found
+}
+
+// listItems is the stack of the list items a line is in, as the content
+// column of each, the innermost last. Past its depth, the innermost item
+// replaces the one before it.
+type listItems struct {
+	cols [8]int
+	n    int
+}
+
+// content returns the content column of the innermost item, 0 when there
+// is none.
+func (l *listItems) content() int {
+	if l.n == 0 {
+		return 0
+	}
+	return l.cols[l.n-1]
+}
+
+// enter opens an item whose content starts at column col.
+func (l *listItems) enter(col int) {
+	if l.n == len(l.cols) {
+		l.n--
+	}
+	l.cols[l.n] = col
+	l.n++
+}
+
+// leave closes the items a line indented by indent columns is not in.
+func (l *listItems) leave(indent int) {
+	for l.n > 0 && indent < l.cols[l.n-1] {
+		l.n--
+	}
+}
+
+// listMarker returns the width of the list marker that starts s (a line
+// without its indentation): '-', '*' or '+', or 1 to 9 digits and '.' or
+// ')', followed by a blank or the end of the line; 0 when there is none.
+// A marker that would interrupt a paragraph must be a bullet or number 1.
+func listMarker(s string, interrupts bool) int {
+	w := 0
+	switch {
+	case s[0] == '-' || s[0] == '*' || s[0] == '+':
+		w = 1
+	case s[0] >= '0' && s[0] <= '9':
+		for w < len(s) && w < 10 && s[w] >= '0' && s[w] <= '9' {
+			w++
+		}
+		if w > 9 || w == len(s) || (s[w] != '.' && s[w] != ')') {
+			return 0
+		}
+		if interrupts && strings.TrimLeft(s[:w], "0") != "1" {
+			return 0
+		}
+		w++
+	default:
+		return 0
+	}
+	if w < len(s) && s[w] != ' ' && s[w] != '\t' {
+		return 0
+	}
+	return w
+}
+
+// startsBlock reports whether s (a line without its indentation) starts a
+// block other than a paragraph: a quote, a fence, a thematic break or a list
+// item. Such a line does not continue a paragraph lazily.
+func startsBlock(s string) bool {
+	return s[0] == '>' || isFenceOpen(s) || isThematicBreak(s) || listMarker(s, false) > 0
+}
+
+// isThematicBreak reports whether s (a line without its indentation) is a
+// thematic break: three or more '-', '*' or '_', with blanks between.
+func isThematicBreak(s string) bool {
+	c := s[0]
+	if c != '-' && c != '*' && c != '_' {
+		return false
+	}
+	n := 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case c:
+			n++
+		case ' ', '\t':
+		default:
+			return false
+		}
+	}
+	return n >= 3
 }
 
 // mentionScanner collects the mentions of one text.

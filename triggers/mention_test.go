@@ -59,6 +59,25 @@ func TestMentions(t *testing.T) {
 		{name: "tab-indented code block", text: "\t@b", want: nil},
 		{name: "indented line continuing a paragraph", text: "text\n    @a continues", want: []string{"a"}},
 
+		// List items: a line indented to an item's content belongs to the
+		// item, and only four more columns make an indented code block.
+		{name: "list item paragraph after a blank line", text: "- item\n\n    @alice more", want: []string{"alice"}},
+		{name: "ordered list item paragraph", text: "1. item\n\n    @alice", want: []string{"alice"}},
+		{name: "wide ordered marker", text: "10) item\n\n     @alice", want: []string{"alice"}},
+		{name: "four spaces after the marker", text: "-    item\n\n       @alice", want: []string{"alice"}},
+		{name: "nested list item paragraph", text: "- a\n  - b\n\n      @alice", want: []string{"alice"}},
+		{name: "back in the outer list item", text: "- a\n  - b\n\n  text\n\n    @alice", want: []string{"alice"}},
+		{name: "lazy line keeps the list item", text: "- item\nlazy\n\n    @alice", want: []string{"alice"}},
+		{name: "code block in a list item", text: "- item\n\n      @b code\n\n@c", want: []string{"c"}},
+		{name: "code block first in a list item", text: "-     @b code\n- @c", want: []string{"c"}},
+		{name: "unindented line ends the list", text: "- item\n\ntext\n\n    @b code", want: nil},
+		{name: "thematic break is no list item", text: "* * *\n\n    @b code", want: nil},
+		{name: "ordered item not at 1 does not interrupt a paragraph", text: "text\n2. item\n\n    @b code", want: nil},
+		{name: "fence on a list item's line", text: "- ```\n  @b\n@c", want: []string{"c"}},
+		{name: "fence ends with its list item", text: "1. run:\n   ```\n   @b\n@c\n   ```\n@d", want: []string{"c"}},
+		{name: "quote in a list item", text: "- > @b quoted\n- @c", want: []string{"c"}},
+		{name: "fence indented as code is code", text: "    ```\n@c", want: []string{"c"}},
+
 		// HTML comments and escapes.
 		{name: "html comment", text: "<!-- cc @a -->@b", want: []string{"b"}},
 		{name: "template comment across lines", text: "<!-- Describe the bug.\n  Ping @a if urgent. -->\nBroken, @b", want: []string{"b"}},
