@@ -26,9 +26,10 @@ const maxLoginLen = 39
 //   - inline code spans: a run of N backticks up to the next run of exactly
 //     N backticks in the same paragraph (an unmatched run is literal, as is
 //     a backslash-escaped backtick);
-//   - HTML comments, <!-- to -->, which GitHub does not show (issue and
-//     pull request templates are full of them); one may span paragraphs,
-//     and an unclosed one runs to the end of the text;
+//   - HTML comments, <!-- to --> (<!--> and <!---> are whole, empty ones),
+//     which GitHub does not show (issue and pull request templates are full
+//     of them); one may span paragraphs, and an unclosed one runs to the end
+//     of the text;
 //   - a backslash-escaped '@' (\@octocat), which GitHub does not link.
 //
 // A mention is '@' followed by a login: 1 to 39 characters of [A-Za-z0-9-],
@@ -337,6 +338,11 @@ func (s *mentionScanner) paragraph(start, end int) {
 		case '<':
 			if !strings.HasPrefix(t[i:], "<!--") {
 				i++
+				continue
+			}
+			// <!--> and <!---> are whole, empty comments.
+			if rest := t[i+len("<!--"):]; strings.HasPrefix(rest, ">") || strings.HasPrefix(rest, "->") {
+				i += len("<!--") + strings.IndexByte(rest, '>') + 1
 				continue
 			}
 			j := strings.Index(t[i+len("<!--"):], "-->")
