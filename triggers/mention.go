@@ -30,6 +30,19 @@ const maxLoginLen = 39
 //     which GitHub does not show (issue and pull request templates are full
 //     of them); one may span paragraphs, and an unclosed one runs to the end
 //     of the text;
+//   - HTML code, pre and a elements, whose text GitHub does not link: from a
+//     start tag (<code>, <A href="...">: the name in any case, then a blank,
+//     '/' or '>', and a '>' later in the paragraph) to the end tag (</code>,
+//     </a >). An unclosed one runs to the end of its paragraph, except a
+//     <pre> that starts a line, an HTML block, which runs on to a </pre> in
+//     a later paragraph, or to the end of the text;
+//   - links and images, whose text GitHub renders in an <a> element (or an
+//     alt attribute): from '[' to the first ']' that is not escaped, when
+//     '[' or '(' follows at once, and on to the next ']' or ')'. A reference
+//     ([text][ref], [text][]) need not be defined; an inline destination
+//     ([text](url)) has no blank, and only a title in quotes or parentheses
+//     may follow it. A bracket with no link after it ([@octocat], a task
+//     list's [ ]) is text;
 //   - a backslash-escaped '@' (\@octocat), which GitHub does not link.
 //
 // A mention is '@' followed by a login: 1 to 39 characters of [A-Za-z0-9-],
@@ -62,17 +75,20 @@ const maxLoginLen = 39
 // indented code block). A line indented to the content column is in the
 // item; a line indented less leaves the item, unless it continues a
 // paragraph lazily (text right after text, not itself a quote, fence,
-// thematic break or list item); a blank line leaves nothing. Items in items
+// thematic break or list item); a blank line leaves nothing. Nested items
 // are kept on a stack eight deep (a deeper one replaces the innermost). A
 // quote, fence, thematic break ("* * *", not a list item) or list item
 // starts a new paragraph, and so does each of the several on one line
 // ("- > quoted"); an ordered item interrupts a paragraph only at number 1,
 // an empty item not at all.
 //
-// Known simplifications of Markdown: HTML other than comments (<code>) is
-// not parsed, and a comment is looked for in ordinary lines only (not in
-// quoted lines or code); a list item's content may not start after a blank
-// line; headings and tables do not end paragraphs.
+// Known simplifications of Markdown: HTML other than comments and code, pre
+// and a elements is not parsed; a comment or element is looked for in
+// ordinary lines only (not in quoted lines or code), and its end even in a
+// code span; link text ends at the first ']' (brackets in it do not nest)
+// and a destination at the first ')'; a reference definition ([x]: url) is
+// text; a list item's content may not start after a blank line; headings
+// and tables do not end paragraphs.
 func mentions(text, sender string) []string {
 	var s mentionScanner
 	s.text = text
@@ -291,8 +307,24 @@ type mentionScanner struct {
 	// paragraph is not closed yet.
 	inComment bool
 
+	// inPre is set while a <pre> element that starts a line of an
+	// earlier paragraph is not closed yet.
+	inPre bool
+
 	// start is where the paragraph being scanned starts.
 	start int
+	// The searches of link and element, remembered for the paragraph so
+	// that a run of openers without closers stays linear.
+	closeBracket, refBracket, paren, blank, gt nextMemo
+	// linkClose is the ']' for which link last looked at what follows,
+	// linkEnd what it found.
+	linkClose, linkEnd int
+	// destBlank is the blank after a destination that link last skipped
+	// blanks from, destAfter where they end.
+	destBlank, destAfter int
+	// titleParen is the ')' that link last looked around for a title,
+	// titleBefore and titleAfter the first non-blanks before and after it.
+	titleParen, titleBefore, titleAfter int
 	// emph tells whether firstOpen and lastClose are computed for the
 	// paragraph: where its first '_' run that can open emphasis starts,
 	// and where its last one that can close emphasis starts (-1: none).
@@ -305,13 +337,13 @@ type mentionScanner struct {
 const linearDedupe = 16
 
 // paragraph scans text[start:end], a run of ordinary lines, for mentions
-// outside code spans. A negative start means no paragraph.
+// outside code spans, comments, code, pre and a elements and links. A
+// negative start means no paragraph.
 func (s *mentionScanner) paragraph(start, end int) {
 	if start < 0 {
 		return
 	}
 	t := s.text[:end]
-	s.start, s.emph = start, false
 	if s.inComment {
 		j := strings.Index(t[start:], "-->")
 		if j < 0 {
@@ -320,6 +352,15 @@ func (s *mentionScanner) paragraph(start, end int) {
 		start += j + len("-->")
 		s.inComment = false
 	}
+	if s.inPre {
+		if start = closeTag(t, start, "pre"); start < 0 {
+			return
+		}
+		s.inPre = false
+	}
+	s.start, s.emph = start, false
+	s.closeBracket, s.refBracket, s.paren, s.blank, s.gt = nextMemo{}, nextMemo{}, nextMemo{}, nextMemo{}, nextMemo{}
+	s.linkClose, s.destBlank, s.titleParen = -1, -1, -1
 	var runs backtickRuns
 	if strings.IndexByte(t[start:], '`') >= 0 {
 		runs.index(t, start)
@@ -337,7 +378,15 @@ func (s *mentionScanner) paragraph(start, end int) {
 			i++
 		case '<':
 			if !strings.HasPrefix(t[i:], "<!--") {
-				i++
+				k, ok := s.element(t, i)
+				if !ok {
+					i++
+					continue
+				}
+				if k < 0 {
+					return // runs to the end of the paragraph, or further
+				}
+				i = k
 				continue
 			}
 			// <!--> and <!---> are whole, empty comments.
@@ -359,6 +408,12 @@ func (s *mentionScanner) paragraph(start, end int) {
 				continue
 			}
 			i += n // no closing run: the backticks are literal
+		case '[':
+			if k := s.link(t, i); k > 0 {
+				i = k // link text, destination and all
+				continue
+			}
+			i++
 		case '@':
 			if login, next, ok := s.mentionAt(t, i); ok {
 				s.add(login)
@@ -370,6 +425,174 @@ func (s *mentionScanner) paragraph(start, end int) {
 			i++
 		}
 	}
+}
+
+// element reports whether t[i], a '<', opens a code, pre or a element (an
+// HTML start tag: the name in any case, then a blank, '/' or '>', and a '>'
+// later in the paragraph), and returns the index just past its end tag, or
+// -1 when there is none in the paragraph. Then a <pre> that starts a line
+// is an HTML block, which blank lines do not end: it runs on to a </pre> in
+// a later paragraph, if any.
+func (s *mentionScanner) element(t string, i int) (end int, ok bool) {
+	j := i + 1
+	for j < len(t) && j-i <= len("code") && isAlnum(t[j]) {
+		j++
+	}
+	name := t[i+1 : j]
+	if !strings.EqualFold(name, "a") && !strings.EqualFold(name, "code") && !strings.EqualFold(name, "pre") {
+		return 0, false
+	}
+	if j == len(t) || (t[j] != '>' && t[j] != '/' && asciiClass(t[j]) != classSpace) {
+		return 0, false
+	}
+	gt := s.gt.next(t, j, '>')
+	if gt < 0 {
+		return 0, false
+	}
+	end = closeTag(t, gt+1, name)
+	if end < 0 && len(name) == len("pre") && lineStarts(t, i, s.start) {
+		s.inPre = true
+	}
+	return end, true
+}
+
+// closeTag returns the index just past the first end tag </name> (in any
+// case, blanks allowed before the '>') in t[from:], or -1.
+func closeTag(t string, from int, name string) int {
+	for i := from; i < len(t); {
+		j := strings.Index(t[i:], "</")
+		if j < 0 {
+			return -1
+		}
+		i += j + len("</")
+		if len(t)-i < len(name) || !strings.EqualFold(t[i:i+len(name)], name) {
+			continue
+		}
+		k := i + len(name)
+		for k < len(t) && asciiClass(t[k]) == classSpace {
+			k++
+		}
+		if k < len(t) && t[k] == '>' {
+			return k + 1
+		}
+	}
+	return -1
+}
+
+// lineStarts reports whether only blanks come between the start of the
+// line holding t[i] (or the paragraph start, start) and t[i].
+func lineStarts(t string, i, start int) bool {
+	for i > start && (t[i-1] == ' ' || t[i-1] == '\t') {
+		i--
+	}
+	return i == start || t[i-1] == '\n'
+}
+
+// link returns, when t[i], a '[', opens a link or an image, where it ends,
+// destination and all; 0 otherwise. A link is '[', text up to the first
+// ']' not escaped, then either '[', a label up to the next ']' (a
+// reference, which may be undefined), or '(', blanks, a destination with no
+// blank, blanks, and ')', perhaps after a title in quotes or parentheses.
+func (s *mentionScanner) link(t string, i int) int {
+	c := s.closeBracket.next(t, i+1, ']')
+	if c < 0 || c+1 == len(t) {
+		return 0
+	}
+	if c == s.linkClose {
+		return s.linkEnd
+	}
+	s.linkClose, s.linkEnd = c, 0
+	switch t[c+1] {
+	case '[':
+		if k := s.refBracket.next(t, c+2, ']'); k > 0 {
+			s.linkEnd = k + 1
+		}
+	case '(':
+		p := s.paren.next(t, c+2, ')')
+		if p < 0 {
+			break
+		}
+		k := skipBlanks(t, c+2, p)
+		if e := s.blank.next(t, k, ' '); e >= 0 && e < p {
+			// Past the destination and the blanks after it.
+			if e != s.destBlank {
+				s.destBlank, s.destAfter = e, skipBlanks(t, e, p)
+			}
+			k = s.destAfter
+		} else {
+			k = p
+		}
+		if k == p {
+			s.linkEnd = p + 1
+			break
+		}
+		if s.titleParen != p {
+			s.titleParen = p
+			s.titleBefore = p - 1
+			for s.titleBefore > s.start && asciiClass(t[s.titleBefore]) == classSpace {
+				s.titleBefore--
+			}
+			s.titleAfter = skipBlanks(t, p+1, len(t))
+		}
+		switch t[k] {
+		case '"', '\'':
+			if s.titleBefore > k && t[s.titleBefore] == t[k] {
+				s.linkEnd = p + 1
+			}
+		case '(':
+			// The title's ')' is p; the link's comes after blanks.
+			if q := s.titleAfter; q < len(t) && t[q] == ')' {
+				s.linkEnd = q + 1
+			}
+		}
+	}
+	return s.linkEnd
+}
+
+// skipBlanks returns the index of the first byte of t[i:end] that is not
+// a blank, or end.
+func skipBlanks(t string, i, end int) int {
+	for i < end && asciiClass(t[i]) == classSpace {
+		i++
+	}
+	return i
+}
+
+// nextMemo remembers a forward search of a paragraph: there is no match
+// in t[from:at] (none in t[from:] when at < 0), so that a later search
+// from between from and at is answered at once.
+type nextMemo struct {
+	ok       bool
+	from, at int
+}
+
+// next returns the index of the first c in t[from:] that is not
+// backslash-escaped (of the first blank when c is ' '), or -1.
+func (m *nextMemo) next(t string, from int, c byte) int {
+	if m.ok && m.from <= from && (m.at < 0 || from <= m.at) {
+		return m.at
+	}
+	at := -1
+	for k := from; k < len(t); k++ {
+		if c == ' ' {
+			if asciiClass(t[k]) == classSpace {
+				at = k
+				break
+			}
+			continue
+		}
+		j := strings.IndexByte(t[k:], c)
+		if j < 0 {
+			break
+		}
+		k += j
+		if backslashes(t, k)%2 == 0 {
+			at = k
+			break
+		}
+	}
+	*m = nextMemo{ok: true, from: from, at: at}
+	return at
 }
 
 // backtickRuns records, for each length n, where the last run of exactly n

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestMentions(t *testing.T) {
@@ -88,6 +89,31 @@ func TestMentions(t *testing.T) {
 		{name: "empty comment <!--->", text: "x <!---> @alice", want: []string{"alice"}},
 		{name: "empty comment then a comment", text: "<!--><!-- @b --> @c", want: []string{"c"}},
 		{name: "less-than is no comment", text: "a <!- @a <b> @b", want: []string{"a", "b"}},
+
+		// HTML code, pre and a elements, and link text: GitHub finds no
+		// mention inside <code>, <pre> or <a>.
+		{name: "html code element", text: "use <code>@a</code> or @b", want: []string{"b"}},
+		{name: "html code element in capitals", text: "<CODE class=\"x\">@a\n@a2</Code > @b", want: []string{"b"}},
+		{name: "html pre element", text: "<pre>\n@a\n</pre>\n@b", want: []string{"b"}},
+		{name: "html pre block across a blank line", text: "<pre>\n@a\n\n@a2\n</pre>\n\n@b", want: []string{"b"}},
+		{name: "html anchor", text: "see <a href=\"https://x\">@a</a> and @b", want: []string{"b"}},
+		{name: "unclosed html element runs to the end of the paragraph", text: "x <code>@a\n@a2\n\n@b", want: []string{"b"}},
+		{name: "unclosed inline pre runs to the end of the paragraph", text: "x <pre>@a\n\n@b", want: []string{"b"}},
+		{name: "other html element", text: "<abbr>@a</abbr> <b>@b</b>", want: []string{"a", "b"}},
+		{name: "less-than and a without a tag", text: "x <a @a", want: []string{"a"}},
+		{name: "inline link text", text: "[@a](https://x) @b", want: []string{"b"}},
+		{name: "inline link destination", text: "[x](@a) @b", want: []string{"b"}},
+		{name: "inline link title", text: "[x](https://x \"@a\") @b", want: []string{"b"}},
+		{name: "inline link with a parenthesized title", text: "[x](https://x (@a)) @b", want: []string{"b"}},
+		{name: "reference link text", text: "[see @a][ref] @b", want: []string{"b"}},
+		{name: "collapsed reference link", text: "[@a][] @b", want: []string{"b"}},
+		{name: "image alt text", text: "![@a](shot.png) @b", want: []string{"b"}},
+		{name: "link across lines", text: "[cc\n@a](https://x)\n@b", want: []string{"b"}},
+		{name: "brackets without a link", text: "[@a] (@b) [@c]: x", want: []string{"a", "b", "c"}},
+		{name: "task list item", text: "- [ ] @a do this", want: []string{"a"}},
+		{name: "no link destination with blanks", text: "[WIP](still on @a's part)", want: []string{"a"}},
+		{name: "unclosed link parenthesis", text: "[x](@a", want: []string{"a"}},
+		{name: "escaped bracket ends no link text", text: "[@a\\](x) @b](y) @c", want: []string{"c"}},
 		{name: "escaped at", text: "\\@a but @b", want: []string{"b"}},
 		{name: "escaped backslash then at", text: "\\\\@a", want: []string{"a"}},
 		{name: "escaped less-than opens no comment", text: "\\<!-- @a -->", want: []string{"a"}},
@@ -198,6 +224,30 @@ func TestMentionsPathological(t *testing.T) {
 	}
 	if got := mentions(strings.Repeat("` ", 50000)+"@x", ""); !slices.Equal(got, []string{"x"}) {
 		t.Errorf("many closed spans: %q, want [x]", got)
+	}
+	// Openers of links, elements and emphasis without closers.
+	for _, tc := range []struct{ unit, tail string }{
+		{"[", "@x"},
+		{"[a](", "@x"},
+		{"[a][", "@x"},
+		{"[a](b \"", strings.Repeat(" ", 50000) + ") @x"},
+		{"[a](b (", strings.Repeat(" ", 50000) + ") @x"},
+		{"[a](b c ", strings.Repeat(" ", 50000) + ") @x"},
+		{"[a](b", strings.Repeat(" ", 50000) + "c) @x"},
+		{"<a ", "@x"},
+		{"<code ", "@x"},
+		{"_@a ", "@x"},
+		{"@a_ ", "@x"},
+	} {
+		text := strings.Repeat(tc.unit, 200000) + tc.tail
+		start := time.Now()
+		got := mentions(text, "a")
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("%q repeated: %v", tc.unit, d)
+		}
+		if !slices.Equal(got, []string{"x"}) {
+			t.Errorf("%q repeated: %q, want [x]", tc.unit, got)
+		}
 	}
 }
 
