@@ -134,6 +134,13 @@ type Tenants interface {
 	CreateAPIKey(ctx context.Context, k APIKey) error
 	// APIKeyByHash finds the key with this hash, or ErrNotFound.
 	APIKeyByHash(ctx context.Context, hash [32]byte) (APIKey, error)
+	// ListAPIKeys returns the tenant's keys, oldest first (by CreatedAt,
+	// then id).
+	ListAPIKeys(ctx context.Context, tenantID string) ([]APIKey, error)
+	// DeleteAPIKey deletes the tenant's key with this id, and with it the
+	// hash that found it, in one step: the key authenticates nothing once
+	// it returns. ErrNotFound for an unknown id or another tenant's key.
+	DeleteAPIKey(ctx context.Context, tenantID, id string) error
 }
 
 // Accounts stores connected accounts.

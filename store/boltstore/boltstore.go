@@ -319,6 +319,69 @@ func (s *Store) APIKeyByHash(ctx context.Context, hash [32]byte) (store.APIKey, 
 	return k, nil
 }
 
+// ListAPIKeys returns the tenant's keys, oldest first (by CreatedAt, then
+// id). It reads the whole apikeys bucket: a tenant has a few keys and an
+// installation few tenants, and an index by tenant would need files
+// written before it to be indexed on open.
+func (s *Store) ListAPIKeys(ctx context.Context, tenantID string) ([]store.APIKey, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("boltstore: list api keys: %w", err)
+	}
+	ks := []store.APIKey{}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketAPIKeys).ForEach(func(h, v []byte) error {
+			var k store.APIKey
+			if err := json.Unmarshal(v, &k); err != nil {
+				return fmt.Errorf("decode the key of hash %x: %w", h[:4], err)
+			}
+			if k.TenantID == tenantID {
+				ks = append(ks, k)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("boltstore: list api keys: %w", err)
+	}
+	store.SortOldestFirst(ks, func(k store.APIKey) time.Time { return k.CreatedAt }, func(k store.APIKey) string { return k.ID })
+	return ks, nil
+}
+
+// DeleteAPIKey deletes the tenant's key with this id and its hash in one
+// transaction; store.ErrNotFound for an unknown id or another tenant's key.
+func (s *Store) DeleteAPIKey(ctx context.Context, tenantID, id string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("boltstore: delete api key: %w", err)
+	}
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		keys, ids := tx.Bucket(bucketAPIKeys), tx.Bucket(bucketAPIKeyIDs)
+		hash := ids.Get([]byte(id))
+		if hash == nil {
+			return store.ErrNotFound
+		}
+		hash = slices.Clone(hash) // bolt's memory is not ours once we write
+		v := keys.Get(hash)
+		if v == nil {
+			return store.ErrNotFound
+		}
+		var k store.APIKey
+		if err := json.Unmarshal(v, &k); err != nil {
+			return fmt.Errorf("decode: %w", err)
+		}
+		if k.TenantID != tenantID || k.ID != id {
+			return store.ErrNotFound
+		}
+		if err := keys.Delete(hash); err != nil {
+			return err
+		}
+		return ids.Delete([]byte(id))
+	})
+	if err != nil {
+		return fmt.Errorf("boltstore: delete api key %s: %w", id, err)
+	}
+	return nil
+}
+
 // accountKey is the key of an account in the accounts bucket.
 func accountKey(tenantID, id string) []byte {
 	return []byte(tenantID + "/" + id)

@@ -9,6 +9,8 @@
 //	tenants                                       sorted set of tenant ids, score CreatedAt (unix nanos)
 //	apikey:{hex hash}                             store.APIKey (JSON)
 //	apikey-id:{id}                                hex hash
+//	apikeys:{tenant}                              sorted set of the tenant's keys' hex hashes, score CreatedAt (unix nanos)
+//	apikeys-indexed                               marker: the apikeys sets hold the keys written before they existed
 //	account:{tenant}:{id}                         store.Account (JSON)
 //	accounts:{tenant}                             sorted set of account ids, score CreatedAt (unix nanos)
 //	account-ext:{tenant}:{connector}:{external}   account id
@@ -60,7 +62,11 @@
 // set, by a script that checks the SHA-1 of the stored JSON, so that a
 // record changed since the read is left. The first PruneEvents of a Store
 // adds the event records written before events existed (found by SCAN)
-// unless events-indexed is set, and then sets it. TakeFlowState is a
+// unless events-indexed is set, and then sets it; the first ListAPIKeys
+// does the same for API keys (apikey:*, apikeys-indexed). DeleteAPIKey
+// reads the hash of the key's id, then deletes both keys and the set's
+// member by a script that checks the id still maps to that hash and the
+// record to that tenant. TakeFlowState is a
 // GETDEL; a flow state's expiry is the server's key TTL. A lease is SET NX
 // PX with a random token, released by a compare-and-delete script.
 //
@@ -152,6 +158,20 @@ redis.call('SET', KEYS[1], ARGV[2])
 redis.call('ZADD', KEYS[4], ARGV[4], ARGV[3])
 return 1`)
 
+	// deleteAPIKeyScript deletes an API key, the id that finds it and its
+	// member of the tenant's set, if the id still finds the hash read and
+	// the record is the tenant's. KEYS: apikey-id, apikey, apikeys.
+	// ARGV: hex hash, tenant id, id. Returns 1 when deleted, 0 otherwise.
+	deleteAPIKeyScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+local cur = redis.call('GET', KEYS[2])
+if not cur then return 0 end
+local k = cjson.decode(cur)
+if k.tenant_id ~= ARGV[2] or k.id ~= ARGV[3] then return 0 end
+redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('ZREM', KEYS[3], ARGV[1])
+return 1`)
+
 	unlockScript = redis.NewScript(`
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0`)
@@ -185,6 +205,9 @@ type Store struct {
 	// eventsIndexed is set once the events sorted set is known to hold
 	// the records written before it existed (see indexEvents).
 	eventsIndexed atomic.Bool
+	// apiKeysIndexed is set once the apikeys sorted sets are known to
+	// hold the keys written before they existed (see indexAPIKeys).
+	apiKeysIndexed atomic.Bool
 
 	closeOnce sync.Once
 	closeErr  error
@@ -370,9 +393,12 @@ func (s *Store) Close() error {
 func (s *Store) tenantKey(id string) string { return s.prefix + "tenant:" + id }
 func (s *Store) tenantsKey() string         { return s.prefix + "tenants" }
 func (s *Store) apiKeyKey(hash [32]byte) string {
-	return s.prefix + "apikey:" + hex.EncodeToString(hash[:])
+	return s.apiKeyHexKey(hex.EncodeToString(hash[:]))
 }
-func (s *Store) apiKeyIDKey(id string) string { return s.prefix + "apikey-id:" + id }
+func (s *Store) apiKeyHexKey(hexHash string) string { return s.prefix + "apikey:" + hexHash }
+func (s *Store) apiKeyIDKey(id string) string       { return s.prefix + "apikey-id:" + id }
+func (s *Store) apiKeysKey(tenant string) string    { return s.prefix + "apikeys:" + tenant }
+func (s *Store) apiKeysIndexedKey() string          { return s.prefix + "apikeys-indexed" }
 func (s *Store) accountKey(tenant, id string) string {
 	return s.prefix + "account:" + tenant + ":" + id
 }
@@ -439,8 +465,9 @@ func (s *Store) CreateAPIKey(ctx context.Context, k store.APIKey) error {
 	if err != nil {
 		return fmt.Errorf("redisstore: create api key: %w", err)
 	}
-	// KEYS: apikey, apikey-id. ARGV: JSON, hex hash.
-	if err := createResult(createUniqueScript.Run(ctx, s.rdb, []string{s.apiKeyKey(k.Hash), s.apiKeyIDKey(k.ID)}, v, hex.EncodeToString(k.Hash[:])).Int()); err != nil {
+	// KEYS: apikey, apikey-id, apikeys. ARGV: JSON, hex hash, score.
+	keys := []string{s.apiKeyKey(k.Hash), s.apiKeyIDKey(k.ID), s.apiKeysKey(k.TenantID)}
+	if err := createResult(createUniqueScript.Run(ctx, s.rdb, keys, v, hex.EncodeToString(k.Hash[:]), score(k.CreatedAt)).Int()); err != nil {
 		return fmt.Errorf("redisstore: create api key %s: %w", k.ID, err)
 	}
 	return nil
@@ -456,6 +483,111 @@ func (s *Store) APIKeyByHash(ctx context.Context, hash [32]byte) (store.APIKey, 
 		return store.APIKey{}, fmt.Errorf("redisstore: api key by hash: %w", store.ErrNotFound)
 	}
 	return k, nil
+}
+
+// ListAPIKeys returns the tenant's keys, oldest first (by CreatedAt, then
+// id).
+func (s *Store) ListAPIKeys(ctx context.Context, tenantID string) ([]store.APIKey, error) {
+	if err := s.indexAPIKeys(ctx); err != nil {
+		return nil, fmt.Errorf("redisstore: list api keys: index the keys written before apikeys sets: %w", err)
+	}
+	ks, err := listSet(ctx, s, s.apiKeysKey(tenantID), s.apiKeyHexKey, func(k store.APIKey) bool { return k.TenantID == tenantID })
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: list api keys: %w", err)
+	}
+	// Scores are float64, too coarse for nanoseconds: sort exactly here.
+	store.SortOldestFirst(ks, func(k store.APIKey) time.Time { return k.CreatedAt }, func(k store.APIKey) string { return k.ID })
+	return ks, nil
+}
+
+// DeleteAPIKey deletes the tenant's key with this id, the id and the
+// hash's member of the tenant's set in one script; store.ErrNotFound for
+// an unknown id or another tenant's key.
+func (s *Store) DeleteAPIKey(ctx context.Context, tenantID, id string) error {
+	// The script must name the record's key, which the hash decides: read
+	// it first; the script checks the id still maps to it.
+	hexHash, err := s.rdb.Get(ctx, s.apiKeyIDKey(id)).Result()
+	if errors.Is(err, redis.Nil) {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("redisstore: delete api key %s: %w", id, err)
+	}
+	keys := []string{s.apiKeyIDKey(id), s.apiKeyHexKey(hexHash), s.apiKeysKey(tenantID)}
+	n, err := deleteAPIKeyScript.Run(ctx, s.rdb, keys, hexHash, tenantID, id).Int()
+	if err == nil && n != 1 {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("redisstore: delete api key %s: %w", id, err)
+	}
+	return nil
+}
+
+// indexAPIKeys adds the API keys written before the apikeys sorted sets
+// existed to their tenant's set, unless the apikeys-indexed marker says it
+// was done, as indexEvents does for event records: SCAN apikey:*, ZADD NX
+// each key found, then set the marker. Without it a tenant's older keys
+// would be missing from its list, and could be neither seen nor revoked.
+func (s *Store) indexAPIKeys(ctx context.Context) error {
+	if s.apiKeysIndexed.Load() {
+		return nil
+	}
+	n, err := s.rdb.Exists(ctx, s.apiKeysIndexedKey()).Result()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		var cursor uint64
+		for {
+			keys, next, err := s.rdb.Scan(ctx, cursor, globEscape(s.prefix)+"apikey:*", 1000).Result()
+			if err != nil {
+				return err
+			}
+			if err := s.indexAPIKeyKeys(ctx, keys); err != nil {
+				return err
+			}
+			if next == 0 {
+				break
+			}
+			cursor = next
+		}
+		if err := s.rdb.Set(ctx, s.apiKeysIndexedKey(), "1", 0).Err(); err != nil {
+			return err
+		}
+	}
+	s.apiKeysIndexed.Store(true)
+	return nil
+}
+
+// indexAPIKeyKeys adds the API keys at keys to their tenant's set, unless
+// they are in it. A key deleted meanwhile may leave a member without a
+// record, which listSet passes over.
+func (s *Store) indexAPIKeyKeys(ctx context.Context, keys []string) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	vals, err := s.rdb.MGet(ctx, keys...).Result()
+	if err != nil {
+		return err
+	}
+	pipe := s.rdb.Pipeline()
+	for i, val := range vals {
+		raw, ok := val.(string)
+		if !ok {
+			continue // gone, or not a record
+		}
+		var k store.APIKey
+		if json.Unmarshal([]byte(raw), &k) != nil || keys[i] != s.apiKeyKey(k.Hash) {
+			continue // not this store's record
+		}
+		pipe.ZAddNX(ctx, s.apiKeysKey(k.TenantID), redis.Z{Score: float64(k.CreatedAt.UnixNano()), Member: hex.EncodeToString(k.Hash[:])})
+	}
+	if pipe.Len() == 0 {
+		return nil
+	}
+	_, err = pipe.Exec(ctx)
+	return err
 }
 
 // CreateAccount stores a new account with Version 1; store.ErrConflict if

@@ -271,7 +271,7 @@ func TestKeyLayout(t *testing.T) {
 	created := time.Unix(1700000000, 5)
 	steps := []error{
 		s.CreateTenant(ctx, store.Tenant{ID: "t1", CreatedAt: created}),
-		s.CreateAPIKey(ctx, store.APIKey{ID: "k1", TenantID: "t1", Hash: hash}),
+		s.CreateAPIKey(ctx, store.APIKey{ID: "k1", TenantID: "t1", Hash: hash, CreatedAt: created}),
 		s.PutFlowState(ctx, store.FlowState{State: "st", TenantID: "t1", ExpiresAt: time.Now().Add(time.Minute)}),
 	}
 	_, err := s.CreateAccount(ctx, store.Account{ID: "a1", TenantID: "t1", Connector: "codehost", ExternalID: "42", CreatedAt: created})
@@ -290,6 +290,7 @@ func TestKeyLayout(t *testing.T) {
 		"tenants":                    "zset",
 		"apikey:" + hexHash:          "string",
 		"apikey-id:k1":               "string",
+		"apikeys:t1":                 "zset",
 		"account:t1:a1":              "string",
 		"accounts:t1":                "zset",
 		"account-ext:t1:codehost:42": "string",
@@ -301,6 +302,9 @@ func TestKeyLayout(t *testing.T) {
 	}
 	if got := rdb.Get(ctx, prefix+"apikey-id:k1").Val(); got != hexHash {
 		t.Errorf("apikey-id:k1 = %q, want %q", got, hexHash)
+	}
+	if got := rdb.ZScore(ctx, prefix+"apikeys:t1", hexHash).Val(); got != float64(created.UnixNano()) {
+		t.Errorf("apikeys:t1 score of the key's hash = %v, want %v", got, float64(created.UnixNano()))
 	}
 	if got := rdb.Get(ctx, prefix+"account-ext:t1:codehost:42").Val(); got != "a1" {
 		t.Errorf("account-ext = %q, want a1", got)
@@ -646,6 +650,94 @@ func TestPruneEventsIndexesOldRecords(t *testing.T) {
 	defer s4.Close()
 	if n, err := s4.PruneEvents(ctx, cutoff.Add(time.Hour), 0); err != nil || n != 1 {
 		t.Fatalf("PruneEvents after the mark was deleted = %d, %v; want 1", n, err)
+	}
+}
+
+// TestListAPIKeysIndexesOldKeys lists and deletes API keys written before
+// the apikeys sorted sets existed, under a prefix with glob characters: the
+// first ListAPIKeys of a Store finds them by SCAN, and only them (not the
+// keys of another prefix that the unescaped pattern would match), then
+// marks the prefix as indexed. Without that, a tenant's key made by an
+// older triggerd could be neither listed nor revoked.
+func TestListAPIKeysIndexesOldKeys(t *testing.T) {
+	ctx := t.Context()
+	url, base := storetest.RedisURL(t), storetest.Prefix(t)
+	rdb := client(t, url)
+	prefix, other := "a[b]*?\\:", "abcd:"
+	s, o := open(t, url, base+prefix), open(t, url, base+other)
+	defer s.Close()
+	defer o.Close()
+	created := time.Unix(1700000000, 5)
+	old1 := store.APIKey{ID: "k1", TenantID: "t1", Hash: [32]byte{1}, Name: "initial", CreatedAt: created}
+	old2 := store.APIKey{ID: "k2", TenantID: "t1", Hash: [32]byte{2}, Name: "ci", CreatedAt: created.Add(time.Second)}
+	oldOther := store.APIKey{ID: "k3", TenantID: "t2", Hash: [32]byte{3}, Name: "theirs", CreatedAt: created}
+	for _, k := range []store.APIKey{old1, old2, oldOther} {
+		if err := s.CreateAPIKey(ctx, k); err != nil {
+			t.Fatalf("CreateAPIKey %s: %v", k.ID, err)
+		}
+	}
+	if err := o.CreateAPIKey(ctx, store.APIKey{ID: "k9", TenantID: "t1", Hash: [32]byte{9}, CreatedAt: created}); err != nil {
+		t.Fatal(err)
+	}
+	// As the data was: no apikeys sorted sets.
+	if err := rdb.Del(ctx, base+prefix+"apikeys:t1", base+prefix+"apikeys:t2", base+other+"apikeys:t1").Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	s2 := open(t, url, base+prefix)
+	defer s2.Close()
+	fresh := store.APIKey{ID: "k4", TenantID: "t1", Hash: [32]byte{4}, Name: "new", CreatedAt: created.Add(time.Minute)}
+	if err := s2.CreateAPIKey(ctx, fresh); err != nil { // in its set already
+		t.Fatal(err)
+	}
+	ids := func(s *redisstore.Store, tenant string) string {
+		t.Helper()
+		ks, err := s.ListAPIKeys(ctx, tenant)
+		if err != nil {
+			t.Fatalf("ListAPIKeys %s: %v", tenant, err)
+		}
+		var out []string
+		for _, k := range ks {
+			out = append(out, k.ID)
+		}
+		return strings.Join(out, ",")
+	}
+	if got := ids(s2, "t1"); got != "k1,k2,k4" {
+		t.Errorf("ListAPIKeys t1 = %s, want k1,k2,k4", got)
+	}
+	if got := ids(s2, "t2"); got != "k3" {
+		t.Errorf("ListAPIKeys t2 = %s, want k3", got)
+	}
+	if n := rdb.Exists(ctx, base+prefix+"apikeys-indexed").Val(); n != 1 {
+		t.Errorf("apikeys-indexed is not set after the first ListAPIKeys")
+	}
+	if n := rdb.Exists(ctx, base+other+"apikeys:t1", base+other+"apikeys-indexed").Val(); n != 0 {
+		t.Errorf("indexing one prefix wrote %d keys under another", n)
+	}
+	// An indexed old key is deleted like a new one.
+	if err := s2.DeleteAPIKey(ctx, "t1", "k1"); err != nil {
+		t.Fatalf("DeleteAPIKey of an old key: %v", err)
+	}
+	if got := ids(s2, "t1"); got != "k2,k4" {
+		t.Errorf("ListAPIKeys t1 after deleting k1 = %s, want k2,k4", got)
+	}
+	if err := rdb.ZScore(ctx, base+prefix+"apikeys:t1", fmt.Sprintf("%x", old1.Hash)).Err(); !errors.Is(err, redis.Nil) {
+		t.Errorf("apikeys:t1 still holds the deleted key's hash (ZSCORE: %v)", err)
+	}
+	for _, k := range []string{"apikey-id:k1", fmt.Sprintf("apikey:%x", old1.Hash)} {
+		if n := rdb.Exists(ctx, base+prefix+k).Val(); n != 0 {
+			t.Errorf("%s is left after DeleteAPIKey", k)
+		}
+	}
+
+	// Once the prefix is marked, Stores do not look again.
+	if err := rdb.Del(ctx, base+prefix+"apikeys:t2").Err(); err != nil {
+		t.Fatal(err)
+	}
+	s3 := open(t, url, base+prefix)
+	defer s3.Close()
+	if got := ids(s3, "t2"); got != "" {
+		t.Errorf("ListAPIKeys t2 on a marked prefix without its set = %s, want none", got)
 	}
 }
 

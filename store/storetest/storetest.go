@@ -69,6 +69,9 @@ func Run(t *testing.T, b Backend) {
 	}{
 		{"Tenants", testTenants},
 		{"APIKeys", testAPIKeys},
+		{"APIKeys/List", testAPIKeyList},
+		{"APIKeys/Delete", testAPIKeyDelete},
+		{"APIKeys/ConcurrentDeletes", testAPIKeyConcurrentDeletes},
 		{"Accounts/CreateGet", testAccountCreateGet},
 		{"Accounts/DefaultTimes", testAccountDefaultTimes},
 		{"Accounts/Find", testAccountFind},
@@ -835,6 +838,76 @@ func testLockStaleRelease(t *testing.T, s store.Store) {
 	}
 }
 
+func testAPIKeyList(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	if ks, err := s.ListAPIKeys(ctx, "t1"); err != nil || len(ks) != 0 {
+		t.Fatalf("ListAPIKeys of a tenant without keys = %v, %v; want none", ks, err)
+	}
+	// Created out of order; two at the same instant, which the id orders.
+	kz := store.APIKey{ID: "kz", TenantID: "t1", Hash: [32]byte{1}, Name: "z", CreatedAt: base.Add(time.Second)}
+	kb := store.APIKey{ID: "kb", TenantID: "t1", Hash: [32]byte{2}, Name: "b", CreatedAt: base}
+	ka := store.APIKey{ID: "ka", TenantID: "t1", Hash: [32]byte{3}, Name: "a", CreatedAt: base.Add(time.Second)}
+	other := store.APIKey{ID: "ko", TenantID: "t2", Hash: [32]byte{4}, Name: "other", CreatedAt: base}
+	for _, k := range []store.APIKey{kz, kb, ka, other} {
+		must(t, "CreateAPIKey "+k.ID, s.CreateAPIKey(ctx, k))
+	}
+	list, err := s.ListAPIKeys(ctx, "t1")
+	must(t, "ListAPIKeys t1", err)
+	sameList(t, "ListAPIKeys t1 (oldest first, then by id)", normAPIKey, list, []store.APIKey{kb, ka, kz})
+	list, err = s.ListAPIKeys(ctx, "t2")
+	must(t, "ListAPIKeys t2", err)
+	sameList(t, "ListAPIKeys t2", normAPIKey, list, []store.APIKey{other})
+}
+
+func testAPIKeyDelete(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	k1 := store.APIKey{ID: "key1", TenantID: "t1", Hash: [32]byte{1}, Name: "old", CreatedAt: base}
+	k2 := store.APIKey{ID: "key2", TenantID: "t1", Hash: [32]byte{2}, Name: "new", CreatedAt: base.Add(time.Second)}
+	k3 := store.APIKey{ID: "key3", TenantID: "t2", Hash: [32]byte{3}, Name: "theirs", CreatedAt: base}
+	for _, k := range []store.APIKey{k1, k2, k3} {
+		must(t, "CreateAPIKey "+k.ID, s.CreateAPIKey(ctx, k))
+	}
+
+	wantErr(t, "DeleteAPIKey of another tenant's key", s.DeleteAPIKey(ctx, "t2", "key1"), store.ErrNotFound)
+	got, err := s.APIKeyByHash(ctx, k1.Hash)
+	must(t, "APIKeyByHash after another tenant's delete", err)
+	same(t, "APIKeyByHash after another tenant's delete", normAPIKey, got, k1)
+	wantErr(t, "DeleteAPIKey unknown", s.DeleteAPIKey(ctx, "t1", "nope"), store.ErrNotFound)
+
+	must(t, "DeleteAPIKey", s.DeleteAPIKey(ctx, "t1", "key1"))
+	_, err = s.APIKeyByHash(ctx, k1.Hash)
+	wantErr(t, "APIKeyByHash of a deleted key", err, store.ErrNotFound)
+	list, err := s.ListAPIKeys(ctx, "t1")
+	must(t, "ListAPIKeys after delete", err)
+	sameList(t, "ListAPIKeys after delete", normAPIKey, list, []store.APIKey{k2})
+	list, err = s.ListAPIKeys(ctx, "t2")
+	must(t, "ListAPIKeys of the other tenant after delete", err)
+	sameList(t, "ListAPIKeys of the other tenant after delete", normAPIKey, list, []store.APIKey{k3})
+	wantErr(t, "DeleteAPIKey again", s.DeleteAPIKey(ctx, "t1", "key1"), store.ErrNotFound)
+
+	// Nothing of the key is left behind: its id and hash are free again.
+	again := store.APIKey{ID: "key1", TenantID: "t1", Hash: [32]byte{9}, Name: "again", CreatedAt: base.Add(2 * time.Second)}
+	must(t, "CreateAPIKey with a deleted key's id", s.CreateAPIKey(ctx, again))
+	rehash := store.APIKey{ID: "key4", TenantID: "t1", Hash: k1.Hash, Name: "rehash", CreatedAt: base.Add(3 * time.Second)}
+	must(t, "CreateAPIKey with a deleted key's hash", s.CreateAPIKey(ctx, rehash))
+	list, err = s.ListAPIKeys(ctx, "t1")
+	must(t, "ListAPIKeys after creates", err)
+	sameList(t, "ListAPIKeys after creates", normAPIKey, list, []store.APIKey{k2, again, rehash})
+}
+
+// testAPIKeyConcurrentDeletes deletes one key from many goroutines (or
+// processes): one delete wins, the others find nothing.
+func testAPIKeyConcurrentDeletes(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	k := store.APIKey{ID: "key1", TenantID: "t1", Hash: [32]byte{1}, Name: "ci", CreatedAt: base}
+	must(t, "CreateAPIKey", s.CreateAPIKey(ctx, k))
+	if wins := runConcurrently(t, 10, store.ErrNotFound, func(int) error { return s.DeleteAPIKey(ctx, "t1", "key1") }); wins != 1 {
+		t.Fatalf("%d of 10 concurrent deletes of one key succeeded, want exactly 1", wins)
+	}
+	_, err := s.APIKeyByHash(ctx, k.Hash)
+	wantErr(t, "APIKeyByHash after concurrent deletes", err, store.ErrNotFound)
+}
+
 func testPersistence(t *testing.T, s store.Store, reopen func(store.Store) store.Store) {
 	ctx := t.Context()
 	tn := store.Tenant{ID: "t1", Name: "Tenant", CreatedAt: base}
@@ -866,6 +939,9 @@ func testPersistence(t *testing.T, s store.Store, reopen func(store.Store) store
 	must(t, "APIKeyByHash after reopen", err)
 	same(t, "APIKeyByHash after reopen", normAPIKey, gotK, k)
 	wantErr(t, "CreateAPIKey after reopen", s.CreateAPIKey(ctx, store.APIKey{ID: "key1", Hash: [32]byte{1}}), store.ErrConflict)
+	keys, err := s.ListAPIKeys(ctx, "t1")
+	must(t, "ListAPIKeys after reopen", err)
+	sameList(t, "ListAPIKeys after reopen", normAPIKey, keys, []store.APIKey{k})
 
 	gotA, err := s.GetAccount(ctx, "t1", "a1")
 	must(t, "GetAccount after reopen", err)
