@@ -39,10 +39,12 @@ const maxLoginLen = 39
 //   - links and images, whose text GitHub renders in an <a> element (or an
 //     alt attribute): from '[' to the first ']' that is not escaped, when
 //     '[' or '(' follows at once, and on to the next ']' or ')'. A reference
-//     ([text][ref], [text][]) need not be defined; an inline destination
-//     ([text](url)) has no blank, and only a title in quotes or parentheses
-//     may follow it. A bracket with no link after it ([@octocat], a task
-//     list's [ ]) is text;
+//     ([text][ref], [text][]) counts when the text defines some reference
+//     ("]:", whatever the label); an inline destination ([text](url)) has
+//     no blank, and only a title in quotes or parentheses may follow it. A
+//     bracket with no link after it ([@octocat], a task list's [ ]) is text;
+//   - link reference definitions, lines "[label]: ..." that start a
+//     paragraph, which GitHub does not show;
 //   - a backslash-escaped '@' (\@octocat), which GitHub does not link.
 //
 // A mention is '@' followed by a login: 1 to 39 characters of [A-Za-z0-9-],
@@ -60,7 +62,7 @@ const maxLoginLen = 39
 // may precede it when it can open emphasis (CommonMark's rule: the run
 // starts the text or follows whitespace or punctuation, ASCII or Unicode,
 // and is not a backslash-escaped '_') and a run later in the paragraph can
-// close emphasis; a run of '_' right after the login (or its trailing dots)
+// close emphasis. A run of '_' right after the login (or its trailing dots)
 // may follow it when it can close emphasis (it is followed by the end,
 // whitespace or punctuation) and a run earlier in the paragraph can open
 // emphasis. Openers and closers are not paired as Markdown pairs them. So
@@ -86,9 +88,10 @@ const maxLoginLen = 39
 // and a elements is not parsed; a comment or element is looked for in
 // ordinary lines only (not in quoted lines or code), and its end even in a
 // code span; link text ends at the first ']' (brackets in it do not nest)
-// and a destination at the first ')'; a reference definition ([x]: url) is
-// text; a list item's content may not start after a blank line; headings
-// and tables do not end paragraphs.
+// and a destination at the first ')'; a link reference definition is one
+// line; a list item's content may not start after a blank line; headings
+// and tables do not end paragraphs; emphasis delimiters are not paired
+// (CommonMark's rule of three is not applied).
 func mentions(text, sender string) []string {
 	var s mentionScanner
 	s.text = text
@@ -169,6 +172,9 @@ func mentions(text, sender string) []string {
 			}
 			w := listMarker(rest, interrupts)
 			if w == 0 {
+				if paraStart < 0 && isLinkDefinition(rest) {
+					break // not shown
+				}
 				if paraStart < 0 {
 					paraStart = lineStart + pos
 				}
@@ -275,6 +281,16 @@ func startsBlock(s string) bool {
 	return s[0] == '>' || isFenceOpen(s) || isThematicBreak(s) || listMarker(s, false) > 0
 }
 
+// isLinkDefinition reports whether s (a line without its indentation), at
+// the start of a paragraph, defines a link reference: "[label]: ...".
+func isLinkDefinition(s string) bool {
+	if s[0] != '[' {
+		return false
+	}
+	j := strings.IndexByte(s, ']')
+	return j > 1 && j+1 < len(s) && s[j+1] == ':' && strings.IndexByte(s[1:j], '[') < 0
+}
+
 // isThematicBreak reports whether s (a line without its indentation) is a
 // thematic break: three or more '-', '*' or '_', with blanks between.
 func isThematicBreak(s string) bool {
@@ -306,6 +322,10 @@ type mentionScanner struct {
 	// inComment is set while an HTML comment opened in an earlier
 	// paragraph is not closed yet.
 	inComment bool
+
+	// refs tells whether the text has link reference definitions: 0 not
+	// known yet, 1 none, 2 some.
+	refs int8
 
 	// inPre is set while a <pre> element that starts a line of an
 	// earlier paragraph is not closed yet.
@@ -504,7 +524,13 @@ func (s *mentionScanner) link(t string, i int) int {
 	s.linkClose, s.linkEnd = c, 0
 	switch t[c+1] {
 	case '[':
-		if k := s.refBracket.next(t, c+2, ']'); k > 0 {
+		if s.refs == 0 {
+			s.refs = 1
+			if strings.Contains(s.text, "]:") {
+				s.refs = 2
+			}
+		}
+		if k := s.refBracket.next(t, c+2, ']'); k > 0 && s.refs == 2 {
 			s.linkEnd = k + 1
 		}
 	case '(':
