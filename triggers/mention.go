@@ -62,12 +62,14 @@ const maxLoginLen = 39
 // may precede it when it can open emphasis (CommonMark's rule: the run
 // starts the text or follows whitespace or punctuation, ASCII or Unicode,
 // and is not a backslash-escaped '_') and a run later in the paragraph can
-// close emphasis. A run of '_' right after the login (or its trailing dots)
-// may follow it when it can close emphasis (it is followed by the end,
-// whitespace or punctuation) and a run earlier in the paragraph can open
-// emphasis. Openers and closers are not paired as Markdown pairs them. So
-// foo_@bar and _@alice (nothing closes) are no mentions, and
-// _@mona_acme_ mentions the managed user mona_acme.
+// close emphasis, or when it can close emphasis (it follows no whitespace)
+// and a run earlier in the paragraph can open emphasis (_hi_@alice). A run
+// of '_' right after the login (or its trailing dots) may follow it when it
+// can close emphasis (it is followed by the end, whitespace or
+// punctuation) and a run earlier in the paragraph can open emphasis.
+// Openers and closers are not paired as Markdown pairs them. So foo_@bar
+// and _@alice (nothing closes) are no mentions, and _@mona_acme_ mentions
+// the managed user mona_acme.
 //
 // List items are followed as far as indentation needs them. An item starts
 // with '-', '*' or '+', or 1 to 9 digits and '.' or ')', then 1 to 4
@@ -697,7 +699,7 @@ func (s *mentionScanner) mentionAt(t string, i int) (login string, next int, ok 
 		// mentions alice, "a@b.com" does not mention b.
 		c := t[i-1]
 		if c == '_' {
-			if !s.opensEmphasis(t, i) {
+			if !s.delimitsBefore(t, i) {
 				return "", 0, false
 			}
 		} else if isAlnum(c) || c == '/' || c == '`' {
@@ -742,11 +744,12 @@ func (s *mentionScanner) mentionAt(t string, i int) (login string, next int, ok 
 	return login, j, true
 }
 
-// opensEmphasis reports whether the run of '_' that ends just before the
-// '@' at t[i] opens emphasis (so the '@' starts a text of its own): the run
-// is not an escaped '_', it can open emphasis, and a later run of the
-// paragraph can close it.
-func (s *mentionScanner) opensEmphasis(t string, i int) bool {
+// delimitsBefore reports whether the run of '_' that ends just before the
+// '@' at t[i] opens or closes emphasis (so the '@' starts a text of its
+// own): the run is not an escaped '_', and it can open emphasis that a
+// later run of the paragraph can close, or close emphasis that an earlier
+// run can open.
+func (s *mentionScanner) delimitsBefore(t string, i int) bool {
 	p := i - 1
 	for p > s.start && t[p-1] == '_' {
 		p--
@@ -754,11 +757,12 @@ func (s *mentionScanner) opensEmphasis(t string, i int) bool {
 	if p == i-1 && backslashes(t, p)%2 == 1 {
 		return false // \_ is a literal underscore
 	}
-	if open, _ := underscoreFlanks(classBefore(t, p), classAt(t, i)); !open {
+	open, closes := underscoreFlanks(classBefore(t, p), classAt(t, i))
+	if !open && !closes {
 		return false
 	}
 	s.emphasis(t)
-	return s.lastClose > i
+	return open && s.lastClose > i || closes && s.firstOpen >= 0 && s.firstOpen < p
 }
 
 // closesEmphasis reports whether the run of '_' at t[k], right after the

@@ -150,6 +150,8 @@ func TestMentions(t *testing.T) {
 		{name: "underscore emphasis closed after a login", text: "_cc @alice_ and @bob", want: []string{"alice", "bob"}},
 		{name: "underscore emphasis closed after trailing dots", text: "_thanks @alice._", want: []string{"alice"}},
 		{name: "underscore emphasis opened earlier", text: "_@alice and @bob_", want: []string{"alice", "bob"}},
+		{name: "underscore emphasis closed right before a mention", text: "_hi_@alice", want: []string{"alice"}},
+		{name: "underscore closing nothing before a mention", text: "x hi_@alice_", want: nil},
 		// An intraword '_' is no delimiter, nor is one that nothing closes
 		// or opens: GitHub leaves it literal, a word character.
 		{name: "underscore inside a word", text: "foo_@bar_", want: nil},
