@@ -15,6 +15,17 @@ import (
 const (
 	DefaultHookCacheTTL = 30 * time.Second
 	DefaultHookMaxStale = 24 * time.Hour
+	// DefaultHookLookupTimeout bounds one store read of a hook. Redis and
+	// bbolt answer one in about a millisecond, so a second is a stall, not
+	// a slow answer; and it leaves most of the 10 s a sender waits (GitHub
+	// counts a slower answer as a failed delivery) to the delivery's own
+	// commit.
+	DefaultHookLookupTimeout = time.Second
+	// DefaultHookLookupBackoff is how long a hook whose lookup failed is
+	// served from its entry without asking the store: a stalled store then
+	// costs each hook one bounded wait every few seconds, not one per
+	// delivery, and is not pressed by every delivery while it recovers.
+	DefaultHookLookupBackoff = 5 * time.Second
 )
 
 // HookCache is a Hooks that remembers what another resolved: a hook's
@@ -33,15 +44,30 @@ const (
 // entry was the hook's own secret a moment ago. (Deleting a hook needs the
 // store too, so none is deleted meanwhile.) A hook the store no longer has
 // is forgotten at once.
+//
+// A stalled store must not make deliveries late either: a sender that
+// waits past its timeout counts the delivery failed as surely as a 503.
+// So a lookup has LookupTimeout, the delivery that refreshes an entry is
+// the only one of its hook that waits for the store (the others use the
+// entry meanwhile), and after a failed lookup the hook's entry is used
+// without asking for LookupBackoff. A hook with no usable entry has
+// nothing else to go on: its deliveries wait, sharing one lookup.
 type HookCache struct {
 	next     Hooks
 	ttl      time.Duration
 	maxStale time.Duration
+	timeout  time.Duration
+	backoff  time.Duration
 	now      func() time.Time
-	log      zerolog.Logger
+	// log is sampled: a stalled store fails every hook's refresh, and
+	// would otherwise have a warning written for each hook every backoff.
+	log zerolog.Logger
 
 	mu      sync.Mutex
 	entries map[hookKey]hookEntry
+	// lookups are the hooks being asked of next by Hook, with what their
+	// waiters get.
+	lookups map[hookKey]*hookLookup
 }
 
 type hookKey struct {
@@ -55,6 +81,21 @@ type hookEntry struct {
 	at    time.Time // when next last resolved it
 	// rechecked is when Recheck last asked next.
 	rechecked time.Time
+	// retryAt is, after a failed lookup, when next may be asked again.
+	retryAt time.Time
+}
+
+// hookLookup is one lookup by Hook, which deliveries of the hook that
+// have no usable entry wait for (done closed) instead of starting their
+// own.
+type hookLookup struct {
+	done  chan struct{}
+	scope triggers.Scope
+	v     *Verifier
+	err   error
+	// shared is false when the looking-up delivery's own context ended:
+	// its error says nothing about the hook, and a waiter asks itself.
+	shared bool
 }
 
 // RecheckEvery bounds how often HookCache.Recheck asks the store about
@@ -66,7 +107,13 @@ const RecheckEvery = time.Second
 type HookCacheOptions struct {
 	TTL      time.Duration
 	MaxStale time.Duration
-	Logger   zerolog.Logger
+	// LookupTimeout bounds each store read of a hook
+	// (DefaultHookLookupTimeout).
+	LookupTimeout time.Duration
+	// LookupBackoff is how long, after a failed lookup, a hook is served
+	// from its entry without asking the store (DefaultHookLookupBackoff).
+	LookupBackoff time.Duration
+	Logger        zerolog.Logger
 	// Now defaults to time.Now; tests replace it.
 	Now func() time.Time
 }
@@ -79,28 +126,79 @@ func NewHookCache(next Hooks, o HookCacheOptions) *HookCache {
 	if o.MaxStale < o.TTL {
 		o.MaxStale = max(DefaultHookMaxStale, o.TTL)
 	}
+	if o.LookupTimeout <= 0 {
+		o.LookupTimeout = DefaultHookLookupTimeout
+	}
+	if o.LookupBackoff <= 0 {
+		o.LookupBackoff = DefaultHookLookupBackoff
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
 	return &HookCache{
-		next: next, ttl: o.TTL, maxStale: o.MaxStale, now: o.Now,
-		log:     o.Logger.With().Str("component", "ingest").Logger(),
+		next: next, ttl: o.TTL, maxStale: o.MaxStale, timeout: o.LookupTimeout, backoff: o.LookupBackoff, now: o.Now,
+		// Enough warnings a minute to see that the store fails, and for
+		// which hooks.
+		log: o.Logger.With().Str("component", "ingest").Logger().
+			Sample(&zerolog.BurstSampler{Burst: 10, Period: time.Minute}),
 		entries: map[hookKey]hookEntry{},
+		lookups: map[hookKey]*hookLookup{},
 	}
 }
 
 // Hook implements Hooks.
 func (h *HookCache) Hook(ctx context.Context, c triggers.Connector, id string) (triggers.Scope, *Verifier, error) {
 	key := hookKey{c, id}
-	now := h.now()
-	h.mu.Lock()
-	e, cached := h.entries[key]
-	h.mu.Unlock()
-	age := now.Sub(e.at)
-	if cached && age < h.ttl {
-		return e.scope, e.v, nil
+	for {
+		now := h.now()
+		h.mu.Lock()
+		e, cached := h.entries[key]
+		age := now.Sub(e.at)
+		usable := cached && age < h.maxStale
+		l := h.lookups[key]
+		switch {
+		case cached && age < h.ttl,
+			// Another delivery is asking, or the store failed a moment ago.
+			usable && (l != nil || now.Before(e.retryAt)):
+			h.mu.Unlock()
+			return e.scope, e.v, nil
+		case l == nil:
+			l = &hookLookup{done: make(chan struct{})}
+			h.lookups[key] = l
+			h.mu.Unlock()
+			return h.refresh(ctx, key, e, cached, now, l)
+		}
+		h.mu.Unlock()
+		// Nothing usable cached, and another delivery is asking: its
+		// answer is this one's too.
+		select {
+		case <-l.done:
+		case <-ctx.Done():
+			return triggers.Scope{}, nil, ctx.Err()
+		}
+		if l.shared {
+			return l.scope, l.v, l.err
+		}
 	}
-	scope, v, err := h.next.Hook(ctx, c, id)
+}
+
+// refresh asks next about a hook for Hook, which registered l, and
+// answers l's waiters too. e is the entry, if cached, as of now.
+func (h *HookCache) refresh(ctx context.Context, key hookKey, e hookEntry, cached bool, now time.Time, l *hookLookup) (scope triggers.Scope, v *Verifier, err error) {
+	// Deferred, so that waiters are let go even if next panics (and then
+	// ask themselves: there is no answer to share).
+	answered := false
+	defer func() {
+		l.scope, l.v, l.err = scope, v, err
+		l.shared = answered && ctx.Err() == nil
+		h.mu.Lock()
+		delete(h.lookups, key)
+		h.mu.Unlock()
+		close(l.done)
+	}()
+	scope, v, err = h.lookup(ctx, key)
+	answered = true
+	age := now.Sub(e.at)
 	switch {
 	case err == nil:
 		h.mu.Lock()
@@ -115,11 +213,35 @@ func (h *HookCache) Hook(ctx context.Context, c triggers.Connector, id string) (
 		}
 		return triggers.Scope{}, nil, err
 	case cached && age < h.maxStale:
-		h.log.Warn().Err(err).Str("hook", id).Dur("age", age).
+		h.failed(ctx, key, now)
+		h.log.Warn().Err(err).Str("hook", key.id).Dur("age", age).
 			Msg("hook lookup failed; verifying with the hook's secret as last looked up")
 		return e.scope, e.v, nil
 	}
 	return triggers.Scope{}, nil, err
+}
+
+// lookup asks next, within the lookup timeout.
+func (h *HookCache) lookup(ctx context.Context, key hookKey) (triggers.Scope, *Verifier, error) {
+	ctx, cancel := context.WithTimeout(ctx, h.timeout)
+	defer cancel()
+	return h.next.Hook(ctx, key.c, key.id)
+}
+
+// failed records that a lookup of a cached hook failed at now: next is not
+// asked about it again for the backoff. A lookup cut short by its caller
+// (the sender hung up) says nothing of the store and is not held against
+// the hook.
+func (h *HookCache) failed(ctx context.Context, key hookKey, now time.Time) {
+	if ctx.Err() != nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if e, ok := h.entries[key]; ok {
+		e.retryAt = now.Add(h.backoff)
+		h.entries[key] = e
+	}
 }
 
 // Forget drops what the cache holds of a hook, whose secrets changed or
@@ -133,14 +255,16 @@ func (h *HookCache) Forget(c triggers.Connector, id string) {
 // Recheck implements Rechecker: it resolves the hook again, past the TTL,
 // when a delivery's signature fails against the secrets cached (a
 // deployment endpoint's secrets can be replaced), at most once every
-// RecheckEvery per hook. fresh reports whether it asked; when it did not,
-// or the store failed, it returns what it had.
+// RecheckEvery per hook, and not during the backoff after a failed lookup
+// (the store is likely failing still, and each ask would hold a delivery
+// for the lookup timeout). fresh reports whether it asked; when it did
+// not, or the store failed, it returns what it had.
 func (h *HookCache) Recheck(ctx context.Context, c triggers.Connector, id string) (scope triggers.Scope, v *Verifier, fresh bool, err error) {
 	key := hookKey{c, id}
 	now := h.now()
 	h.mu.Lock()
 	e, cached := h.entries[key]
-	if cached && now.Sub(e.rechecked) < RecheckEvery {
+	if cached && (now.Sub(e.rechecked) < RecheckEvery || now.Before(e.retryAt)) {
 		h.mu.Unlock()
 		return e.scope, e.v, false, nil
 	}
@@ -149,7 +273,7 @@ func (h *HookCache) Recheck(ctx context.Context, c triggers.Connector, id string
 		h.entries[key] = e
 	}
 	h.mu.Unlock()
-	scope, v, err = h.next.Hook(ctx, c, id)
+	scope, v, err = h.lookup(ctx, key)
 	switch {
 	case err == nil:
 		h.mu.Lock()
@@ -161,6 +285,8 @@ func (h *HookCache) Recheck(ctx context.Context, c triggers.Connector, id string
 		delete(h.entries, key)
 		h.mu.Unlock()
 		return triggers.Scope{}, nil, false, err
+	case cached:
+		h.failed(ctx, key, now)
 	}
 	return e.scope, e.v, false, err
 }

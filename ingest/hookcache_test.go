@@ -199,3 +199,366 @@ func TestReplacedSecretsTakeEffectAtTheFirstDelivery(t *testing.T) {
 		t.Fatalf("the set secret after the flood: %d %v", a.status, a.body)
 	}
 }
+
+// stallingHooks is fakeHooks behind a store that can stop answering, as
+// a Redis under DEBUG SLEEP or behind a black hole does: once stalled,
+// each lookup signals entered and blocks until its context ends (failing
+// with the context's error) or the stall ends (failing with the stall's
+// err, or answering when it is nil).
+type stallingHooks struct {
+	entered chan struct{}
+
+	mu      sync.Mutex
+	release chan struct{} // closed when the stall ends; nil when answering
+	err     error
+	calls   int
+	stalled []stalledLookup
+}
+
+// stalledLookup is how a stalled lookup went.
+type stalledLookup struct {
+	start, deadline time.Time // deadline is zero when its context had none
+	err             error
+}
+
+func newStallingHooks() *stallingHooks {
+	return &stallingHooks{entered: make(chan struct{}, 64)}
+}
+
+func (f *stallingHooks) Hook(ctx context.Context, c triggers.Connector, id string) (triggers.Scope, *Verifier, error) {
+	f.mu.Lock()
+	f.calls++
+	release, err := f.release, f.err
+	f.mu.Unlock()
+	if release != nil {
+		l := stalledLookup{start: time.Now()}
+		l.deadline, _ = ctx.Deadline()
+		f.entered <- struct{}{}
+		select {
+		case <-release:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+		l.err = err
+		f.mu.Lock()
+		f.stalled = append(f.stalled, l)
+		f.mu.Unlock()
+		if err != nil {
+			return triggers.Scope{}, nil, err
+		}
+	}
+	return fakeHooks{}.Hook(ctx, c, id)
+}
+
+// stall makes lookups block; when the stall ends they fail with err (or
+// answer, for nil).
+func (f *stallingHooks) stall(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.release, f.err = make(chan struct{}), err
+}
+
+// answer ends the stall.
+func (f *stallingHooks) answer() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.release != nil {
+		close(f.release)
+	}
+	f.release, f.err = nil, nil
+}
+
+func (f *stallingHooks) lookups() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls
+}
+
+func (f *stallingHooks) stalledLookups() []stalledLookup {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]stalledLookup(nil), f.stalled...)
+}
+
+// waitingCtx signals waiting when its holder first asks for Done: a
+// caller blocked on its context, in HookCache or in the store.
+type waitingCtx struct {
+	context.Context
+	once    sync.Once
+	waiting chan<- struct{}
+}
+
+func (c *waitingCtx) Done() <-chan struct{} {
+	c.once.Do(func() { c.waiting <- struct{}{} })
+	return c.Context.Done()
+}
+
+// receive waits for one value from ch, or fails the test naming what it
+// waited for.
+func receive[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+	var zero T
+	return zero
+}
+
+type hookAnswer struct {
+	scope triggers.Scope
+	v     *Verifier
+	err   error
+}
+
+// goHook runs cache.Hook for code-hosting hook h1 in a goroutine of wg,
+// and returns where its answer arrives.
+func goHook(ctx context.Context, wg *sync.WaitGroup, cache *HookCache) <-chan hookAnswer {
+	ch := make(chan hookAnswer, 1)
+	wg.Go(func() {
+		scope, v, err := cache.Hook(ctx, triggers.CodeHost, "h1")
+		ch <- hookAnswer{scope, v, err}
+	})
+	return ch
+}
+
+// With the store stalled, a delivery for a hook whose entry is past the
+// TTL is answered from the entry within about the lookup timeout: the
+// sender's 10 s are not spent waiting for the store's own timeouts.
+func TestHookCacheStalledRefreshIsBounded(t *testing.T) {
+	const timeout = 100 * time.Millisecond
+	next := newStallingHooks()
+	clock := testenv.NewClock(time.Unix(1_700_000_000, 0))
+	cache := NewHookCache(next, HookCacheOptions{TTL: time.Minute, LookupTimeout: timeout, Logger: zerolog.Nop(), Now: clock.Now})
+	// The request's own deadline is far off: a lookup without one of its
+	// own would last until it.
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	scope, v, err := cache.Hook(ctx, triggers.CodeHost, "h1")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	clock.Advance(2 * time.Minute)
+	next.stall(nil)
+	start := time.Now()
+	s2, v2, err := cache.Hook(ctx, triggers.CodeHost, "h1")
+	elapsed := time.Since(start)
+	if err != nil || v2 != v || s2 != scope {
+		t.Fatalf("stale entry with the store stalled: %+v %v %v, want the cached hook", s2, v2, err)
+	}
+	stalled := next.stalledLookups()
+	if len(stalled) != 1 {
+		t.Fatalf("%d stalled lookups, want 1", len(stalled))
+	}
+	if l := stalled[0]; l.deadline.IsZero() || l.deadline.Sub(l.start) > timeout || !errors.Is(l.err, context.DeadlineExceeded) {
+		t.Errorf("the store was asked with deadline %v (%v after it was asked) and ended with %v; want at most the lookup timeout %v, exceeded",
+			l.deadline, l.deadline.Sub(l.start), l.err, timeout)
+	}
+	// Loose: the machine may be busy; the deadline above is the exact check.
+	if elapsed > 10*timeout {
+		t.Errorf("answered after %v, want about the lookup timeout %v", elapsed, timeout)
+	}
+
+	// A hook with nothing cached has nothing to fall back on: the store's
+	// error, as bounded.
+	start = time.Now()
+	if _, _, err := cache.Hook(ctx, triggers.Deploy, "e1"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("uncached hook with the store stalled: %v, want the lookup's deadline exceeded", err)
+	}
+	if elapsed := time.Since(start); elapsed > 10*timeout {
+		t.Errorf("uncached hook answered after %v, want about the lookup timeout %v", elapsed, timeout)
+	}
+}
+
+// After a failed refresh the hook's entry is used without asking the
+// store until the backoff has passed: a stalled store costs a hook one
+// bounded wait per backoff, not one per delivery.
+func TestHookCacheBacksOffAfterAFailedLookup(t *testing.T) {
+	const backoff = 5 * time.Second
+	ctx := t.Context()
+	next := &flakyHooks{}
+	clock := testenv.NewClock(time.Unix(1_700_000_000, 0))
+	cache := NewHookCache(next, HookCacheOptions{TTL: time.Minute, LookupBackoff: backoff, Logger: zerolog.Nop(), Now: clock.Now})
+	scope, v, err := cache.Hook(ctx, triggers.CodeHost, "h1")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	clock.Advance(2 * time.Minute)
+	next.set(errors.New("redis: i/o timeout"))
+	if _, v2, err := cache.Hook(ctx, triggers.CodeHost, "h1"); err != nil || v2 != v {
+		t.Fatalf("stale lookup with the store down: %v %v, want the cached hook", v2, err)
+	}
+	if n := next.lookups(); n != 2 {
+		t.Fatalf("%d lookups, want 2", n)
+	}
+	clock.Advance(backoff - time.Millisecond)
+	for range 5 {
+		if s, v2, err := cache.Hook(ctx, triggers.CodeHost, "h1"); err != nil || v2 != v || s != scope {
+			t.Fatalf("within the backoff: %+v %v %v, want the cached hook", s, v2, err)
+		}
+	}
+	if n := next.lookups(); n != 2 {
+		t.Fatalf("5 deliveries within the backoff made %d lookups in all, want still 2", n)
+	}
+	// A signature mismatch does not ask either: the store is failing.
+	if _, v2, fresh, err := cache.Recheck(ctx, triggers.CodeHost, "h1"); err != nil || fresh || v2 != v {
+		t.Fatalf("recheck within the backoff: %v fresh %v %v, want the cached hook, not fresh", v2, fresh, err)
+	}
+	if n := next.lookups(); n != 2 {
+		t.Fatalf("a recheck within the backoff made a lookup (%d in all, want still 2)", n)
+	}
+
+	// Past the backoff, one delivery asks again; failing, it backs off again.
+	clock.Advance(time.Millisecond)
+	if _, v2, err := cache.Hook(ctx, triggers.CodeHost, "h1"); err != nil || v2 != v {
+		t.Fatalf("past the backoff with the store down: %v %v, want the cached hook", v2, err)
+	}
+	if _, _, err := cache.Hook(ctx, triggers.CodeHost, "h1"); err != nil {
+		t.Fatal(err)
+	}
+	if n := next.lookups(); n != 3 {
+		t.Fatalf("%d lookups, want 3: one past the backoff", n)
+	}
+	next.set(nil)
+	clock.Advance(backoff)
+	if _, v2, err := cache.Hook(ctx, triggers.CodeHost, "h1"); err != nil || v2 == v {
+		t.Fatalf("with the store back: %v %v, want the hook looked up again", v2, err)
+	}
+	if n := next.lookups(); n != 4 {
+		t.Fatalf("%d lookups, want 4", n)
+	}
+}
+
+// A stalled store fails every hook's refresh, every backoff; the log says
+// so a few times, not once each.
+func TestHookCacheStaleWarningsAreSampled(t *testing.T) {
+	ctx := t.Context()
+	next := &flakyHooks{}
+	clock := testenv.NewClock(time.Unix(1_700_000_000, 0))
+	var logs testenv.Buffer
+	cache := NewHookCache(next, HookCacheOptions{TTL: time.Minute, Logger: zerolog.New(&logs), Now: clock.Now})
+	if _, _, err := cache.Hook(ctx, triggers.CodeHost, "h1"); err != nil {
+		t.Fatal(err)
+	}
+	next.set(errors.New("redis: i/o timeout"))
+	clock.Advance(2 * time.Minute)
+	for range 50 {
+		clock.Advance(DefaultHookLookupBackoff)
+		if _, _, err := cache.Hook(ctx, triggers.CodeHost, "h1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := next.lookups(); n != 51 {
+		t.Fatalf("%d lookups, want 51: one a backoff", n)
+	}
+	warned := strings.Count(logs.String(), "hook lookup failed")
+	if warned == 0 || warned > 10 {
+		t.Errorf("50 failed refreshes logged %d warnings, want 1 to 10:\n%s", warned, logs.String())
+	}
+}
+
+// While one delivery refreshes a hook's entry, the hook's other
+// deliveries use the entry at once: they neither wait for the store nor
+// ask it too.
+func TestHookCacheRefreshesOnceAtATime(t *testing.T) {
+	next := newStallingHooks()
+	clock := testenv.NewClock(time.Unix(1_700_000_000, 0))
+	// The lookup timeout is beyond the test: the stall ends when it says.
+	cache := NewHookCache(next, HookCacheOptions{TTL: time.Minute, LookupTimeout: time.Hour, Logger: zerolog.Nop(), Now: clock.Now})
+	ctx := t.Context()
+	scope, v, err := cache.Hook(ctx, triggers.CodeHost, "h1")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	clock.Advance(2 * time.Minute)
+	next.stall(nil)
+	var wg sync.WaitGroup
+	defer func() {
+		next.answer() // what a failure left blocked
+		wg.Wait()
+	}()
+	refreshed := goHook(ctx, &wg, cache)
+	receive(t, next.entered, "the refresh to ask the store")
+	const n = 20
+	others := make([]<-chan hookAnswer, n)
+	for i := range others {
+		others[i] = goHook(ctx, &wg, cache)
+	}
+	for i, ch := range others {
+		if a := receive(t, ch, fmt.Sprintf("delivery %d during the refresh", i)); a.err != nil || a.v != v || a.scope != scope {
+			t.Fatalf("delivery %d during the refresh: %+v %v %v, want the cached hook", i, a.scope, a.v, a.err)
+		}
+	}
+	if got := next.lookups(); got != 2 {
+		t.Fatalf("%d deliveries during a refresh made %d lookups in all, want 2 (the first and the refresh)", n, got)
+	}
+
+	next.answer()
+	a := receive(t, refreshed, "the refresh")
+	if a.err != nil || a.v == v || a.scope != scope {
+		t.Fatalf("refresh: %+v %v %v, want the hook looked up again", a.scope, a.v, a.err)
+	}
+	if _, v2, _ := cache.Hook(ctx, triggers.CodeHost, "h1"); v2 != a.v || next.lookups() != 2 {
+		t.Fatalf("after the refresh: %v (%d lookups), want the refreshed entry without a lookup", v2, next.lookups())
+	}
+}
+
+// Deliveries for a hook with nothing cached wait for the store, but share
+// one lookup; one whose sender hung up does not leave the others without
+// an answer.
+func TestHookCacheColdMissesShareALookup(t *testing.T) {
+	next := newStallingHooks()
+	clock := testenv.NewClock(time.Unix(1_700_000_000, 0))
+	cache := NewHookCache(next, HookCacheOptions{TTL: time.Minute, LookupTimeout: time.Hour, Logger: zerolog.Nop(), Now: clock.Now})
+	var wg sync.WaitGroup
+	defer func() {
+		next.answer() // what a failure left blocked
+		wg.Wait()
+	}()
+
+	stall := errors.New("redis: i/o timeout")
+	next.stall(stall)
+	first := goHook(t.Context(), &wg, cache)
+	receive(t, next.entered, "the first miss to ask the store")
+	const n = 10
+	waiting := make(chan struct{}, n)
+	others := make([]<-chan hookAnswer, n)
+	for i := range others {
+		others[i] = goHook(&waitingCtx{Context: t.Context(), waiting: waiting}, &wg, cache)
+	}
+	for i := range n {
+		receive(t, waiting, fmt.Sprintf("miss %d to wait", i))
+	}
+	next.answer()
+	for i, ch := range append(others, first) {
+		if a := receive(t, ch, fmt.Sprintf("miss %d", i)); !errors.Is(a.err, stall) {
+			t.Fatalf("miss %d with the store failing: %+v %v %v, want the store's error", i, a.scope, a.v, a.err)
+		}
+	}
+	if got := next.lookups(); got != 1 {
+		t.Fatalf("%d concurrent misses made %d lookups, want 1", n+1, got)
+	}
+
+	// The asking delivery's sender hangs up: its waiter asks itself.
+	next.stall(nil)
+	ctx, hangUp := context.WithCancel(t.Context())
+	defer hangUp()
+	first = goHook(ctx, &wg, cache)
+	receive(t, next.entered, "a miss to ask the store")
+	other := goHook(&waitingCtx{Context: t.Context(), waiting: waiting}, &wg, cache)
+	receive(t, waiting, "another miss to wait")
+	hangUp()
+	if a := receive(t, first, "the miss whose sender hung up"); !errors.Is(a.err, context.Canceled) {
+		t.Fatalf("miss whose sender hung up: %v, want context.Canceled", a.err)
+	}
+	receive(t, next.entered, "the waiting miss to ask the store itself")
+	next.answer()
+	if a := receive(t, other, "the other miss"); a.err != nil || a.scope.Hook != "h1" {
+		t.Fatalf("miss waiting on a hung-up lookup: %+v %v, want the hook", a.scope, a.err)
+	}
+}
