@@ -736,7 +736,8 @@ func (s *mentionScanner) mentionAt(t string, i int) (login string, next int, ok 
 				if !s.closesEmphasis(t, i, k) {
 					return "", 0, false
 				}
-			} else if isAlnum(c) || (k == j && c == '/') {
+			} else if isAlnum(c) || (k == j && c == '/') || (c == '\\' && k+1 < len(t) && t[k+1] == '_') {
+				// An escaped '_' is a literal one, a word character.
 				return "", 0, false
 			}
 		}
@@ -793,6 +794,11 @@ func (s *mentionScanner) emphasis(t string) {
 		}
 		i += j
 		m := i + runLen(t, i, '_')
+		if backslashes(t, i)%2 == 1 {
+			if i++; i == m {
+				continue // an escaped '_' is literal
+			}
+		}
 		open, closes := underscoreFlanks(classBefore(t, i), classAt(t, m))
 		if open && s.firstOpen < 0 {
 			s.firstOpen = i

@@ -158,6 +158,8 @@ func TestMentions(t *testing.T) {
 		{name: "underscore after unicode letter", text: "さ_@alice_", want: nil},
 		{name: "unclosed underscore", text: "_@alice", want: nil},
 		{name: "escaped underscore", text: "\\_@alice_", want: nil},
+		{name: "escaped underscore opens no emphasis", text: "\\_!_@bob", want: nil},
+		{name: "escaped underscore after a login", text: "_@alice\\_ x_", want: nil},
 		// GitHub's pattern ends a login, and may start one, at anything but
 		// an ASCII word character ([^0-9a-zA-Z_.]).
 		{name: "login running into unicode", text: "@fooé", want: []string{"foo"}},
