@@ -44,7 +44,7 @@ const maxLoginLen = 39
 //     no blank, and only a title in quotes or parentheses may follow it. A
 //     bracket with no link after it ([@octocat], a task list's [ ]) is text;
 //   - link reference definitions, lines "[label]: ..." that start a
-//     paragraph, which GitHub does not show;
+//     paragraph or follow one another there, which GitHub does not show;
 //   - a backslash-escaped '@' (\@octocat), which GitHub does not link.
 //
 // A mention is '@' followed by a login: 1 to 39 characters of [A-Za-z0-9-],
@@ -106,6 +106,7 @@ func mentions(text, sender string) []string {
 		fenceBase int // the content column of the list item holding the fence
 		paraStart = -1
 		paraEnd   int
+		onlyDefs  bool // the paragraph has only link reference definitions
 		items     listItems
 	)
 	for lineStart, next := 0, 0; lineStart <= len(text); lineStart = next {
@@ -140,7 +141,7 @@ func mentions(text, sender string) []string {
 		interrupts := paraStart >= 0
 		if indent < items.content() {
 			if interrupts && !startsBlock(line[first:]) {
-				paraEnd = lineStart + len(line)
+				paraEnd, onlyDefs = lineStart+len(line), false
 				continue
 			}
 			items.leave(indent)
@@ -150,7 +151,7 @@ func mentions(text, sender string) []string {
 		if indent >= base+4 {
 			// Indented code, unless it continues a paragraph.
 			if paraStart >= 0 {
-				paraEnd = lineStart + len(line)
+				paraEnd, onlyDefs = lineStart+len(line), false
 			}
 			continue
 		}
@@ -174,13 +175,16 @@ func mentions(text, sender string) []string {
 			}
 			w := listMarker(rest, interrupts)
 			if w == 0 {
-				if paraStart < 0 && isLinkDefinition(rest) {
-					break // not shown
+				if (paraStart < 0 || onlyDefs) && isLinkDefinition(rest) {
+					// Not shown, but it starts a paragraph, which the
+					// lines after it continue.
+					paraStart, paraEnd, onlyDefs = lineStart+len(line), lineStart+len(line), true
+					break
 				}
 				if paraStart < 0 {
 					paraStart = lineStart + pos
 				}
-				paraEnd = lineStart + len(line)
+				paraEnd, onlyDefs = lineStart+len(line), false
 				break
 			}
 			// The content starts after 1 to 4 columns of blanks; after
@@ -196,7 +200,7 @@ func mentions(text, sender string) []string {
 			}
 			if k == len(line) && interrupts {
 				// An empty list item interrupts no paragraph.
-				paraEnd = lineStart + len(line)
+				paraEnd, onlyDefs = lineStart+len(line), false
 				break
 			}
 			s.paragraph(paraStart, paraEnd)

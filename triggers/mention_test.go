@@ -109,6 +109,8 @@ func TestMentions(t *testing.T) {
 		{name: "collapsed reference link", text: "[@a][] @b\n\n[@a]: https://x", want: []string{"b"}},
 		{name: "reference with no definition is text", text: "[see @a][ref] @b", want: []string{"a", "b"}},
 		{name: "link reference definition", text: "[@a]: https://x\n@b", want: []string{"b"}},
+		{name: "link reference definitions one after another", text: "[r]: /u\n[@a]: /v\n@b", want: []string{"b"}},
+		{name: "text after a link reference definition continues its paragraph", text: "[r]: /u\n    @b", want: []string{"b"}},
 		{name: "link reference definition only at a paragraph start", text: "x\n[@a]: https://x", want: []string{"a"}},
 		{name: "image alt text", text: "![@a](shot.png) @b", want: []string{"b"}},
 		{name: "link across lines", text: "[cc\n@a](https://x)\n@b", want: []string{"b"}},
