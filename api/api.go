@@ -41,16 +41,20 @@ type authenticator interface {
 	Authenticate(ctx context.Context, key string) (string, error)
 }
 
-// tenantCreator makes tenants; only the admin key may call it.
-type tenantCreator interface {
+// tenantService makes tenants (only the admin key may) and lets a tenant
+// manage its own API keys.
+type tenantService interface {
 	Create(ctx context.Context, name string) (store.Tenant, string, error)
+	Keys(ctx context.Context, tenantID string) ([]tenants.Key, error)
+	CreateKey(ctx context.Context, tenantID, name string) (tenants.Key, string, error)
+	Revoke(ctx context.Context, tenantID, keyID string) error
 }
 
 // Options configures the API.
 type Options struct {
 	Accounts accountService
 	Auth     authenticator
-	Tenants  tenantCreator
+	Tenants  tenantService
 	// Steps is the tool step catalogue; nil leaves /v1/steps out.
 	Steps stepRunner
 	// Registry manages agents and triggers; nil leaves them out.
@@ -61,8 +65,10 @@ type Options struct {
 	// DryRunner tests triggers against past events; nil leaves
 	// /triggers/test and /triggers/{id}/test out.
 	DryRunner dryRunner
-	// AdminKey authenticates tenant creation; empty disables it.
-	AdminKey string
+	// AdminKeys authenticate tenant creation; each is accepted, so that
+	// a new admin key can be rolled out before the old one is withdrawn.
+	// None (or only empty ones) disables tenant creation.
+	AdminKeys []string
 	// ReturnOrigins are the origins (Origin's form) a connect flow may send
 	// the user's browser back to after the callback (return_to); any other
 	// return_to is refused when the flow starts, so triggerd's callback
@@ -85,6 +91,8 @@ func New(o Options) (*API, error) {
 	if o.Accounts == nil || o.Auth == nil || o.Tenants == nil {
 		return nil, errors.New("api: Accounts, Auth and Tenants are required")
 	}
+	// An empty key would accept an empty Bearer token's comparison.
+	o.AdminKeys = slices.DeleteFunc(slices.Clone(o.AdminKeys), func(k string) bool { return k == "" })
 	return &API{o: o, log: o.Logger.With().Str("component", "api").Logger()}, nil
 }
 
@@ -98,6 +106,9 @@ func (a *API) Register(e *echo.Echo) {
 	authed.GET("/accounts", a.listAccounts)
 	authed.GET("/accounts/:id", a.getAccount)
 	authed.DELETE("/accounts/:id", a.removeAccount)
+	authed.GET("/keys", a.listKeys)
+	authed.POST("/keys", a.createKey)
+	authed.DELETE("/keys/:id", a.revokeKey)
 	a.registerSteps(authed)
 	a.registerDispatch(authed)
 }
@@ -131,7 +142,7 @@ func (a *API) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 				a.log.Error().Err(err).Msg("authenticating an API key")
 				return fail(c, http.StatusServiceUnavailable, "unavailable", "the key could not be checked right now; retry")
 			}
-			return fail(c, http.StatusUnauthorized, "unauthorized", "the API key is not valid")
+			return fail(c, http.StatusUnauthorized, "unauthorized", "the API key is not valid (unknown, or revoked): use a current key of the tenant")
 		}
 		c.Set(tenantKey, tenant)
 		return next(c)
@@ -311,7 +322,7 @@ func (a *API) removeAccount(c echo.Context) error {
 
 func (a *API) createTenant(c echo.Context) error {
 	key, ok := bearer(c)
-	if a.o.AdminKey == "" || !ok || !constantTimeEqual(key, a.o.AdminKey) {
+	if !ok || !a.isAdmin(key) {
 		return fail(c, http.StatusUnauthorized, "unauthorized",
 			"creating tenants needs the admin key (<data-dir>/admin_key or TRIGGERD_ADMIN_KEY) as a Bearer token")
 	}
@@ -322,10 +333,27 @@ func (a *API) createTenant(c echo.Context) error {
 		return fail(c, http.StatusBadRequest, "validation", `send {"name": "<tenant name>"}`)
 	}
 	t, apiKey, err := a.o.Tenants.Create(c.Request().Context(), req.Name)
-	if err != nil {
+	if errors.Is(err, tenants.ErrInvalidName) {
 		return fail(c, http.StatusBadRequest, "validation", err.Error())
 	}
+	if err != nil {
+		a.log.Error().Err(err).Msg("creating a tenant")
+		return fail(c, http.StatusServiceUnavailable, "unavailable", "the tenant could not be created; retry")
+	}
 	return c.JSON(http.StatusCreated, map[string]any{"tenant": t, "api_key": apiKey})
+}
+
+// isAdmin reports whether key is one of the admin keys. It compares key
+// with every one, matched or not, so the time taken does not say which
+// matched.
+func (a *API) isAdmin(key string) bool {
+	match := false
+	for _, k := range a.o.AdminKeys {
+		if constantTimeEqual(key, k) {
+			match = true
+		}
+	}
+	return match
 }
 
 // constantTimeEqual compares two secrets without leaking, through timing,

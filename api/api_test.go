@@ -31,7 +31,13 @@ import (
 	"github.com/triggerd/triggerd/tenants"
 )
 
-const adminKey = "admin-key-for-tests"
+// adminKey and newAdminKey are the admin keys during a rotation, as
+// TRIGGERD_ADMIN_KEY="admin-key-for-tests,new-admin-key-for-tests" gives
+// them: both are accepted.
+const (
+	adminKey    = "admin-key-for-tests"
+	newAdminKey = "new-admin-key-for-tests"
+)
 
 // env is one triggerd management API over real components: a store
 // backend, the accounts service with the three real providers pointed at
@@ -135,7 +141,7 @@ func newEnv(t *testing.T, st store.Store) *env {
 		t.Fatal(err)
 	}
 	v.tenants = tenants.New(st, nil)
-	a, err := api.New(api.Options{Accounts: v.accounts, Auth: v.tenants, Tenants: v.tenants, AdminKey: adminKey, Logger: log,
+	a, err := api.New(api.Options{Accounts: v.accounts, Auth: v.tenants, Tenants: v.tenants, AdminKeys: []string{adminKey, newAdminKey}, Logger: log,
 		ReturnOrigins: []string{public, "https://app.example.test"}, ReturnOriginsSetting: "--connect-return-origins"})
 	if err != nil {
 		t.Fatal(err)
@@ -430,6 +436,16 @@ func TestConnectedAccounts(t *testing.T) {
 				}
 				if code := req(adminKey); code != http.StatusCreated {
 					t.Fatalf("admin key: %d", code)
+				}
+				// During a rotation of the admin key, the second key
+				// works as well as the first; others still do not.
+				if code := req(newAdminKey); code != http.StatusCreated {
+					t.Fatalf("the second admin key: %d", code)
+				}
+				for _, k := range []string{"", adminKey + "," + newAdminKey, adminKey[:len(adminKey)-1], "another-key"} {
+					if code := req(k); code != http.StatusUnauthorized {
+						t.Fatalf("admin key %q: %d, want 401", k, code)
+					}
 				}
 			})
 

@@ -62,7 +62,8 @@ func stepsServer(t *testing.T, runner stepRunner) *echo.Echo {
 	return e
 }
 
-type noTenants struct{}
+// noTenants creates empty tenants; the steps tests use nothing else of it.
+type noTenants struct{ tenantService }
 
 func (noTenants) Create(context.Context, string) (store.Tenant, string, error) {
 	return store.Tenant{}, "", nil

@@ -1,6 +1,7 @@
 // Package tenants creates tenants and their API keys and authenticates
 // management API calls. Keys are 256-bit random values shown once; only
-// their SHA-256 is stored.
+// their SHA-256 is stored. A tenant lists, adds and revokes its own keys,
+// so that a leaked key can be replaced and stops working.
 package tenants
 
 import (
@@ -13,7 +14,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -24,13 +27,38 @@ import (
 // KeyPrefix starts every API key, so a leaked key is recognisable.
 const KeyPrefix = "tdk_"
 
-// ErrInvalidKey is returned for a key that is malformed or unknown.
-var ErrInvalidKey = errors.New("tenants: invalid API key")
+// Errors that callers decide on.
+var (
+	// ErrInvalidKey is returned for a key that is malformed or unknown.
+	ErrInvalidKey = errors.New("tenants: invalid API key")
+	// ErrInvalidName is wrapped by the error for a tenant or key name that
+	// is empty or too long.
+	ErrInvalidName = errors.New("tenants: invalid name")
+	// ErrKeyNotFound is returned for a key id that is not one of the
+	// tenant's keys.
+	ErrKeyNotFound = errors.New("tenants: no such API key")
+	// ErrLastKey is returned by Revoke for the tenant's only key.
+	ErrLastKey = errors.New("tenants: this is the tenant's only API key; revoking it would lock the tenant out: create a new key first, switch to it, then revoke this one")
+)
+
+// maxNameLen bounds tenant and key names.
+const maxNameLen = 100
+
+// Key is what may be shown of an API key after its creation: neither the
+// key nor its hash.
+type Key struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"created_at"`
+}
 
 // Service manages tenants and keys.
 type Service struct {
 	store store.Tenants
 	now   func() time.Time
+	// revokeMu makes Revoke's check for the last key and its delete one
+	// step within the process (see Revoke).
+	revokeMu sync.Mutex
 }
 
 // New returns a Service over s; now defaults to time.Now.
@@ -45,8 +73,8 @@ func New(s store.Tenants, now func() time.Time) *Service {
 // once and never stored in clear.
 func (s *Service) Create(ctx context.Context, name string) (store.Tenant, string, error) {
 	name = strings.TrimSpace(name)
-	if name == "" || len(name) > 100 {
-		return store.Tenant{}, "", errors.New("tenants: a tenant needs a name of 1 to 100 characters")
+	if name == "" || len(name) > maxNameLen {
+		return store.Tenant{}, "", fmt.Errorf("%w: a tenant needs a name of 1 to %d characters", ErrInvalidName, maxNameLen)
 	}
 	t := store.Tenant{ID: "ten_" + uuid.NewString(), Name: name, CreatedAt: s.now().UTC()}
 	if err := s.store.CreateTenant(ctx, t); err != nil {
@@ -61,9 +89,21 @@ func (s *Service) Create(ctx context.Context, name string) (store.Tenant, string
 
 // NewKey adds an API key to a tenant and returns it.
 func (s *Service) NewKey(ctx context.Context, tenantID, name string) (string, error) {
+	_, key, err := s.CreateKey(ctx, tenantID, name)
+	return key, err
+}
+
+// CreateKey adds an API key named name (1 to 100 characters, to tell it
+// from the tenant's others) to a tenant, and returns what may be shown of
+// it later and the key itself, which is never shown again.
+func (s *Service) CreateKey(ctx context.Context, tenantID, name string) (Key, string, error) {
+	name = strings.TrimSpace(name)
+	if name == "" || len(name) > maxNameLen {
+		return Key{}, "", fmt.Errorf("%w: a key needs a name of 1 to %d characters, to tell it from the tenant's other keys", ErrInvalidName, maxNameLen)
+	}
 	raw := make([]byte, 32)
 	if _, err := rand.Read(raw); err != nil {
-		return "", err
+		return Key{}, "", err
 	}
 	key := KeyPrefix + base64.RawURLEncoding.EncodeToString(raw)
 	k := store.APIKey{
@@ -74,9 +114,61 @@ func (s *Service) NewKey(ctx context.Context, tenantID, name string) (string, er
 		CreatedAt: s.now().UTC(),
 	}
 	if err := s.store.CreateAPIKey(ctx, k); err != nil {
-		return "", fmt.Errorf("tenants: store key: %w", err)
+		return Key{}, "", fmt.Errorf("tenants: store key: %w", err)
 	}
-	return key, nil
+	return keyOf(k), key, nil
+}
+
+// keyOf is what may be shown of k.
+func keyOf(k store.APIKey) Key {
+	return Key{ID: k.ID, Name: k.Name, CreatedAt: k.CreatedAt}
+}
+
+// Keys returns the tenant's keys, oldest first, as they may be shown.
+func (s *Service) Keys(ctx context.Context, tenantID string) ([]Key, error) {
+	ks, err := s.store.ListAPIKeys(ctx, tenantID)
+	if err != nil {
+		return nil, fmt.Errorf("tenants: list keys: %w", err)
+	}
+	out := make([]Key, len(ks))
+	for i, k := range ks {
+		out[i] = keyOf(k)
+	}
+	return out, nil
+}
+
+// Revoke deletes one of the tenant's keys: from its return on, the key
+// authenticates nothing. ErrKeyNotFound if keyID is not the tenant's.
+//
+// The tenant's only key is refused with ErrLastKey: without a key the
+// tenant is locked out for good, since only a key of its own can make it
+// a new one (the admin key makes tenants, not keys of existing ones). A
+// rotation creates the new key first, moves clients to it, then revokes
+// the old one. Two revokes of a tenant's last two keys at once cannot both
+// pass the check within one process. Two processes sharing a store could,
+// if each took one of the revokes within the same moment: the store has no
+// delete that counts the keys left in the same step.
+func (s *Service) Revoke(ctx context.Context, tenantID, keyID string) error {
+	s.revokeMu.Lock()
+	defer s.revokeMu.Unlock()
+	ks, err := s.store.ListAPIKeys(ctx, tenantID)
+	if err != nil {
+		return fmt.Errorf("tenants: revoke key %s: %w", keyID, err)
+	}
+	if !slices.ContainsFunc(ks, func(k store.APIKey) bool { return k.ID == keyID }) {
+		return ErrKeyNotFound
+	}
+	if len(ks) == 1 {
+		return ErrLastKey
+	}
+	err = s.store.DeleteAPIKey(ctx, tenantID, keyID)
+	if errors.Is(err, store.ErrNotFound) {
+		return ErrKeyNotFound // revoked meanwhile
+	}
+	if err != nil {
+		return fmt.Errorf("tenants: revoke key %s: %w", keyID, err)
+	}
+	return nil
 }
 
 // Authenticate returns the tenant a key belongs to, or ErrInvalidKey.

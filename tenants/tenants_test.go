@@ -123,3 +123,111 @@ func TestEnsureDefaultReplacesAStaleKeyFile(t *testing.T) {
 		t.Fatalf("with an abandoned claim: created=%v err=%v, want a default tenant", created, err)
 	}
 }
+
+// TestRotateKeys rotates a tenant's key as the README says: create a new
+// key, revoke the old one; the old key stops working at once, the tenant's
+// last key cannot be revoked, and another tenant's keys are out of reach.
+func TestRotateKeys(t *testing.T) {
+	ctx := context.Background()
+	s := newService(t)
+	ten, oldKey, err := s.Create(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, otherKey, err := s.Create(ctx, "globex")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := s.Keys(ctx, ten.ID)
+	if err != nil || len(keys) != 1 || keys[0].Name != "initial" {
+		t.Fatalf("Keys of a new tenant = %+v, %v; want its initial key", keys, err)
+	}
+	initial := keys[0]
+
+	if _, _, err := s.CreateKey(ctx, ten.ID, " "); !errors.Is(err, ErrInvalidName) {
+		t.Fatalf("CreateKey without a name: %v, want ErrInvalidName", err)
+	}
+	created, newKey, err := s.CreateKey(ctx, ten.ID, " ci ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if created.Name != "ci" || !strings.HasPrefix(newKey, KeyPrefix) || newKey == oldKey {
+		t.Fatalf("CreateKey = %+v %q", created, newKey)
+	}
+	if got, err := s.Authenticate(ctx, newKey); err != nil || got != ten.ID {
+		t.Fatalf("Authenticate with the new key = %q, %v; want %q", got, err, ten.ID)
+	}
+	keys, err = s.Keys(ctx, ten.ID)
+	if err != nil || len(keys) != 2 || keys[0] != initial || keys[1] != created {
+		t.Fatalf("Keys after CreateKey = %+v, %v; want %+v then %+v", keys, err, initial, created)
+	}
+
+	otherKeys, err := s.Keys(ctx, other.ID)
+	if err != nil || len(otherKeys) != 1 {
+		t.Fatalf("Keys of the other tenant = %+v, %v", otherKeys, err)
+	}
+	if err := s.Revoke(ctx, ten.ID, otherKeys[0].ID); !errors.Is(err, ErrKeyNotFound) {
+		t.Fatalf("Revoke of another tenant's key: %v, want ErrKeyNotFound", err)
+	}
+	if err := s.Revoke(ctx, ten.ID, "key_nope"); !errors.Is(err, ErrKeyNotFound) {
+		t.Fatalf("Revoke of an unknown key: %v, want ErrKeyNotFound", err)
+	}
+	if err := s.Revoke(ctx, other.ID, otherKeys[0].ID); !errors.Is(err, ErrLastKey) {
+		t.Fatalf("Revoke of the other tenant's only key: %v, want ErrLastKey", err)
+	}
+	if _, err := s.Authenticate(ctx, otherKey); err != nil {
+		t.Fatalf("the refused revoke broke the key: %v", err)
+	}
+
+	if err := s.Revoke(ctx, ten.ID, initial.ID); err != nil {
+		t.Fatalf("Revoke of the old key: %v", err)
+	}
+	if _, err := s.Authenticate(ctx, oldKey); !errors.Is(err, ErrInvalidKey) {
+		t.Fatalf("Authenticate with a revoked key: %v, want ErrInvalidKey", err)
+	}
+	if got, err := s.Authenticate(ctx, newKey); err != nil || got != ten.ID {
+		t.Fatalf("Authenticate with the new key after the revoke = %q, %v", got, err)
+	}
+	if err := s.Revoke(ctx, ten.ID, initial.ID); !errors.Is(err, ErrKeyNotFound) {
+		t.Fatalf("second Revoke: %v, want ErrKeyNotFound", err)
+	}
+	if err := s.Revoke(ctx, ten.ID, created.ID); !errors.Is(err, ErrLastKey) || !strings.Contains(err.Error(), "create a new key first") {
+		t.Fatalf("Revoke of the last key: %v, want ErrLastKey saying what to do", err)
+	}
+}
+
+// TestRevokeLastTwoAtOnce revokes a tenant's two keys at once, again and
+// again: one revoke wins each time and the tenant keeps a key.
+func TestRevokeLastTwoAtOnce(t *testing.T) {
+	ctx := context.Background()
+	s := newService(t)
+	for range 20 {
+		ten, _, err := s.Create(ctx, "acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.NewKey(ctx, ten.ID, "second"); err != nil {
+			t.Fatal(err)
+		}
+		keys, err := s.Keys(ctx, ten.ID)
+		if err != nil || len(keys) != 2 {
+			t.Fatalf("Keys = %+v, %v", keys, err)
+		}
+		errs := make(chan error, 2)
+		start := make(chan struct{})
+		for _, k := range keys {
+			go func() {
+				<-start
+				errs <- s.Revoke(ctx, ten.ID, k.ID)
+			}()
+		}
+		close(start)
+		e1, e2 := <-errs, <-errs
+		if (e1 == nil) == (e2 == nil) || !errors.Is(errors.Join(e1, e2), ErrLastKey) {
+			t.Fatalf("two revokes at once: %v and %v; want one to succeed and one ErrLastKey", e1, e2)
+		}
+		if keys, err := s.Keys(ctx, ten.ID); err != nil || len(keys) != 1 {
+			t.Fatalf("Keys after the revokes = %+v, %v; want one left", keys, err)
+		}
+	}
+}
