@@ -309,7 +309,7 @@ func serve(ctx context.Context, cfg config, files map[string]string, lookup func
 		}
 	}
 	mgmt, err := api.New(api.Options{
-		Accounts: acct, Auth: tenantSvc, Tenants: tenantSvc, Steps: runner, AdminKey: adminKeys[0], Logger: log,
+		Accounts: acct, Auth: tenantSvc, Tenants: tenantSvc, Steps: runner, AdminKeys: adminKeys, Logger: log,
 		ReturnOrigins: cfg.returnOrigins(), ReturnOriginsSetting: "--connect-return-origins (TRIGGERD_CONNECT_RETURN_ORIGINS)",
 		Registry: disp.registry, Records: st, Replayer: disp.dispatcher, DryRunner: disp.dispatcher,
 	})
