@@ -13,6 +13,7 @@
 //	triggerctl delivery [flags] DELIVERY_ID|PAYLOAD_REF...
 //	triggerctl redeliver [flags] DELIVERY_ID...
 //	triggerctl tenants create NAME
+//	triggerctl keys list | create --name NAME | revoke KEY_ID
 //	triggerctl accounts list | get ID | connect CONNECTOR | remove ID
 //	triggerctl steps list [QUERY] | show ID | run ID --account ACCOUNT --input JSON
 //	triggerctl agents list | get ID | endpoint ID | delete ID | create --name NAME [--webhook-url URL] [--steps JSON]
@@ -65,6 +66,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"redeliver":      {summary: "map archived deliveries again and publish their events", run: redeliver},
 		"delivery":       {summary: "print archived deliveries, by delivery id or an event's payload_ref", run: delivery},
 		"tenants":        {summary: "create a tenant and print its API key (needs the admin key)", run: tenantsCmd},
+		"keys":           {summary: "list, create and revoke the tenant's API keys, to rotate one", run: keysCmd},
 		"accounts":       {summary: "list, inspect, connect and remove connected accounts", run: accountsCmd},
 		"steps":          {summary: "list, show and run tool steps as a connected account", run: stepsCmd},
 		"agents":         {summary: "create, list, inspect and delete agents (NATS or HTTP)", run: agentsCmd},
