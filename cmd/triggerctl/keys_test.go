@@ -20,9 +20,10 @@ import (
 	"github.com/triggerd/triggerd/tenants"
 )
 
-// realAPI serves triggerd's management API over a fresh bolt store and
-// returns its URL, the tenant service and a count of the requests served.
-func realAPI(t *testing.T) (string, *tenants.Service, *atomic.Int32) {
+// realAPI serves triggerd's management API over a fresh bolt store, with
+// adminKeys, and returns its URL, the tenant service and a count of the
+// requests served.
+func realAPI(t *testing.T, adminKeys ...string) (string, *tenants.Service, *atomic.Int32) {
 	t.Helper()
 	st, err := boltstore.Open(filepath.Join(t.TempDir(), "triggerd.db"), boltstore.Options{})
 	if err != nil {
@@ -38,7 +39,7 @@ func realAPI(t *testing.T) (string, *tenants.Service, *atomic.Int32) {
 		t.Fatal(err)
 	}
 	ten := tenants.New(st, nil)
-	a, err := api.New(api.Options{Accounts: acct, Auth: ten, Tenants: ten, Logger: zerolog.Nop()})
+	a, err := api.New(api.Options{Accounts: acct, Auth: ten, Tenants: ten, AdminKeys: adminKeys, Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,5 +129,23 @@ func TestKeysCommandRotates(t *testing.T) {
 
 	if code, stdout, _ := runCtl("help"); code != 0 || !strings.Contains(stdout, "keys ") {
 		t.Errorf("help does not list keys:\n%s", stdout)
+	}
+}
+
+// TestTenantsCreateDuringAdminKeyRotation creates tenants while the admin
+// key lists two keys, as TRIGGERD_ADMIN_KEY does during a rotation, in
+// either order: triggerctl sends one of them, not the list.
+func TestTenantsCreateDuringAdminKeyRotation(t *testing.T) {
+	dir := setTestEnv(t)
+	url, _, _ := realAPI(t, "old-admin-key", "new-admin-key")
+	for _, v := range []string{"old-admin-key,new-admin-key", "new-admin-key, old-admin-key", "new-admin-key"} {
+		t.Setenv("TRIGGERD_ADMIN_KEY", v)
+		if code, stdout, stderr := runCtl("tenants", "--url", url, "--data-dir", dir, "create", "acme"); code != 0 || !strings.Contains(stdout, `"api_key":"tdk_`) {
+			t.Fatalf("TRIGGERD_ADMIN_KEY=%q: tenants create: %d %q %q", v, code, stdout, stderr)
+		}
+	}
+	t.Setenv("TRIGGERD_ADMIN_KEY", "retired-admin-key,new-admin-key")
+	if code, _, stderr := runCtl("tenants", "--url", url, "--data-dir", dir, "create", "acme"); code != 1 || !strings.Contains(stderr, "admin key") {
+		t.Fatalf("a retired first admin key: %d %q, want 1 and the server's refusal", code, stderr)
 	}
 }

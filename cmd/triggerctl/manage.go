@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/triggerd/triggerd/ingest"
 	"github.com/triggerd/triggerd/tenants"
 )
 
@@ -100,6 +101,11 @@ func tenantsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if err != nil {
 		fmt.Fprintf(stderr, "triggerctl tenants: %v\n", err)
 		return 1
+	}
+	// During a rotation the admin key lists several keys, as triggerd
+	// reads it; triggerd accepts each, so send the first, not the list.
+	if ks := ingest.SplitSecrets(key); len(ks) > 0 {
+		key = ks[0]
 	}
 	var out json.RawMessage
 	if err := callAPI(ctx, http.MethodPost, strings.TrimRight(*baseURL, "/")+"/v1/tenants", key, map[string]string{"name": fs.Arg(1)}, &out); err != nil {
