@@ -34,15 +34,16 @@ const maxLoginLen = 39
 //     start tag (<code>, <A href="...">: the name in any case, then a blank,
 //     '/' or '>', and a '>' later in the paragraph) to the end tag (</code>,
 //     </a >). An unclosed one runs to the end of its paragraph, except a
-//     <pre> that starts a line, an HTML block, which runs on to a </pre> in
-//     a later paragraph, or to the end of the text;
+//     <pre> that starts a line outside list items, an HTML block, which
+//     runs on to a </pre> in a later paragraph, or to the end of the text;
 //   - links and images, whose text GitHub renders in an <a> element (or an
 //     alt attribute): from '[' to the first ']' that is not escaped, when
 //     '[' or '(' follows at once, and on to the next ']' or ')'. A reference
-//     ([text][ref], [text][]) counts when the text defines some reference
-//     ("]:", whatever the label); an inline destination ([text](url)) has
-//     no blank, and only a title in quotes or parentheses may follow it. A
-//     bracket with no link after it ([@octocat], a task list's [ ]) is text;
+//     ([text][ref], [text][]) counts when its label has no '[' and the text
+//     defines some reference ("]:", whatever the label); an inline
+//     destination ([text](url)) has no blank, and only a title in quotes or
+//     parentheses may follow it. A bracket with no link after it
+//     ([@octocat], a task list's [ ]) is text;
 //   - link reference definitions, lines "[label]: ..." that start a
 //     paragraph or follow one another there, which GitHub does not show;
 //   - a backslash-escaped '@' (\@octocat), which GitHub does not link.
@@ -66,7 +67,9 @@ const maxLoginLen = 39
 // and a run earlier in the paragraph can open emphasis (_hi_@alice). A run
 // of '_' right after the login (or its trailing dots) may follow it when it
 // can close emphasis (it is followed by the end, whitespace or
-// punctuation) and a run earlier in the paragraph can open emphasis.
+// punctuation) and a run earlier in the paragraph can open emphasis, or,
+// after dots, when it can open emphasis that a later run can close
+// (@alice._thanks_).
 // Openers and closers are not paired as Markdown pairs them. So foo_@bar
 // and _@alice (nothing closes) are no mentions, and _@mona_acme_ mentions
 // the managed user mona_acme.
@@ -179,10 +182,12 @@ func mentions(text, sender string) []string {
 					// Not shown, but it starts a paragraph, which the
 					// lines after it continue.
 					paraStart, paraEnd, onlyDefs = lineStart+len(line), lineStart+len(line), true
+					s.inItem = items.n > 0
 					break
 				}
 				if paraStart < 0 {
 					paraStart = lineStart + pos
+					s.inItem = items.n > 0
 				}
 				paraEnd, onlyDefs = lineStart+len(line), false
 				break
@@ -337,8 +342,10 @@ type mentionScanner struct {
 	// earlier paragraph is not closed yet.
 	inPre bool
 
-	// start is where the paragraph being scanned starts.
-	start int
+	// start is where the paragraph being scanned starts, and inItem
+	// whether it is in a list item.
+	start  int
+	inItem bool
 	// The searches of link and element, remembered for the paragraph so
 	// that a run of openers without closers stays linear.
 	closeBracket, refBracket, paren, blank, gt nextMemo
@@ -457,8 +464,8 @@ func (s *mentionScanner) paragraph(start, end int) {
 // HTML start tag: the name in any case, then a blank, '/' or '>', and a '>'
 // later in the paragraph), and returns the index just past its end tag, or
 // -1 when there is none in the paragraph. Then a <pre> that starts a line
-// is an HTML block, which blank lines do not end: it runs on to a </pre> in
-// a later paragraph, if any.
+// outside list items is an HTML block, which blank lines do not end: it
+// runs on to a </pre> in a later paragraph, if any.
 func (s *mentionScanner) element(t string, i int) (end int, ok bool) {
 	j := i + 1
 	for j < len(t) && j-i <= len("code") && isAlnum(t[j]) {
@@ -476,7 +483,7 @@ func (s *mentionScanner) element(t string, i int) (end int, ok bool) {
 		return 0, false
 	}
 	end = closeTag(t, gt+1, name)
-	if end < 0 && len(name) == len("pre") && lineStarts(t, i, s.start) {
+	if end < 0 && len(name) == len("pre") && !s.inItem && lineStarts(t, i, s.start) {
 		s.inPre = true
 	}
 	return end, true
@@ -536,7 +543,7 @@ func (s *mentionScanner) link(t string, i int) int {
 				s.refs = 2
 			}
 		}
-		if k := s.refBracket.next(t, c+2, ']'); k > 0 && s.refs == 2 {
+		if k := s.refBracket.next(t, c+2, ']'); k > 0 && s.refs == 2 && strings.IndexByte(t[c+2:k], '[') < 0 {
 			s.linkEnd = k + 1
 		}
 	case '(':
@@ -737,7 +744,7 @@ func (s *mentionScanner) mentionAt(t string, i int) (login string, next int, ok 
 			// A login ends at anything but an ASCII word character:
 			// "@aliceさん" mentions alice.
 			if c := t[k]; c == '_' {
-				if !s.closesEmphasis(t, i, k) {
+				if !s.delimitsAfter(t, i, k) {
 					return "", 0, false
 				}
 			} else if isAlnum(c) || (k == j && c == '/') || (c == '\\' && k+1 < len(t) && t[k+1] == '_') {
@@ -770,16 +777,19 @@ func (s *mentionScanner) delimitsBefore(t string, i int) bool {
 	return open && s.lastClose > i || closes && s.firstOpen >= 0 && s.firstOpen < p
 }
 
-// closesEmphasis reports whether the run of '_' at t[k], right after the
-// login of the '@' at t[i] (and perhaps dots), closes emphasis: it can, and
-// an earlier run of the paragraph can open it.
-func (s *mentionScanner) closesEmphasis(t string, i, k int) bool {
+// delimitsAfter reports whether the run of '_' at t[k], right after the
+// login of the '@' at t[i] and perhaps dots, closes or opens emphasis (so
+// the login ends a text): it can close emphasis that an earlier run of the
+// paragraph can open, or (after dots only) open emphasis that a later run
+// can close.
+func (s *mentionScanner) delimitsAfter(t string, i, k int) bool {
 	m := k + runLen(t, k, '_')
-	if _, closes := underscoreFlanks(classBefore(t, k), classAt(t, m)); !closes {
+	open, closes := underscoreFlanks(classBefore(t, k), classAt(t, m))
+	if !open && !closes {
 		return false
 	}
 	s.emphasis(t)
-	return s.firstOpen >= 0 && s.firstOpen < i
+	return closes && s.firstOpen >= 0 && s.firstOpen < i || open && s.lastClose > k
 }
 
 // emphasis computes, once per paragraph, where its first run of '_' that
