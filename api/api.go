@@ -340,6 +340,8 @@ func (a *API) createTenant(c echo.Context) error {
 		a.log.Error().Err(err).Msg("creating a tenant")
 		return fail(c, http.StatusServiceUnavailable, "unavailable", "the tenant could not be created; retry")
 	}
+	// The answer holds the tenant's key, shown this once: no cache keeps it.
+	c.Response().Header().Set("Cache-Control", "no-store")
 	return c.JSON(http.StatusCreated, map[string]any{"tenant": t, "api_key": apiKey})
 }
 

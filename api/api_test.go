@@ -429,6 +429,9 @@ func TestConnectedAccounts(t *testing.T) {
 					}
 					rec := httptest.NewRecorder()
 					v.e.ServeHTTP(rec, r)
+					if rec.Code == http.StatusCreated && rec.Header().Get("Cache-Control") != "no-store" {
+						t.Errorf("the answer holding the new tenant's key has Cache-Control %q, want no-store", rec.Header().Get("Cache-Control"))
+					}
 					return rec.Code
 				}
 				if code := req(keyA); code != http.StatusUnauthorized {
