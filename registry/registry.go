@@ -192,14 +192,22 @@ func (r *Registry) HookURL(h store.Hook) string {
 // signed with, for ingest: the one triggerd generated, or those the user
 // set (SetEndpointSecrets).
 func (r *Registry) HookSecrets(ctx context.Context, connector, id string) (triggers.Scope, []string, error) {
-	h, err := r.o.Store.GetHook(ctx, id)
+	return ReadHookSecrets(ctx, r.o.Store, r.o.Secrets, connector, id)
+}
+
+// ReadHookSecrets is Registry.HookSecrets with only what it reads: the
+// store and the sealer. triggerd's ingest resolves hooks with it from the
+// start, before NATS is reached (and so before there is a Registry), so
+// that deliveries to hooks are spooled, not refused, while NATS is down.
+func ReadHookSecrets(ctx context.Context, hooks store.Hooks, secrets Sealer, connector, id string) (triggers.Scope, []string, error) {
+	h, err := hooks.GetHook(ctx, id)
 	if errors.Is(err, store.ErrNotFound) || err == nil && h.Connector != connector {
 		return triggers.Scope{}, nil, fmt.Errorf("hook %s: %w", id, ErrNotFound)
 	}
 	if err != nil {
 		return triggers.Scope{}, nil, err
 	}
-	secrets, err := r.hookSecrets(h)
+	sec, err := openHookSecrets(secrets, h)
 	if err != nil {
 		return triggers.Scope{}, nil, err
 	}
@@ -207,12 +215,12 @@ func (r *Registry) HookSecrets(ctx context.Context, connector, id string) (trigg
 	if h.Scope == store.HookAgentEndpoint {
 		scope.Agent = h.Target
 	}
-	return scope, secrets, nil
+	return scope, sec, nil
 }
 
-// hookSecrets opens h's secrets, stored one per line.
-func (r *Registry) hookSecrets(h store.Hook) ([]string, error) {
-	b, err := r.o.Secrets.Open(h.SealedSecret, hookSecretAAD(h.ID))
+// openHookSecrets opens h's secrets, stored one per line.
+func openHookSecrets(secrets Sealer, h store.Hook) ([]string, error) {
+	b, err := secrets.Open(h.SealedSecret, hookSecretAAD(h.ID))
 	if err != nil {
 		return nil, fmt.Errorf("open the secret of hook %s: %w", h.ID, err)
 	}
@@ -807,7 +815,7 @@ func (r *Registry) EndpointSecret(ctx context.Context, h store.Hook) (string, er
 	if !h.SecretsSetAt.IsZero() {
 		return "", nil
 	}
-	secrets, err := r.hookSecrets(h)
+	secrets, err := openHookSecrets(r.o.Secrets, h)
 	if err != nil {
 		return "", err
 	}
