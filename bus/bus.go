@@ -249,7 +249,7 @@ func Connect(ctx context.Context, url string, o Options) (*Bus, error) {
 	)
 	nc, err := nats.Connect(url, nopts...)
 	if err != nil {
-		return nil, fmt.Errorf("connect to nats %s: %w", redactURL(url), err)
+		return nil, fmt.Errorf("connect to nats %s: %w", RedactURL(url), err)
 	}
 	b.nc = nc
 	b.js, err = jetstream.New(nc)
@@ -460,8 +460,8 @@ func (b *Bus) Close() {
 	<-b.closed
 }
 
-// redactURL hides credentials in a NATS URL before it is shown.
-func redactURL(raw string) string {
+// RedactURL hides credentials in a NATS URL before it is shown.
+func RedactURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil || u.User == nil {
 		return raw

@@ -715,8 +715,8 @@ func TestConnectErrorsHideCredentials(t *testing.T) {
 	if strings.Contains(err.Error(), "s3cr3t-pass") {
 		t.Fatalf("the error shows the password: %v", err)
 	}
-	if got := redactURL("nats://u:p@h:4222"); strings.Contains(got, ":p@") || !strings.Contains(got, "h:4222") {
-		t.Fatalf("redactURL = %q", got)
+	if got := RedactURL("nats://u:p@h:4222"); strings.Contains(got, ":p@") || !strings.Contains(got, "h:4222") {
+		t.Fatalf("RedactURL = %q", got)
 	}
 }
 
