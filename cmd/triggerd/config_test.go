@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/triggerd/triggerd/bus"
 	"github.com/triggerd/triggerd/ingest"
 )
 
@@ -145,8 +146,18 @@ func closedAddr(t *testing.T) string {
 	return addr
 }
 
-func TestUnreachableExternalNATSNamesItsSource(t *testing.T) {
-	addr := closedAddr(t)
+// An external NATS that refuses triggerd, or a URL that cannot be right,
+// is an error at startup that names where the URL came from: no wait
+// would cure it (unlike a NATS that cannot be reached yet, which triggerd
+// waits for).
+func TestRefusingExternalNATSNamesItsSource(t *testing.T) {
+	emb, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: "127.0.0.1:0", DataDir: t.TempDir(),
+		Auth: &bus.ClientAuth{OperatorPasswords: []string{"the-operator-password"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Shutdown()
+	addr := strings.TrimPrefix(emb.ClientURL(), "nats://")
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -154,23 +165,33 @@ func TestUnreachableExternalNATSNamesItsSource(t *testing.T) {
 		want []string
 	}{
 		{"variable", nil, map[string]string{"TRIGGERD_NATS_URL": "nats://agent:hunter2@" + addr},
-			[]string{"external NATS from TRIGGERD_NATS_URL (--nats-url)", addr, "unset TRIGGERD_NATS_URL to run an embedded NATS"}},
+			[]string{"external NATS from TRIGGERD_NATS_URL (--nats-url)", addr, "Authorization Violation", "unset TRIGGERD_NATS_URL to run an embedded NATS"}},
 		{"flag", []string{"--nats-url", "nats://agent:hunter2@" + addr}, nil,
-			[]string{"external NATS from --nats-url", addr, "leave out --nats-url to run an embedded NATS"}},
+			[]string{"external NATS from --nats-url", addr, "Authorization Violation", "leave out --nats-url to run an embedded NATS"}},
+		{"wrong operator password", nil, map[string]string{"TRIGGERD_NATS_URL": emb.ClientURL(), "TRIGGERD_NATS_PASSWORD": "hunter2"},
+			[]string{"external NATS from TRIGGERD_NATS_URL (--nats-url)", "Authorization Violation", "operator password"}},
+		{"bad port", []string{"--nats-url", "nats://127.0.0.1:99999"}, nil,
+			[]string{"external NATS from --nats-url", "invalid port"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"--http-addr", "127.0.0.1:0", "--data-dir", t.TempDir(), "--log-format", "console"}, tc.args...)
-			code, stderr := runTriggerd(t, tc.env, args...)
-			if code != 1 {
-				t.Fatalf("exit %d, want 1:\n%s", code, stderr)
+			env := map[string]string{"GOGC": "100"}
+			maps.Copy(env, tc.env)
+			// Bounded: a triggerd that waited for this NATS would run on.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			var stderr strings.Builder
+			code := run(ctx, args, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, &stderr)
+			if code != 1 || ctx.Err() != nil {
+				t.Fatalf("exit %d (deadline: %v), want 1 at once:\n%s", code, ctx.Err(), stderr.String())
 			}
 			for _, want := range tc.want {
-				if !strings.Contains(stderr, want) {
-					t.Errorf("the error does not say %q:\n%s", want, stderr)
+				if !strings.Contains(stderr.String(), want) {
+					t.Errorf("the error does not say %q:\n%s", want, stderr.String())
 				}
 			}
-			if strings.Contains(stderr, "hunter2") {
-				t.Errorf("the NATS password reached the log:\n%s", stderr)
+			if strings.Contains(stderr.String(), "hunter2") {
+				t.Errorf("the NATS password reached the log:\n%s", stderr.String())
 			}
 		})
 	}

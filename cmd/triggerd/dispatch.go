@@ -40,19 +40,28 @@ type dispatchParts struct {
 	activity *registry.ActivityRecorder
 }
 
-// newDispatch builds the registry and the dispatcher.
+// newIngestHooks returns what ingest needs of tenants' hooks: a cache
+// resolving them, and the recorder of what reaches them. Both need only the
+// store, so that ingest takes deliveries to hooks before NATS is reached.
+func newIngestHooks(st store.Store, vault *accounts.Vault, reg prometheus.Registerer, log zerolog.Logger) (*ingest.HookCache, *registry.ActivityRecorder, error) {
+	hooks := ingest.NewHookCache(hookSecrets{hooks: st, secrets: vault}, ingest.HookCacheOptions{Logger: log})
+	activity, err := registry.NewActivityRecorder(st, registry.ActivityOptions{Logger: log, Registerer: reg})
+	if err != nil {
+		return nil, nil, err
+	}
+	return hooks, activity, nil
+}
+
+// newDispatch builds the registry and the dispatcher, around ingest's hook
+// cache and activity recorder (newIngestHooks).
 func newDispatch(ctx context.Context, cfg config, b *bus.Bus, embedded *bus.Embedded, st store.Store, acct *accounts.Service, vault *accounts.Vault,
-	runner *steps.Runner, reg prometheus.Registerer, log zerolog.Logger) (*dispatchParts, error) {
+	runner *steps.Runner, hooks *ingest.HookCache, activity *registry.ActivityRecorder, reg prometheus.Registerer, log zerolog.Logger) (*dispatchParts, error) {
 	dc := cfg.Dispatch
 	shared, err := sharedTenant(ctx, st, log)
 	if err != nil {
 		return nil, err
 	}
 	pusher := &pusher{sender: &push.Sender{Client: push.NewClient(30*time.Second, dc.AllowPrivateURLs), UserAgent: "triggerd"}}
-	// The registry (which the cache reads through) is built below; the
-	// cache asks it only once deliveries arrive.
-	var reader hookSecrets
-	hooks := ingest.NewHookCache(&reader, ingest.HookCacheOptions{Logger: log})
 	d, err := dispatch.New(dispatch.Options{
 		Store: st, Queue: b, Steps: runner, Secrets: vault, Pusher: pusher, SharedTenant: shared, Archive: b,
 		AckWait: dc.AckWait, MaxDeliver: dc.MaxDeliver, Concurrency: dc.Concurrency, StepTimeout: dc.StepTimeout,
@@ -73,11 +82,6 @@ func newDispatch(ctx context.Context, cfg config, b *bus.Bus, embedded *bus.Embe
 		Registerer:     reg,
 		Logger:         log,
 	})
-	if err != nil {
-		return nil, err
-	}
-	reader.r = r
-	activity, err := registry.NewActivityRecorder(st, registry.ActivityOptions{Logger: log, Registerer: reg})
 	if err != nil {
 		return nil, err
 	}
@@ -265,11 +269,15 @@ func (c stepCatalog) Has(id string) (string, bool) {
 	return s.Connector, ok
 }
 
-// hookSecrets resolves per-hook endpoints for ingest.
-type hookSecrets struct{ r *registry.Registry }
+// hookSecrets resolves per-hook endpoints for ingest, as the registry
+// would (registry.ReadHookSecrets), without needing one.
+type hookSecrets struct {
+	hooks   store.Hooks
+	secrets registry.Sealer
+}
 
-func (h *hookSecrets) Hook(ctx context.Context, c triggers.Connector, id string) (triggers.Scope, *ingest.Verifier, error) {
-	scope, secrets, err := h.r.HookSecrets(ctx, string(c), id)
+func (h hookSecrets) Hook(ctx context.Context, c triggers.Connector, id string) (triggers.Scope, *ingest.Verifier, error) {
+	scope, secrets, err := registry.ReadHookSecrets(ctx, h.hooks, h.secrets, string(c), id)
 	if errors.Is(err, registry.ErrNotFound) {
 		return triggers.Scope{}, nil, fmt.Errorf("%w: %s", ingest.ErrUnknownHook, id)
 	}

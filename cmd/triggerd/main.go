@@ -27,7 +27,6 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 
 	"github.com/triggerd/triggerd/accounts"
@@ -233,8 +232,41 @@ func serve(ctx context.Context, cfg config, files map[string]string, lookup func
 		log.Info().Str("nats_url", natsURL).Str("store", cfg.DataDir).Bool("drop_behind", cfg.NATSDropBehind).
 			Str("operator_password", natsFrom).Msg("embedded NATS with JetStream started; agents connect as themselves, operators as " + bus.OperatorUser)
 	}
-	connectCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	b, err := bus.Connect(connectCtx, natsURL, bus.Options{
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Ingest is built before the bus, on a slot the bus takes once all is
+	// up: an external NATS that cannot be reached at startup then leaves
+	// webhooks spooled, not refused, while serve keeps trying it.
+	var slot busSlot
+	spooler, err := openSpool(cfg, &slot, reg, log)
+	if err != nil {
+		return err
+	}
+	hooks, activity, err := newIngestHooks(st, vault, reg, log)
+	if err != nil {
+		return err
+	}
+	ing, err := ingest.New(ingest.Options{
+		Spool:                spooler,
+		Committer:            &slot,
+		CodeHost:             codeHost,
+		Deploy:               deploy,
+		Hooks:                hooks,
+		Activity:             activity,
+		Ready:                slot.Ready,
+		MaxBodyBytes:         cfg.MaxBodyBytes,
+		MaxBodyBytesInFlight: cfg.MaxBodyInFlight,
+		CommitTimeout:        cfg.CommitTimeout,
+		Logger:               log,
+		Registerer:           reg,
+	})
+	if err != nil {
+		return err
+	}
+	web := newWebServer(ln, cfg.HTTPReadTimeout)
+	defer web.close()
+
+	busOpts := bus.Options{
 		Name:             "triggerd",
 		User:             natsUser,
 		Password:         natsPass,
@@ -258,13 +290,34 @@ func serve(ctx context.Context, cfg config, files map[string]string, lookup func
 			log.Warn().Str("component", "bus").Str("consumer", durable).Uint64("pending", pending).
 				Msg("consumer had stopped pulling with messages waiting; pulling afresh")
 		},
-	})
-	cancel()
-	if err != nil && embedded == nil {
+	}
+	b, err := connectBus(ctx, natsURL, busOpts)
+	if err != nil && embedded == nil && natsUnreachable(err) {
+		// A supervisor restarting triggerd until NATS is back would keep
+		// the port closed meanwhile, and the code-hosting sender does not
+		// retry a delivery it could not make.
+		log.Warn().Err(err).Str("nats_url", bus.RedactURL(natsURL)).Str("http_addr", ln.Addr().String()).
+			Msg(unreachableMessage(spooler))
+		web.serve(newHandler(log, ing, nil, reg))
+		b, err = awaitBus(ctx, natsURL, busOpts, log)
+	}
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		// Stopped before NATS was reached: what was spooled meanwhile
+		// stays in the spool for the next start.
+		log.Info().Msg("shutting down")
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+		defer cancel()
+		if err := web.shutdown(shutdownCtx); err != nil {
+			log.Warn().Err(err).Msg("http shutdown was cut short")
+		}
+		return nil
+	case embedded == nil:
 		// Say which setting named that NATS: it may be a variable the
 		// user exported for triggerctl.
 		return externalNATSError(cfg, err)
-	} else if err != nil {
+	default:
 		return err
 	}
 	defer b.Close()
@@ -295,9 +348,7 @@ func serve(ctx context.Context, cfg config, files map[string]string, lookup func
 	if err != nil {
 		return err
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	disp, err := newDispatch(ctx, cfg, b, embedded, st, acct, vault, runner, reg, log)
+	disp, err := newDispatch(ctx, cfg, b, embedded, st, acct, vault, runner, hooks, activity, reg, log)
 	if err != nil {
 		return err
 	}
@@ -316,43 +367,6 @@ func serve(ctx context.Context, cfg config, files map[string]string, lookup func
 	if err != nil {
 		return err
 	}
-	spooler, err := openSpool(cfg, b, reg, log)
-	if err != nil {
-		return err
-	}
-	ing, err := ingest.New(ingest.Options{
-		Spool:                spooler,
-		Committer:            b,
-		CodeHost:             codeHost,
-		Deploy:               deploy,
-		Hooks:                disp.hooks,
-		Activity:             disp.activity,
-		Ready:                b.Ready,
-		MaxBodyBytes:         cfg.MaxBodyBytes,
-		MaxBodyBytesInFlight: cfg.MaxBodyInFlight,
-		CommitTimeout:        cfg.CommitTimeout,
-		Logger:               log,
-		Registerer:           reg,
-	})
-	if err != nil {
-		return err
-	}
-	e := newEcho(log)
-	ing.Register(e)
-	mgmt.Register(e)
-	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
-
-	srv := &http.Server{
-		Handler:           e,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       cfg.HTTPReadTimeout,
-		// A body read to the end just before ReadTimeout still needs its
-		// commit and answer: a write deadline equal to the read one cut
-		// such a request off without a word.
-		WriteTimeout:   cfg.HTTPReadTimeout + 30*time.Second,
-		IdleTimeout:    120 * time.Second,
-		MaxHeaderBytes: 64 << 10,
-	}
 	if cfg.DebugAddr != "" {
 		stopDebug, err := serveDebug(cfg.DebugAddr, log)
 		if err != nil {
@@ -360,28 +374,27 @@ func serve(ctx context.Context, cfg config, files map[string]string, lookup func
 		}
 		defer stopDebug()
 	}
+	slot.set(b)
 	stopDispatch := disp.run(cfg, b, log)
 	stopSpool := runSpool(spooler, log)
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	web.serve(newHandler(log, ing, mgmt, reg))
 	log.Info().Str("http_addr", ln.Addr().String()).Str("public_url", cfg.PublicURL).Str("nats_url", natsURL).Msg("triggerd ready: POST webhooks to /webhooks/codehost and /webhooks/deploy")
 
 	select {
 	case <-ctx.Done():
 		log.Info().Msg("shutting down")
-	case err := <-serveErr:
+	case <-web.done:
 		stopSpool(context.Background())
 		stopDispatch(context.Background())
-		return fmt.Errorf("http server: %w", err)
+		return fmt.Errorf("http server: %w", web.err)
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
 	// In-flight deliveries finish (and become durable) before NATS closes;
 	// the deferred closes then run in reverse order: bus, embedded NATS.
-	if err := srv.Shutdown(shutdownCtx); err != nil {
+	if err := web.shutdown(shutdownCtx); err != nil {
 		log.Warn().Err(err).Msg("http shutdown was cut short")
 	}
-	<-serveErr
 	// No delivery is spooled now; what NATS can take before the deadline
 	// leaves the spool, the rest waits for the next start.
 	stopSpool(shutdownCtx)
@@ -466,8 +479,9 @@ func (n natsLogger) Debugf(format string, v ...any)  { n.l.Debug().Msgf(format, 
 func (n natsLogger) Tracef(format string, v ...any)  { n.l.Trace().Msgf(format, v...) }
 
 // openSpool opens <data-dir>/spool, where deliveries go that NATS cannot
-// make durable in time; nil when --spool-max-bytes is 0.
-func openSpool(cfg config, b *bus.Bus, reg prometheus.Registerer, log zerolog.Logger) (*ingest.Spooler, error) {
+// make durable in time; nil when --spool-max-bytes is 0. It forwards them
+// to slot's bus, once it has one.
+func openSpool(cfg config, slot *busSlot, reg prometheus.Registerer, log zerolog.Logger) (*ingest.Spooler, error) {
 	if cfg.SpoolMaxBytes == 0 {
 		log.Info().Msg("no spool (--spool-max-bytes 0): deliveries NATS cannot take in time are answered 503")
 		return nil, nil
@@ -481,8 +495,8 @@ func openSpool(cfg config, b *bus.Bus, reg prometheus.Registerer, log zerolog.Lo
 	}
 	return ingest.NewSpooler(ingest.SpoolerOptions{
 		Disk:          disk,
-		Committer:     b,
-		Ready:         b.Ready,
+		Committer:     slot,
+		Ready:         slot.Ready,
 		Header:        bus.ArchivedHeader,
 		CommitTimeout: cfg.CommitTimeout,
 		Logger:        log,

@@ -72,6 +72,13 @@ var asOperator = nats.UserInfo(bus.OperatorUser, testNATSPassword)
 // startTriggerd runs the binary and waits until it says it is ready.
 func startTriggerd(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
+	return startTriggerdUntil(t, "triggerd ready", env, args...)
+}
+
+// startTriggerdUntil runs the binary and waits until it logs a message
+// starting with readyMsg, which gives its http_addr and nats_url.
+func startTriggerdUntil(t *testing.T, readyMsg string, env []string, args ...string) *proc {
+	t.Helper()
 	p := &proc{t: t, exited: make(chan struct{})}
 	if !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "TRIGGERD_NATS_PASSWORD=") }) {
 		env = append(slices.Clip(env), "TRIGGERD_NATS_PASSWORD="+testNATSPassword)
@@ -101,7 +108,7 @@ func startTriggerd(t *testing.T, env []string, args ...string) *proc {
 			p.log.WriteByte('\n')
 			p.mu.Unlock()
 			var rec map[string]any
-			if json.Unmarshal(line, &rec) == nil && strings.HasPrefix(fmt.Sprint(rec["message"]), "triggerd ready") {
+			if json.Unmarshal(line, &rec) == nil && strings.HasPrefix(fmt.Sprint(rec["message"]), readyMsg) {
 				p.httpURL = "http://" + rec["http_addr"].(string)
 				p.natsURL = rec["nats_url"].(string)
 				once.Do(func() { close(ready) })
