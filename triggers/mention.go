@@ -16,10 +16,10 @@ const maxLoginLen = 39
 //
 // Newly written text excludes:
 //   - fenced code blocks (``` or ~~~, indented by at most three columns more
-//     than the list item holding them, if any; an unclosed fence runs to the
-//     end of the text, or of its list item) and indented code blocks (a line
-//     indented by four or more columns more than that, that does not
-//     continue a paragraph);
+//     than the list item holding them, if any, and so is the closing fence;
+//     an unclosed fence runs to the end of the text, or of its list item)
+//     and indented code blocks (a line indented by four or more columns
+//     more than that, that does not continue a paragraph);
 //   - quoted lines: a line whose first non-blank character is '>' (the
 //     line-based rule: a following unquoted line counts as new text even
 //     where Markdown would continue the quote lazily);
@@ -125,7 +125,7 @@ func mentions(text, sender string) []string {
 
 		if inFence {
 			if blank || indent >= fenceBase {
-				if isFenceClose(line[first:], fenceChar, fenceLen) {
+				if indent < fenceBase+4 && isFenceClose(line[first:], fenceChar, fenceLen) {
 					inFence = false
 				}
 				continue

@@ -77,6 +77,8 @@ func TestMentions(t *testing.T) {
 		{name: "fence on a list item's line", text: "- ```\n  @b\n@c", want: []string{"c"}},
 		{name: "fence ends with its list item", text: "1. run:\n   ```\n   @b\n@c\n   ```\n@d", want: []string{"c"}},
 		{name: "quote in a list item", text: "- > @b quoted\n- @c", want: []string{"c"}},
+		{name: "closing fence indented as code closes nothing", text: "```\n@a\n    ```\n@b", want: nil},
+		{name: "closing fence indented as code in a list item", text: "- x\n\n   ```\n   @a\n      ```\n   @b", want: nil},
 		{name: "fence indented as code is code", text: "    ```\n@c", want: []string{"c"}},
 
 		// HTML comments and escapes.
