@@ -82,7 +82,8 @@ const maxLoginLen = 39
 // indented code block). A line indented to the content column is in the
 // item; a line indented less leaves the item, unless it continues a
 // paragraph lazily (text right after text, not itself a quote, fence,
-// thematic break or list item); a blank line leaves nothing. Nested items
+// thematic break or list item, or else indented four columns or more past
+// the item it is in); a blank line leaves nothing. Nested items
 // are kept on a stack eight deep (a deeper one replaces the innermost). A
 // quote, fence, thematic break ("* * *", not a list item) or list item
 // starts a new paragraph, and so does each of the several on one line
@@ -139,11 +140,12 @@ func mentions(text, sender string) []string {
 		}
 		// A line indented less than the innermost list item's content
 		// leaves the items it is not indented into, unless it continues a
-		// paragraph lazily. Then a list item it starts interrupts no
-		// paragraph.
+		// paragraph lazily: it starts no other block, or is indented by
+		// four columns or more past the item it is in, too far to start
+		// one. Then a list item it starts interrupts no paragraph.
 		interrupts := paraStart >= 0
 		if indent < items.content() {
-			if interrupts && !startsBlock(line[first:]) {
+			if interrupts && (indent >= items.within(indent)+4 || !startsBlock(line[first:])) {
 				paraEnd, onlyDefs = lineStart+len(line), false
 				continue
 			}
@@ -238,6 +240,17 @@ func (l *listItems) content() int {
 		return 0
 	}
 	return l.cols[l.n-1]
+}
+
+// within returns the content column of the innermost item that a line
+// indented by indent columns is in, 0 when there is none.
+func (l *listItems) within(indent int) int {
+	for n := l.n; n > 0; n-- {
+		if l.cols[n-1] <= indent {
+			return l.cols[n-1]
+		}
+	}
+	return 0
 }
 
 // enter opens an item whose content starts at column col.

@@ -79,6 +79,8 @@ func TestMentions(t *testing.T) {
 		{name: "quote in a list item", text: "- > @b quoted\n- @c", want: []string{"c"}},
 		{name: "closing fence indented as code closes nothing", text: "```\n@a\n    ```\n@b", want: nil},
 		{name: "closing fence indented as code in a list item", text: "- x\n\n   ```\n   @a\n      ```\n   @b", want: nil},
+		{name: "list marker indented as code continues a paragraph", text: "-    x\n    - y\n\n      @alice", want: []string{"alice"}},
+		{name: "thematic break indented as code continues a paragraph", text: "-    x\n    * * *\n\n      @alice", want: []string{"alice"}},
 		{name: "fence indented as code is code", text: "    ```\n@c", want: []string{"c"}},
 
 		// HTML comments and escapes.
