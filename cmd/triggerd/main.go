@@ -378,7 +378,7 @@ func serve(ctx context.Context, cfg config, files map[string]string, lookup func
 	stopDispatch := disp.run(cfg, b, log)
 	stopSpool := runSpool(spooler, log)
 	web.serve(newHandler(log, ing, mgmt, reg))
-	log.Info().Str("http_addr", ln.Addr().String()).Str("public_url", cfg.PublicURL).Str("nats_url", natsURL).Msg("triggerd ready: POST webhooks to /webhooks/codehost and /webhooks/deploy")
+	log.Info().Str("http_addr", ln.Addr().String()).Str("public_url", cfg.PublicURL).Str("nats_url", bus.RedactURL(natsURL)).Msg("triggerd ready: POST webhooks to /webhooks/codehost and /webhooks/deploy")
 
 	select {
 	case <-ctx.Done():

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,9 +40,11 @@ func getStatus(t *testing.T, url string) (int, http.Header, map[string]any) {
 // empty, and the next delivery goes straight to NATS.
 func TestNATSDownAtStartupDeliveriesAreSpooled(t *testing.T) {
 	addr, dataDir := closedAddr(t), t.TempDir()
-	const secret = "startup-secret"
+	const secret, natsPass = "startup-secret", "url-pa55word"
+	// The URL's password is never logged: not while NATS is awaited, nor
+	// once it is reached.
 	p := startTriggerdUntil(t, unreachableMsg, []string{"TRIGGERD_CODEHOST_WEBHOOK_SECRET=" + secret, "TRIGGERD_DATA_DIR=" + dataDir},
-		"--nats-url", "nats://"+addr)
+		"--nats-url", "nats://someone:"+natsPass+"@"+addr)
 	spoolFiles := func() []string {
 		files, err := filepath.Glob(filepath.Join(dataDir, "spool", "*.rec"))
 		if err != nil {
@@ -122,6 +125,9 @@ func TestNATSDownAtStartupDeliveriesAreSpooled(t *testing.T) {
 	}
 	if code := p.stop(); code != 0 {
 		t.Fatalf("exit %d after SIGTERM, want 0:\n%s", code, p.logs())
+	}
+	if strings.Contains(p.logs(), natsPass) {
+		t.Errorf("the NATS URL's password is in the logs:\n%s", p.logs())
 	}
 }
 
