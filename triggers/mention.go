@@ -351,6 +351,9 @@ type mentionScanner struct {
 	// known yet, 1 none, 2 some.
 	refs int8
 
+	// runs indexes the backtick runs of the paragraph, when it has any.
+	runs backtickRuns
+
 	// inPre is set while a <pre> element that starts a line of an
 	// earlier paragraph is not closed yet.
 	inPre bool
@@ -407,11 +410,15 @@ func (s *mentionScanner) paragraph(start, end int) {
 	s.start, s.emph = start, false
 	s.closeBracket, s.refBracket, s.paren, s.blank, s.gt = nextMemo{}, nextMemo{}, nextMemo{}, nextMemo{}, nextMemo{}
 	s.linkClose, s.destBlank, s.titleParen = -1, -1, -1
-	var runs backtickRuns
 	if strings.IndexByte(t[start:], '`') >= 0 {
-		runs.index(t, start)
+		s.runs = backtickRuns{}
+		s.runs.index(t, start)
 	}
 	for i := start; i < end; {
+		if !scanStops[t[i]] {
+			i++
+			continue
+		}
 		switch t[i] {
 		case '\\':
 			if i+1 < end && isASCIIPunct(t[i+1]) {
@@ -448,7 +455,7 @@ func (s *mentionScanner) paragraph(start, end int) {
 			i += len("<!--") + j + len("-->")
 		case '`':
 			n := runLen(t, i, '`')
-			if runs.last(n) >= i+n {
+			if s.runs.last(n) >= i+n {
 				// A closing run exists: skip the code span.
 				i = closingRun(t, i+n, n) + n
 				continue
@@ -472,6 +479,9 @@ func (s *mentionScanner) paragraph(start, end int) {
 		}
 	}
 }
+
+// scanStops marks the bytes at which paragraph stops to look.
+var scanStops = [256]bool{'\\': true, '<': true, '`': true, '[': true, '@': true}
 
 // element reports whether t[i], a '<', opens a code, pre or a element (an
 // HTML start tag: the name in any case, then a blank, '/' or '>', and a '>'
