@@ -69,10 +69,8 @@ const maxLoginLen = 39
 // can close emphasis (it is followed by the end, whitespace or
 // punctuation) and a run earlier in the paragraph can open emphasis, or,
 // after dots, when it can open emphasis that a later run can close
-// (@alice._thanks_).
-// Openers and closers are not paired as Markdown pairs them. So foo_@bar
-// and _@alice (nothing closes) are no mentions, and _@mona_acme_ mentions
-// the managed user mona_acme.
+// (@alice._thanks_). So foo_@bar and _@alice (nothing closes) are no
+// mentions, and _@mona_acme_ mentions the managed user mona_acme.
 //
 // List items are followed as far as indentation needs them. An item starts
 // with '-', '*' or '+', or 1 to 9 digits and '.' or ')', then 1 to 4
@@ -83,21 +81,23 @@ const maxLoginLen = 39
 // item; a line indented less leaves the item, unless it continues a
 // paragraph lazily (text right after text, not itself a quote, fence,
 // thematic break or list item, or else indented four columns or more past
-// the item it is in); a blank line leaves nothing. Nested items
-// are kept on a stack eight deep (a deeper one replaces the innermost). A
-// quote, fence, thematic break ("* * *", not a list item) or list item
-// starts a new paragraph, and so does each of the several on one line
-// ("- > quoted"); an ordered item interrupts a paragraph only at number 1,
+// the item it is in); a blank line leaves nothing. Nested items are kept
+// on a stack eight deep (a deeper one replaces the innermost). A quote,
+// fence, thematic break ("* * *", not a list item) or list item starts a
+// new paragraph, and so does each of several on one line ("- > quoted",
+// "1. - item"); an ordered item interrupts a paragraph only at number 1,
 // an empty item not at all.
 //
 // Known simplifications of Markdown: HTML other than comments and code, pre
-// and a elements is not parsed; a comment or element is looked for in
+// and a elements is not parsed, and HTML blocks are read as paragraphs
+// (Markdown in them included); a comment or element is looked for in
 // ordinary lines only (not in quoted lines or code), and its end even in a
 // code span; link text ends at the first ']' (brackets in it do not nest)
 // and a destination at the first ')'; a link reference definition is one
-// line; a list item's content may not start after a blank line; headings
-// and tables do not end paragraphs; emphasis delimiters are not paired
-// (CommonMark's rule of three is not applied).
+// line; an empty list item stays open after a blank line; headings and
+// tables do not end paragraphs; emphasis delimiters are not paired, so
+// that one Markdown pairs elsewhere, or leaves literal by its rule of
+// three, may still count next to a mention.
 func mentions(text, sender string) []string {
 	var s mentionScanner
 	s.text = text
@@ -226,8 +226,8 @@ func mentions(text, sender string) []string {
 }
 
 // listItems is the stack of the list items a line is in, as the content
-// column of each, the innermost last. Past its depth, the innermost item
-// replaces the one before it.
+// column of each, the innermost last. Past its depth, a new item replaces
+// the innermost.
 type listItems struct {
 	cols [8]int
 	n    int
@@ -344,24 +344,19 @@ type mentionScanner struct {
 	// compare one by one.
 	seen map[string]struct{}
 	// inComment is set while an HTML comment opened in an earlier
-	// paragraph is not closed yet.
-	inComment bool
-
+	// paragraph is not closed yet, inPre while a <pre> element that starts
+	// a line of an earlier paragraph is not.
+	inComment, inPre bool
 	// refs tells whether the text has link reference definitions: 0 not
 	// known yet, 1 none, 2 some.
 	refs int8
 
-	// runs indexes the backtick runs of the paragraph, when it has any.
-	runs backtickRuns
-
-	// inPre is set while a <pre> element that starts a line of an
-	// earlier paragraph is not closed yet.
-	inPre bool
-
-	// start is where the paragraph being scanned starts, and inItem
-	// whether it is in a list item.
+	// The paragraph being scanned: where it starts, and whether it is in a
+	// list item.
 	start  int
 	inItem bool
+	// runs indexes the backtick runs of the paragraph, when it has any.
+	runs backtickRuns
 	// The searches of link and element, remembered for the paragraph so
 	// that a run of openers without closers stays linear.
 	closeBracket, refBracket, paren, blank, gt nextMemo
