@@ -1120,34 +1120,7 @@ func (s *Store) PruneEvents(ctx context.Context, before time.Time, limit int) (i
 // are not this store's records (another store's, whose prefix starts with
 // this one's) are left out. Stores doing it at once add the same members.
 func (s *Store) indexEvents(ctx context.Context) error {
-	if s.eventsIndexed.Load() {
-		return nil
-	}
-	n, err := s.rdb.Exists(ctx, s.eventsIndexedKey()).Result()
-	if err != nil {
-		return err
-	}
-	if n == 0 {
-		var cursor uint64
-		for {
-			keys, next, err := s.rdb.Scan(ctx, cursor, globEscape(s.prefix)+"event:*", 1000).Result()
-			if err != nil {
-				return err
-			}
-			if err := s.indexEventKeys(ctx, keys); err != nil {
-				return err
-			}
-			if next == 0 {
-				break
-			}
-			cursor = next
-		}
-		if err := s.rdb.Set(ctx, s.eventsIndexedKey(), "1", 0).Err(); err != nil {
-			return err
-		}
-	}
-	s.eventsIndexed.Store(true)
-	return nil
+	return s.indexOnce(ctx, &s.eventsIndexed, s.eventsIndexedKey(), "event:*", s.indexEventKeys)
 }
 
 // indexEventKeys adds the event records at keys to the events sorted set,

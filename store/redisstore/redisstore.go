@@ -530,21 +530,30 @@ func (s *Store) DeleteAPIKey(ctx context.Context, tenantID, id string) error {
 // each key found, then set the marker. Without it a tenant's older keys
 // would be missing from its list, and could be neither seen nor revoked.
 func (s *Store) indexAPIKeys(ctx context.Context) error {
-	if s.apiKeysIndexed.Load() {
+	return s.indexOnce(ctx, &s.apiKeysIndexed, s.apiKeysIndexedKey(), "apikey:*", s.indexAPIKeyKeys)
+}
+
+// indexOnce brings records written before a sorted set existed into it,
+// once per store: unless marker is set, it SCANs the keys matching
+// pattern (under the prefix), hands each batch to add, then sets marker;
+// done remembers it in this process. Stores doing it at once add the same
+// members.
+func (s *Store) indexOnce(ctx context.Context, done *atomic.Bool, marker, pattern string, add func(context.Context, []string) error) error {
+	if done.Load() {
 		return nil
 	}
-	n, err := s.rdb.Exists(ctx, s.apiKeysIndexedKey()).Result()
+	n, err := s.rdb.Exists(ctx, marker).Result()
 	if err != nil {
 		return err
 	}
 	if n == 0 {
 		var cursor uint64
 		for {
-			keys, next, err := s.rdb.Scan(ctx, cursor, globEscape(s.prefix)+"apikey:*", 1000).Result()
+			keys, next, err := s.rdb.Scan(ctx, cursor, globEscape(s.prefix)+pattern, 1000).Result()
 			if err != nil {
 				return err
 			}
-			if err := s.indexAPIKeyKeys(ctx, keys); err != nil {
+			if err := add(ctx, keys); err != nil {
 				return err
 			}
 			if next == 0 {
@@ -552,11 +561,11 @@ func (s *Store) indexAPIKeys(ctx context.Context) error {
 			}
 			cursor = next
 		}
-		if err := s.rdb.Set(ctx, s.apiKeysIndexedKey(), "1", 0).Err(); err != nil {
+		if err := s.rdb.Set(ctx, marker, "1", 0).Err(); err != nil {
 			return err
 		}
 	}
-	s.apiKeysIndexed.Store(true)
+	done.Store(true)
 	return nil
 }
 
