@@ -44,7 +44,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -249,7 +248,7 @@ func Connect(ctx context.Context, url string, o Options) (*Bus, error) {
 	)
 	nc, err := nats.Connect(url, nopts...)
 	if err != nil {
-		return nil, fmt.Errorf("connect to nats %s: %w", RedactURL(url), err)
+		return nil, fmt.Errorf("connect to nats %s: %w", RedactURL(url), redactError(err, url))
 	}
 	b.nc = nc
 	b.js, err = jetstream.New(nc)
@@ -460,15 +459,65 @@ func (b *Bus) Close() {
 	<-b.closed
 }
 
-// RedactURL hides credentials in a NATS URL before it is shown.
+// RedactURL hides credentials in a NATS URL, or a comma-separated list of
+// them as nats.Connect takes, before it is shown. A URL that does not
+// parse (a bad escape in the password, say) loses its user information
+// all the same.
 func RedactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return raw
+	parts := strings.Split(raw, ",")
+	for i, p := range parts {
+		if userinfo(p) != "" {
+			parts[i] = strings.Replace(p, userinfo(p), "REDACTED", 1)
+		}
 	}
-	u.User = url.User("REDACTED")
-	return u.String()
+	return strings.Join(parts, ",")
 }
+
+// userinfo returns the user information of one NATS URL ("user:password"
+// in nats://user:password@host:4222), or "". It reads the text rather
+// than parsing it, so that a URL url.Parse refuses is covered too.
+func userinfo(raw string) string {
+	start := 0
+	if i := strings.Index(raw, "://"); i >= 0 {
+		start = i + len("://")
+	}
+	end := len(raw)
+	if i := strings.IndexAny(raw[start:], "/?#"); i >= 0 {
+		end = start + i
+	}
+	at := strings.LastIndexByte(raw[start:end], '@')
+	if at <= 0 {
+		return ""
+	}
+	return raw[start : start+at]
+}
+
+// redactError hides the credentials of the NATS URL raw in err's text:
+// nats.go quotes the URL it could not parse in its error, password and
+// all. errors.Is and As still see err.
+func redactError(err error, raw string) error {
+	msg := err.Error()
+	redacted := msg
+	for _, p := range strings.Split(raw, ",") {
+		if ui := userinfo(p); ui != "" {
+			quoted := strconv.Quote(ui)
+			redacted = strings.ReplaceAll(redacted, ui, "REDACTED")
+			redacted = strings.ReplaceAll(redacted, quoted[1:len(quoted)-1], "REDACTED")
+		}
+	}
+	if redacted == msg {
+		return err
+	}
+	return &redactedError{msg: redacted, err: err}
+}
+
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
 
 // EventCount returns how many events EventsStream holds (archive records
 // sharing the stream are not counted). In the shared layout it lists the

@@ -718,6 +718,28 @@ func TestConnectErrorsHideCredentials(t *testing.T) {
 	if got := RedactURL("nats://u:p@h:4222"); strings.Contains(got, ":p@") || !strings.Contains(got, "h:4222") {
 		t.Fatalf("RedactURL = %q", got)
 	}
+	// Nor when the URL does not parse: nats.go quotes it, password and
+	// all, in its error.
+	for _, raw := range []string{
+		"nats://triggerd:s3cr3t%zz-pass@127.0.0.1:4222",
+		"nats://triggerd:s3cr3t-pass@[::1",
+		`nats://triggerd:s3cr3t"-pass@[::1`,
+		"nats://a:4222,nats://triggerd:s3cr3t-pass@[::1",
+	} {
+		_, err := Connect(ctx, raw, Options{})
+		if err == nil {
+			t.Fatalf("connected with %q", raw)
+		}
+		if strings.Contains(err.Error(), "s3cr3t") {
+			t.Errorf("the error shows the password of %q: %v", raw, err)
+		}
+		if got := RedactURL(raw); strings.Contains(got, "s3cr3t") {
+			t.Errorf("RedactURL(%q) = %q", raw, got)
+		}
+	}
+	if got := RedactURL("nats://a:4222,nats://u:p@b:4222"); got != "nats://a:4222,nats://REDACTED@b:4222" {
+		t.Errorf("RedactURL of a list = %q", got)
+	}
 }
 
 func TestInProcessConnection(t *testing.T) {
