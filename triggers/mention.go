@@ -28,8 +28,11 @@ const maxLoginLen = 39
 //     a backslash-escaped backtick);
 //   - HTML comments, <!-- to --> (<!--> and <!---> are whole, empty ones),
 //     which GitHub does not show (issue and pull request templates are full
-//     of them); one may span paragraphs, and an unclosed one runs to the end
-//     of the text;
+//     of them). Inside a paragraph a comment is one only when it closes in
+//     that paragraph (an unclosed <!-- is text); a <!-- that starts a line,
+//     indented by less than four columns past the list item holding it, if
+//     any, starts an HTML block, which runs on to the first --> even in a
+//     later paragraph, or to the end of the text;
 //   - HTML code, pre and a elements, whose text GitHub does not link: from a
 //     start tag (<code>, <A href="...">: the name in any case, then a blank,
 //     '/' or '>', and a '>' later in the paragraph) to the end tag (</code>,
@@ -92,7 +95,8 @@ const maxLoginLen = 39
 // and a elements is not parsed, and HTML blocks are read as paragraphs
 // (Markdown in them included); a comment or element is looked for in
 // ordinary lines only (not in quoted lines or code), and its end even in a
-// code span; link text ends at the first ']' (brackets in it do not nest)
+// code span; an HTML block a comment starts does not end with its list
+// item; link text ends at the first ']' (brackets in it do not nest)
 // and a destination at the first ')'; a link reference definition is one
 // line; an empty list item stays open after a blank line; headings and
 // tables do not end paragraphs; emphasis delimiters are not paired, so
@@ -184,12 +188,12 @@ func mentions(text, sender string) []string {
 					// Not shown, but it starts a paragraph, which the
 					// lines after it continue.
 					paraStart, paraEnd, onlyDefs = lineStart+len(line), lineStart+len(line), true
-					s.inItem = items.n > 0
+					s.base = base
 					break
 				}
 				if paraStart < 0 {
 					paraStart = lineStart + pos
-					s.inItem = items.n > 0
+					s.base = base
 				}
 				paraEnd, onlyDefs = lineStart+len(line), false
 				break
@@ -343,23 +347,26 @@ type mentionScanner struct {
 	// seen holds the lower-cased logins found, once there are too many to
 	// compare one by one.
 	seen map[string]struct{}
-	// inComment is set while an HTML comment opened in an earlier
-	// paragraph is not closed yet, inPre while a <pre> element that starts
-	// a line of an earlier paragraph is not.
+	// inComment is set while an HTML comment that starts a line of an
+	// earlier paragraph (an HTML block) is not closed yet, inPre while a
+	// <pre> element that does is not.
 	inComment, inPre bool
 	// refs tells whether the text has link reference definitions: 0 not
 	// known yet, 1 none, 2 some.
 	refs int8
 
-	// The paragraph being scanned: where it starts, and whether it is in a
-	// list item.
-	start  int
-	inItem bool
+	// The paragraph being scanned: where it starts, and the content column
+	// of the list item holding it (0 outside list items).
+	start, base int
 	// runs indexes the backtick runs of the paragraph, when it has any.
 	runs backtickRuns
-	// The searches of link and element, remembered for the paragraph so
-	// that a run of openers without closers stays linear.
-	closeBracket, refBracket, paren, blank, gt nextMemo
+	// htmlEnd is where the line ends on which an HTML block that a comment
+	// or a <pre> starts closes: the rest of that line is HTML too, where an
+	// unclosed comment runs on as the block would.
+	htmlEnd int
+	// The searches of link, element and comments, remembered for the
+	// paragraph so that a run of openers without closers stays linear.
+	closeBracket, refBracket, paren, blank, gt, dashes nextMemo
 	// linkClose is the ']' for which link last looked at what follows,
 	// linkEnd what it found.
 	linkClose, linkEnd int
@@ -388,6 +395,7 @@ func (s *mentionScanner) paragraph(start, end int) {
 		return
 	}
 	t := s.text[:end]
+	s.htmlEnd = 0
 	if s.inComment {
 		j := strings.Index(t[start:], "-->")
 		if j < 0 {
@@ -395,25 +403,32 @@ func (s *mentionScanner) paragraph(start, end int) {
 		}
 		start += j + len("-->")
 		s.inComment = false
+		s.htmlEnd = lineEnd(t, start)
 	}
 	if s.inPre {
 		if start = closeTag(t, start, "pre"); start < 0 {
 			return
 		}
 		s.inPre = false
+		s.htmlEnd = lineEnd(t, start)
 	}
 	s.start, s.emph = start, false
-	s.closeBracket, s.refBracket, s.paren, s.blank, s.gt = nextMemo{}, nextMemo{}, nextMemo{}, nextMemo{}, nextMemo{}
+	s.closeBracket, s.refBracket, s.paren, s.blank, s.gt, s.dashes = nextMemo{}, nextMemo{}, nextMemo{}, nextMemo{}, nextMemo{}, nextMemo{}
 	s.linkClose, s.destBlank, s.titleParen = -1, -1, -1
 	if strings.IndexByte(t[start:], '`') >= 0 {
 		s.runs = backtickRuns{}
 		s.runs.index(t, start)
 	}
 	for i := start; i < end; {
-		if !scanStops[t[i]] {
-			i++
-			continue
+		// Skip the bytes that stop nothing.
+		k, rest := 0, t[i:]
+		for k < len(rest) && !scanStops[rest[k]] {
+			k++
 		}
+		if k == len(rest) {
+			return
+		}
+		i += k
 		switch t[i] {
 		case '\\':
 			if i+1 < end && isASCIIPunct(t[i+1]) {
@@ -437,17 +452,9 @@ func (s *mentionScanner) paragraph(start, end int) {
 				i = k
 				continue
 			}
-			// <!--> and <!---> are whole, empty comments.
-			if rest := t[i+len("<!--"):]; strings.HasPrefix(rest, ">") || strings.HasPrefix(rest, "->") {
-				i += len("<!--") + strings.IndexByte(rest, '>') + 1
-				continue
+			if i = s.comment(t, i); i < 0 {
+				return // an HTML block, closed in a later paragraph if at all
 			}
-			j := strings.Index(t[i+len("<!--"):], "-->")
-			if j < 0 {
-				s.inComment = true // closed in a later paragraph, if at all
-				return
-			}
-			i += len("<!--") + j + len("-->")
 		case '`':
 			n := runLen(t, i, '`')
 			if s.runs.last(n) >= i+n {
@@ -473,6 +480,32 @@ func (s *mentionScanner) paragraph(start, end int) {
 			i++
 		}
 	}
+}
+
+// comment returns, for the "<!--" at t[i], where the scan goes on: past
+// the comment, or past the "<!--" when it is text (no comment closes in
+// the paragraph, and it starts no HTML block); -1 when it is an HTML block
+// that the paragraph does not close.
+func (s *mentionScanner) comment(t string, i int) int {
+	// <!--> and <!---> are whole, empty comments.
+	k := i + len("<!--")
+	if rest := t[k:]; strings.HasPrefix(rest, ">") || strings.HasPrefix(rest, "->") {
+		k += strings.IndexByte(rest, '>') + 1
+	} else if j := s.dashes.comment(t, k); j >= 0 {
+		k = j + len("-->")
+	} else {
+		k = -1
+	}
+	block := i < s.htmlEnd || s.startsHTMLBlock(t, i)
+	switch {
+	case k < 0 && block:
+		s.inComment = true
+	case k < 0:
+		k = i + len("<!--")
+	case block && k > s.htmlEnd:
+		s.htmlEnd = lineEnd(t, k)
+	}
+	return k
 }
 
 // scanStops marks the bytes at which paragraph stops to look.
@@ -501,8 +534,13 @@ func (s *mentionScanner) element(t string, i int) (end int, ok bool) {
 		return 0, false
 	}
 	end = closeTag(t, gt+1, name)
-	if end < 0 && len(name) == len("pre") && !s.inItem && lineStarts(t, i, s.start) {
+	if len(name) != len("pre") {
+		return end, true
+	}
+	if end < 0 && s.base == 0 && lineStarts(t, i, s.start) {
 		s.inPre = true
+	} else if end > s.htmlEnd && s.startsHTMLBlock(t, i) {
+		s.htmlEnd = lineEnd(t, end) // the block ends with the line of </pre>
 	}
 	return end, true
 }
@@ -537,6 +575,35 @@ func lineStarts(t string, i, start int) bool {
 		i--
 	}
 	return i == start || t[i-1] == '\n'
+}
+
+// lineEnd returns the index of the first '\n' in t[i:], or len(t).
+func lineEnd(t string, i int) int {
+	if j := strings.IndexByte(t[i:], '\n'); j >= 0 {
+		return i + j
+	}
+	return len(t)
+}
+
+// startsHTMLBlock reports whether t[i], the '<' of a comment or a <pre>,
+// starts an HTML block, which runs on to the line of the comment's or the
+// element's end, even past the paragraph: it starts a line of the
+// paragraph, indented by less than four columns past the list item holding
+// the paragraph, if any (indented more, it would be indented code, which
+// does not interrupt a paragraph).
+func (s *mentionScanner) startsHTMLBlock(t string, i int) bool {
+	if !lineStarts(t, i, s.start) {
+		return false
+	}
+	j := i
+	for j > s.start && t[j-1] != '\n' {
+		j--
+	}
+	if j == s.start {
+		return true // the paragraph's first line, past its indentation
+	}
+	cols, _ := lineIndent(t[j:i])
+	return cols < s.base+4
 }
 
 // link returns, when t[i], a '[', opens a link or an image, where it ends,
@@ -647,6 +714,20 @@ func (m *nextMemo) next(t string, from int, c byte) int {
 			at = k
 			break
 		}
+	}
+	*m = nextMemo{ok: true, from: from, at: at}
+	return at
+}
+
+// comment returns the index of the first "-->" in t[from:], which closes
+// an HTML comment opened before from, or -1.
+func (m *nextMemo) comment(t string, from int) int {
+	if m.ok && m.from <= from && (m.at < 0 || from <= m.at) {
+		return m.at
+	}
+	at := strings.Index(t[from:], "-->")
+	if at >= 0 {
+		at += from
 	}
 	*m = nextMemo{ok: true, from: from, at: at}
 	return at

@@ -87,7 +87,26 @@ func TestMentions(t *testing.T) {
 		{name: "html comment", text: "<!-- cc @a -->@b", want: []string{"b"}},
 		{name: "template comment across lines", text: "<!-- Describe the bug.\n  Ping @a if urgent. -->\nBroken, @b", want: []string{"b"}},
 		{name: "comment across paragraphs", text: "<!-- start\n\n@a\n\nend --> @b", want: []string{"b"}},
-		{name: "unclosed comment runs to the end", text: "@a <!-- @b\n\n@c", want: []string{"a"}},
+		{name: "unclosed comment starting a line runs to the end", text: "@a\n<!-- @b\n\n@c", want: []string{"a"}},
+		{name: "unclosed comment starting the text runs to the end", text: "<!-- @a\n\n@b", want: nil},
+		{name: "unclosed comment indented three columns runs to the end", text: "x\n   <!-- @a\n\n@b", want: nil},
+		{name: "unclosed comment starting a line in a list item", text: "- x\n  <!-- @a\n\n  @b", want: nil},
+		{name: "unclosed comment starting a lazy line", text: "- x\n<!-- @a\n\n@b", want: nil},
+		{name: "comment starting a line closed in a later paragraph", text: "x\n<!-- @a\n\n@b -->\n@c", want: []string{"c"}},
+		// CommonMark reads a comment inside a paragraph only when it is
+		// complete there: an unclosed <!-- is text.
+		{name: "unclosed comment inside a paragraph is text", text: "@a <!-- @b\n\n@c", want: []string{"a", "b", "c"}},
+		{name: "comment inside a paragraph closed in a later one is text", text: "x <!-- @a\n\nb --> @c", want: []string{"a", "c"}},
+		{name: "comment inside a paragraph across lines", text: "x <!-- a\n@b --> @c", want: []string{"c"}},
+		{name: "unclosed comments inside a paragraph", text: "x <!-- a <!-- @b", want: []string{"b"}},
+		{name: "unclosed comment indented as code continues a paragraph", text: "text\n    <!-- @a", want: []string{"a"}},
+		{name: "unclosed comment after a closed one", text: "x <!-- a --> <!-- @b", want: []string{"b"}},
+		// An HTML block ends with the line of its end, the rest of which is
+		// HTML: there an unclosed comment runs on.
+		{name: "unclosed comment on the last line of an HTML block", text: "<!-- a --> <!-- @b\n\n@c", want: nil},
+		{name: "unclosed comment on the last line of a long HTML block", text: "<!--\n\n--> <!-- @a\n\n@b", want: nil},
+		{name: "unclosed comment on the line of a pre block's end", text: "<pre>x</pre> <!-- @a\n\n@b", want: nil},
+		{name: "comments on the last line of an HTML block", text: "<!-- a --> @b <!-- c --> @d\n<!-- @e", want: []string{"b", "d"}},
 		{name: "comment in a code span is code", text: "`<!--` @a `-->`", want: []string{"a"}},
 		{name: "empty comment <!-->", text: "<!--> @alice\n\n@bob", want: []string{"alice", "bob"}},
 		{name: "empty comment <!--->", text: "x <!---> @alice", want: []string{"alice"}},
@@ -252,6 +271,7 @@ func TestMentionsPathological(t *testing.T) {
 		{"[a](b", strings.Repeat(" ", 50000) + "c) @x"},
 		{"<a ", "@x"},
 		{"<code ", "@x"},
+		{"x <!-- ", "@x"},
 		{"_@a ", "@x"},
 		{"@a_ ", "@x"},
 	} {
