@@ -56,9 +56,11 @@ const maxLoginLen = 39
 // the short code of an enterprise with managed users (@mona_acme). The '@'
 // must start the text or follow a character that is not a letter, digit or
 // underscore (so e-mail addresses do not count), nor '/' (URLs such as
-// medium.com/@x) nor '`'. The login must not run on into '/' (a team,
-// @org/team), '_', a letter or a digit, nor into dots followed by one of
-// those (@example.com); trailing dots are punctuation ("thanks @octocat.").
+// medium.com/@x); a backtick is none of those, whether it closes a code
+// span ("`code`@alice") or is literal ("`@alice" with no closing run). The
+// login must not run on into '/' (a team, @org/team), '_', a letter or a
+// digit, nor into dots followed by one of those (@example.com); trailing
+// dots are punctuation ("thanks @octocat.").
 //
 // An underscore is a word character, except where Markdown reads a run of
 // them as an emphasis delimiter, which GitHub renders as <em> or <strong>:
@@ -812,7 +814,7 @@ func (s *mentionScanner) mentionAt(t string, i int) (login string, next int, ok 
 			if !s.delimitsBefore(t, i) {
 				return "", 0, false
 			}
-		} else if isAlnum(c) || c == '/' || c == '`' {
+		} else if isAlnum(c) || c == '/' {
 			return "", 0, false
 		}
 	}

@@ -161,7 +161,17 @@ func TestMentions(t *testing.T) {
 		{name: "e-mail with underscore", text: "first_last@example.org", want: nil},
 		{name: "e-mail with unicode local part", text: "josé@example.org", want: nil},
 		{name: "after a slash", text: "https://medium.com/@writer", want: nil},
-		{name: "after a backtick", text: "`@a", want: nil},
+		// A backtick is no word character: "`code`@alice" renders a text
+		// that starts with @alice, "`@alice" (unmatched) one with `@alice.
+		{name: "right after a code span", text: "`code`@alice", want: []string{"alice"}},
+		{name: "right after a double-backtick span", text: "``a ` b``@alice", want: []string{"alice"}},
+		{name: "after an unmatched backtick", text: "`@alice", want: []string{"alice"}},
+		{name: "after an unmatched backtick run", text: "x ``@alice `", want: []string{"alice"}},
+		{name: "after an escaped backtick", text: "\\`@alice", want: []string{"alice"}},
+		{name: "after a backtick in a code span", text: "`` `@alice ``", want: nil},
+		{name: "right after an opening backtick", text: "`@alice`", want: nil},
+		{name: "after a code span and a word", text: "`code`foo@alice", want: nil},
+		{name: "word before at", text: "foo@alice", want: nil},
 		{name: "login running into a domain", text: "@example.com", want: nil},
 		{name: "managed user", text: "cc @mona_acme, @Hubot_Octo1.", want: []string{"mona_acme", "Hubot_Octo1"}},
 		{name: "login running into a second underscore", text: "@foo_bar_baz", want: nil},
