@@ -85,13 +85,14 @@ const maxLoginLen = 39
 // indented code block). A line indented to the content column is in the
 // item; a line indented less leaves the item, unless it continues a
 // paragraph lazily (text right after text, not itself a quote, fence,
-// thematic break or list item, or else indented four columns or more past
-// the item it is in); a blank line leaves nothing. Nested items are kept
-// on a stack eight deep (a deeper one replaces the innermost). A quote,
-// fence, thematic break ("* * *", not a list item) or list item starts a
-// new paragraph, and so does each of several on one line ("- > quoted",
-// "1. - item"); an ordered item interrupts a paragraph only at number 1,
-// an empty item not at all.
+// thematic break, list item, comment or <pre>, or else indented four
+// columns or more past the item it is in); a blank line leaves nothing.
+// Nested items are kept on a stack eight deep (a deeper one replaces the
+// innermost). A quote, fence, thematic break ("* * *", not a list item),
+// list item or line starting with a comment or a <pre> (an HTML block)
+// starts a new paragraph, and so does each of several on one line
+// ("- > quoted", "1. - item"); an ordered item interrupts a paragraph only
+// at number 1, an empty item not at all.
 //
 // Known simplifications of Markdown: HTML other than comments and code, pre
 // and a elements is not parsed, and HTML blocks are read as paragraphs
@@ -186,6 +187,12 @@ func mentions(text, sender string) []string {
 			}
 			w := listMarker(rest, interrupts)
 			if w == 0 {
+				if startsHTMLBlock(rest) {
+					// It interrupts a paragraph, and is scanned as one of
+					// its own.
+					s.paragraph(paraStart, paraEnd)
+					paraStart = -1
+				}
 				if (paraStart < 0 || onlyDefs) && isLinkDefinition(rest) {
 					// Not shown, but it starts a paragraph, which the
 					// lines after it continue.
@@ -305,10 +312,22 @@ func listMarker(s string, interrupts bool) int {
 }
 
 // startsBlock reports whether s (a line without its indentation) starts a
-// block other than a paragraph: a quote, a fence, a thematic break or a list
-// item. Such a line does not continue a paragraph lazily.
+// block other than a paragraph: a quote, a fence, a thematic break, a list
+// item or an HTML block that a comment or a <pre> starts. Such a line does
+// not continue a paragraph lazily.
 func startsBlock(s string) bool {
-	return s[0] == '>' || isFenceOpen(s) || isThematicBreak(s) || listMarker(s, false) > 0
+	return s[0] == '>' || isFenceOpen(s) || isThematicBreak(s) || listMarker(s, false) > 0 || startsHTMLBlock(s)
+}
+
+// startsHTMLBlock reports whether s (a line without its indentation)
+// starts an HTML block that paragraph follows: a comment, or a <pre> tag
+// (the name in any case, then a blank, '>' or the end of the line).
+func startsHTMLBlock(s string) bool {
+	if strings.HasPrefix(s, "<!--") {
+		return true
+	}
+	return len(s) >= len("<pre") && strings.EqualFold(s[:len("<pre")], "<pre") &&
+		(len(s) == len("<pre") || s[4] == ' ' || s[4] == '\t' || s[4] == '>')
 }
 
 // isLinkDefinition reports whether s (a line without its indentation), at
@@ -498,7 +517,7 @@ func (s *mentionScanner) comment(t string, i int) int {
 	} else {
 		k = -1
 	}
-	block := i < s.htmlEnd || s.startsHTMLBlock(t, i)
+	block := i < s.htmlEnd || s.opensHTMLBlock(t, i)
 	switch {
 	case k < 0 && block:
 		s.inComment = true
@@ -541,7 +560,7 @@ func (s *mentionScanner) element(t string, i int) (end int, ok bool) {
 	}
 	if end < 0 && s.base == 0 && lineStarts(t, i, s.start) {
 		s.inPre = true
-	} else if end > s.htmlEnd && s.startsHTMLBlock(t, i) {
+	} else if end > s.htmlEnd && s.opensHTMLBlock(t, i) {
 		s.htmlEnd = lineEnd(t, end) // the block ends with the line of </pre>
 	}
 	return end, true
@@ -587,13 +606,13 @@ func lineEnd(t string, i int) int {
 	return len(t)
 }
 
-// startsHTMLBlock reports whether t[i], the '<' of a comment or a <pre>,
+// opensHTMLBlock reports whether t[i], the '<' of a comment or a <pre>,
 // starts an HTML block, which runs on to the line of the comment's or the
 // element's end, even past the paragraph: it starts a line of the
 // paragraph, indented by less than four columns past the list item holding
 // the paragraph, if any (indented more, it would be indented code, which
 // does not interrupt a paragraph).
-func (s *mentionScanner) startsHTMLBlock(t string, i int) bool {
+func (s *mentionScanner) opensHTMLBlock(t string, i int) bool {
 	if !lineStarts(t, i, s.start) {
 		return false
 	}

@@ -101,6 +101,9 @@ func TestMentions(t *testing.T) {
 		{name: "unclosed comments inside a paragraph", text: "x <!-- a <!-- @b", want: []string{"b"}},
 		{name: "unclosed comment indented as code continues a paragraph", text: "text\n    <!-- @a", want: []string{"a"}},
 		{name: "unclosed comment after a closed one", text: "x <!-- a --> <!-- @b", want: []string{"b"}},
+		{name: "comment starting a line ends a code span's paragraph", text: "`x\n<!-- `@a", want: nil},
+		{name: "comment starting a line ends a link's paragraph", text: "[@a\n<!-- b -->](y) @c", want: []string{"a", "c"}},
+		{name: "pre starting a line ends a code span's paragraph", text: "`x\n<PRE>`@a</pre>", want: nil},
 		// An HTML block ends with the line of its end, the rest of which is
 		// HTML: there an unclosed comment runs on.
 		{name: "unclosed comment on the last line of an HTML block", text: "<!-- a --> <!-- @b\n\n@c", want: nil},
