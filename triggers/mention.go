@@ -32,7 +32,9 @@ const maxLoginLen = 39
 //     that paragraph (an unclosed <!-- is text); a <!-- that starts a line,
 //     indented by less than four columns past the list item holding it, if
 //     any, starts an HTML block, which runs on to the first --> even in a
-//     later paragraph, or to the end of the text;
+//     later paragraph, or to the end of the text. Such a block, or a <pre>
+//     block, ends with the line of its end, the rest of which is HTML too:
+//     an unclosed <!-- there runs on as one that starts a line;
 //   - HTML code, pre and a elements, whose text GitHub does not link: from a
 //     start tag (<code>, <A href="...">: the name in any case, then a blank,
 //     '/' or '>', and a '>' later in the paragraph) to the end tag (</code>,
