@@ -3,7 +3,6 @@ package api_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -151,21 +150,11 @@ func newEnv(t *testing.T, st store.Store) *env {
 	return v
 }
 
+// do is send without a body.
 func (v *env) do(method, path, key string) (int, map[string]any) {
 	v.t.Helper()
-	req := httptest.NewRequest(method, path, nil)
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	rec := httptest.NewRecorder()
-	v.e.ServeHTTP(rec, req)
-	var body map[string]any
-	if rec.Body.Len() > 0 {
-		if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
-			v.t.Fatalf("%s %s: %d %q is not JSON", method, path, rec.Code, rec.Body.String())
-		}
-	}
-	return rec.Code, body
+	code, body, _ := v.send(method, path, key, "")
+	return code, body
 }
 
 func (v *env) tenant(name string) (string, string) {

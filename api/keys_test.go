@@ -10,12 +10,16 @@ import (
 	"testing"
 )
 
-// send is env.do with a JSON body; it also returns the raw answer, to look
-// for secrets in it, and its headers.
+// send makes a request with a JSON body ("" for none) and returns the
+// status, the decoded answer, and the raw answer, to look for secrets in it
+// and at its headers.
 func (v *env) send(method, path, key, body string) (int, map[string]any, *httptest.ResponseRecorder) {
 	v.t.Helper()
-	req := httptest.NewRequest(method, path, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
+	req := httptest.NewRequest(method, path, nil)
+	if body != "" {
+		req = httptest.NewRequest(method, path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
