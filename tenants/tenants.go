@@ -80,17 +80,11 @@ func (s *Service) Create(ctx context.Context, name string) (store.Tenant, string
 	if err := s.store.CreateTenant(ctx, t); err != nil {
 		return store.Tenant{}, "", fmt.Errorf("tenants: create %q: %w", name, err)
 	}
-	key, err := s.NewKey(ctx, t.ID, "initial")
+	_, key, err := s.CreateKey(ctx, t.ID, "initial")
 	if err != nil {
 		return store.Tenant{}, "", err
 	}
 	return t, key, nil
-}
-
-// NewKey adds an API key to a tenant and returns it.
-func (s *Service) NewKey(ctx context.Context, tenantID, name string) (string, error) {
-	_, key, err := s.CreateKey(ctx, tenantID, name)
-	return key, err
 }
 
 // CreateKey adds an API key named name (1 to 100 characters, to tell it

@@ -206,7 +206,7 @@ func TestRevokeLastTwoAtOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.NewKey(ctx, ten.ID, "second"); err != nil {
+		if _, _, err := s.CreateKey(ctx, ten.ID, "second"); err != nil {
 			t.Fatal(err)
 		}
 		keys, err := s.Keys(ctx, ten.ID)
