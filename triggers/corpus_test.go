@@ -77,7 +77,7 @@ var corpusCases = []fileCase{
 		subject: "triggers.codehost.project_item_status_changed.octocoders.~",
 		check: func(t *testing.T, res Result) {
 			e := res.Events[0]
-			wantResource(t, e, Resource{Type: "project_item", ID: "5678510", Title: "DraftIssue"})
+			wantResource(t, e, Resource{Type: "project_item", ID: "5678510", Title: "DraftIssue", FieldID: "PVTF_lADOAWcTxs07G84AAali"})
 			if e.Repository != nil || e.Account != "Octocoders" || e.Sender != "wolfy1339" {
 				t.Errorf("repository %v account %q sender %q", e.Repository, e.Account, e.Sender)
 			}

@@ -121,10 +121,13 @@ type Resource struct {
 	Merged   bool   `json:"merged,omitempty"`
 	// ColumnID is the classic project board column of a card.
 	ColumnID int64 `json:"column_id,omitempty"`
-	// Field, From and To describe a project item field change.
-	Field string `json:"field,omitempty"`
-	From  string `json:"from,omitempty"`
-	To    string `json:"to,omitempty"`
+	// Field, From and To describe a project item field change; FieldID is
+	// the field's node id (PVTSSF_...), the only part of it the older
+	// projects_v2_item payload shape carries.
+	Field   string `json:"field,omitempty"`
+	FieldID string `json:"field_id,omitempty"`
+	From    string `json:"from,omitempty"`
+	To      string `json:"to,omitempty"`
 	// Project is the deployment platform's project id; ProjectName its name.
 	Project     string `json:"project,omitempty"`
 	ProjectName string `json:"project_name,omitempty"`

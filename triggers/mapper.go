@@ -473,12 +473,13 @@ func mapCodeHost(d Delivery) (Result, error) {
 		if fv == nil || fv.FieldType != "single_select" {
 			return e.done(fmt.Sprintf("event %q action %q changes no single-select field", ev, action))
 		}
-		r := Resource{Type: "project_item", ID: decimalID(it.ID), Title: it.ContentType}
+		r := Resource{Type: "project_item", ID: decimalID(it.ID), Title: it.ContentType, FieldID: fv.FieldNodeID}
 		// The newer payload shape names the field and carries the old and
 		// new options. The older one (no field_name at all) only has the
 		// field's node id, whose name needs a GraphQL lookup this pure
 		// mapper cannot make: such an edit is emitted too, with Field, From
-		// and To left empty, so a subscriber may resolve it.
+		// and To left empty and FieldID set, and the dispatcher resolves
+		// the name before a trigger starts (package dispatch).
 		if fv.FieldName != nil {
 			if !strings.EqualFold(*fv.FieldName, "Status") {
 				return e.done(fmt.Sprintf("event %q action %q changes field %q, not Status", ev, action, *fv.FieldName))

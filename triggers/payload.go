@@ -163,10 +163,11 @@ type ghChanges struct {
 // adds field_name and from/to, whose shape depends on the field type (an
 // option object for single_select), so they stay raw until needed.
 type ghFieldValue struct {
-	FieldType string          `json:"field_type"`
-	FieldName *string         `json:"field_name"`
-	From      json.RawMessage `json:"from"`
-	To        json.RawMessage `json:"to"`
+	FieldNodeID string          `json:"field_node_id"`
+	FieldType   string          `json:"field_type"`
+	FieldName   *string         `json:"field_name"`
+	From        json.RawMessage `json:"from"`
+	To          json.RawMessage `json:"to"`
 }
 
 // ghOption is a single-select option ({"id", "name", "color", ...}).

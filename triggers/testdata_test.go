@@ -39,7 +39,7 @@ var projectCases = []fileCase{
 		subject: "triggers.codehost.project_item_status_changed.octo-org.~",
 		check: func(t *testing.T, res Result) {
 			wantResource(t, res.Events[0], Resource{Type: "project_item", ID: "91734588", Title: "Issue",
-				Field: "Status", From: "Todo", To: "In Progress"})
+				Field: "Status", FieldID: "PVTSSF_lADOAGfTyM4AgW3xzgZSTA", From: "Todo", To: "In Progress"})
 		}},
 	{name: "github/pull_request.opened.draft.json",
 		ignored: `event "pull_request" action "opened" on a draft, without new mentions, maps to no trigger kind`},
