@@ -235,6 +235,44 @@ func (in *projectItemInput) check() error {
 	return p.err()
 }
 
+// projectFieldInput names a Projects (v2) field by its node id.
+type projectFieldInput struct {
+	FieldID string `json:"field_id"`
+}
+
+func (in *projectFieldInput) check() error {
+	var p problems
+	p.required("field_id", in.FieldID)
+	return p.err()
+}
+
+// ProjectField is a Projects (v2) field: its name, its type (GraphQL's
+// ProjectV2FieldType: SINGLE_SELECT, TEXT, ...) and, for a single-select
+// field, its options.
+type ProjectField struct {
+	ID       string          `json:"id"`
+	Name     string          `json:"name"`
+	DataType string          `json:"data_type"`
+	Options  []ProjectOption `json:"options"`
+}
+
+// ProjectOption is one option of a single-select field.
+type ProjectOption struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+}
+
+// projectFieldQuery reads a field by node id. ProjectV2FieldCommon is the
+// interface every field type implements; only single-select fields have
+// options.
+const projectFieldQuery = `query($id: ID!) {
+  node(id: $id) {
+    __typename
+    ... on ProjectV2FieldCommon { id name dataType }
+    ... on ProjectV2SingleSelectField { options { id name } }
+  }
+}`
+
 // updateItemMutation sets a single-select field (a Status) of a Projects
 // (v2) item.
 const updateItemMutation = `mutation($input: UpdateProjectV2ItemFieldValueInput!) {
@@ -340,6 +378,53 @@ func (k *kit) pullSteps() []connectors.Step {
 					Reviews        []Review `json:"reviews"`
 					HasMore        bool     `json:"has_more"`
 				}{in.PullNumber, logins(req.Users), teams, reviews, more}, nil
+			}),
+		define(k, "get_project_v2_field", "Get Project (V2) Field",
+			"Reads a Projects (v2) field by its node id: its name, type and, for a single-select field such as Status, its options (GraphQL node).",
+			object(props{
+				"field_id": text("Node id of the field (PVTSSF_... or PVTF_...), as a projects_v2_item event's resource.field_id gives it."),
+			}, "field_id"),
+			object(props{
+				"id": str("Field node id."), "name": str("Field name, e.g. Status."),
+				"data_type": str("Field type: SINGLE_SELECT, TEXT, NUMBER, DATE, ITERATION, ..."),
+				"options": array(object(props{"id": str("Option id."), "name": str("Option name.")}, "id", "name"),
+					"The options of a single-select field; empty for other types."),
+			}, "id", "name", "data_type", "options"),
+			func(ctx context.Context, c *client, in *projectFieldInput) (any, error) {
+				body := map[string]any{"query": projectFieldQuery, "variables": map[string]any{"id": in.FieldID}}
+				var r struct {
+					Data struct {
+						Node *struct {
+							Typename string          `json:"__typename"`
+							ID       string          `json:"id"`
+							Name     string          `json:"name"`
+							DataType string          `json:"dataType"`
+							Options  []ProjectOption `json:"options"`
+						} `json:"node"`
+					} `json:"data"`
+					Errors []struct {
+						Type    string `json:"type"`
+						Message string `json:"message"`
+					} `json:"errors"`
+				}
+				if _, err := c.sendJSON(ctx, http.MethodPost, "/graphql", body, &r); err != nil {
+					return nil, err
+				}
+				if len(r.Errors) > 0 {
+					return nil, graphqlError(r.Errors)
+				}
+				n := r.Data.Node
+				switch {
+				case n == nil:
+					return nil, connectors.Errorf(connectors.CodeNotFound, "GitHub GraphQL: no node with the global id %q", in.FieldID)
+				case n.Name == "":
+					return nil, connectors.Errorf(connectors.CodeValidation, "%q is a %s, not a Projects (v2) field", in.FieldID, n.Typename)
+				}
+				f := ProjectField{ID: n.ID, Name: n.Name, DataType: n.DataType, Options: n.Options}
+				if f.Options == nil {
+					f.Options = []ProjectOption{}
+				}
+				return f, nil
 			}),
 		define(k, "update_project_v2_item_status", "Update Project (V2) Item Status",
 			"Sets a Projects (v2) item's single-select field, such as Status, to one of its options (GraphQL updateProjectV2ItemFieldValue).",

@@ -457,6 +457,11 @@ func stepCases() []stepCase {
 			want: map[string]any{"pull_number": 4, "requested_users": []string{"octocat"}, "requested_teams": []string{},
 				"reviews.0.reviewer": "monalisa", "reviews.0.state": "COMMENTED", "reviews.1.reviewer": "octocat",
 				"reviews.1.state": "CHANGES_REQUESTED", "has_more": false}},
+		{name: "project field", id: "get_project_v2_field", input: `{"field_id":"` + fakegithub.SeedFieldID + `"}`,
+			want: map[string]any{"id": fakegithub.SeedFieldID, "name": "Status", "data_type": "SINGLE_SELECT",
+				"options.0.name": "In Progress", "options.0.id": fakegithub.SeedOptionDoing, "options.1.name": "Done", "options.2.name": "Todo"}},
+		{name: "project field without options", id: "get_project_v2_field", input: `{"field_id":"` + fakegithub.SeedTitleFieldID + `"}`,
+			want: map[string]any{"id": fakegithub.SeedTitleFieldID, "name": "Title", "data_type": "TITLE", "options": []string{}}},
 		{name: "project item status", id: "update_project_v2_item_status",
 			input: `{"project_id":"` + fakegithub.SeedProjectID + `","item_id":"` + fakegithub.SeedItemID + `","field_id":"` +
 				fakegithub.SeedFieldID + `","option_id":"` + fakegithub.SeedOptionDone + `"}`,
@@ -664,8 +669,8 @@ func TestCatalogue(t *testing.T) {
 			t.Errorf("no step named %q", n)
 		}
 	}
-	if len(tk.Steps) != 39 {
-		t.Errorf("%d steps, want 39", len(tk.Steps))
+	if len(tk.Steps) != 40 {
+		t.Errorf("%d steps, want 40", len(tk.Steps))
 	}
 }
 

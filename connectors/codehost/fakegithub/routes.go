@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"regexp"
 	"slices"
@@ -1769,8 +1770,9 @@ func (c *call) listGists() *reply {
 	return c.page(items, "")
 }
 
-// graphql serves the updateProjectV2ItemFieldValue mutation. GraphQL
-// errors are answered with HTTP 200 and errors[].
+// graphql serves the updateProjectV2ItemFieldValue mutation and the node
+// query of a Projects (v2) field. GraphQL errors are answered with HTTP
+// 200 and errors[].
 func (c *call) graphql() *reply {
 	var in struct {
 		Query     *string        `json:"query"`
@@ -1790,7 +1792,11 @@ func (c *call) graphql() *reply {
 		return okBody(M{"errors": []M{{"message": "A query attribute must be specified and must be a string."}}})
 	}
 	if !strings.Contains(*in.Query, "updateProjectV2ItemFieldValue") {
-		return okBody(M{"errors": []M{{"message": "fakegithub serves only the updateProjectV2ItemFieldValue mutation"}}})
+		if strings.Contains(*in.Query, "node(id:") {
+			id, _ := in.Variables["id"].(string)
+			return c.graphqlNode(id)
+		}
+		return okBody(M{"errors": []M{{"message": "fakegithub serves only the updateProjectV2ItemFieldValue mutation and node(id:) of a project field"}}})
 	}
 	input, _ := in.Variables["input"].(map[string]any)
 	str := func(k string) string { s, _ := input[k].(string); return s }
@@ -1813,4 +1819,42 @@ func (c *call) graphql() *reply {
 	}
 	p.items[itemID][fieldID] = option
 	return okBody(M{"data": M{"updateProjectV2ItemFieldValue": M{"projectV2Item": M{"id": itemID}}}})
+}
+
+// graphqlNode answers node(id:) for the nodes of the caller's projects: a
+// field (with its options when it is single-select), an item or the
+// project itself, as GitHub answers the fragments the codehost steps ask
+// for (ProjectV2FieldCommon, ProjectV2SingleSelectField).
+func (c *call) graphqlNode(id string) *reply {
+	if id == "" {
+		return okBody(M{"errors": []M{{"message": "Variable $id of type ID! was provided invalid value", "extensions": M{"code": "argumentLiteralsIncompatible"}}}})
+	}
+	for _, p := range c.s.st.projects {
+		if p.owner != c.login {
+			continue
+		}
+		if f := p.fields[id]; f != nil {
+			typename := "ProjectV2Field"
+			node := M{"id": id, "name": f.name, "dataType": f.dataType}
+			if f.dataType == "SINGLE_SELECT" {
+				typename = "ProjectV2SingleSelectField"
+				opts := []M{}
+				for _, oid := range slices.Sorted(maps.Keys(f.options)) {
+					opts = append(opts, M{"id": oid, "name": f.options[oid]})
+				}
+				node["options"] = opts
+			}
+			node["__typename"] = typename
+			return okBody(M{"data": M{"node": node}})
+		}
+		if p.items[id] != nil {
+			return okBody(M{"data": M{"node": M{"__typename": "ProjectV2Item"}}})
+		}
+		if p.id == id {
+			return okBody(M{"data": M{"node": M{"__typename": "ProjectV2"}}})
+		}
+	}
+	return okBody(M{"data": M{"node": nil}, "errors": []M{{"type": "NOT_FOUND", "path": []string{"node"},
+		"locations": []M{{"line": 2, "column": 3}},
+		"message":   fmt.Sprintf("Could not resolve to a node with the global id of '%s'.", id)}}})
 }

@@ -46,6 +46,11 @@ const (
 	SeedOptionDoing = "47fc9ee4"
 	SeedOptionDone  = "98236657"
 	SeedItemID      = "PVTI_lADOA1"
+	// SeedPriorityFieldID is a second single-select field of the seeded
+	// project, named Priority.
+	SeedPriorityFieldID = "PVTSSF_priority"
+	// SeedTitleFieldID is the seeded project's Title field (no options).
+	SeedTitleFieldID = "PVTF_title"
 )
 
 // Organisation roles, as GitHub's membership API names them: an admin is
@@ -237,7 +242,9 @@ type gist struct {
 }
 
 type projectField struct {
-	options map[string]string // id → name
+	name     string
+	dataType string            // GraphQL's ProjectV2FieldType
+	options  map[string]string // id → name
 }
 
 type project struct {
@@ -473,8 +480,13 @@ func seed() *state {
 		files:   map[string]string{"hello_world.rb": "class HelloWorld\n  def initialize(name)\n    @name = name.capitalize\n  end\nend\n"},
 		created: at(2), updated: at(2)}}
 	st.projects[SeedProjectID] = &project{id: SeedProjectID, owner: "octocat",
-		fields: map[string]*projectField{SeedFieldID: {options: map[string]string{
-			SeedOptionTodo: "Todo", SeedOptionDoing: "In Progress", SeedOptionDone: "Done"}}},
+		fields: map[string]*projectField{
+			SeedFieldID: {name: "Status", dataType: "SINGLE_SELECT", options: map[string]string{
+				SeedOptionTodo: "Todo", SeedOptionDoing: "In Progress", SeedOptionDone: "Done"}},
+			SeedPriorityFieldID: {name: "Priority", dataType: "SINGLE_SELECT", options: map[string]string{
+				"p1a2b3c4": "High", "p5d6e7f8": "Low"}},
+			SeedTitleFieldID: {name: "Title", dataType: "TITLE"},
+		},
 		items: map[string]map[string]string{SeedItemID: {SeedFieldID: SeedOptionTodo}}}
 	return st
 }
