@@ -160,6 +160,8 @@ type Dispatcher struct {
 	interestMu sync.Mutex
 	// dryRuns holds a slot per dry run in progress (DryRun).
 	dryRuns chan struct{}
+	// fields names project fields (nameProjectField).
+	fields fieldNames
 }
 
 // defaultTo sets *v to d when it is zero or negative (unset).

@@ -39,6 +39,8 @@ type fakeSteps struct {
 	refuse  map[string]int
 	refusal error
 	block   chan struct{} // when set, every call waits for it
+	// out is the output of a step id, instead of the default one.
+	out map[string]string
 }
 
 type stepCall struct {
@@ -66,9 +68,13 @@ func (f *fakeSteps) Run(ctx context.Context, tenantID, stepID, accountID string,
 		f.refuse[stepID]--
 		err = f.refusal
 	}
+	out, ok := f.out[stepID]
 	f.mu.Unlock()
 	if err != nil {
 		return nil, err
+	}
+	if ok {
+		return json.RawMessage(out), nil
 	}
 	return json.RawMessage(fmt.Sprintf(`{"id": %d, "number": 7, "url": "https://example.test/c/%d"}`, n, n)), nil
 }
@@ -115,7 +121,7 @@ func newHarnessWith(t testing.TB, o dispatch.Options, b *bus.Bus, emb *bus.Embed
 	}
 	t.Cleanup(nc.Close)
 	js, _ := jetstream.New(nc)
-	h := &harness{t: t, bus: b, js: js, store: st, steps: &fakeSteps{fail: map[string]error{}, refuse: map[string]int{}}}
+	h := &harness{t: t, bus: b, js: js, store: st, steps: &fakeSteps{fail: map[string]error{}, refuse: map[string]int{}, out: map[string]string{}}}
 	o.Store, o.Queue, o.Steps = st, b, h.steps
 	if o.SharedTenant == "" {
 		// The harness's triggers are t1's and its deliveries unscoped, as

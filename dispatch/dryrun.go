@@ -44,7 +44,9 @@ type DryRunEvent struct {
 	Action     string    `json:"action,omitempty"`
 	Repository string    `json:"repository,omitempty"`
 	// Result is Matched or FilteredOut; Reason says, for FilteredOut,
-	// which parameter or the filter rejected the event.
+	// which parameter or the filter rejected the event. It is ResultFailed
+	// for a project_item_status_changed event of the older payload shape
+	// whose field could not be named (nameProjectField), Reason saying why.
 	Result string `json:"result"`
 	Reason string `json:"reason,omitempty"`
 }
@@ -129,6 +131,9 @@ func (d *Dispatcher) DryRun(ctx context.Context, t store.Trigger, limit int) (Dr
 				}
 			}
 			outcomes, _ := index.matchWith(ev, payloadErr)
+			if err := d.nameProjectField(ctx, ev, outcomes); err != nil {
+				outcomes[0].Result, outcomes[0].Reason = ResultFailed, err.Error()+" (a passing failure: try the dry run again later)"
+			}
 			report.Events = append(report.Events, dryRunEvent(ev, outcomes[0]))
 			ev.Payload = nil // drop a payload read from the archive
 		}

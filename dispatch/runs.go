@@ -83,6 +83,10 @@ func (d *Dispatcher) handleEvent(ctx context.Context, j *bus.Job) {
 		d.retry(ctx, j, err)
 		return
 	}
+	if err := d.nameProjectField(ctx, &ev, outcomes); err != nil {
+		d.retry(ctx, j, err)
+		return
+	}
 	if payload != nil {
 		// Read before any run starts, so that a payload that cannot be
 		// read yet delays the event, not runs claimed halfway.

@@ -204,6 +204,9 @@ func (d *Dispatcher) Replay(ctx context.Context, tenantID, eventID, triggerID st
 		if !ok {
 			return nil, fmt.Errorf("event %s: %w", eventID, err)
 		}
+		if err := d.nameProjectField(ctx, &ev, outcomes); err != nil {
+			return nil, fmt.Errorf("event %s: %w", eventID, err)
+		}
 		return outcomes, nil
 	}
 	var outcomes []Outcome
