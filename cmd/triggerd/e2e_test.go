@@ -645,3 +645,52 @@ func TestEndToEndDeliveriesMissedWhileDownAreHealed(t *testing.T) {
 		t.Errorf("trigger hooks = %v; want healed_through shown", got["hooks"])
 	}
 }
+
+// A Status change in the older projects_v2_item payload shape (the field's
+// node id only) starts the trigger's agent once triggerd has read the
+// field's name from GitHub as the trigger's account; a change of another
+// single-select field starts nothing and says why.
+func TestEndToEndOldShapeProjectStatusChange(t *testing.T) {
+	const secret = "shared-secret"
+	v := newE2EWith(t, nil, []string{"TRIGGERD_CODEHOST_WEBHOOK_SECRET=" + secret})
+	_, ag := v.api(http.MethodPost, "/v1/agents", `{"name": "board"}`, http.StatusCreated)
+	_, tr := v.api(http.MethodPost, "/v1/triggers", fmt.Sprintf(`{"kind": "project_item_status_changed", "account": %q, "agent": %q, "params": {"organization": "octo-org"}}`,
+		v.account, ag["id"]), http.StatusCreated)
+	send := func(id, fieldID string) string {
+		t.Helper()
+		body := fmt.Sprintf(`{"action":"edited","projects_v2_item":{"id":7,"node_id":%q,"project_node_id":%q,"content_type":"Issue"},`+
+			`"changes":{"field_value":{"field_node_id":%q,"field_type":"single_select"}},"organization":{"login":"octo-org"},"sender":{"login":"octocat"}}`,
+			fakegithub.SeedItemID, fakegithub.SeedProjectID, fieldID)
+		r, err := post("http://"+v.httpAddr, secret, delivery{event: "projects_v2_item", id: id, body: []byte(body)})
+		if err != nil || r.status != http.StatusAccepted || len(r.body.Events) != 1 {
+			t.Fatalf("delivery %s: %+v, %v", id, r, err)
+		}
+		return r.body.Events[0].ID
+	}
+	outcome := func(eventID string) map[string]any {
+		t.Helper()
+		var o map[string]any
+		testenv.Eventually(t, 20*time.Second, "the event's outcome", func() bool {
+			code, ev := v.api(http.MethodGet, "/v1/events/"+eventID, "", 0)
+			if code != http.StatusOK {
+				return false
+			}
+			os, _ := ev["outcomes"].([]any)
+			if len(os) == 1 {
+				o = os[0].(map[string]any)
+			}
+			return o != nil
+		})
+		return o
+	}
+	if o := outcome(send("d-priority", fakegithub.SeedPriorityFieldID)); o["result"] != "filtered_out" ||
+		o["reason"] != `project field "Priority" (`+fakegithub.SeedPriorityFieldID+`) is not Status` {
+		t.Errorf("Priority change: outcome %v", o)
+	}
+	if o := outcome(send("d-status", fakegithub.SeedFieldID)); o["result"] != "started" || o["trigger_id"] != tr["id"] {
+		t.Errorf("Status change: outcome %v", o)
+	}
+	if rs := v.runs("trigger=" + tr["id"].(string)); len(rs) != 1 {
+		t.Errorf("%d runs of the trigger, want 1", len(rs))
+	}
+}
