@@ -426,7 +426,7 @@ func sorted(s []string) []string {
 }
 
 // checkHook checks that the upstream hook up is what the record rec says,
-// registered for events, and signed with the secret HookSecrets returns.
+// registered for events, and signed with the secret ReadHookSecrets returns.
 func (h *harness) checkHook(up fakegithub.Hook, rec store.Hook, events []string) {
 	h.t.Helper()
 	wantURL := publicURL + "/webhooks/codehost/" + rec.ID
@@ -448,16 +448,16 @@ func (h *harness) checkHook(up fakegithub.Hook, rec store.Hook, events []string)
 	case rec.Status != store.HookActive || rec.StatusReason != "":
 		h.t.Errorf("hook record %s status = %s (%s), want active", rec.ID, rec.Status, rec.StatusReason)
 	}
-	scope, secrets, err := h.reg.HookSecrets(h.ctx, string(triggers.CodeHost), rec.ID)
+	scope, secrets, err := h.hookSecrets(string(triggers.CodeHost), rec.ID)
 	if err != nil {
-		h.t.Fatalf("HookSecrets(%s): %v", rec.ID, err)
+		h.t.Fatalf("ReadHookSecrets(%s): %v", rec.ID, err)
 	}
 	if len(secrets) != 1 || secrets[0] == "" || secrets[0] != up.Secret {
-		h.t.Errorf("hook %d secret upstream = %q, HookSecrets = %q; want the same one, not empty", up.ID, up.Secret, secrets)
+		h.t.Errorf("hook %d secret upstream = %q, ReadHookSecrets = %q; want the same one, not empty", up.ID, up.Secret, secrets)
 	}
 	want := triggers.Scope{Hook: rec.ID, Tenant: tenant, Account: rec.AccountID}
 	if scope != want {
-		h.t.Errorf("HookSecrets scope = %+v, want %+v", scope, want)
+		h.t.Errorf("ReadHookSecrets scope = %+v, want %+v", scope, want)
 	}
 }
 
@@ -485,4 +485,9 @@ func (h *harness) createRepo(login, name string) {
 // registry's back.
 func (h *harness) hooksAs(login string) codehost.Hooks {
 	return codehost.Hooks{HTTP: bearerClient(login), BaseURL: h.gh.URL()}
+}
+
+// hookSecrets reads a hook's scope and secrets as ingest does.
+func (h *harness) hookSecrets(connector, id string) (triggers.Scope, []string, error) {
+	return registry.ReadHookSecrets(h.ctx, h.st, h.vault, connector, id)
 }

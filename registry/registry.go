@@ -188,17 +188,12 @@ func (r *Registry) HookURL(h store.Hook) string {
 	return r.o.PublicURL + "/webhooks/" + h.Connector + "/" + h.ID
 }
 
-// HookSecrets returns a hook's scope and the secrets its deliveries may be
-// signed with, for ingest: the one triggerd generated, or those the user
-// set (SetEndpointSecrets).
-func (r *Registry) HookSecrets(ctx context.Context, connector, id string) (triggers.Scope, []string, error) {
-	return ReadHookSecrets(ctx, r.o.Store, r.o.Secrets, connector, id)
-}
-
-// ReadHookSecrets is Registry.HookSecrets with only what it reads: the
-// store and the sealer. triggerd's ingest resolves hooks with it from the
-// start, before NATS is reached (and so before there is a Registry), so
-// that deliveries to hooks are spooled, not refused, while NATS is down.
+// ReadHookSecrets returns a hook's scope and the secrets its deliveries
+// may be signed with, for ingest: the one triggerd generated, or those the
+// user set (SetEndpointSecrets). It needs only the store and the sealer,
+// not a Registry: triggerd's ingest resolves hooks with it from the start,
+// before NATS is reached (and so before there is a Registry), so that
+// deliveries to hooks are spooled, not refused, while NATS is down.
 func ReadHookSecrets(ctx context.Context, hooks store.Hooks, secrets Sealer, connector, id string) (triggers.Scope, []string, error) {
 	h, err := hooks.GetHook(ctx, id)
 	if errors.Is(err, store.ErrNotFound) || err == nil && h.Connector != connector {

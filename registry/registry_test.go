@@ -60,7 +60,7 @@ func TestCreateTriggerRegistersOneHook(t *testing.T) {
 	if err := h.gh.WaitDeliveries(h.ctx); err != nil {
 		t.Fatal(err)
 	}
-	_, secrets, _ := h.reg.HookSecrets(h.ctx, "codehost", rec.ID)
+	_, secrets, _ := h.hookSecrets("codehost", rec.ID)
 	secret := secrets[0]
 	var pinged bool
 	for _, d := range h.gh.Deliveries() {
@@ -155,8 +155,8 @@ func TestDeletingTriggersNarrowsThenRemovesTheHook(t *testing.T) {
 	if recs := h.records(); len(recs) != 0 {
 		t.Errorf("hook records left: %+v", recs)
 	}
-	if _, _, err := h.reg.HookSecrets(h.ctx, "codehost", "h_gone"); !errors.Is(err, registry.ErrNotFound) {
-		t.Errorf("HookSecrets of an unknown hook: %v, want ErrNotFound", err)
+	if _, _, err := h.hookSecrets("codehost", "h_gone"); !errors.Is(err, registry.ErrNotFound) {
+		t.Errorf("ReadHookSecrets of an unknown hook: %v, want ErrNotFound", err)
 	}
 	if err := h.reg.DeleteTrigger(h.ctx, tenant, issues.ID); !errors.Is(err, registry.ErrNotFound) {
 		t.Errorf("deleting a deleted trigger: %v, want ErrNotFound", err)
@@ -477,14 +477,14 @@ func TestDeployEndpointPerAgent(t *testing.T) {
 	if err != nil || secret == "" {
 		t.Fatalf("EndpointSecret = %q, %v", secret, err)
 	}
-	scope, s2, err := h.reg.HookSecrets(h.ctx, "deploy", ep.ID)
+	scope, s2, err := h.hookSecrets("deploy", ep.ID)
 	if err != nil || !slices.Equal(s2, []string{secret}) {
-		t.Errorf("HookSecrets = %q, %v; want the endpoint's secret", s2, err)
+		t.Errorf("ReadHookSecrets = %q, %v; want the endpoint's secret", s2, err)
 	}
 	if wantScope := (triggers.Scope{Hook: ep.ID, Tenant: tenant, Agent: h.agent.ID}); scope != wantScope {
 		t.Errorf("scope = %+v, want %+v", scope, wantScope)
 	}
-	if _, _, err := h.reg.HookSecrets(h.ctx, "codehost", ep.ID); !errors.Is(err, registry.ErrNotFound) {
+	if _, _, err := h.hookSecrets("codehost", ep.ID); !errors.Is(err, registry.ErrNotFound) {
 		t.Errorf("the endpoint as a code-hosting hook: %v, want ErrNotFound", err)
 	}
 	for _, tr := range []store.Trigger{started, failed} {
@@ -608,8 +608,8 @@ func TestSetEndpointSecrets(t *testing.T) {
 	if set.ID != ep.ID || set.SecretsSetAt.IsZero() {
 		t.Errorf("after setting secrets the endpoint = %s set at %v; want %s, with the time set", set.ID, set.SecretsSetAt, ep.ID)
 	}
-	if _, got, err := h.reg.HookSecrets(h.ctx, "deploy", ep.ID); err != nil || !slices.Equal(got, []string{team, other}) {
-		t.Errorf("HookSecrets = %q, %v; want the two set, and not the generated one", got, err)
+	if _, got, err := h.hookSecrets("deploy", ep.ID); err != nil || !slices.Equal(got, []string{team, other}) {
+		t.Errorf("ReadHookSecrets = %q, %v; want the two set, and not the generated one", got, err)
 	}
 	if s, err := h.reg.EndpointSecret(h.ctx, set); s != "" || err != nil {
 		t.Errorf("EndpointSecret after setting = %q, %v; want none shown", s, err)
@@ -620,14 +620,14 @@ func TestSetEndpointSecrets(t *testing.T) {
 
 	// Narrowing the endpoint keeps them.
 	h.mustDelete(started)
-	if _, got, _ := h.reg.HookSecrets(h.ctx, "deploy", ep.ID); !slices.Equal(got, []string{team, other}) {
-		t.Errorf("after narrowing HookSecrets = %q; want the secrets set", got)
+	if _, got, _ := h.hookSecrets("deploy", ep.ID); !slices.Equal(got, []string{team, other}) {
+		t.Errorf("after narrowing ReadHookSecrets = %q; want the secrets set", got)
 	}
 	if _, err := h.reg.SetEndpointSecrets(h.ctx, tenant, h.agent.ID, []string{team}); err != nil {
 		t.Fatal(err)
 	}
-	if _, got, _ := h.reg.HookSecrets(h.ctx, "deploy", ep.ID); !slices.Equal(got, []string{team}) {
-		t.Errorf("after setting one HookSecrets = %q; want it alone", got)
+	if _, got, _ := h.hookSecrets("deploy", ep.ID); !slices.Equal(got, []string{team}) {
+		t.Errorf("after setting one ReadHookSecrets = %q; want it alone", got)
 	}
 
 	bad := "has a space " + generated
@@ -653,7 +653,7 @@ func TestSetEndpointSecrets(t *testing.T) {
 			t.Errorf("%s: the error %q shows a secret", tc.name, err)
 		}
 	}
-	if _, got, _ := h.reg.HookSecrets(h.ctx, "deploy", ep.ID); !slices.Equal(got, []string{team}) {
+	if _, got, _ := h.hookSecrets("deploy", ep.ID); !slices.Equal(got, []string{team}) {
 		t.Errorf("refused sets changed the secrets: %q", got)
 	}
 	if n := len(h.notes.hookChanges()); n != 2 {
