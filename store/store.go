@@ -21,6 +21,9 @@ var (
 	// ErrConflict is returned when a create finds the record already there,
 	// or a compare-and-set finds another version.
 	ErrConflict = errors.New("store: conflict")
+	// ErrLastAPIKey is returned by DeleteAPIKey for the tenant's only
+	// remaining key, which it keeps.
+	ErrLastAPIKey = errors.New("store: the tenant's only API key")
 )
 
 // Tenant is an isolated customer of the service. Everything else belongs
@@ -140,6 +143,11 @@ type Tenants interface {
 	// DeleteAPIKey deletes the tenant's key with this id, and with it the
 	// hash that found it, in one step: the key authenticates nothing once
 	// it returns. ErrNotFound for an unknown id or another tenant's key.
+	// It refuses to delete the tenant's only remaining key, with
+	// ErrLastAPIKey, in the same step as the delete (the key is counted
+	// with the others atomically), so that deletes of a tenant's last two
+	// keys at once, from any number of processes sharing the store, leave
+	// one of them. ErrNotFound wins over ErrLastAPIKey.
 	DeleteAPIKey(ctx context.Context, tenantID, id string) error
 }
 

@@ -14,9 +14,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -56,9 +54,6 @@ type Key struct {
 type Service struct {
 	store store.Tenants
 	now   func() time.Time
-	// revokeMu makes Revoke's check for the last key and its delete one
-	// step within the process (see Revoke).
-	revokeMu sync.Mutex
 }
 
 // New returns a Service over s; now defaults to time.Now.
@@ -138,28 +133,18 @@ func (s *Service) Keys(ctx context.Context, tenantID string) ([]Key, error) {
 // tenant is locked out for good, since only a key of its own can make it
 // a new one (the admin key makes tenants, not keys of existing ones). A
 // rotation creates the new key first, moves clients to it, then revokes
-// the old one. Two revokes of a tenant's last two keys at once cannot both
-// pass the check within one process. Two processes sharing a store could,
-// if each took one of the revokes within the same moment: the store has no
-// delete that counts the keys left in the same step.
+// the old one. The store counts the tenant's keys in the same step as the
+// delete (store.ErrLastAPIKey), so revokes of a tenant's last two keys at
+// once leave one of them, whether they run in one process or in several
+// sharing the store.
 func (s *Service) Revoke(ctx context.Context, tenantID, keyID string) error {
-	s.revokeMu.Lock()
-	defer s.revokeMu.Unlock()
-	ks, err := s.store.ListAPIKeys(ctx, tenantID)
-	if err != nil {
-		return fmt.Errorf("tenants: revoke key %s: %w", keyID, err)
-	}
-	if !slices.ContainsFunc(ks, func(k store.APIKey) bool { return k.ID == keyID }) {
+	err := s.store.DeleteAPIKey(ctx, tenantID, keyID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
 		return ErrKeyNotFound
-	}
-	if len(ks) == 1 {
+	case errors.Is(err, store.ErrLastAPIKey):
 		return ErrLastKey
-	}
-	err = s.store.DeleteAPIKey(ctx, tenantID, keyID)
-	if errors.Is(err, store.ErrNotFound) {
-		return ErrKeyNotFound // revoked meanwhile
-	}
-	if err != nil {
+	case err != nil:
 		return fmt.Errorf("tenants: revoke key %s: %w", keyID, err)
 	}
 	return nil

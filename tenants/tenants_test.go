@@ -197,10 +197,13 @@ func TestRotateKeys(t *testing.T) {
 }
 
 // TestRevokeLastTwoAtOnce revokes a tenant's two keys at once, again and
-// again: one revoke wins each time and the tenant keeps a key.
+// again, from two Services over one store that share no lock, as two
+// processes would not: one revoke wins each time and the tenant keeps a
+// key.
 func TestRevokeLastTwoAtOnce(t *testing.T) {
 	ctx := context.Background()
 	s := newService(t)
+	services := []*Service{s, New(s.store, nil)}
 	for range 20 {
 		ten, _, err := s.Create(ctx, "acme")
 		if err != nil {
@@ -215,10 +218,10 @@ func TestRevokeLastTwoAtOnce(t *testing.T) {
 		}
 		errs := make(chan error, 2)
 		start := make(chan struct{})
-		for _, k := range keys {
+		for i, k := range keys {
 			go func() {
 				<-start
-				errs <- s.Revoke(ctx, ten.ID, k.ID)
+				errs <- services[i].Revoke(ctx, ten.ID, k.ID)
 			}()
 		}
 		close(start)

@@ -327,18 +327,11 @@ func (s *Store) ListAPIKeys(ctx context.Context, tenantID string) ([]store.APIKe
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("boltstore: list api keys: %w", err)
 	}
-	ks := []store.APIKey{}
+	var ks []store.APIKey
 	err := s.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketAPIKeys).ForEach(func(h, v []byte) error {
-			var k store.APIKey
-			if err := json.Unmarshal(v, &k); err != nil {
-				return fmt.Errorf("decode the key of hash %x: %w", h[:4], err)
-			}
-			if k.TenantID == tenantID {
-				ks = append(ks, k)
-			}
-			return nil
-		})
+		var err error
+		ks, err = tenantAPIKeys(tx, tenantID)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("boltstore: list api keys: %w", err)
@@ -347,8 +340,28 @@ func (s *Store) ListAPIKeys(ctx context.Context, tenantID string) ([]store.APIKe
 	return ks, nil
 }
 
+// tenantAPIKeys returns the tenant's keys in tx, in no order, reading the
+// whole apikeys bucket (see ListAPIKeys).
+func tenantAPIKeys(tx *bolt.Tx, tenantID string) ([]store.APIKey, error) {
+	ks := []store.APIKey{}
+	err := tx.Bucket(bucketAPIKeys).ForEach(func(h, v []byte) error {
+		var k store.APIKey
+		if err := json.Unmarshal(v, &k); err != nil {
+			return fmt.Errorf("decode the key of hash %x: %w", h[:4], err)
+		}
+		if k.TenantID == tenantID {
+			ks = append(ks, k)
+		}
+		return nil
+	})
+	return ks, err
+}
+
 // DeleteAPIKey deletes the tenant's key with this id and its hash in one
-// transaction; store.ErrNotFound for an unknown id or another tenant's key.
+// transaction; store.ErrNotFound for an unknown id or another tenant's key,
+// store.ErrLastAPIKey for the tenant's only key, which the same
+// transaction counts (bolt runs one write transaction at a time, and the
+// file is one process's).
 func (s *Store) DeleteAPIKey(ctx context.Context, tenantID, id string) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("boltstore: delete api key: %w", err)
@@ -370,6 +383,13 @@ func (s *Store) DeleteAPIKey(ctx context.Context, tenantID, id string) error {
 		}
 		if k.TenantID != tenantID || k.ID != id {
 			return store.ErrNotFound
+		}
+		ks, err := tenantAPIKeys(tx, tenantID)
+		if err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(ks, func(o store.APIKey) bool { return o.ID != id }) {
+			return store.ErrLastAPIKey
 		}
 		if err := keys.Delete(hash); err != nil {
 			return err

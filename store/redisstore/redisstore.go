@@ -63,10 +63,15 @@
 // record changed since the read is left. The first PruneEvents of a Store
 // adds the event records written before events existed (found by SCAN)
 // unless events-indexed is set, and then sets it; the first ListAPIKeys
-// does the same for API keys (apikey:*, apikeys-indexed). DeleteAPIKey
-// reads the hash of the key's id, then deletes both keys and the set's
-// member by a script that checks the id still maps to that hash and the
-// record to that tenant. TakeFlowState is a
+// or DeleteAPIKey does the same for API keys (apikey:*, apikeys-indexed).
+// DeleteAPIKey reads the hash of the key's id and the members of the
+// tenant's apikeys set, then deletes both keys and the set's member by a
+// script that checks the id still maps to that hash and the record to that
+// tenant, and that another member read is still in the set with a record
+// of the tenant: finding none, the script refuses the tenant's only key
+// (store.ErrLastAPIKey), unless the set holds members that were not read,
+// when DeleteAPIKey reads it again. A member without a record (an index
+// racing a delete can leave one) is not counted. TakeFlowState is a
 // GETDEL; a flow state's expiry is the server's key TTL. A lease is SET NX
 // PX with a random token, released by a compare-and-delete script.
 //
@@ -159,15 +164,37 @@ redis.call('ZADD', KEYS[4], ARGV[4], ARGV[3])
 return 1`)
 
 	// deleteAPIKeyScript deletes an API key, the id that finds it and its
-	// member of the tenant's set, if the id still finds the hash read and
-	// the record is the tenant's. KEYS: apikey-id, apikey, apikeys.
-	// ARGV: hex hash, tenant id, id. Returns 1 when deleted, 0 otherwise.
+	// member of the tenant's set, if the id still finds the hash read, the
+	// record is the tenant's, and the tenant keeps another key: one of the
+	// other members read is still in the set, with a record of the tenant.
+	// KEYS: apikey-id, apikey, apikeys, then the apikey record of each
+	// other member read. ARGV: hex hash, tenant id, id, then those members
+	// (ARGV[i] is the member whose record is KEYS[i]). Returns 1 when
+	// deleted, 0 for an unknown id or another tenant's key, -1 for the
+	// tenant's only key, -2 when no other key was found but the set holds
+	// members that were not read (added since).
 	deleteAPIKeyScript = redis.NewScript(`
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 local cur = redis.call('GET', KEYS[2])
 if not cur then return 0 end
 local k = cjson.decode(cur)
 if k.tenant_id ~= ARGV[2] or k.id ~= ARGV[3] then return 0 end
+local other, seen = false, 0
+for i = 4, #KEYS do
+	if redis.call('ZSCORE', KEYS[3], ARGV[i]) then
+		seen = seen + 1
+		local o = redis.call('GET', KEYS[i])
+		if o and cjson.decode(o).tenant_id == ARGV[2] then
+			other = true
+			break
+		end
+	end
+end
+if not other then
+	if redis.call('ZSCORE', KEYS[3], ARGV[1]) then seen = seen + 1 end
+	if redis.call('ZCARD', KEYS[3]) > seen then return -2 end
+	return -1
+end
 redis.call('DEL', KEYS[1], KEYS[2])
 redis.call('ZREM', KEYS[3], ARGV[1])
 return 1`)
@@ -500,12 +527,22 @@ func (s *Store) ListAPIKeys(ctx context.Context, tenantID string) ([]store.APIKe
 	return ks, nil
 }
 
+// deleteAPIKeyAttempts bounds DeleteAPIKey's reads of a tenant's set that
+// keys created meanwhile make stale.
+const deleteAPIKeyAttempts = 10
+
 // DeleteAPIKey deletes the tenant's key with this id, the id and the
 // hash's member of the tenant's set in one script; store.ErrNotFound for
-// an unknown id or another tenant's key.
+// an unknown id or another tenant's key, store.ErrLastAPIKey for the
+// tenant's only key, which the script counts in the same step.
 func (s *Store) DeleteAPIKey(ctx context.Context, tenantID, id string) error {
-	// The script must name the record's key, which the hash decides: read
-	// it first; the script checks the id still maps to it.
+	// Keys written before the apikeys sets must be in them to be counted.
+	if err := s.indexAPIKeys(ctx); err != nil {
+		return fmt.Errorf("redisstore: delete api key %s: index the keys written before apikeys sets: %w", id, err)
+	}
+	// The script must name the record's key, which the hash decides, and
+	// the records of the tenant's other keys: read them first; the script
+	// checks the id still maps to the hash, and the others' membership.
 	hexHash, err := s.rdb.Get(ctx, s.apiKeyIDKey(id)).Result()
 	if errors.Is(err, redis.Nil) {
 		err = store.ErrNotFound
@@ -513,15 +550,33 @@ func (s *Store) DeleteAPIKey(ctx context.Context, tenantID, id string) error {
 	if err != nil {
 		return fmt.Errorf("redisstore: delete api key %s: %w", id, err)
 	}
-	keys := []string{s.apiKeyIDKey(id), s.apiKeyHexKey(hexHash), s.apiKeysKey(tenantID)}
-	n, err := deleteAPIKeyScript.Run(ctx, s.rdb, keys, hexHash, tenantID, id).Int()
-	if err == nil && n != 1 {
-		err = store.ErrNotFound
+	for range deleteAPIKeyAttempts {
+		members, err := s.rdb.ZRange(ctx, s.apiKeysKey(tenantID), 0, -1).Result()
+		if err != nil {
+			return fmt.Errorf("redisstore: delete api key %s: %w", id, err)
+		}
+		keys := []string{s.apiKeyIDKey(id), s.apiKeyHexKey(hexHash), s.apiKeysKey(tenantID)}
+		args := []any{hexHash, tenantID, id}
+		for _, m := range members {
+			if m != hexHash {
+				keys = append(keys, s.apiKeyHexKey(m))
+				args = append(args, m)
+			}
+		}
+		n, err := deleteAPIKeyScript.Run(ctx, s.rdb, keys, args...).Int()
+		switch {
+		case err != nil:
+			return fmt.Errorf("redisstore: delete api key %s: %w", id, err)
+		case n == 1:
+			return nil
+		case n == 0:
+			return fmt.Errorf("redisstore: delete api key %s: %w", id, store.ErrNotFound)
+		case n == -1:
+			return fmt.Errorf("redisstore: delete api key %s: %w", id, store.ErrLastAPIKey)
+		}
+		// -2: keys were added to the set since it was read; read it again.
 	}
-	if err != nil {
-		return fmt.Errorf("redisstore: delete api key %s: %w", id, err)
-	}
-	return nil
+	return fmt.Errorf("redisstore: delete api key %s: the tenant's keys kept changing while counted: %w", id, store.ErrConflict)
 }
 
 // indexAPIKeys adds the API keys written before the apikeys sorted sets
@@ -571,7 +626,7 @@ func (s *Store) indexOnce(ctx context.Context, done *atomic.Bool, marker, patter
 
 // indexAPIKeyKeys adds the API keys at keys to their tenant's set, unless
 // they are in it. A key deleted meanwhile may leave a member without a
-// record, which listSet passes over.
+// record, which listSet passes over and DeleteAPIKey does not count.
 func (s *Store) indexAPIKeyKeys(ctx context.Context, keys []string) error {
 	if len(keys) == 0 {
 		return nil

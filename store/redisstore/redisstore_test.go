@@ -741,6 +741,93 @@ func TestListAPIKeysIndexesOldKeys(t *testing.T) {
 	}
 }
 
+// TestDeleteAPIKeyIndexesOldKeys deletes a key made before the apikeys
+// sets existed, before any ListAPIKeys: DeleteAPIKey indexes the tenant's
+// old keys first, so that it counts them all, and refuses the last one.
+func TestDeleteAPIKeyIndexesOldKeys(t *testing.T) {
+	ctx := t.Context()
+	url, prefix := storetest.RedisURL(t), storetest.Prefix(t)
+	rdb := client(t, url)
+	s := open(t, url, prefix)
+	defer s.Close()
+	created := time.Unix(1700000000, 5)
+	old1 := store.APIKey{ID: "k1", TenantID: "t1", Hash: [32]byte{1}, Name: "initial", CreatedAt: created}
+	old2 := store.APIKey{ID: "k2", TenantID: "t1", Hash: [32]byte{2}, Name: "ci", CreatedAt: created.Add(time.Second)}
+	for _, k := range []store.APIKey{old1, old2} {
+		if err := s.CreateAPIKey(ctx, k); err != nil {
+			t.Fatalf("CreateAPIKey %s: %v", k.ID, err)
+		}
+	}
+	// As the data was: no apikeys sorted set.
+	if err := rdb.Del(ctx, prefix+"apikeys:t1").Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	s2 := open(t, url, prefix)
+	defer s2.Close()
+	if err := s2.DeleteAPIKey(ctx, "t1", "k1"); err != nil {
+		t.Fatalf("DeleteAPIKey of one of two old keys: %v", err)
+	}
+	if err := s2.DeleteAPIKey(ctx, "t1", "k2"); !errors.Is(err, store.ErrLastAPIKey) {
+		t.Fatalf("DeleteAPIKey of the old key left: err = %v, want ErrLastAPIKey", err)
+	}
+	if _, err := s2.APIKeyByHash(ctx, old2.Hash); err != nil {
+		t.Fatalf("APIKeyByHash of the refused key: %v", err)
+	}
+}
+
+// TestDeleteAPIKeyStaleMembers gives a tenant's apikeys set members without
+// a record of the tenant (an index racing a delete can leave one): they do
+// not count as keys, so the tenant's only key is still refused.
+func TestDeleteAPIKeyStaleMembers(t *testing.T) {
+	ctx := t.Context()
+	url, prefix := storetest.RedisURL(t), storetest.Prefix(t)
+	rdb := client(t, url)
+	s := open(t, url, prefix)
+	defer s.Close()
+	only := store.APIKey{ID: "k1", TenantID: "t1", Hash: [32]byte{1}, Name: "only", CreatedAt: time.Unix(1700000000, 0)}
+	theirs := store.APIKey{ID: "k2", TenantID: "t2", Hash: [32]byte{2}, Name: "theirs", CreatedAt: time.Unix(1700000000, 0)}
+	for _, k := range []store.APIKey{only, theirs} {
+		if err := s.CreateAPIKey(ctx, k); err != nil {
+			t.Fatalf("CreateAPIKey %s: %v", k.ID, err)
+		}
+	}
+	stale := []redis.Z{
+		{Score: 1, Member: fmt.Sprintf("%x", [32]byte{9})}, // no record
+		{Score: 2, Member: fmt.Sprintf("%x", theirs.Hash)}, // another tenant's record
+	}
+	if err := rdb.ZAdd(ctx, prefix+"apikeys:t1", stale...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteAPIKey(ctx, "t1", "k1"); !errors.Is(err, store.ErrLastAPIKey) {
+		t.Fatalf("DeleteAPIKey of the only key beside stale members: err = %v, want ErrLastAPIKey", err)
+	}
+	if _, err := s.APIKeyByHash(ctx, only.Hash); err != nil {
+		t.Fatalf("APIKeyByHash of the refused key: %v", err)
+	}
+	// A real second key counts.
+	if err := s.CreateAPIKey(ctx, store.APIKey{ID: "k3", TenantID: "t1", Hash: [32]byte{3}, CreatedAt: time.Unix(1700000001, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteAPIKey(ctx, "t1", "k1"); err != nil {
+		t.Fatalf("DeleteAPIKey with a second key: %v", err)
+	}
+}
+
+// TestTwoStoresAPIKeys has two Stores on one prefix, as two processes,
+// delete both of a tenant's two keys at once: one delete wins each time,
+// and the tenant keeps a key.
+func TestTwoStoresAPIKeys(t *testing.T) {
+	url, prefix := storetest.RedisURL(t), storetest.Prefix(t)
+	var stores []store.Store
+	for range 2 {
+		s := open(t, url, prefix)
+		defer s.Close()
+		stores = append(stores, s)
+	}
+	storetest.ConcurrentDeletesOfLastTwo(t, stores)
+}
+
 // TestTwoStoresRuns has two Stores on one prefix, as two processes, race
 // to create and to update one run: each time, exactly one wins.
 func TestTwoStoresRuns(t *testing.T) {

@@ -71,7 +71,9 @@ func Run(t *testing.T, b Backend) {
 		{"APIKeys", testAPIKeys},
 		{"APIKeys/List", testAPIKeyList},
 		{"APIKeys/Delete", testAPIKeyDelete},
+		{"APIKeys/DeleteLast", testAPIKeyDeleteLast},
 		{"APIKeys/ConcurrentDeletes", testAPIKeyConcurrentDeletes},
+		{"APIKeys/ConcurrentDeletesOfLastTwo", testAPIKeyConcurrentDeletesOfLastTwo},
 		{"Accounts/CreateGet", testAccountCreateGet},
 		{"Accounts/DefaultTimes", testAccountDefaultTimes},
 		{"Accounts/Find", testAccountFind},
@@ -884,6 +886,8 @@ func testAPIKeyDelete(t *testing.T, s store.Store) {
 	must(t, "ListAPIKeys of the other tenant after delete", err)
 	sameList(t, "ListAPIKeys of the other tenant after delete", normAPIKey, list, []store.APIKey{k3})
 	wantErr(t, "DeleteAPIKey again", s.DeleteAPIKey(ctx, "t1", "key1"), store.ErrNotFound)
+	// key2 is t1's only key now: to another tenant it is not found.
+	wantErr(t, "DeleteAPIKey of another tenant's only key", s.DeleteAPIKey(ctx, "t2", "key2"), store.ErrNotFound)
 
 	// Nothing of the key is left behind: its id and hash are free again.
 	again := store.APIKey{ID: "key1", TenantID: "t1", Hash: [32]byte{9}, Name: "again", CreatedAt: base.Add(2 * time.Second)}
@@ -895,17 +899,105 @@ func testAPIKeyDelete(t *testing.T, s store.Store) {
 	sameList(t, "ListAPIKeys after creates", normAPIKey, list, []store.APIKey{k2, again, rehash})
 }
 
-// testAPIKeyConcurrentDeletes deletes one key from many goroutines (or
-// processes): one delete wins, the others find nothing.
+// testAPIKeyDeleteLast deletes a tenant's only key: the store refuses and
+// keeps it, and so after the tenant's other keys are deleted.
+func testAPIKeyDeleteLast(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	only := store.APIKey{ID: "key1", TenantID: "t1", Hash: [32]byte{1}, Name: "only", CreatedAt: base}
+	theirs := store.APIKey{ID: "key2", TenantID: "t2", Hash: [32]byte{2}, Name: "theirs", CreatedAt: base}
+	for _, k := range []store.APIKey{only, theirs} {
+		must(t, "CreateAPIKey "+k.ID, s.CreateAPIKey(ctx, k))
+	}
+	// Another tenant's keys do not count as t1's.
+	wantErr(t, "DeleteAPIKey of the only key", s.DeleteAPIKey(ctx, "t1", "key1"), store.ErrLastAPIKey)
+	got, err := s.APIKeyByHash(ctx, only.Hash)
+	must(t, "APIKeyByHash of the refused key", err)
+	same(t, "APIKeyByHash of the refused key", normAPIKey, got, only)
+	list, err := s.ListAPIKeys(ctx, "t1")
+	must(t, "ListAPIKeys after the refused delete", err)
+	sameList(t, "ListAPIKeys after the refused delete", normAPIKey, list, []store.APIKey{only})
+
+	// With a second key either may go, and then the other is the last.
+	second := store.APIKey{ID: "key3", TenantID: "t1", Hash: [32]byte{3}, Name: "second", CreatedAt: base.Add(time.Second)}
+	must(t, "CreateAPIKey key3", s.CreateAPIKey(ctx, second))
+	must(t, "DeleteAPIKey of the first of two keys", s.DeleteAPIKey(ctx, "t1", "key1"))
+	wantErr(t, "DeleteAPIKey of the key left", s.DeleteAPIKey(ctx, "t1", "key3"), store.ErrLastAPIKey)
+	got, err = s.APIKeyByHash(ctx, second.Hash)
+	must(t, "APIKeyByHash of the key left", err)
+	same(t, "APIKeyByHash of the key left", normAPIKey, got, second)
+	wantErr(t, "DeleteAPIKey of the other tenant's only key", s.DeleteAPIKey(ctx, "t2", "key2"), store.ErrLastAPIKey)
+}
+
+// testAPIKeyConcurrentDeletes deletes one of a tenant's two keys from many
+// goroutines (or processes): one delete wins, the others find nothing.
 func testAPIKeyConcurrentDeletes(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	k := store.APIKey{ID: "key1", TenantID: "t1", Hash: [32]byte{1}, Name: "ci", CreatedAt: base}
-	must(t, "CreateAPIKey", s.CreateAPIKey(ctx, k))
+	kept := store.APIKey{ID: "key2", TenantID: "t1", Hash: [32]byte{2}, Name: "kept", CreatedAt: base.Add(time.Second)}
+	for _, k := range []store.APIKey{k, kept} {
+		must(t, "CreateAPIKey "+k.ID, s.CreateAPIKey(ctx, k))
+	}
 	if wins := runConcurrently(t, 10, store.ErrNotFound, func(int) error { return s.DeleteAPIKey(ctx, "t1", "key1") }); wins != 1 {
 		t.Fatalf("%d of 10 concurrent deletes of one key succeeded, want exactly 1", wins)
 	}
 	_, err := s.APIKeyByHash(ctx, k.Hash)
 	wantErr(t, "APIKeyByHash after concurrent deletes", err, store.ErrNotFound)
+	list, err := s.ListAPIKeys(ctx, "t1")
+	must(t, "ListAPIKeys after concurrent deletes", err)
+	sameList(t, "ListAPIKeys after concurrent deletes", normAPIKey, list, []store.APIKey{kept})
+}
+
+// testAPIKeyConcurrentDeletesOfLastTwo deletes both of a tenant's two keys
+// from many goroutines at once, again and again: each time exactly one
+// delete succeeds and the other key remains.
+func testAPIKeyConcurrentDeletesOfLastTwo(t *testing.T, s store.Store) {
+	ConcurrentDeletesOfLastTwo(t, []store.Store{s})
+}
+
+// errRefused wraps the errors a delete that lost a race may return.
+var errRefused = errors.New("refused")
+
+// ConcurrentDeletesOfLastTwo has many goroutines, spread over stores (one
+// store, or several over the same data as several processes would be),
+// delete both of a tenant's two API keys at once, for several tenants in
+// turn: each time exactly one delete succeeds, the others fail with
+// store.ErrNotFound or store.ErrLastAPIKey, and the other key remains and
+// authenticates.
+func ConcurrentDeletesOfLastTwo(t *testing.T, stores []store.Store) {
+	t.Helper()
+	ctx := t.Context()
+	const n = 20
+	for round := range 10 {
+		tenant := fmt.Sprintf("t%d", round)
+		keys := [2]store.APIKey{
+			{ID: tenant + "-a", TenantID: tenant, Hash: [32]byte{byte(round), 1}, Name: "a", CreatedAt: base},
+			{ID: tenant + "-b", TenantID: tenant, Hash: [32]byte{byte(round), 2}, Name: "b", CreatedAt: base.Add(time.Second)},
+		}
+		for _, k := range keys {
+			must(t, "CreateAPIKey "+k.ID, stores[0].CreateAPIKey(ctx, k))
+		}
+		wins := runConcurrently(t, n, errRefused, func(i int) error {
+			err := stores[i%len(stores)].DeleteAPIKey(ctx, tenant, keys[i%2].ID)
+			if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrLastAPIKey) {
+				return fmt.Errorf("%w: %w", errRefused, err)
+			}
+			return err
+		})
+		if wins != 1 {
+			t.Fatalf("round %d: %d of %d concurrent deletes of a tenant's two keys succeeded, want exactly 1", round, wins, n)
+		}
+		for _, s := range stores {
+			list, err := s.ListAPIKeys(ctx, tenant)
+			must(t, "ListAPIKeys after the deletes", err)
+			if len(list) != 1 {
+				t.Fatalf("round %d: ListAPIKeys after the deletes = %+v, want one key left", round, list)
+			}
+			got, err := s.APIKeyByHash(ctx, list[0].Hash)
+			must(t, "APIKeyByHash of the key left", err)
+			same(t, "APIKeyByHash of the key left", normAPIKey, got, list[0])
+			wantErr(t, "DeleteAPIKey of the key left", s.DeleteAPIKey(ctx, tenant, list[0].ID), store.ErrLastAPIKey)
+		}
+	}
 }
 
 func testPersistence(t *testing.T, s store.Store, reopen func(store.Store) store.Store) {
