@@ -35,9 +35,6 @@ type dispatchParts struct {
 	// hooks resolves tenants' hooks for ingest, caching them; the
 	// registry's changes to them reach it through notifier.
 	hooks *ingest.HookCache
-	// activity hears from ingest what became of each delivery to a hook
-	// and stores it, for the hooks' views.
-	activity *registry.ActivityRecorder
 }
 
 // newIngestHooks returns what ingest needs of tenants' hooks: a cache
@@ -52,10 +49,27 @@ func newIngestHooks(st store.Store, vault *accounts.Vault, reg prometheus.Regist
 	return hooks, activity, nil
 }
 
+// runActivity stores what the recorder hears every 2 s until the returned
+// stop is called, then once more, within 2 s. It runs from the start, as
+// ingest takes deliveries to hooks before NATS is reached: a triggerd
+// stopped before then keeps what those deliveries did too.
+func runActivity(activity *registry.ActivityRecorder) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		activity.Run(ctx, 2*time.Second)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
 // newDispatch builds the registry and the dispatcher, around ingest's hook
-// cache and activity recorder (newIngestHooks).
+// cache (newIngestHooks).
 func newDispatch(ctx context.Context, cfg config, b *bus.Bus, embedded *bus.Embedded, st store.Store, acct *accounts.Service, vault *accounts.Vault,
-	runner *steps.Runner, hooks *ingest.HookCache, activity *registry.ActivityRecorder, reg prometheus.Registerer, log zerolog.Logger) (*dispatchParts, error) {
+	runner *steps.Runner, hooks *ingest.HookCache, reg prometheus.Registerer, log zerolog.Logger) (*dispatchParts, error) {
 	dc := cfg.Dispatch
 	shared, err := sharedTenant(ctx, st, log)
 	if err != nil {
@@ -85,7 +99,7 @@ func newDispatch(ctx context.Context, cfg config, b *bus.Bus, embedded *bus.Embe
 	if err != nil {
 		return nil, err
 	}
-	parts := &dispatchParts{registry: r, dispatcher: d, hooks: hooks, activity: activity}
+	parts := &dispatchParts{registry: r, dispatcher: d, hooks: hooks}
 	if dc.PollInterval > 0 { // 0: never (poll.New would take it for its default)
 		if parts.poller, err = poll.New(poll.Options{
 			Store: st, Accounts: acct, Committer: b, CodeHostAPI: cfg.Providers.CodeHostAPIBaseURL,
@@ -162,13 +176,6 @@ func (p *dispatchParts) run(cfg config, b *bus.Bus, log zerolog.Logger) (stop fu
 			p.poller.Run(ctx)
 		}()
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		// It stops with the rest, after the HTTP server, and keeps what
-		// the last deliveries did if the store answers within 2 s.
-		p.activity.Run(ctx, 2*time.Second)
-	}()
 	if cfg.Dispatch.ReconcileInterval > 0 {
 		wg.Add(1)
 		go func() {

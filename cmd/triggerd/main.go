@@ -246,6 +246,9 @@ func serve(ctx context.Context, cfg config, files map[string]string, lookup func
 	if err != nil {
 		return err
 	}
+	// Stopped after the HTTP server (deferred later, so closed first),
+	// before the store.
+	defer runActivity(activity)()
 	ing, err := ingest.New(ingest.Options{
 		Spool:                spooler,
 		Committer:            &slot,
@@ -348,7 +351,7 @@ func serve(ctx context.Context, cfg config, files map[string]string, lookup func
 	if err != nil {
 		return err
 	}
-	disp, err := newDispatch(ctx, cfg, b, embedded, st, acct, vault, runner, hooks, activity, reg, log)
+	disp, err := newDispatch(ctx, cfg, b, embedded, st, acct, vault, runner, hooks, reg, log)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -151,5 +152,74 @@ func TestStopWhileNATSIsUnreachable(t *testing.T) {
 	}
 	if files, _ := filepath.Glob(filepath.Join(dataDir, "spool", "*.rec")); len(files) != 1 {
 		t.Errorf("spool holds %d records after the stop, want the 1 delivery", len(files))
+	}
+}
+
+// TestHookActivityKeptWhenStoppedBeforeNATS: deliveries to a tenant's hook
+// taken (spooled) or refused while NATS is unreachable show in the hook's
+// activity even when triggerd stops before it ever reaches NATS.
+func TestHookActivityKeptWhenStoppedBeforeNATS(t *testing.T) {
+	v := newE2E(t)
+	_, ag := v.api(http.MethodPost, "/v1/agents", `{"name": "triage"}`, http.StatusCreated)
+	_, tr := v.api(http.MethodPost, "/v1/triggers", fmt.Sprintf(`{"kind": "new_issue", "account": %q, "agent": %q, "params": {"repositories": ["octocat/hello-world"]}}`,
+		v.account, ag["id"]), http.StatusCreated)
+	hooks := v.gh.Hooks("octocat", "hello-world")
+	if len(hooks) != 1 {
+		t.Fatalf("hooks on the fake: %+v", hooks)
+	}
+	if code := v.p.stop(); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+
+	// The same data dir, with a NATS that does not answer.
+	var args []string
+	for i := 0; i < len(v.args); i++ {
+		if v.args[i] == "--nats-listen" {
+			i++
+			continue
+		}
+		args = append(args, v.args[i])
+	}
+	down := startTriggerdUntil(t, unreachableMsg, v.env, append(args, "--nats-url", "nats://"+closedAddr(t))...)
+	body := issueBody(3)
+	req, _ := http.NewRequest(http.MethodPost, hooks[0].URL, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-GitHub-Event", "issues")
+	req.Header.Set("X-GitHub-Delivery", "while-down")
+	req.Header.Set("X-Hub-Signature-256", ingest.CodeHostScheme.Sign([]byte(hooks[0].Secret), body))
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("delivery to the hook with NATS down: %d, want 202 (spooled)", resp.StatusCode)
+	}
+	req, _ = http.NewRequest(http.MethodPost, hooks[0].URL, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-GitHub-Event", "issues")
+	req.Header.Set("X-GitHub-Delivery", "forged")
+	req.Header.Set("X-Hub-Signature-256", ingest.CodeHostScheme.Sign([]byte("not-the-secret"), body))
+	if resp, err = client.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("forged delivery: %d, want 401", resp.StatusCode)
+	}
+	if code := down.stop(); code != 0 {
+		t.Fatalf("exit %d after SIGTERM, want 0:\n%s", code, down.logs())
+	}
+
+	v.start()
+	_, view := v.api(http.MethodGet, "/v1/triggers/"+tr["id"].(string), "", http.StatusOK)
+	hv, _ := view["hooks"].([]any)
+	if len(hv) != 1 {
+		t.Fatalf("trigger view hooks: %v", view)
+	}
+	act, _ := hv[0].(map[string]any)["activity"].(map[string]any)
+	refusal, _ := act["last_refusal"].(map[string]any)
+	if act["last_accepted_at"] == nil || act["refused"] != float64(1) || refusal["code"] != "invalid_signature" {
+		t.Errorf("hook activity after a stop before NATS: %v; want the spooled delivery's acceptance and the forged one's refusal", act)
 	}
 }
