@@ -28,9 +28,8 @@ const (
 	fieldNameTimeout = 30 * time.Second
 )
 
-// fieldNames remembers the names of project fields by node id. A node id
-// names the same field whoever reads it, so the cache is shared by every
-// account (each resolution still runs as an account that can see it).
+// fieldNames remembers the names of project fields by tenant and node id:
+// a name read with one tenant's account is not another tenant's to see.
 type fieldNames struct {
 	mu sync.Mutex
 	m  map[string]fieldName
@@ -41,17 +40,17 @@ type fieldName struct {
 	at   time.Time
 }
 
-func (c *fieldNames) get(id string, now time.Time) (string, bool) {
+func (c *fieldNames) get(key string, now time.Time) (string, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	f, ok := c.m[id]
+	f, ok := c.m[key]
 	if !ok || now.Sub(f.at) > fieldNameTTL {
 		return "", false
 	}
 	return f.name, true
 }
 
-func (c *fieldNames) put(id, name string, now time.Time) {
+func (c *fieldNames) put(key, name string, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
@@ -67,14 +66,15 @@ func (c *fieldNames) put(id, name string, now time.Time) {
 			clear(c.m)
 		}
 	}
-	c.m[id] = fieldName{name, now}
+	c.m[key] = fieldName{name, now}
 }
 
 // projectField returns the name of the project field with node id as the
 // given account reads it.
 func (d *Dispatcher) projectField(ctx context.Context, tenantID, accountID, id string) (string, error) {
 	now := d.o.Now()
-	if name, ok := d.fields.get(id, now); ok {
+	key := tenantID + "\x00" + id
+	if name, ok := d.fields.get(key, now); ok {
 		return name, nil
 	}
 	in, err := json.Marshal(map[string]string{"field_id": id})
@@ -91,7 +91,7 @@ func (d *Dispatcher) projectField(ctx context.Context, tenantID, accountID, id s
 	if err := json.Unmarshal(out, &f); err != nil || f.Name == "" {
 		return "", &connectors.Error{Code: connectors.CodeUpstream, Message: fmt.Sprintf("%s answered without a field name", ProjectFieldStep)}
 	}
-	d.fields.put(id, f.Name, now)
+	d.fields.put(key, f.Name, now)
 	return f.Name, nil
 }
 
