@@ -2,6 +2,7 @@ package codehost
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -279,11 +280,34 @@ const updateItemMutation = `mutation($input: UpdateProjectV2ItemFieldValueInput!
   updateProjectV2ItemFieldValue(input: $input) { projectV2Item { id } }
 }`
 
-// graphqlError maps the errors[] of a GraphQL answer (sent with HTTP 200).
-func graphqlError(errs []struct {
+// gqlError is one of the errors[] of a GraphQL answer.
+type gqlError struct {
 	Type    string `json:"type"`
 	Message string `json:"message"`
-}) error {
+}
+
+// graphql posts a GraphQL query or mutation and decodes the answer's data
+// into data. GitHub answers GraphQL errors with HTTP 200 and errors[]:
+// they become a *connectors.Error (graphqlError).
+func (c *client) graphql(ctx context.Context, query string, vars map[string]any, data any) error {
+	var r struct {
+		Data   json.RawMessage `json:"data"`
+		Errors []gqlError      `json:"errors"`
+	}
+	if _, err := c.sendJSON(ctx, http.MethodPost, "/graphql", map[string]any{"query": query, "variables": vars}, &r); err != nil {
+		return err
+	}
+	if len(r.Errors) > 0 {
+		return graphqlError(r.Errors)
+	}
+	if err := json.Unmarshal(r.Data, data); err != nil {
+		return connectors.Errorf(connectors.CodeUpstream, "GitHub GraphQL answered with data that does not decode: %v", err)
+	}
+	return nil
+}
+
+// graphqlError maps the errors[] of a GraphQL answer (sent with HTTP 200).
+func graphqlError(errs []gqlError) error {
 	e := errs[0]
 	code := connectors.CodeUpstream
 	switch e.Type {
@@ -391,29 +415,19 @@ func (k *kit) pullSteps() []connectors.Step {
 					"The options of a single-select field; empty for other types."),
 			}, "id", "name", "data_type", "options"),
 			func(ctx context.Context, c *client, in *projectFieldInput) (any, error) {
-				body := map[string]any{"query": projectFieldQuery, "variables": map[string]any{"id": in.FieldID}}
-				var r struct {
-					Data struct {
-						Node *struct {
-							Typename string          `json:"__typename"`
-							ID       string          `json:"id"`
-							Name     string          `json:"name"`
-							DataType string          `json:"dataType"`
-							Options  []ProjectOption `json:"options"`
-						} `json:"node"`
-					} `json:"data"`
-					Errors []struct {
-						Type    string `json:"type"`
-						Message string `json:"message"`
-					} `json:"errors"`
+				var data struct {
+					Node *struct {
+						Typename string          `json:"__typename"`
+						ID       string          `json:"id"`
+						Name     string          `json:"name"`
+						DataType string          `json:"dataType"`
+						Options  []ProjectOption `json:"options"`
+					} `json:"node"`
 				}
-				if _, err := c.sendJSON(ctx, http.MethodPost, "/graphql", body, &r); err != nil {
+				if err := c.graphql(ctx, projectFieldQuery, map[string]any{"id": in.FieldID}, &data); err != nil {
 					return nil, err
 				}
-				if len(r.Errors) > 0 {
-					return nil, graphqlError(r.Errors)
-				}
-				n := r.Data.Node
+				n := data.Node
 				switch {
 				case n == nil:
 					return nil, connectors.Errorf(connectors.CodeNotFound, "GitHub GraphQL: no node with the global id %q", in.FieldID)
@@ -439,33 +453,24 @@ func (k *kit) pullSteps() []connectors.Step {
 				"field_id": str("Field node id."), "option_id": str("The option now set."),
 			}, "project_id", "item_id", "field_id", "option_id"),
 			func(ctx context.Context, c *client, in *projectItemInput) (any, error) {
-				body := map[string]any{"query": updateItemMutation, "variables": map[string]any{"input": map[string]any{
+				vars := map[string]any{"input": map[string]any{
 					"projectId": in.ProjectID, "itemId": in.ItemID, "fieldId": in.FieldID,
 					"value": map[string]string{"singleSelectOptionId": in.OptionID},
-				}}}
-				var r struct {
-					Data struct {
-						Update *struct {
-							Item struct {
-								ID string `json:"id"`
-							} `json:"projectV2Item"`
-						} `json:"updateProjectV2ItemFieldValue"`
-					} `json:"data"`
-					Errors []struct {
-						Type    string `json:"type"`
-						Message string `json:"message"`
-					} `json:"errors"`
+				}}
+				var data struct {
+					Update *struct {
+						Item struct {
+							ID string `json:"id"`
+						} `json:"projectV2Item"`
+					} `json:"updateProjectV2ItemFieldValue"`
 				}
-				if _, err := c.sendJSON(ctx, http.MethodPost, "/graphql", body, &r); err != nil {
+				if err := c.graphql(ctx, updateItemMutation, vars, &data); err != nil {
 					return nil, err
 				}
-				if len(r.Errors) > 0 {
-					return nil, graphqlError(r.Errors)
-				}
-				if r.Data.Update == nil {
+				if data.Update == nil {
 					return nil, connectors.Errorf(connectors.CodeUpstream, "GitHub GraphQL answered without the updated item")
 				}
-				return projectItemInput{ProjectID: in.ProjectID, ItemID: r.Data.Update.Item.ID, FieldID: in.FieldID, OptionID: in.OptionID}, nil
+				return projectItemInput{ProjectID: in.ProjectID, ItemID: data.Update.Item.ID, FieldID: in.FieldID, OptionID: in.OptionID}, nil
 			}),
 		define(k, "merge_pull_request", "Merge Pull Request",
 			"Merges a pull request by merge commit, squash or rebase, optionally only if its head is still the given sha.",
