@@ -36,7 +36,9 @@ const (
 // A deployment endpoint's secrets can be replaced (the provider's, set by
 // the user): the process that replaces them calls Forget, and so does each
 // other process when the change's broadcast reaches it; one that missed
-// the broadcast asks again when a delivery's signature fails (Recheck).
+// the broadcast asks again when a delivery's signature fails (Recheck). A
+// lookup under way when Forget is called may have read the old secrets:
+// its answer is used for its delivery but not kept.
 //
 // An entry is asked for again after the TTL. When the store cannot answer
 // then (Redis stalled or down), the entry is used as it was, up to
@@ -68,6 +70,10 @@ type HookCache struct {
 	// lookups are the hooks being asked of next by Hook, with what their
 	// waiters get.
 	lookups map[hookKey]*hookLookup
+	// forgets counts Forget calls. A lookup keeps its answer only if none
+	// came while it asked: the store may have answered with the secrets
+	// Forget was called to drop.
+	forgets uint64
 }
 
 type hookKey struct {
@@ -165,8 +171,9 @@ func (h *HookCache) Hook(ctx context.Context, c triggers.Connector, id string) (
 		case l == nil:
 			l = &hookLookup{done: make(chan struct{})}
 			h.lookups[key] = l
+			gen := h.forgets
 			h.mu.Unlock()
-			return h.refresh(ctx, key, e, cached, now, l)
+			return h.refresh(ctx, key, e, cached, now, gen, l)
 		}
 		h.mu.Unlock()
 		// Nothing usable cached, and another delivery is asking: its
@@ -183,8 +190,9 @@ func (h *HookCache) Hook(ctx context.Context, c triggers.Connector, id string) (
 }
 
 // refresh asks next about a hook for Hook, which registered l, and
-// answers l's waiters too. e is the entry, if cached, as of now.
-func (h *HookCache) refresh(ctx context.Context, key hookKey, e hookEntry, cached bool, now time.Time, l *hookLookup) (scope triggers.Scope, v *Verifier, err error) {
+// answers l's waiters too. e is the entry, if cached, as of now; gen is
+// forgets when l was registered.
+func (h *HookCache) refresh(ctx context.Context, key hookKey, e hookEntry, cached bool, now time.Time, gen uint64, l *hookLookup) (scope triggers.Scope, v *Verifier, err error) {
 	// Deferred, so that waiters are let go even if next panics (and then
 	// ask themselves: there is no answer to share).
 	answered := false
@@ -201,9 +209,7 @@ func (h *HookCache) refresh(ctx context.Context, key hookKey, e hookEntry, cache
 	age := now.Sub(e.at)
 	switch {
 	case err == nil:
-		h.mu.Lock()
-		h.entries[key] = hookEntry{scope: scope, v: v, at: now}
-		h.mu.Unlock()
+		h.keep(key, hookEntry{scope: scope, v: v, at: now}, gen)
 		return scope, v, nil
 	case errors.Is(err, ErrUnknownHook):
 		if cached {
@@ -244,12 +250,24 @@ func (h *HookCache) failed(ctx context.Context, key hookKey, now time.Time) {
 	}
 }
 
+// keep caches what a lookup that started at Forget count gen found,
+// unless a Forget came since.
+func (h *HookCache) keep(key hookKey, e hookEntry, gen uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.forgets == gen {
+		h.entries[key] = e
+	}
+}
+
 // Forget drops what the cache holds of a hook, whose secrets changed or
-// which is gone: its next delivery asks the store.
+// which is gone: its next delivery asks the store. A lookup under way
+// keeps nothing (see keep), as it may have read what changed.
 func (h *HookCache) Forget(c triggers.Connector, id string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.entries, hookKey{c, id})
+	h.forgets++
 }
 
 // Recheck implements Rechecker: it resolves the hook again, past the TTL,
@@ -272,13 +290,12 @@ func (h *HookCache) Recheck(ctx context.Context, c triggers.Connector, id string
 		e.rechecked = now
 		h.entries[key] = e
 	}
+	gen := h.forgets
 	h.mu.Unlock()
 	scope, v, err = h.lookup(ctx, key)
 	switch {
 	case err == nil:
-		h.mu.Lock()
-		h.entries[key] = hookEntry{scope: scope, v: v, at: now, rechecked: now}
-		h.mu.Unlock()
+		h.keep(key, hookEntry{scope: scope, v: v, at: now, rechecked: now}, gen)
 		return scope, v, true, nil
 	case errors.Is(err, ErrUnknownHook):
 		h.mu.Lock()

@@ -562,3 +562,34 @@ func TestHookCacheColdMissesShareALookup(t *testing.T) {
 		t.Fatalf("miss waiting on a hung-up lookup: %+v %v, want the hook", a.scope, a.err)
 	}
 }
+
+// A Forget that comes while a lookup is under way (the store may have read
+// the secrets being replaced) leaves nothing of that lookup cached: the
+// next delivery asks the store again.
+func TestHookCacheForgetDuringALookup(t *testing.T) {
+	next := newStallingHooks()
+	cache := NewHookCache(next, HookCacheOptions{TTL: time.Hour})
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	next.stall(nil)
+	answer := goHook(t.Context(), &wg, cache)
+	receive(t, next.entered, "the lookup to reach the store")
+	cache.Forget(triggers.CodeHost, "h1")
+	next.answer()
+	if a := receive(t, answer, "the first delivery's answer"); a.err != nil {
+		t.Fatalf("first delivery: %v", a.err)
+	}
+	if _, _, err := cache.Hook(t.Context(), triggers.CodeHost, "h1"); err != nil {
+		t.Fatal(err)
+	}
+	if n := next.lookups(); n != 2 {
+		t.Errorf("%d store lookups, want 2: the answer read before Forget was kept", n)
+	}
+	// Without a Forget, an answer is kept as before.
+	if _, _, err := cache.Hook(t.Context(), triggers.CodeHost, "h1"); err != nil {
+		t.Fatal(err)
+	}
+	if n := next.lookups(); n != 2 {
+		t.Errorf("%d store lookups, want still 2 within the TTL", n)
+	}
+}
