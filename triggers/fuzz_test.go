@@ -123,7 +123,7 @@ func FuzzEncodeToken(f *testing.F) {
 // FuzzMentions checks that mentions never panics and returns distinct,
 // valid logins other than the sender.
 func FuzzMentions(f *testing.F) {
-	for _, s := range []string{"hey @a!", "`@a` @b", "```\n@a\n```\n@b", "> @a\n@b", "a@b.com @c/d @e-", "@x @X", "<!-- @a\n\n--> \\@b @c_d"} {
+	for _, s := range []string{"hey @a!", "`@a` @b", "```\n@a\n```\n@b", "> @a\n@b", "a@b.com @c/d @e-", "@x @X", "<!-- @a\n\n--> \\@b @c_d", "- x\n<div>\n`@a` _@b_ \\@c\n> @d <pre>\n\n    @e"} {
 		f.Add(s, "b")
 	}
 	f.Fuzz(func(t *testing.T, text, sender string) {

@@ -22,7 +22,9 @@ const maxLoginLen = 39
 //     more than that, that does not continue a paragraph);
 //   - quoted lines: a line whose first non-blank character is '>' (the
 //     line-based rule: a following unquoted line counts as new text even
-//     where Markdown would continue the quote lazily);
+//     where Markdown would continue the quote lazily), except in a type-6
+//     HTML block (below), where such a line is HTML text, no quote, and
+//     GitHub links its mentions;
 //   - inline code spans: a run of N backticks up to the next run of exactly
 //     N backticks in the same paragraph (an unmatched run is literal, as is
 //     a backslash-escaped backtick);
@@ -34,13 +36,15 @@ const maxLoginLen = 39
 //     any, starts an HTML block, which runs on to the first --> even in a
 //     later paragraph, or to the end of the text. Such a block, or a <pre>
 //     block, ends with the line of its end, the rest of which is HTML too:
-//     an unclosed <!-- there runs on as one that starts a line;
+//     an unclosed <!-- there runs on as one that starts a line, and so does
+//     one anywhere in a type-6 HTML block;
 //   - HTML code, pre and a elements, whose text GitHub does not link: from a
 //     start tag (<code>, <A href="...">: the name in any case, then a blank,
 //     '/' or '>', and a '>' later in the paragraph) to the end tag (</code>,
-//     </a >). An unclosed one runs to the end of its paragraph, except a
-//     <pre> that starts a line outside list items, an HTML block, which
-//     runs on to a </pre> in a later paragraph, or to the end of the text;
+//     </a >). An unclosed one runs to the end of its paragraph (or type-6
+//     HTML block), except a <pre> that starts a line outside list items,
+//     an HTML block, which runs on to a </pre> in a later paragraph, or to
+//     the end of the text;
 //   - links and images, whose text GitHub renders in an <a> element (or an
 //     alt attribute): from '[' to the first ']' that is not escaped, when
 //     '[' or '(' follows at once, and on to the next ']' or ')'. A reference
@@ -51,7 +55,8 @@ const maxLoginLen = 39
 //     ([@octocat], a task list's [ ]) is text;
 //   - link reference definitions, lines "[label]: ..." that start a
 //     paragraph or follow one another there, which GitHub does not show;
-//   - a backslash-escaped '@' (\@octocat), which GitHub does not link.
+//   - a backslash-escaped '@' (\@octocat), which GitHub does not link
+//     (outside type-6 HTML blocks, where a backslash escapes nothing).
 //
 // A mention is '@' followed by a login: 1 to 39 characters of [A-Za-z0-9-],
 // no leading, trailing or doubled hyphen, optionally followed by '_' and
@@ -79,6 +84,25 @@ const maxLoginLen = 39
 // (@alice._thanks_). So foo_@bar and _@alice (nothing closes) are no
 // mentions, and _@mona_acme_ mentions the managed user mona_acme.
 //
+// A type-6 HTML block is HTML, which GitHub keeps as it is, not Markdown.
+// It starts with a line whose first non-blank characters, indented by less
+// than four columns past the list item holding it, if any, are '<' or "</"
+// and one of CommonMark's type-6 tag names in any case (address, article,
+// aside, base, basefont, blockquote, body, caption, center, col, colgroup,
+// dd, details, dialog, dir, div, dl, dt, fieldset, figcaption, figure,
+// footer, form, frame, frameset, h1 to h6, head, header, hr, html, iframe,
+// legend, li, link, main, menu, menuitem, nav, noframes, ol, optgroup,
+// option, p, param, search, section, summary, table, tbody, td, tfoot, th,
+// thead, title, tr, track, ul), then a blank, the end of the line, '>' or
+// "/>": <div>, </details>, <hr/>, not <divx>. Such a line ends a paragraph
+// it would continue, and the block runs up to a blank line, or to a line
+// that leaves that list item (it takes no lazy lines). In it, only
+// comments and code, pre and a elements hide mentions: backticks,
+// brackets, link reference definitions, fences, indentation and '>' at a
+// line's start are text, a backslash is a literal non-word character
+// (<div>\@alice</div> mentions alice) and an underscore a word character
+// (<div>_@alice_</div> mentions nobody).
+//
 // List items are followed as far as indentation needs them. An item starts
 // with '-', '*' or '+', or 1 to 9 digits and '.' or ')', then 1 to 4
 // blanks; its content column is the marker's column, plus the marker's
@@ -87,26 +111,29 @@ const maxLoginLen = 39
 // indented code block). A line indented to the content column is in the
 // item; a line indented less leaves the item, unless it continues a
 // paragraph lazily (text right after text, not itself a quote, fence,
-// thematic break, list item, comment or <pre>, or else indented four
-// columns or more past the item it is in); a blank line leaves nothing.
-// Nested items are kept on a stack eight deep (a deeper one replaces the
-// innermost). A quote, fence, thematic break ("* * *", not a list item),
-// list item or line starting with a comment or a <pre> (an HTML block)
-// starts a new paragraph, and so does each of several on one line
-// ("- > quoted", "1. - item"); an ordered item interrupts a paragraph only
-// at number 1, an empty item not at all.
+// thematic break, list item, comment, <pre> or type-6 tag, or else
+// indented four columns or more past the item it is in); a blank line
+// leaves nothing. Nested items are kept on a stack eight deep (a deeper one
+// replaces the innermost). A quote, fence, thematic break ("* * *", not a
+// list item), list item or line starting with a comment, a <pre> or a
+// type-6 tag (an HTML block) starts a new paragraph, and so does each of
+// several on one line ("- > quoted", "1. - item"); an ordered item
+// interrupts a paragraph only at number 1, an empty item not at all.
 //
 // Known simplifications of Markdown: HTML other than comments and code, pre
-// and a elements is not parsed, and HTML blocks are read as paragraphs
-// (Markdown in them included); a comment or element is looked for in
-// ordinary lines only (not in quoted lines or code), and its end even in a
-// code span; an HTML block a comment starts does not end with its list
-// item; link text ends at the first ']' (brackets in it do not nest)
-// and a destination at the first ')'; a link reference definition is one
-// line; an empty list item stays open after a blank line; headings and
-// tables do not end paragraphs; emphasis delimiters are not paired, so
-// that one Markdown pairs elsewhere, or leaves literal by its rule of
-// three, may still count next to a mention.
+// and a elements is not parsed, and HTML blocks other than those of
+// comments, <pre> and type-6 tags (<span> alone on a line, <script>) are
+// read as paragraphs (Markdown in them included); an unclosed comment in a
+// type-6 block ends at the first --> of the text, even one that Markdown
+// later escapes as text; a comment or element is looked for in ordinary
+// lines only (not in quoted lines or code), and its end even in a code
+// span; an HTML block a comment starts does not end with its list item;
+// link text ends at the first ']' (brackets in it do not nest) and a
+// destination at the first ')'; a link reference definition is one line;
+// an empty list item stays open after a blank line; headings and tables do
+// not end paragraphs; emphasis delimiters are not paired, so that one
+// Markdown pairs elsewhere, or leaves literal by its rule of three, may
+// still count next to a mention.
 func mentions(text, sender string) []string {
 	var s mentionScanner
 	s.text = text
@@ -121,6 +148,10 @@ func mentions(text, sender string) []string {
 		paraEnd   int
 		onlyDefs  bool // the paragraph has only link reference definitions
 		items     listItems
+		// A type-6 HTML block being read: where it starts (-1: none) and
+		// ends so far.
+		rawStart = -1
+		rawEnd   int
 	)
 	for lineStart, next := 0, 0; lineStart <= len(text); lineStart = next {
 		lineEnd := len(text)
@@ -141,6 +172,17 @@ func mentions(text, sender string) []string {
 				continue
 			}
 			inFence = false // the list item holding the fence ends here
+		}
+		if rawStart >= 0 {
+			// A type-6 HTML block takes every line up to a blank one, or
+			// to one that leaves the list item holding it: it has no lazy
+			// lines, and nothing in it starts a Markdown block.
+			if !blank && indent >= items.content() {
+				rawEnd = lineStart + len(line)
+				continue
+			}
+			s.htmlBlock(rawStart, rawEnd)
+			rawStart = -1
 		}
 		if blank {
 			s.paragraph(paraStart, paraEnd)
@@ -189,6 +231,15 @@ func mentions(text, sender string) []string {
 			}
 			w := listMarker(rest, interrupts)
 			if w == 0 {
+				if startsRawHTMLBlock(rest) {
+					// It interrupts a paragraph, and is HTML, not Markdown,
+					// up to a blank line.
+					s.paragraph(paraStart, paraEnd)
+					paraStart = -1
+					rawStart, rawEnd = lineStart+pos, lineStart+len(line)
+					s.base = base
+					break
+				}
 				if startsHTMLBlock(rest) {
 					// It interrupts a paragraph, and is scanned as one of
 					// its own.
@@ -237,6 +288,9 @@ func mentions(text, sender string) []string {
 		}
 	}
 	s.paragraph(paraStart, paraEnd)
+	if rawStart >= 0 {
+		s.htmlBlock(rawStart, rawEnd)
+	}
 	return s.found
 }
 
@@ -315,10 +369,11 @@ func listMarker(s string, interrupts bool) int {
 
 // startsBlock reports whether s (a line without its indentation) starts a
 // block other than a paragraph: a quote, a fence, a thematic break, a list
-// item or an HTML block that a comment or a <pre> starts. Such a line does
-// not continue a paragraph lazily.
+// item or an HTML block that a comment, a <pre> or a type-6 tag starts.
+// Such a line does not continue a paragraph lazily.
 func startsBlock(s string) bool {
-	return s[0] == '>' || isFenceOpen(s) || isThematicBreak(s) || listMarker(s, false) > 0 || startsHTMLBlock(s)
+	return s[0] == '>' || isFenceOpen(s) || isThematicBreak(s) || listMarker(s, false) > 0 ||
+		startsHTMLBlock(s) || startsRawHTMLBlock(s)
 }
 
 // startsHTMLBlock reports whether s (a line without its indentation)
@@ -330,6 +385,63 @@ func startsHTMLBlock(s string) bool {
 	}
 	return len(s) >= len("<pre") && strings.EqualFold(s[:len("<pre")], "<pre") &&
 		(len(s) == len("<pre") || s[4] == ' ' || s[4] == '\t' || s[4] == '>')
+}
+
+// startsRawHTMLBlock reports whether s (a line without its indentation)
+// starts an HTML block of CommonMark's type 6: '<' or "</", one of
+// htmlBlockTags in any case, then a blank, the end of the line, '>' or
+// "/>". Its lines are HTML, not Markdown, up to a blank line.
+func startsRawHTMLBlock(s string) bool {
+	if s[0] != '<' {
+		return false
+	}
+	i := 1
+	if i < len(s) && s[i] == '/' {
+		i++
+	}
+	j := i
+	for j < len(s) && j-i <= maxBlockTagLen && isAlnum(s[j]) {
+		j++
+	}
+	if j == i || j-i > maxBlockTagLen || !isBlockTag(s[i:j]) {
+		return false
+	}
+	return j == len(s) || s[j] == ' ' || s[j] == '\t' || s[j] == '>' || strings.HasPrefix(s[j:], "/>")
+}
+
+// htmlBlockTags are the tag names that start a type-6 HTML block, lower
+// case (CommonMark 0.31).
+var htmlBlockTags = map[string]bool{
+	"address": true, "article": true, "aside": true, "base": true, "basefont": true,
+	"blockquote": true, "body": true, "caption": true, "center": true, "col": true,
+	"colgroup": true, "dd": true, "details": true, "dialog": true, "dir": true,
+	"div": true, "dl": true, "dt": true, "fieldset": true, "figcaption": true,
+	"figure": true, "footer": true, "form": true, "frame": true, "frameset": true,
+	"h1": true, "h2": true, "h3": true, "h4": true, "h5": true, "h6": true,
+	"head": true, "header": true, "hr": true, "html": true, "iframe": true,
+	"legend": true, "li": true, "link": true, "main": true, "menu": true,
+	"menuitem": true, "nav": true, "noframes": true, "ol": true, "optgroup": true,
+	"option": true, "p": true, "param": true, "search": true, "section": true,
+	"summary": true, "table": true, "tbody": true, "td": true, "tfoot": true,
+	"th": true, "thead": true, "title": true, "tr": true, "track": true, "ul": true,
+}
+
+// maxBlockTagLen is the length of the longest of htmlBlockTags.
+const maxBlockTagLen = len("blockquote")
+
+// isBlockTag reports whether name, of at most maxBlockTagLen ASCII letters
+// and digits, is one of htmlBlockTags in any case. It lower-cases into a
+// buffer so as not to allocate.
+func isBlockTag(name string) bool {
+	var buf [maxBlockTagLen]byte
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c >= 'A' && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		buf[i] = c
+	}
+	return htmlBlockTags[string(buf[:len(name)])]
 }
 
 // isLinkDefinition reports whether s (a line without its indentation), at
@@ -370,6 +482,9 @@ type mentionScanner struct {
 	// seen holds the lower-cased logins found, once there are too many to
 	// compare one by one.
 	seen map[string]struct{}
+	// raw is set while a type-6 HTML block is scanned: HTML, where
+	// backslashes, backticks, brackets and underscores are text.
+	raw bool
 	// inComment is set while an HTML comment that starts a line of an
 	// earlier paragraph (an HTML block) is not closed yet, inPre while a
 	// <pre> element that does is not.
@@ -410,9 +525,19 @@ type mentionScanner struct {
 // switches to a set.
 const linearDedupe = 16
 
+// htmlBlock scans text[start:end], a type-6 HTML block, for mentions
+// outside comments and code, pre and a elements: as a paragraph whose
+// Markdown is text.
+func (s *mentionScanner) htmlBlock(start, end int) {
+	s.raw = true
+	s.paragraph(start, end)
+	s.raw = false
+}
+
 // paragraph scans text[start:end], a run of ordinary lines, for mentions
-// outside code spans, comments, code, pre and a elements and links. A
-// negative start means no paragraph.
+// outside code spans, comments, code, pre and a elements and links (only
+// the comments and elements when s.raw is set). A negative start means no
+// paragraph.
 func (s *mentionScanner) paragraph(start, end int) {
 	if start < 0 {
 		return
@@ -438,14 +563,17 @@ func (s *mentionScanner) paragraph(start, end int) {
 	s.start, s.emph = start, false
 	s.closeBracket, s.refBracket, s.paren, s.blank, s.gt, s.dashes = nextMemo{}, nextMemo{}, nextMemo{}, nextMemo{}, nextMemo{}, nextMemo{}
 	s.linkClose, s.destBlank, s.titleParen = -1, -1, -1
-	if strings.IndexByte(t[start:], '`') >= 0 {
+	stops := &scanStops
+	if s.raw {
+		stops = &rawScanStops
+	} else if strings.IndexByte(t[start:], '`') >= 0 {
 		s.runs = backtickRuns{}
 		s.runs.index(t, start)
 	}
 	for i := start; i < end; {
 		// Skip the bytes that stop nothing.
 		k, rest := 0, t[i:]
-		for k < len(rest) && !scanStops[rest[k]] {
+		for k < len(rest) && !stops[rest[k]] {
 			k++
 		}
 		if k == len(rest) {
@@ -519,7 +647,7 @@ func (s *mentionScanner) comment(t string, i int) int {
 	} else {
 		k = -1
 	}
-	block := i < s.htmlEnd || s.opensHTMLBlock(t, i)
+	block := s.raw || i < s.htmlEnd || s.opensHTMLBlock(t, i)
 	switch {
 	case k < 0 && block:
 		s.inComment = true
@@ -531,8 +659,12 @@ func (s *mentionScanner) comment(t string, i int) int {
 	return k
 }
 
-// scanStops marks the bytes at which paragraph stops to look.
-var scanStops = [256]bool{'\\': true, '<': true, '`': true, '[': true, '@': true}
+// scanStops marks the bytes at which paragraph stops to look, rawScanStops
+// those in an HTML block, where only comments, elements and '@' matter.
+var (
+	scanStops    = [256]bool{'\\': true, '<': true, '`': true, '[': true, '@': true}
+	rawScanStops = [256]bool{'<': true, '@': true}
+)
 
 // element reports whether t[i], a '<', opens a code, pre or a element (an
 // HTML start tag: the name in any case, then a blank, '/' or '>', and a '>'
@@ -832,7 +964,8 @@ func (s *mentionScanner) mentionAt(t string, i int) (login string, next int, ok 
 		// mentions alice, "a@b.com" does not mention b.
 		c := t[i-1]
 		if c == '_' {
-			if !s.delimitsBefore(t, i) {
+			// In HTML an underscore is no emphasis delimiter.
+			if s.raw || !s.delimitsBefore(t, i) {
 				return "", 0, false
 			}
 		} else if isAlnum(c) || c == '/' {
@@ -866,11 +999,12 @@ func (s *mentionScanner) mentionAt(t string, i int) (login string, next int, ok 
 			// A login ends at anything but an ASCII word character:
 			// "@aliceさん" mentions alice.
 			if c := t[k]; c == '_' {
-				if !s.delimitsAfter(t, i, k) {
+				if s.raw || !s.delimitsAfter(t, i, k) {
 					return "", 0, false
 				}
-			} else if isAlnum(c) || (k == j && c == '/') || (c == '\\' && k+1 < len(t) && t[k+1] == '_') {
-				// An escaped '_' is a literal one, a word character.
+			} else if isAlnum(c) || (k == j && c == '/') || (!s.raw && c == '\\' && k+1 < len(t) && t[k+1] == '_') {
+				// An escaped '_' is a literal one, a word character (in
+				// HTML the backslash is text, and no word character).
 				return "", 0, false
 			}
 		}

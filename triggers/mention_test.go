@@ -151,6 +151,59 @@ func TestMentions(t *testing.T) {
 		{name: "escaped backslash then at", text: "\\\\@a", want: []string{"a"}},
 		{name: "escaped less-than opens no comment", text: "\\<!-- @a -->", want: []string{"a"}},
 
+		// HTML blocks of type 6: a line starting with <div>, </details>,
+		// <hr/> and the like starts raw HTML, up to a blank line, where
+		// GitHub links mentions outside comments and code, pre and a
+		// elements, and nothing is Markdown.
+		{name: "html block: backticks are text", text: "<div>\n`@alice`\n</div>", want: []string{"alice"}},
+		{name: "html block ends at a blank line", text: "<details><summary>@bob</summary>\n\n```\n@carol\n```\n</details>", want: []string{"bob"}},
+		{name: "html block: indentation is no code", text: "<p>\n    @dave\n</p>", want: []string{"dave"}},
+		{name: "html block: brackets make no link", text: "<div>[@erin](https://x)</div>", want: []string{"erin"}},
+		{name: "html block: underscores are word characters", text: "<div>_@frank_</div>", want: nil},
+		{name: "html block: code element", text: "<div><code>@gus</code> @hal</div>", want: []string{"hal"}},
+		{name: "html block interrupts a paragraph", text: "text\n<div>\n`@ivy`", want: []string{"ivy"}},
+		{name: "html block needs a whole tag name", text: "<divx>`@jo`</divx>", want: nil},
+		{name: "html block from an end tag", text: "</div>\n`@alice`", want: []string{"alice"}},
+		{name: "html block tag in any case, with attributes", text: "<DIV class=\"x\">`@alice`", want: []string{"alice"}},
+		{name: "html block tag then a tab", text: "<div\tclass=x>`@alice`", want: []string{"alice"}},
+		{name: "html block from a self-closing tag", text: "<hr/>`@alice`", want: []string{"alice"}},
+		{name: "html block tag at the end of its line", text: "<table\n  class=\"x\">`@alice`", want: []string{"alice"}},
+		{name: "html block heading tag", text: "<h2>`@alice`</h2>", want: []string{"alice"}},
+		{name: "tag name running on is no html block", text: "<div-x>`@a` <p.x>", want: nil},
+		{name: "space after less-than is no html block", text: "< div>`@a`", want: nil},
+		{name: "inline tag is no html block", text: "<span>`@a`</span>", want: nil},
+		{name: "html block tag inside a line is inline", text: "x <div>`@a`</div>", want: nil},
+		{name: "html block indented three columns", text: "   <div>`@alice`", want: []string{"alice"}},
+		{name: "html block tag indented as code is code", text: "    <div>`@a`", want: nil},
+		{name: "html block tag indented as code continues a paragraph", text: "text\n    <div>`@a`", want: nil},
+		{name: "html block: backslash escapes nothing", text: "<div>\\@alice \\`@bob`</div>", want: []string{"alice", "bob"}},
+		{name: "html block: backslash ends a login", text: "<div>@alice\\_x</div>", want: []string{"alice"}},
+		{name: "html block: underscore after a login", text: "<div>@alice_ @bob_x_</div>", want: nil},
+		{name: "html block: underscore closing nothing", text: "<div>_hi_@alice __@bob__</div>", want: nil},
+		{name: "html block: managed user", text: "<div>@mona_acme</div>", want: []string{"mona_acme"}},
+		{name: "html block: e-mail address", text: "<div>a@b.com x/@c</div>", want: nil},
+		{name: "html block: sender excluded", text: "<div>@a @b</div>", sender: "A", want: []string{"b"}},
+		// A line starting with '>' in an HTML block is HTML text, whose
+		// mentions GitHub links; the quote rule holds outside them.
+		{name: "html block: greater-than starts no quote", text: "<div>\n> @alice\n</div>", want: []string{"alice"}},
+		{name: "quoted html block", text: "> <div>\n> @a", want: nil},
+		{name: "html block: fence is text", text: "<div>\n```\n@alice\n```\n</div>\n\n@bob", want: []string{"alice", "bob"}},
+		{name: "html block: link reference definition is text", text: "<div>\n[@alice]: https://x\n</div>", want: []string{"alice"}},
+		{name: "html block after a link reference definition", text: "[r]: /u\n<div>`@alice`", want: []string{"alice"}},
+		{name: "html block ends at a line of blanks", text: "<div>\n   \n`@a`\n</div>", want: nil},
+		{name: "html block: comments", text: "<div><!-- @a --> @b\n<!-- @c\n@d -->\n@e</div>", want: []string{"b", "e"}},
+		// An unclosed comment in an HTML block is raw HTML: it runs on
+		// past the block, where one inside a paragraph would be text.
+		{name: "html block: unclosed comment runs on", text: "<div>x <!-- @a\n\n@b", want: nil},
+		{name: "html block: elements", text: "<div>\n<a href=\"x\">@a</a> <pre>@b</pre> @c\n</div>", want: []string{"c"}},
+		{name: "html block: unclosed element runs to its end", text: "<div><code>@a\n@b\n\n@c", want: []string{"c"}},
+		{name: "html block: pre block across a blank line", text: "<div>\n<pre>\n@a\n\n@b\n</pre>\n</div>\n\n@c", want: []string{"c"}},
+		{name: "html block in a list item", text: "- <div>\n  `@alice`\n  > @bob", want: []string{"alice", "bob"}},
+		{name: "html block in a list item ends with it", text: "- <div>\n`@a`\n> @b", want: nil},
+		{name: "html block in a list item: indentation is no code", text: "- x\n\n  <div>\n      `@alice`", want: []string{"alice"}},
+		{name: "html block is no lazy line", text: "- x\n<div>\n`@alice`", want: []string{"alice"}},
+		{name: "html block tag after a list marker", text: "1. <p>_@a_\n2. <p>`@bob`", want: []string{"bob"}},
+
 		// Quotes.
 		{name: "quoted line", text: "> @a wrote this\n\n@b replies", want: []string{"b"}},
 		{name: "quoted line right before new text", text: "> @a wrote this\n@b replies", want: []string{"b"}},
@@ -286,6 +339,9 @@ func TestMentionsPathological(t *testing.T) {
 		{"<code ", "@x"},
 		{"x <!-- ", "@x"},
 		{"_@a ", "@x"},
+		{"<div>\n", "@x"},
+		{"x\n<div> <a ", "\n\n@x"},
+		{"<div>_@a_ ", "@x"},
 		{"@a_ ", "@x"},
 	} {
 		text := strings.Repeat(tc.unit, 200000) + tc.tail
