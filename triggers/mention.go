@@ -35,7 +35,8 @@ const maxLoginLen = 39
 //     indented by less than four columns past the list item holding it, if
 //     any, starts an HTML block, which runs on to the first --> even in a
 //     later paragraph, or to the end of the text. Such a block, or a <pre>
-//     block, ends with the line of its end, the rest of which is HTML too:
+//     block, ends with the line of its end, the rest of which is HTML too,
+//     read as a type-6 HTML block is (below: "<!-- a --> `@b`" mentions b):
 //     an unclosed <!-- there runs on as one that starts a line, and so does
 //     one anywhere in a type-6 HTML block;
 //   - HTML code, pre and a elements, whose text GitHub does not link: from a
@@ -580,6 +581,12 @@ func (s *mentionScanner) paragraph(start, end int) {
 			return
 		}
 		i += k
+		if i < s.htmlEnd && !s.raw && t[i] != '<' && t[i] != '@' {
+			// The rest of the line an HTML block ends on is HTML, as in a
+			// type-6 block: backslashes, backticks and brackets are text.
+			i++
+			continue
+		}
 		switch t[i] {
 		case '\\':
 			if i+1 < end && isASCIIPunct(t[i+1]) {
@@ -621,7 +628,7 @@ func (s *mentionScanner) paragraph(start, end int) {
 			}
 			i++
 		case '@':
-			if login, next, ok := s.mentionAt(t, i); ok {
+			if login, next, ok := s.mentionAt(t, i, s.raw || i < s.htmlEnd); ok {
 				s.add(login)
 				i = next
 				continue
@@ -957,15 +964,16 @@ func (s *mentionScanner) add(login string) {
 }
 
 // mentionAt reports whether the '@' at t[i] starts a mention, and returns
-// the login and the index just past it.
-func (s *mentionScanner) mentionAt(t string, i int) (login string, next int, ok bool) {
+// the login and the index just past it. In HTML (raw), an underscore is a
+// word character and a backslash text.
+func (s *mentionScanner) mentionAt(t string, i int, raw bool) (login string, next int, ok bool) {
 	if i > 0 {
 		// As GitHub's own pattern, ASCII word characters only: "さん@alice"
 		// mentions alice, "a@b.com" does not mention b.
 		c := t[i-1]
 		if c == '_' {
 			// In HTML an underscore is no emphasis delimiter.
-			if s.raw || !s.delimitsBefore(t, i) {
+			if raw || !s.delimitsBefore(t, i) {
 				return "", 0, false
 			}
 		} else if isAlnum(c) || c == '/' {
@@ -999,10 +1007,10 @@ func (s *mentionScanner) mentionAt(t string, i int) (login string, next int, ok 
 			// A login ends at anything but an ASCII word character:
 			// "@aliceさん" mentions alice.
 			if c := t[k]; c == '_' {
-				if s.raw || !s.delimitsAfter(t, i, k) {
+				if raw || !s.delimitsAfter(t, i, k) {
 					return "", 0, false
 				}
-			} else if isAlnum(c) || (k == j && c == '/') || (!s.raw && c == '\\' && k+1 < len(t) && t[k+1] == '_') {
+			} else if isAlnum(c) || (k == j && c == '/') || (!raw && c == '\\' && k+1 < len(t) && t[k+1] == '_') {
 				// An escaped '_' is a literal one, a word character (in
 				// HTML the backslash is text, and no word character).
 				return "", 0, false

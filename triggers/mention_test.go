@@ -110,6 +110,13 @@ func TestMentions(t *testing.T) {
 		{name: "unclosed comment on the last line of a long HTML block", text: "<!--\n\n--> <!-- @a\n\n@b", want: nil},
 		{name: "unclosed comment on the line of a pre block's end", text: "<pre>x</pre> <!-- @a\n\n@b", want: nil},
 		{name: "comments on the last line of an HTML block", text: "<!-- a --> @b <!-- c --> @d\n<!-- @e", want: []string{"b", "d"}},
+		// GitHub reads the rest of the line an HTML block ends on as HTML,
+		// Markdown and all.
+		{name: "backticks after a comment block's end are text", text: "<!-- a --> `@b`\n`@c`", want: []string{"b"}},
+		{name: "backticks after a long comment block's end are text", text: "<!--\nx\n--> `@a` [@b](u)\n@c", want: []string{"a", "b", "c"}},
+		{name: "backslash after a comment block's end is text", text: "<!-- a --> \\@b _@c_", want: []string{"b"}},
+		{name: "backticks after a pre block's end are text", text: "<pre>@a</pre> `@b`", want: []string{"b"}},
+		{name: "code span inside a paragraph's comment line is code", text: "x <!-- a --> `@b`", want: nil},
 		{name: "comment in a code span is code", text: "`<!--` @a `-->`", want: []string{"a"}},
 		{name: "empty comment <!-->", text: "<!--> @alice\n\n@bob", want: []string{"alice", "bob"}},
 		{name: "empty comment <!--->", text: "x <!---> @alice", want: []string{"alice"}},
