@@ -143,18 +143,31 @@ func TestAcceptedDelivery(t *testing.T) {
 		t.Fatalf("answer %v", a.body)
 	}
 	ev := events[0].(map[string]any)
-	if ev["kind"] != "new_issue" || ev["subject"] != "triggers.codehost.new_issue.octo-org.api" || ev["id"] == "" {
+	if ev["kind"] != "new_issue" || ev["subject"] != "triggers.codehost.new_issue.octo-org.api" {
 		t.Fatalf("event %v", ev)
 	}
 	c := h.fc.commits[0]
 	if string(c.Body) != issueOpened || c.DeliveryID != "d-1" || c.Header["X-Github-Event"][0] != "issues" {
 		t.Fatalf("committed capture %+v", c)
 	}
+	// The answer names the event that was made durable, by its id.
+	if id := h.fc.events[0][0].ID; id == "" || ev["id"] != id {
+		t.Fatalf("answered event id %v, want the committed event's %q", ev["id"], id)
+	}
+	if got := h.published("new_issue"); got != 1 {
+		t.Fatalf("triggerd_ingest_events_published_total{kind=\"new_issue\"} = %v, want 1", got)
+	}
+	if got := h.latencies("codehost"); got != 1 {
+		t.Fatalf("triggerd_ingest_latency_seconds{source=\"codehost\"} holds %d samples, want 1", got)
+	}
 
 	// The same delivery again is a duplicate.
 	a = h.do(codeHostRequest("issues", "d-1", []byte(issueOpened)))
-	if a.status != http.StatusOK || a.body["duplicate"] != true {
-		t.Fatalf("redelivery: %d %v, want 200 duplicate", a.status, a.body)
+	if a.status != http.StatusOK || a.body["duplicate"] != true || a.body["delivery_id"] != "d-1" {
+		t.Fatalf("redelivery: %d %v, want 200 duplicate of d-1", a.status, a.body)
+	}
+	if got := h.published("new_issue"); got != 1 {
+		t.Fatalf("a duplicate counted as published: %v, want 1", got)
 	}
 	if msg, _ := a.body["message"].(string); !strings.Contains(msg, "/replay") {
 		t.Errorf("redelivery message %q does not say how to run a trigger again", msg)
@@ -178,6 +191,29 @@ func (h *harness) deliveries(source, event, outcome string) float64 {
 func (h *harness) published(kind string) float64 {
 	h.t.Helper()
 	return h.counter("triggerd_ingest_events_published_total", map[string]string{"kind": kind})
+}
+
+// latencies returns the number of samples triggerd_ingest_latency_seconds
+// holds for source.
+func (h *harness) latencies(source string) uint64 {
+	h.t.Helper()
+	mfs, err := h.reg.Gather()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "triggerd_ingest_latency_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "source" && lp.GetValue() == source {
+					return m.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+	}
+	return 0
 }
 
 // counter returns the counter name with the labels want, or 0.
@@ -438,6 +474,15 @@ func TestDeployDelivery(t *testing.T) {
 	}
 	if a := h.do(deployRequest(body)); a.body["duplicate"] != true {
 		t.Fatalf("deploy redelivery: %v, want duplicate", a.body)
+	}
+	// Other types are ignored with 202, and archived all the same.
+	other := []byte(`{"id":"uev_2","type":"deployment.promoted","createdAt":1,"payload":{"team":{"id":"team_1"},"project":{"id":"prj_1"},"deployment":{"id":"dpl_1"}}}`)
+	a = h.do(deployRequest(other))
+	if ignored, _ := a.body["ignored"].(string); a.status != 202 || a.body["delivery_id"] != "uev_2" || len(a.body["events"].([]any)) != 0 || ignored == "" {
+		t.Fatalf("deployment.promoted: %d %v, want 202 ignored with no events", a.status, a.body)
+	}
+	if h.fc.count() != 2 {
+		t.Fatalf("%d deliveries committed, want 2", h.fc.count())
 	}
 }
 
