@@ -3,7 +3,10 @@ package triggers
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -189,5 +192,37 @@ func TestHeaderEncodingMatchesEncodingJSON(t *testing.T) {
 		if !bytes.Equal(got, want) {
 			t.Fatalf("event %s (%s): goccy/go-json wrote\n%s\nencoding/json writes\n%s", events[i].ID, events[i].Kind, got, want)
 		}
+	}
+}
+
+// TestEventJSONFieldNames checks the envelope's field names against the
+// issue: a renamed field would survive a round trip, not an agent.
+func TestEventJSONFieldNames(t *testing.T) {
+	res, err := Map(Delivery{Connector: CodeHost, ID: "d-fork", Event: "fork", ReceivedAt: testReceivedAt,
+		Payload: []byte(`{"forkee":{"id":2,"full_name":"fork/Hello-World","owner":{"login":"fork"}},` + repo + `}`)})
+	if err != nil || len(res.Events) != 1 {
+		t.Fatalf("Map: %v %+v", err, res)
+	}
+	_, fields := roundTrip(t, res.Events[0])
+	want := []string{"id", "kind", "connector", "delivery_id", "source_event", "action", "received_at",
+		"repository", "account", "sender", "resource", "payload"}
+	got := slices.Sorted(maps.Keys(fields))
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("envelope fields %q, want %q", got, want)
+	}
+	// An event without an action says so with an empty string.
+	if string(fields["action"]) != `""` || string(fields["connector"]) != `"codehost"` || string(fields["delivery_id"]) != `"d-fork"` {
+		t.Errorf("action %s connector %s delivery_id %s", fields["action"], fields["connector"], fields["delivery_id"])
+	}
+	var r map[string]string
+	if err := json.Unmarshal(fields["repository"], &r); err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(r, map[string]string{"owner": "Octo", "name": "Hello-World", "full_name": "Octo/Hello-World"}) {
+		t.Errorf("repository %s", fields["repository"])
+	}
+	if _, err := time.Parse(time.RFC3339, strings.Trim(string(fields["received_at"]), `"`)); err != nil {
+		t.Errorf("received_at %s is not RFC 3339: %v", fields["received_at"], err)
 	}
 }
