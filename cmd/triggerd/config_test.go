@@ -379,3 +379,46 @@ func TestConsoleLogsHaveNoColourOffATerminal(t *testing.T) {
 		t.Fatalf("console log in a file: %q, want the message without escape codes", data)
 	}
 }
+
+// TestIssueDefaults: with nothing set, triggerd runs as the issue says,
+// and each of these flags is read from TRIGGERD_ + its upper snake name.
+func TestIssueDefaults(t *testing.T) {
+	none := func(string) (string, bool) { return "", false }
+	cfg, _, err := parseConfig(nil, none, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.HTTPAddr != ":8080" || cfg.DataDir != "./data" || cfg.NATSListen != "127.0.0.1:4222" || cfg.NATSURL != "" || cfg.MaxBodyBytes != 25<<20 {
+		t.Errorf("defaults: http-addr %q data-dir %q nats-listen %q nats-url %q max-body-bytes %d",
+			cfg.HTTPAddr, cfg.DataDir, cfg.NATSListen, cfg.NATSURL, cfg.MaxBodyBytes)
+	}
+	env := map[string]string{"TRIGGERD_HTTP_ADDR": "127.0.0.1:9", "TRIGGERD_DATA_DIR": "/d", "TRIGGERD_NATS_LISTEN": "127.0.0.1:7",
+		"TRIGGERD_MAX_BODY_BYTES": "1024"}
+	cfg, _, err = parseConfig(nil, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.HTTPAddr != "127.0.0.1:9" || cfg.DataDir != "/d" || cfg.NATSListen != "127.0.0.1:7" || cfg.MaxBodyBytes != 1024 {
+		t.Errorf("from the environment: http-addr %q data-dir %q nats-listen %q max-body-bytes %d",
+			cfg.HTTPAddr, cfg.DataDir, cfg.NATSListen, cfg.MaxBodyBytes)
+	}
+}
+
+// TestSecretVariablesHoldSeveralSecrets: each webhook secret variable may
+// list several secrets, comma-separated, for rotation; all are kept.
+func TestSecretVariablesHoldSeveralSecrets(t *testing.T) {
+	for _, ws := range []secretSource{codeHostSecret, deploySecret} {
+		lookup := func(k string) (string, bool) { return " new-secret-1,old-secret-2 ", k == ws.env }
+		dir := t.TempDir()
+		got, from, err := loadSecrets(ws, "", dir, lookup)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, []string{"new-secret-1", "old-secret-2"}) || !strings.Contains(from, ws.env) {
+			t.Errorf("%s: secrets %q from %q, want both, from the variable", ws.env, got, from)
+		}
+		if _, err := os.Stat(filepath.Join(dir, ws.genFile)); !os.IsNotExist(err) {
+			t.Errorf("%s set, yet a secret was generated into the data dir (%v)", ws.env, err)
+		}
+	}
+}
