@@ -94,13 +94,24 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 }
 
 func TestTail(t *testing.T) {
-	emb, _ := startNATS(t)
+	emb, b := startNATS(t)
+	// A later event of another kind: printed first only if the subject
+	// filter were ignored.
+	star := []byte("{\n  \"action\": \"created\",\n  \"repository\": {\"id\": 9, \"name\": \"api\", \"full_name\": \"octo-org/api\", \"owner\": {\"login\": \"octo-org\"}},\n  \"sender\": {\"login\": \"bob\"}\n}")
+	res, err := triggers.Map(triggers.Delivery{Connector: triggers.CodeHost, ID: "d-star", Event: "star", ReceivedAt: time.Now(), Payload: star})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Commit(context.Background(), triggers.Capture{Connector: triggers.CodeHost, DeliveryID: "d-star", ReceivedAt: time.Now(),
+		Header: map[string][]string{"X-Github-Event": {"star"}}, Body: star}, res.Events); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &lineWriter{lines: make(chan struct{}, 1)}
 	done := make(chan int)
 	var errOut bytes.Buffer
 	go func() {
-		done <- tail(ctx, []string{"--nats-url", emb.ClientURL(), "--all", "triggers.codehost.new_issue.>"}, w, &errOut)
+		done <- tail(ctx, []string{"--nats-url", emb.ClientURL(), "--all", "triggers.codehost.new_star.>"}, w, &errOut)
 	}()
 	select {
 	case <-w.lines:
@@ -116,11 +127,14 @@ func TestTail(t *testing.T) {
 	// Each event is one line, even though its payload spans several.
 	var ev map[string]any
 	first, _, _ := bytes.Cut(w.buf.Bytes(), []byte("\n"))
-	if err := json.Unmarshal(first, &ev); err != nil || ev["kind"] != "new_issue" {
-		t.Fatalf("tailed %q (%v), want the new_issue event as one JSON line", first, err)
+	if err := json.Unmarshal(first, &ev); err != nil || ev["kind"] != "new_star" {
+		t.Fatalf("tailed %q (%v), want the new_star event as one JSON line", first, err)
 	}
-	if p, _ := ev["payload"].(map[string]any); p["action"] != "opened" {
+	if p, _ := ev["payload"].(map[string]any); p["action"] != "created" {
 		t.Fatalf("tailed event payload %v", ev["payload"])
+	}
+	if bytes.Contains(w.buf.Bytes(), []byte(`"kind":"new_issue"`)) {
+		t.Fatalf("tail of triggers.codehost.new_star.> printed a new_issue event:\n%s", w.buf.Bytes())
 	}
 }
 
