@@ -364,6 +364,22 @@ func TestLargePayloadsGoByReference(t *testing.T) {
 				t.Fatalf("event %s: payload %d bytes, ref %q; want null payload and ref %q", e.ID, len(e.Payload), e.PayloadRef, ref)
 			}
 		}
+		// A subscriber sees the same: payload null, payload_ref set.
+		s, err := b.js.Stream(context.Background(), EventsStream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, err := s.GetLastMsgForSubject(context.Background(), events[1].Subject())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wire map[string]json.RawMessage
+		if err := json.Unmarshal(msg.Data, &wire); err != nil {
+			t.Fatal(err)
+		}
+		if string(wire["id"]) != `"`+events[1].ID+`"` || string(wire["payload"]) != "null" || string(wire["payload_ref"]) != `"`+ref+`"` {
+			t.Fatalf("published event id %s payload %.40s payload_ref %s; want %s, null, %q", wire["id"], wire["payload"], wire["payload_ref"], events[1].ID, ref)
+		}
 		// payload_ref names the delivery: it reads back as the body.
 		rc, rkey, ok := ParseArchiveSubject(events[0].PayloadRef)
 		if !ok || rc != triggers.CodeHost || rkey != "d-big" {
