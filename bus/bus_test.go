@@ -869,3 +869,58 @@ func TestIndexSharedAcrossProcesses(t *testing.T) {
 		t.Fatalf("indexed delivery read back as %+v", arch)
 	}
 }
+
+// TestCommitLargestPush commits the largest push a payload describes, 2,048
+// distinct commits (the issue's testdata item): its 2,049 events reach the
+// stream once each, within the commit's deadline, those past the inline
+// budget by payload_ref, and the delivery again is a duplicate.
+func TestCommitLargestPush(t *testing.T) {
+	const n = 2048
+	var sb strings.Builder
+	sb.WriteString(`{"ref":"refs/heads/import","after":"f","repository":{"name":"octo-repo","full_name":"octo-org/octo-repo","owner":{"login":"octo-org"}},"sender":{"login":"monalisa"},"commits":[`)
+	for i := range n {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		fmt.Fprintf(&sb, `{"id":"%040x","distinct":true,"message":"Import batch %d","url":"https://github.com/octo-org/octo-repo/commit/%040x","author":{"username":"monalisa"},"modified":["data/%d.csv"]}`, i+1, i, i+1, i)
+	}
+	sb.WriteString(`]}`)
+	body := []byte(sb.String())
+	d := triggers.Delivery{Connector: triggers.CodeHost, ID: "d-push-2048", Event: "push", ReceivedAt: time.Now().UTC(), Payload: body}
+	res, err := triggers.Map(d)
+	if err != nil || len(res.Events) != n+1 {
+		t.Fatalf("Map: %v, %d events", err, len(res.Events))
+	}
+	ts := startServer(t, 0)
+	b := ts.connect(Options{})
+	c := triggers.Capture{Connector: triggers.CodeHost, DeliveryID: d.ID, ReceivedAt: d.ReceivedAt,
+		Header: map[string][]string{"X-Github-Event": {"push"}}, Body: body}
+	if dup := commit(t, b, c, res.Events); dup {
+		t.Fatal("first commit reported a duplicate")
+	}
+	if got := eventMsgs(t, b); got != n+1 {
+		t.Fatalf("events stream holds %d messages, want %d", got, n+1)
+	}
+	inline := 0
+	for _, e := range res.Events {
+		switch {
+		case e.Payload != nil:
+			inline++
+		case e.PayloadRef == "":
+			t.Fatalf("event %s has neither payload nor payload_ref", e.ID)
+		}
+	}
+	if inline == 0 || inline == len(res.Events) || inline*len(body) > b.opts.MaxInlineBytes {
+		t.Errorf("%d of %d events carry the %d-byte payload inline; want as many as %d bytes allow", inline, len(res.Events), len(body), b.opts.MaxInlineBytes)
+	}
+	again, err := triggers.Map(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dup := commit(t, b, c, again.Events); !dup {
+		t.Fatal("the push delivered again was not a duplicate")
+	}
+	if got := eventMsgs(t, b); got != n+1 {
+		t.Fatalf("events stream holds %d messages after the duplicate, want %d", got, n+1)
+	}
+}
