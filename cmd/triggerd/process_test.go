@@ -267,6 +267,18 @@ func streamEvents(t *testing.T, natsURL string, opts ...nats.Option) (map[string
 	return counts, subjects
 }
 
+// waitSpoolForwarded waits until the spool under dataDir is empty. A
+// delivery answered 202 from the spool (its commit timed out under load)
+// and not forwarded before the process stopped is forwarded by the next
+// one's spool loop: tests wait for it before reading the stream.
+func waitSpoolForwarded(t *testing.T, dataDir string) {
+	t.Helper()
+	testenv.Eventually(t, 30*time.Second, "the spool to be forwarded", func() bool {
+		files, _ := filepath.Glob(filepath.Join(dataDir, "spool", "*.rec"))
+		return len(files) == 0
+	})
+}
+
 func issueBody(n int) []byte {
 	return []byte(fmt.Sprintf(`{"action":"opened","issue":{"id":%d,"number":%d,"title":"issue %d","body":"cc @bob","html_url":"https://example.test/i/%d","state":"open","user":{"login":"alice"},"labels":[]},"repository":{"id":9,"name":"api","full_name":"octo-org/api","owner":{"login":"octo-org"}},"sender":{"login":"alice"}}`, n, n, n, n))
 }
@@ -373,6 +385,7 @@ func TestKillMidStreamExactlyOnce(t *testing.T) {
 		t.Fatalf("%d deliveries accepted in the end, want %d", len(accepted), total)
 	}
 
+	waitSpoolForwarded(t, dir)
 	counts, _ := streamEvents(t, p.natsURL, asOperator)
 	for id, c := range counts {
 		if c != 1 {
@@ -463,13 +476,7 @@ func TestSIGTERMUnderLoad(t *testing.T) {
 	t.Logf("SIGTERM after %d accepted; exited 0 in %s; %d requests found no listener", len(accepted), took.Round(time.Millisecond), refused.Load())
 
 	p = startTriggerd(t, env)
-	// A delivery answered 202 from the spool (its commit timed out under
-	// load) and not forwarded before the stop is forwarded by this
-	// process's spool loop: wait for it before reading the stream.
-	testenv.Eventually(t, 30*time.Second, "the spool to be forwarded", func() bool {
-		files, _ := filepath.Glob(filepath.Join(dir, "spool", "*.rec"))
-		return len(files) == 0
-	})
+	waitSpoolForwarded(t, dir)
 	counts, _ := streamEvents(t, p.natsURL, asOperator)
 	mu.Lock()
 	defer mu.Unlock()
