@@ -32,8 +32,9 @@ const (
 // long a worker waits after a failed pull before it pulls again.
 const (
 	// pollWait bounds one pull: a pull the server forgot (it restarted)
-	// is noticed within it.
-	pollWait   = 5 * time.Second
+	// is noticed within it, and a stopped worker's pull is gone from the
+	// server after it (see finish).
+	pollWait   = 2 * time.Second
 	errorPause = time.Second
 )
 
@@ -115,8 +116,8 @@ func Attempt(ctx context.Context) int {
 //     reason.
 //
 // fn's context is cancelled when ctx is. An error fn returns once Consume
-// is stopping gives the run back, for another instance to take within a
-// second, while a Result it returns is still reported.
+// is stopping gives the run back, for another instance to take within
+// three seconds, while a Result it returns is still reported.
 //
 // Consume needs no more than Permissions(agentID) allows: connect with
 // Connect. It finds a run's result with a direct get, which Stream allows
@@ -212,20 +213,21 @@ func (c *consumer) giveBackLater(msg jetstream.Msg) {
 }
 
 // giveBackDelay is how long after Consume stops its interrupted runs are
-// delivered again.
-const giveBackDelay = time.Second
+// delivered again: once the stopped workers' pull requests have expired.
+const giveBackDelay = pollWait + 500*time.Millisecond
 
 // finish runs once every worker has stopped: it gives back the runs
 // interrupted by the stop and makes sure the server has every
 // acknowledgement sent.
 //
-// The stopped workers' pull requests stay on the server until it processes
-// their unsubscriptions, which the client library sends from its own
-// goroutines; a run given back before that could be handed to a request
-// nobody reads any more, and wait there for AckWait. So the runs are given
-// back after a flush (one connection's messages are processed in order)
-// and with a short delay, a margin for the unsubscriptions still on their
-// way.
+// The stopped workers' pull requests stay on the server until they expire
+// (pollWait): the worker's unsubscription need not end them (an agent's
+// pulls reach JetStream through a service import, whose reply the server
+// may still see interest in; the test of a stop saw one run in four miss
+// a second's delay that way). A run given back before that could be handed to a
+// request nobody reads any more, and wait there for AckWait (30 s by
+// default). So the runs are given back after a flush (one connection's
+// messages are processed in order) with a delay past the pulls' expiry.
 func (c *consumer) finish() {
 	nc := c.js.Conn()
 	flush := func() {
