@@ -29,11 +29,16 @@ const agentGatewayQueue = "triggerd-agent-gateway"
 const agentGatewayTimeout = 5 * time.Second
 
 // serveAgents subscribes the gateway; the subscription ends with the
-// connection (Close drains it, letting a request in hand finish).
-func (b *Bus) serveAgents() error {
+// connection (Close drains it, letting a request in hand finish). It
+// returns once the server has the subscription: an agent that connects
+// as soon as Connect returns finds the gateway, not "no responders".
+func (b *Bus) serveAgents(ctx context.Context) error {
 	_, err := b.nc.QueueSubscribe(agent.GatewayPrefix+".>", agentGatewayQueue, b.answerAgent)
 	if err != nil {
 		return fmt.Errorf("agent gateway: %w", err)
+	}
+	if err := b.nc.FlushWithContext(ctx); err != nil {
+		return fmt.Errorf("agent gateway: subscribing: %w", err)
 	}
 	return nil
 }

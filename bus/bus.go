@@ -262,7 +262,7 @@ func Connect(ctx context.Context, url string, o Options) (*Bus, error) {
 	}
 	err = b.provision(ctx)
 	if err == nil && o.ServeAgents {
-		err = b.serveAgents()
+		err = b.serveAgents(ctx)
 	}
 	if err != nil {
 		if b.index != nil {
