@@ -77,6 +77,31 @@ func kindsOf(res Result) []Kind {
 	return out
 }
 
+// mapChecked maps d, failing the test when Map fails, and checks the
+// invariants of the result (checkResult).
+func mapChecked(t *testing.T, d Delivery) Result {
+	t.Helper()
+	res, err := Map(d)
+	if err != nil {
+		t.Fatalf("Map: %v", err)
+	}
+	checkResult(t, d, res)
+	return res
+}
+
+// checkKinds checks that res's events have exactly the kinds want, in
+// order.
+func checkKinds(t *testing.T, res Result, want []Kind) {
+	t.Helper()
+	if got := kindsOf(res); !slices.Equal(got, want) {
+		if len(got) > 8 || len(want) > 8 {
+			t.Errorf("got %d kinds, want %d", len(got), len(want))
+		} else {
+			t.Errorf("kinds %v, want %v (ignored %q)", got, want, res.Ignored)
+		}
+	}
+}
+
 // checkResult checks the invariants every mapped delivery must satisfy.
 func checkResult(t *testing.T, d Delivery, res Result) {
 	t.Helper()
@@ -178,19 +203,8 @@ func runFileTable(t *testing.T, dir string, cases []fileCase) {
 			if !bySub[sub][file] {
 				t.Fatalf("%s: no such file in %s", tc.name, dir)
 			}
-			d := fileDelivery(t, dir, sub, file)
-			res, err := Map(d)
-			if err != nil {
-				t.Fatalf("Map: %v", err)
-			}
-			checkResult(t, d, res)
-			if got := kindsOf(res); !slices.Equal(got, tc.kinds) {
-				if len(got) > 8 || len(tc.kinds) > 8 {
-					t.Errorf("got %d kinds, want %d", len(got), len(tc.kinds))
-				} else {
-					t.Errorf("kinds %v, want %v (ignored %q)", got, tc.kinds, res.Ignored)
-				}
-			}
+			res := mapChecked(t, fileDelivery(t, dir, sub, file))
+			checkKinds(t, res, tc.kinds)
 			if tc.ignored != "" && res.Ignored != tc.ignored {
 				t.Errorf("Ignored %q, want %q", res.Ignored, tc.ignored)
 			}

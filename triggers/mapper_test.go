@@ -211,15 +211,8 @@ func TestMapRules(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			d := Delivery{Connector: CodeHost, ID: "delivery-1", Event: tc.event, ReceivedAt: testReceivedAt, Payload: []byte(tc.payload)}
-			res, err := Map(d)
-			if err != nil {
-				t.Fatalf("Map: %v", err)
-			}
-			checkResult(t, d, res)
-			if got := kindsOf(res); !slices.Equal(got, tc.kinds) {
-				t.Errorf("kinds %v, want %v (ignored %q)", got, tc.kinds, res.Ignored)
-			}
+			res := mapChecked(t, Delivery{Connector: CodeHost, ID: "delivery-1", Event: tc.event, ReceivedAt: testReceivedAt, Payload: []byte(tc.payload)})
+			checkKinds(t, res, tc.kinds)
 			if tc.ignored != "" && res.Ignored != tc.ignored {
 				t.Errorf("Ignored %q, want %q", res.Ignored, tc.ignored)
 			}
@@ -262,12 +255,7 @@ func TestMapDeployShapes(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			d := Delivery{Connector: Deploy, ReceivedAt: testReceivedAt, Payload: []byte(tc.payload)}
-			res, err := Map(d)
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkResult(t, d, res)
+			res := mapChecked(t, Delivery{Connector: Deploy, ReceivedAt: testReceivedAt, Payload: []byte(tc.payload)})
 			if len(res.Events) != 1 {
 				t.Fatalf("%d events (ignored %q)", len(res.Events), res.Ignored)
 			}

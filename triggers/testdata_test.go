@@ -163,12 +163,7 @@ func bigPush(n int) []byte {
 // new_push and 2,048 new_commit events, all with distinct ids.
 func TestMapBigPush(t *testing.T) {
 	const n = 2048
-	d := Delivery{Connector: CodeHost, ID: testDeliveryID, Event: "push", ReceivedAt: testReceivedAt, Payload: bigPush(n)}
-	res, err := Map(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkResult(t, d, res)
+	res := mapChecked(t, Delivery{Connector: CodeHost, ID: testDeliveryID, Event: "push", ReceivedAt: testReceivedAt, Payload: bigPush(n)})
 	if len(res.Events) != n+1 {
 		t.Fatalf("%d events, want %d", len(res.Events), n+1)
 	}
