@@ -19,6 +19,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/rs/zerolog"
 
 	"github.com/triggerd/triggerd/internal/testenv"
@@ -197,31 +198,22 @@ func (h *harness) published(kind string) float64 {
 // holds for source.
 func (h *harness) latencies(source string) uint64 {
 	h.t.Helper()
-	mfs, err := h.reg.Gather()
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "triggerd_ingest_latency_seconds" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if lp.GetName() == "source" && lp.GetValue() == source {
-					return m.GetHistogram().GetSampleCount()
-				}
-			}
-		}
-	}
-	return 0
+	return findMetric(h.t, h.reg, "triggerd_ingest_latency_seconds", map[string]string{"source": source}).GetHistogram().GetSampleCount()
 }
 
 // counter returns the counter name with the labels want, or 0.
 func (h *harness) counter(name string, want map[string]string) float64 {
 	h.t.Helper()
-	mfs, err := h.reg.Gather()
+	return findMetric(h.t, h.reg, name, want).GetCounter().GetValue()
+}
+
+// findMetric returns the metric name that reg gathers with exactly the
+// labels want, or nil (whose getters return zero values).
+func findMetric(t testing.TB, reg prometheus.Gatherer, name string, want map[string]string) *dto.Metric {
+	t.Helper()
+	mfs, err := reg.Gather()
 	if err != nil {
-		h.t.Fatal(err)
+		t.Fatal(err)
 	}
 	for _, mf := range mfs {
 		if mf.GetName() != name {
@@ -235,11 +227,11 @@ func (h *harness) counter(name string, want map[string]string) float64 {
 				}
 			}
 			if match {
-				return m.GetCounter().GetValue()
+				return m
 			}
 		}
 	}
-	return 0
+	return nil
 }
 
 func TestRejectionsNeverReachTheMapper(t *testing.T) {

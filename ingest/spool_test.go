@@ -35,21 +35,7 @@ type spoolHarness struct {
 // forwarded returns triggerd_spool_forwarded_total for one outcome.
 func (h *spoolHarness) forwarded(outcome string) float64 {
 	h.t.Helper()
-	mfs, err := h.reg.Gather()
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "triggerd_spool_forwarded_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if m.GetLabel()[0].GetValue() == outcome {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
+	return findMetric(h.t, h.reg, "triggerd_spool_forwarded_total", map[string]string{"outcome": outcome}).GetCounter().GetValue()
 }
 
 func newSpoolHarness(t *testing.T, maxBytes int64, mutate func(*Options)) *spoolHarness {
