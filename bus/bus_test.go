@@ -876,16 +876,7 @@ func TestIndexSharedAcrossProcesses(t *testing.T) {
 // budget by payload_ref, and the delivery again is a duplicate.
 func TestCommitLargestPush(t *testing.T) {
 	const n = 2048
-	var sb strings.Builder
-	sb.WriteString(`{"ref":"refs/heads/import","after":"f","repository":{"name":"octo-repo","full_name":"octo-org/octo-repo","owner":{"login":"octo-org"}},"sender":{"login":"monalisa"},"commits":[`)
-	for i := range n {
-		if i > 0 {
-			sb.WriteByte(',')
-		}
-		fmt.Fprintf(&sb, `{"id":"%040x","distinct":true,"message":"Import batch %d","url":"https://github.com/octo-org/octo-repo/commit/%040x","author":{"username":"monalisa"},"modified":["data/%d.csv"]}`, i+1, i, i+1, i)
-	}
-	sb.WriteString(`]}`)
-	body := []byte(sb.String())
+	body := testenv.Push(n)
 	d := triggers.Delivery{Connector: triggers.CodeHost, ID: "d-push-2048", Event: "push", ReceivedAt: time.Now().UTC(), Payload: body}
 	res, err := triggers.Map(d)
 	if err != nil || len(res.Events) != n+1 {

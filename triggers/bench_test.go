@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/triggerd/triggerd/internal/testenv"
 )
 
 // BenchmarkMap maps a representative set of corpus deliveries.
@@ -33,7 +35,7 @@ func BenchmarkMap(b *testing.B) {
 
 // BenchmarkMapBigPush maps a push of 2,048 commits.
 func BenchmarkMapBigPush(b *testing.B) {
-	d := Delivery{Connector: CodeHost, ID: testDeliveryID, Event: "push", Payload: bigPush(2048)}
+	d := Delivery{Connector: CodeHost, ID: testDeliveryID, Event: "push", Payload: testenv.Push(2048)}
 	b.ReportAllocs()
 	b.SetBytes(int64(len(d.Payload)))
 	for b.Loop() {
