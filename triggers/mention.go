@@ -581,9 +581,10 @@ func (s *mentionScanner) paragraph(start, end int) {
 			return
 		}
 		i += k
-		if i < s.htmlEnd && !s.raw && t[i] != '<' && t[i] != '@' {
-			// The rest of the line an HTML block ends on is HTML, as in a
-			// type-6 block: backslashes, backticks and brackets are text.
+		// A type-6 block is HTML, and so is the rest of the line another
+		// HTML block ends on: backslashes, backticks and brackets are text.
+		html := s.raw || i < s.htmlEnd
+		if html && t[i] != '<' && t[i] != '@' {
 			i++
 			continue
 		}
@@ -628,7 +629,7 @@ func (s *mentionScanner) paragraph(start, end int) {
 			}
 			i++
 		case '@':
-			if login, next, ok := s.mentionAt(t, i, s.raw || i < s.htmlEnd); ok {
+			if login, next, ok := s.mentionAt(t, i, html); ok {
 				s.add(login)
 				i = next
 				continue
