@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/triggerd/triggerd/connectors/codehost"
@@ -35,7 +36,47 @@ const (
 	healOverlap = 5 * time.Minute
 	// healMargin keeps heal clear of GitHub's 3-day redelivery limit.
 	healMargin = time.Hour
+	// redeliveryGrace is how long after asking for a redelivery heal
+	// waits for its attempt to be listed before it may ask again: GitHub
+	// lists an attempt once it ends, and gives up on a receiver after
+	// 10 s. Without it a pass soon after another (a short
+	// --reconcile-interval, a slow receiver) asked twice for one event.
+	redeliveryGrace = 30 * time.Second
 )
+
+// redeliveries remembers the redeliveries heal asked for lately, by hook
+// and delivery guid, so that the next passes do not ask again while the
+// attempt is under way.
+type redeliveries struct {
+	mu    sync.Mutex
+	asked map[string]time.Time
+}
+
+func redeliveryKey(hookID, guid string) string { return hookID + "/" + guid }
+
+// pending reports whether a redelivery of key was asked for less than
+// redeliveryGrace before now, forgetting those asked for earlier.
+func (r *redeliveries) pending(key string, now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, at := range r.asked {
+		if now.Sub(at) >= redeliveryGrace {
+			delete(r.asked, k)
+		}
+	}
+	_, ok := r.asked[key]
+	return ok
+}
+
+// add records that a redelivery of key was asked for at now.
+func (r *redeliveries) add(key string, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.asked == nil {
+		r.asked = map[string]time.Time{}
+	}
+	r.asked[key] = now
+}
 
 // healReport says what heal did for one hook.
 type healReport struct {
@@ -134,8 +175,9 @@ func (r *Registry) heal(ctx context.Context, api HookAPI, h store.Hook) (healRep
 				Msg("webhook delivery still failing; giving up on redelivering it")
 			continue
 		}
-		if rep.redelivered == r.o.HealBatch || len(errs) > 0 {
-			// Held for the next pass.
+		key := redeliveryKey(h.ID, e.guid)
+		if rep.redelivered == r.o.HealBatch || len(errs) > 0 || r.redelivering.pending(key, now) {
+			// Held for the next pass, or its redelivery is under way.
 			through = earlier(through, e.first())
 			continue
 		}
@@ -149,6 +191,7 @@ func (r *Registry) heal(ctx context.Context, api HookAPI, h store.Hook) (healRep
 			errs = append(errs, fmt.Errorf("redeliver %s: %w", e.guid, err))
 		default:
 			rep.redelivered++
+			r.redelivering.add(key, now)
 		}
 		// Watched until an attempt succeeds or it is given up.
 		through = earlier(through, e.first())

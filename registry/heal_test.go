@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,11 +18,21 @@ import (
 )
 
 // switchable answers deliveries with its current status; 0 is no answer
-// at all (the connection refused).
-type switchable struct{ status atomic.Int32 }
+// at all (the connection refused), holdStatus an answer only once held is
+// closed.
+type switchable struct {
+	status atomic.Int32
+	held   chan struct{}
+}
+
+const holdStatus = -1
 
 func (s *switchable) RoundTrip(req *http.Request) (*http.Response, error) {
 	code := s.status.Load()
+	if code == holdStatus {
+		<-s.held
+		code = http.StatusAccepted
+	}
 	if code == 0 {
 		if req.Body != nil {
 			_ = req.Body.Close()
@@ -136,6 +147,35 @@ func TestReconcileRedeliversFailedDeliveries(t *testing.T) {
 	}
 	if rep, err := h.reconcile(); err != nil || rep != (registry.ReconcileReport{Checked: 1}) {
 		t.Errorf("Reconcile after giving up = %+v, %v", rep, err)
+	}
+}
+
+// TestRedeliveryUnderWayIsNotAskedAgain: GitHub lists a redelivery's
+// attempt only once it ends, so a pass soon after the one that asked for
+// it (a short --reconcile-interval, a slow receiver) must not ask again.
+func TestRedeliveryUnderWayIsNotAskedAgain(t *testing.T) {
+	h, rc := newHealHarness(t, 0)
+	busy := h.deliverAs(rc, http.StatusServiceUnavailable, "opened")
+	rc.held = make(chan struct{})
+	release := sync.OnceFunc(func() { close(rc.held) })
+	t.Cleanup(release) // before the harness waits for the fake's deliveries
+	rc.status.Store(holdStatus)
+
+	if rep, err := h.reconcile(); err != nil || rep.Redelivered != 1 {
+		t.Fatalf("first Reconcile = %+v, %v; want 1 redelivered", rep, err)
+	}
+	// The redelivery is in flight, not listed yet.
+	h.clock.Advance(5 * time.Second)
+	if rep, err := h.reg.Reconcile(h.ctx); err != nil || rep.Redelivered != 0 {
+		t.Fatalf("Reconcile while the redelivery is under way = %+v, %v; want nothing asked again", rep, err)
+	}
+	release()
+	h.waitDeliveries()
+	if got := h.attempts(busy); !slices.Equal(got, []string{"503", "202r"}) {
+		t.Errorf("attempts of %s: %v, want one redelivery", busy, got)
+	}
+	if rep, err := h.reconcile(); err != nil || rep != (registry.ReconcileReport{Checked: 1}) {
+		t.Errorf("Reconcile once it was taken = %+v, %v", rep, err)
 	}
 }
 

@@ -136,9 +136,10 @@ type Options struct {
 
 // Registry manages agents, triggers and their hooks.
 type Registry struct {
-	o       Options
-	log     zerolog.Logger
-	metrics *metrics
+	o            Options
+	log          zerolog.Logger
+	metrics      *metrics
+	redelivering redeliveries
 }
 
 // New returns a Registry.
