@@ -17,6 +17,7 @@ import (
 	"github.com/triggerd/triggerd/accounts"
 	"github.com/triggerd/triggerd/agent"
 	"github.com/triggerd/triggerd/dispatch"
+	"github.com/triggerd/triggerd/match"
 	"github.com/triggerd/triggerd/registry"
 	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/triggers"
@@ -346,7 +347,7 @@ type kindView struct {
 func (a *API) triggerKinds(c echo.Context) error {
 	var out []kindView
 	for _, info := range triggers.Kinds() {
-		v := kindView{KindInfo: info, Params: dispatch.ParamsFor(info.Kind), Delivery: "webhook"}
+		v := kindView{KindInfo: info, Params: match.ParamsFor(info.Kind), Delivery: "webhook"}
 		if v.Params == nil {
 			v.Params = []string{}
 		}

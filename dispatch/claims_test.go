@@ -12,6 +12,7 @@ import (
 	"github.com/triggerd/triggerd/bus"
 	"github.com/triggerd/triggerd/dispatch"
 	"github.com/triggerd/triggerd/internal/testenv"
+	"github.com/triggerd/triggerd/match"
 	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/triggers"
 )
@@ -75,7 +76,7 @@ func TestSlowStepKeepsItsEventWithHeartbeats(t *testing.T) {
 	block := make(chan struct{})
 	h.steps.block = block
 	h.agent("agent-1", store.PipelineStep{Name: "comment", Step: "codehost.create_comment", Account: "acc1", Input: json.RawMessage(`{}`)})
-	h.trigger("trig-a", "agent-1", triggers.NewIssue, dispatch.Params{Repositories: []string{"octo-org/api"}}, "")
+	h.trigger("trig-a", "agent-1", triggers.NewIssue, match.Params{Repositories: []string{"octo-org/api"}}, "")
 	h.start()
 	release := unblocker(t, block)
 	ev := h.deliver("d-slow-step", "octo-org/api", 11)
@@ -112,7 +113,7 @@ func TestSlowStepKeepsItsReplayWithHeartbeats(t *testing.T) {
 	h.steps.block = block
 	h.agent("agent-1") // no steps: the event's own run never reaches block
 	h.agent("agent-2", store.PipelineStep{Name: "comment", Step: "codehost.create_comment", Account: "acc1", Input: json.RawMessage(`{}`)})
-	h.trigger("trig-a", "agent-1", triggers.NewIssue, dispatch.Params{Repositories: []string{"octo-org/api"}}, "")
+	h.trigger("trig-a", "agent-1", triggers.NewIssue, match.Params{Repositories: []string{"octo-org/api"}}, "")
 	h.start()
 	release := unblocker(t, block)
 	ev := h.deliver("d-slow-replay", "octo-org/api", 14)
@@ -120,7 +121,7 @@ func TestSlowStepKeepsItsReplayWithHeartbeats(t *testing.T) {
 	h.waitPending()
 	// A trigger created after the event; a replay to it runs agent-2's
 	// slow step.
-	h.trigger("trig-b", "agent-2", triggers.NewIssue, dispatch.Params{Repositories: []string{"octo-org/api"}}, "")
+	h.trigger("trig-b", "agent-2", triggers.NewIssue, match.Params{Repositories: []string{"octo-org/api"}}, "")
 	plans, err := h.d.Replay(context.Background(), "t1", ev.ID, "trig-b", true)
 	if err != nil || len(plans) != 1 || plans[0].Result != "queued" {
 		t.Fatalf("replay: %+v, %v", plans, err)
@@ -176,7 +177,7 @@ func TestSlowPushKeepsItsRunWithHeartbeats(t *testing.T) {
 		URL: "http://agent.invalid/run", SealedSecret: []byte("s3cret"), CreatedAt: time.Now(), UpdatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	h.trigger("trig-a", "hooked", triggers.NewIssue, dispatch.Params{Repositories: []string{"octo-org/api"}}, "")
+	h.trigger("trig-a", "hooked", triggers.NewIssue, match.Params{Repositories: []string{"octo-org/api"}}, "")
 	h.start()
 	release := unblocker(t, p.block)
 	ev := h.deliver("d-slow-push", "octo-org/api", 15)
@@ -220,7 +221,7 @@ func (h *harness) claimedRun(runID, eventID, by string, until time.Time) {
 func TestExpiredClaimIsTakenOver(t *testing.T) {
 	h := newHarness(t, dispatch.Options{})
 	h.agent("agent-1", store.PipelineStep{Name: "comment", Step: "codehost.create_comment", Account: "acc1", Input: json.RawMessage(`{}`)})
-	h.trigger("trig-a", "agent-1", triggers.NewIssue, dispatch.Params{Repositories: []string{"octo-org/api"}}, "")
+	h.trigger("trig-a", "agent-1", triggers.NewIssue, match.Params{Repositories: []string{"octo-org/api"}}, "")
 	payload, events := h.deliverEvents("d-dead-claim", "octo-org/api", 12)
 	ev := newIssueEvent(t, events)
 	runID := dispatch.RunID(ev.ID, "trig-a", "")
@@ -247,7 +248,7 @@ func TestExpiredClaimIsTakenOver(t *testing.T) {
 func TestHeldClaimDefersTheEvent(t *testing.T) {
 	h := newHarness(t, dispatch.Options{})
 	h.agent("agent-1", store.PipelineStep{Name: "comment", Step: "codehost.create_comment", Account: "acc1", Input: json.RawMessage(`{}`)})
-	h.trigger("trig-a", "agent-1", triggers.NewIssue, dispatch.Params{Repositories: []string{"octo-org/api"}}, "")
+	h.trigger("trig-a", "agent-1", triggers.NewIssue, match.Params{Repositories: []string{"octo-org/api"}}, "")
 	payload, events := h.deliverEvents("d-held-claim", "octo-org/api", 13)
 	ev := newIssueEvent(t, events)
 	runID := dispatch.RunID(ev.ID, "trig-a", "")

@@ -16,6 +16,7 @@ import (
 
 	"github.com/triggerd/triggerd/agent"
 	"github.com/triggerd/triggerd/bus"
+	"github.com/triggerd/triggerd/match"
 	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/triggers"
 )
@@ -150,7 +151,7 @@ type Options struct {
 type Dispatcher struct {
 	o       Options
 	log     zerolog.Logger
-	index   atomic.Pointer[Index]
+	index   atomic.Pointer[match.Index]
 	metrics *metrics
 	// reloadMu serialises index reloads so a full resync and a single
 	// trigger's reload do not interleave.
@@ -203,12 +204,12 @@ func New(o Options) (*Dispatcher, error) {
 		o: o, log: o.Logger.With().Str("component", "dispatch").Logger(), metrics: m,
 		dryRuns: make(chan struct{}, maxDryRuns),
 	}
-	d.index.Store(newIndex(o.SharedTenant))
+	d.index.Store(match.NewIndex(o.SharedTenant))
 	return d, nil
 }
 
 // Index returns the current trigger index.
-func (d *Dispatcher) Index() *Index { return d.index.Load() }
+func (d *Dispatcher) Index() *match.Index { return d.index.Load() }
 
 // lease is how long a claimed run stays claimed without progress: longer
 // than any one step, so a worker is never overtaken mid-step.
@@ -310,7 +311,7 @@ func (d *Dispatcher) resync(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("load triggers: %w", err)
 	}
-	x := newIndex(d.o.SharedTenant)
+	x := match.NewIndex(d.o.SharedTenant)
 	for _, st := range all {
 		t, err := FromStore(st)
 		if err == nil {
@@ -372,14 +373,14 @@ func (d *Dispatcher) HandleChange(ctx context.Context, data []byte) {
 }
 
 // FromStore converts a stored trigger for the index.
-func FromStore(st store.Trigger) (Trigger, error) {
-	t := Trigger{
+func FromStore(st store.Trigger) (match.Trigger, error) {
+	t := match.Trigger{
 		ID: st.ID, TenantID: st.TenantID, Kind: triggers.Kind(st.Kind), Account: st.AccountID,
 		Agent: st.AgentID, Enabled: st.Enabled, Filter: st.Filter,
 	}
 	if len(st.Params) > 0 {
 		if err := json.Unmarshal(st.Params, &t.Params); err != nil {
-			return Trigger{}, fmt.Errorf("trigger %s: params: %w", st.ID, err)
+			return match.Trigger{}, fmt.Errorf("trigger %s: params: %w", st.ID, err)
 		}
 	}
 	t.Inactive, t.InactiveCode = inactiveOf(st)

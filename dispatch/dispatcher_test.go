@@ -25,6 +25,7 @@ import (
 	"github.com/triggerd/triggerd/dispatch"
 	"github.com/triggerd/triggerd/dispatch/push"
 	"github.com/triggerd/triggerd/internal/testenv"
+	"github.com/triggerd/triggerd/match"
 	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/store/boltstore"
 	"github.com/triggerd/triggerd/triggers"
@@ -170,7 +171,7 @@ func (h *harness) agent(id string, steps ...store.PipelineStep) store.Agent {
 	return a
 }
 
-func (h *harness) trigger(id, agentID string, kind triggers.Kind, params dispatch.Params, filter string) {
+func (h *harness) trigger(id, agentID string, kind triggers.Kind, params match.Params, filter string) {
 	h.t.Helper()
 	p, _ := json.Marshal(params)
 	_, err := h.store.CreateTrigger(context.Background(), store.Trigger{
@@ -298,9 +299,9 @@ func TestDispatchStartsAgentAndRunsPipeline(t *testing.T) {
 			Input: json.RawMessage(`{"issue_number": "{{ .resource.number }}", "note": "after comment {{ .steps.comment.output.id }}", "ref": "{{ .steps.comment.output.number }}"}`)},
 	)
 	h.agent("agent-2")
-	h.trigger("trig-a", "agent-1", triggers.NewIssue, dispatch.Params{Repositories: []string{"octo-org/api"}}, "")
-	h.trigger("trig-b", "agent-2", triggers.NewIssue, dispatch.Params{Repositories: []string{"octo-org/api"}, Labels: []string{"bug"}}, "")
-	h.trigger("trig-c", "agent-2", triggers.NewIssue, dispatch.Params{Repositories: []string{"octo-org/other"}}, "")
+	h.trigger("trig-a", "agent-1", triggers.NewIssue, match.Params{Repositories: []string{"octo-org/api"}}, "")
+	h.trigger("trig-b", "agent-2", triggers.NewIssue, match.Params{Repositories: []string{"octo-org/api"}, Labels: []string{"bug"}}, "")
+	h.trigger("trig-c", "agent-2", triggers.NewIssue, match.Params{Repositories: []string{"octo-org/other"}}, "")
 	h.start()
 
 	ev := h.deliver("d-1", "octo-org/api", 42, "question")
@@ -356,8 +357,8 @@ func TestFailingStepStopsRun(t *testing.T) {
 		store.PipelineStep{Name: "after", Step: "codehost.add_labels", Account: "acc1", Input: json.RawMessage(`{}`)},
 	)
 	h.agent("agent-2", store.PipelineStep{Name: "bad", Step: "codehost.get_issue", Account: "acc1", Input: json.RawMessage(`{"n": "{{ .resource.nope }}"}`)})
-	h.trigger("trig-a", "agent-1", triggers.NewIssue, dispatch.Params{Repositories: []string{"octo-org/api"}}, "")
-	h.trigger("trig-b", "agent-2", triggers.NewIssue, dispatch.Params{Repositories: []string{"octo-org/api"}}, "")
+	h.trigger("trig-a", "agent-1", triggers.NewIssue, match.Params{Repositories: []string{"octo-org/api"}}, "")
+	h.trigger("trig-b", "agent-2", triggers.NewIssue, match.Params{Repositories: []string{"octo-org/api"}}, "")
 	h.start()
 	ev := h.deliver("d-2", "octo-org/api", 5)
 	r := h.waitRun(dispatch.RunID(ev.ID, "trig-a", ""))
@@ -377,7 +378,7 @@ func TestFailingStepStopsRun(t *testing.T) {
 // agent_not_found; the run still says how it would have been delivered.
 func TestRunForDeletedAgentFails(t *testing.T) {
 	h := newHarness(t, dispatch.Options{})
-	h.trigger("trig-gone", "agent-gone", triggers.NewIssue, dispatch.Params{Repositories: []string{"octo-org/api"}}, "")
+	h.trigger("trig-gone", "agent-gone", triggers.NewIssue, match.Params{Repositories: []string{"octo-org/api"}}, "")
 	h.start()
 	ev := h.deliver("d-gone", "octo-org/api", 6)
 	r := h.waitRun(dispatch.RunID(ev.ID, "trig-gone", ""))
@@ -392,7 +393,7 @@ func TestRunForDeletedAgentFails(t *testing.T) {
 func TestInterruptedStepIsNotRunAgain(t *testing.T) {
 	h := newHarness(t, dispatch.Options{})
 	h.agent("agent-1", store.PipelineStep{Name: "comment", Step: "codehost.create_comment", Account: "acc1", Input: json.RawMessage(`{}`)})
-	h.trigger("trig-a", "agent-1", triggers.NewIssue, dispatch.Params{Repositories: []string{"octo-org/api"}}, "")
+	h.trigger("trig-a", "agent-1", triggers.NewIssue, match.Params{Repositories: []string{"octo-org/api"}}, "")
 	// A worker died while the step ran: its claim has expired.
 	ev := h.deliver("d-3", "octo-org/api", 9)
 	past := time.Now().Add(-time.Hour)
@@ -422,7 +423,7 @@ func TestPoisonMessageIsDeadLettered(t *testing.T) {
 	h := newHarness(t, dispatch.Options{})
 	// A trigger of the kind, so the dispatcher takes its events at all.
 	h.agent("agent-1")
-	h.trigger("trig-a", "agent-1", triggers.NewIssue, dispatch.Params{}, "")
+	h.trigger("trig-a", "agent-1", triggers.NewIssue, match.Params{}, "")
 	h.start()
 	if err := h.bus.Publish(context.Background(), "triggers.codehost.new_issue.a.b", "poison-1", []byte("{not json")); err != nil {
 		t.Fatal(err)
@@ -441,9 +442,9 @@ func TestPoisonMessageIsDeadLettered(t *testing.T) {
 func TestScopedEventsReachOnlyTheirTenant(t *testing.T) {
 	h := newHarness(t, dispatch.Options{})
 	h.agent("agent-1")
-	h.trigger("trig-a", "agent-1", triggers.NewIssue, dispatch.Params{Repositories: []string{"octo-org/api"}}, "")
+	h.trigger("trig-a", "agent-1", triggers.NewIssue, match.Params{Repositories: []string{"octo-org/api"}}, "")
 	// Another tenant's trigger on the same repository.
-	p, _ := json.Marshal(dispatch.Params{Repositories: []string{"octo-org/api"}})
+	p, _ := json.Marshal(match.Params{Repositories: []string{"octo-org/api"}})
 	if _, err := h.store.CreateTrigger(context.Background(), store.Trigger{ID: "trig-x", TenantID: "t2", Kind: "new_issue", AccountID: "acc9", AgentID: "agent-9",
 		Enabled: true, Params: p, Status: store.TriggerActive, CreatedAt: time.Now(), UpdatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
@@ -519,7 +520,7 @@ func TestHTTPAgentRetriedThenDeadLettered(t *testing.T) {
 			URL: srv.URL + "/" + name, SealedSecret: []byte(secret), CreatedAt: time.Now(), UpdatedAt: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
-		h.trigger("trig-"+name, name, triggers.NewIssue, dispatch.Params{Repositories: []string{"octo-org/api"}}, "")
+		h.trigger("trig-"+name, name, triggers.NewIssue, match.Params{Repositories: []string{"octo-org/api"}}, "")
 	}
 	h.start()
 	ev := h.deliver("d-http", "octo-org/api", 3)
@@ -586,7 +587,7 @@ func TestEventsNoTriggerCanMatchAreSkippedUnread(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	h := newHarness(t, dispatch.Options{Registerer: reg})
 	h.agent("agent-1")
-	h.trigger("trig-a", "agent-1", triggers.NewIssue, dispatch.Params{Repositories: []string{"octo-org/api"}}, "")
+	h.trigger("trig-a", "agent-1", triggers.NewIssue, match.Params{Repositories: []string{"octo-org/api"}}, "")
 	h.start()
 	skipped := func() float64 { return skippedCount(t, reg) }
 

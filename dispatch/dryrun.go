@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/triggerd/triggerd/match"
 	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/triggers"
 )
@@ -86,7 +87,7 @@ func (d *Dispatcher) DryRun(ctx context.Context, t store.Trigger, limit int) (Dr
 	if dt.ID == "" {
 		dt.ID = "dry-run"
 	}
-	index := newIndex(d.o.SharedTenant)
+	index := match.NewIndex(d.o.SharedTenant)
 	if err := index.Put(dt); err != nil {
 		return DryRunReport{}, fmt.Errorf("%w: %w", ErrInvalidDryRun, err)
 	}
@@ -130,7 +131,7 @@ func (d *Dispatcher) DryRun(ctx context.Context, t store.Trigger, limit int) (Dr
 					payloadErr = err
 				}
 			}
-			outcomes, _ := index.matchWith(ev, payloadErr)
+			outcomes, _ := index.MatchWith(ev, payloadErr)
 			if err := d.nameProjectField(ctx, ev, outcomes); err != nil {
 				outcomes[0].Result, outcomes[0].Reason = ResultFailed, err.Error()+" (a passing failure: try the dry run again later)"
 			}
@@ -147,14 +148,14 @@ func (d *Dispatcher) DryRun(ctx context.Context, t store.Trigger, limit int) (Dr
 	report.Exhausted = exhausted && !left
 	report.Truncated = !exhausted && len(report.Events) < limit && read >= dryRunMaxRead
 	for _, e := range report.Events {
-		if e.Result == Matched {
+		if e.Result == match.Matched {
 			report.Matched++
 		}
 	}
 	return report, nil
 }
 
-func dryRunEvent(ev *triggers.Event, o Outcome) DryRunEvent {
+func dryRunEvent(ev *triggers.Event, o match.Outcome) DryRunEvent {
 	e := DryRunEvent{
 		EventID: ev.ID, DeliveryID: ev.DeliveryID, ReceivedAt: ev.ReceivedAt, Action: ev.Action,
 		Result: o.Result, Reason: o.Reason,
@@ -168,7 +169,7 @@ func dryRunEvent(ev *triggers.Event, o Outcome) DryRunEvent {
 // dryRunFilters returns the subjects of the events t can be a candidate
 // for: its repositories' (deduplicated: filters must not overlap), or its
 // kind's.
-func dryRunFilters(t Trigger) []string {
+func dryRunFilters(t match.Trigger) []string {
 	if len(t.Params.Repositories) == 0 {
 		return []string{triggers.KindFilter(t.Kind)}
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/triggerd/triggerd/dispatch"
+	"github.com/triggerd/triggerd/match"
 	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/triggers"
 )
@@ -26,7 +27,7 @@ func (h *harness) publishScoped(ev triggers.Event, hook, tenant, account, delive
 	return ev
 }
 
-func draft(kind triggers.Kind, params dispatch.Params, filter string) store.Trigger {
+func draft(kind triggers.Kind, params match.Params, filter string) store.Trigger {
 	p, _ := json.Marshal(params)
 	return store.Trigger{TenantID: "t1", Kind: string(kind), AccountID: "acc1", AgentID: "agent-1", Params: p, Filter: filter}
 }
@@ -54,7 +55,7 @@ func TestDryRun(t *testing.T) {
 	// On this tenant's hook of the trigger's account: it is.
 	h.publishScoped(base, "h1", "t1", "acc1", "d7")
 
-	bug := draft(triggers.NewIssue, dispatch.Params{Repositories: []string{"octo-org/api"}, Labels: []string{"bug"}}, "")
+	bug := draft(triggers.NewIssue, match.Params{Repositories: []string{"octo-org/api"}, Labels: []string{"bug"}}, "")
 	r, err := h.d.DryRun(ctx, bug, 10)
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +77,7 @@ func TestDryRun(t *testing.T) {
 		}
 	})
 	t.Run("a filter, any repository", func(t *testing.T) {
-		anyRepo := draft(triggers.NewIssue, dispatch.Params{}, "event.resource.number >= 3")
+		anyRepo := draft(triggers.NewIssue, match.Params{}, "event.resource.number >= 3")
 		r, err := h.d.DryRun(ctx, anyRepo, 10)
 		if err != nil {
 			t.Fatal(err)
@@ -100,7 +101,7 @@ func TestDryRun(t *testing.T) {
 		}
 	})
 	t.Run("another kind has no events", func(t *testing.T) {
-		r, err := h.d.DryRun(ctx, draft(triggers.NewFork, dispatch.Params{Repositories: []string{"octo-org/api"}}, ""), 10)
+		r, err := h.d.DryRun(ctx, draft(triggers.NewFork, match.Params{Repositories: []string{"octo-org/api"}}, ""), 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,11 +114,11 @@ func TestDryRun(t *testing.T) {
 			t     store.Trigger
 			limit int
 		}{
-			"filter":      {draft(triggers.NewIssue, dispatch.Params{}, "event.resource.number >"), 10},
+			"filter":      {draft(triggers.NewIssue, match.Params{}, "event.resource.number >"), 10},
 			"limit 0":     {bug, 0},
 			"limit 101":   {bug, dispatch.MaxDryRunEvents + 1},
 			"bad params":  {store.Trigger{TenantID: "t1", Kind: "new_issue", Params: json.RawMessage(`{"labels": 3}`)}, 10},
-			"params rule": {draft(triggers.NewIssue, dispatch.Params{Repositories: []string{"not a repo"}}, ""), 10},
+			"params rule": {draft(triggers.NewIssue, match.Params{Repositories: []string{"not a repo"}}, ""), 10},
 		} {
 			if _, err := h.d.DryRun(ctx, c.t, c.limit); !errors.Is(err, dispatch.ErrInvalidDryRun) {
 				t.Errorf("%s: err = %v, want ErrInvalidDryRun", name, err)
@@ -153,7 +154,7 @@ func BenchmarkDryRun(b *testing.B) {
 		name, repo string
 	}{{"dense", "octo-org/api"}, {"sparse", "octo-org/rare"}} {
 		b.Run(c.name, func(b *testing.B) {
-			tr := draft(triggers.NewIssue, dispatch.Params{Repositories: []string{c.repo}}, "event.resource.number % 2 == 0")
+			tr := draft(triggers.NewIssue, match.Params{Repositories: []string{c.repo}}, "event.resource.number % 2 == 0")
 			for b.Loop() {
 				r, err := h.d.DryRun(ctx, tr, dispatch.DryRunEvents)
 				if err != nil || len(r.Events) != dispatch.DryRunEvents {

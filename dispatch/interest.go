@@ -12,22 +12,6 @@ import (
 // subject no event is ever published on (no connector is named "~").
 const NoEvents = triggers.SubjectPrefix + "." + triggers.MissingToken + ".>"
 
-// Kinds returns the kinds that have at least one trigger in the index,
-// whatever its state (a disabled or inactive trigger still leaves an
-// outcome on the events it would have taken), sorted.
-func (x *Index) Kinds() []triggers.Kind {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	var out []triggers.Kind
-	for k, b := range x.buckets {
-		if len(b) > 0 && !slices.Contains(out, k.kind) {
-			out = append(out, k.kind)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
 // Interest returns the subject filters of the events the dispatcher must
 // see when triggers of the given kinds exist, so that JetStream passes over
 // every other event without delivering it (see Dispatcher.applyInterest).

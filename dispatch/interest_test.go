@@ -15,6 +15,7 @@ import (
 	"github.com/triggerd/triggerd/bus"
 	"github.com/triggerd/triggerd/dispatch"
 	"github.com/triggerd/triggerd/internal/testenv"
+	"github.com/triggerd/triggerd/match"
 	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/triggers"
 )
@@ -152,7 +153,7 @@ func TestDispatcherTakesOnlyTheKindsItsTriggersNeed(t *testing.T) {
 	// trigger), it is not delivered when an issue trigger comes either.
 	early := h.deliver("d-1", "octo-org/api", 1)
 	h.agent("agent-1")
-	h.trigger("trig-star", "agent-1", triggers.NewStar, dispatch.Params{}, "")
+	h.trigger("trig-star", "agent-1", triggers.NewStar, match.Params{}, "")
 	h.d.HandleChange(ctx, []byte(`{"tenant_id":"t1","trigger_id":"trig-star"}`))
 	if got := filters(); !slices.Equal(got, []string{"triggers.codehost.new_star.>"}) {
 		t.Fatalf("filters with a star trigger = %v; want new_star's only", got)
@@ -167,7 +168,7 @@ func TestDispatcherTakesOnlyTheKindsItsTriggersNeed(t *testing.T) {
 	}
 	h.waitRun(dispatch.RunID(star.ID, "trig-star", ""))
 
-	h.trigger("trig-a", "agent-1", triggers.NewIssue, dispatch.Params{}, "")
+	h.trigger("trig-a", "agent-1", triggers.NewIssue, match.Params{}, "")
 	h.d.HandleChange(ctx, []byte(`{"tenant_id":"t1","trigger_id":"trig-a"}`))
 	if got := filters(); !slices.Contains(got, "triggers.codehost.new_issue.>") || slices.Contains(got, "triggers.codehost.new_push.>") {
 		t.Fatalf("filters with a new_issue trigger = %v; want new_issue's and its webhook event's kinds only", got)

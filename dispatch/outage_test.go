@@ -13,6 +13,7 @@ import (
 	"github.com/triggerd/triggerd/bus/bustest"
 	"github.com/triggerd/triggerd/dispatch"
 	"github.com/triggerd/triggerd/internal/testenv"
+	"github.com/triggerd/triggerd/match"
 	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/store/redisstore"
 	"github.com/triggerd/triggerd/triggers"
@@ -37,7 +38,7 @@ func TestStoreOutageHoldsTheEventInsteadOfSpendingDeliveries(t *testing.T) {
 	// within seconds of the stall.
 	h := newHarnessWith(t, dispatch.Options{MaxDeliver: 2, Registerer: reg, Logger: zerolog.New(zerolog.NewTestWriter(t))}, b, emb, st)
 	h.agent("a1", store.PipelineStep{Name: "comment", Step: "codehost.create_issue_comment", Account: "acc1"})
-	h.trigger("tr1", "a1", triggers.NewIssue, dispatch.Params{}, "")
+	h.trigger("tr1", "a1", triggers.NewIssue, match.Params{}, "")
 	h.start()
 	// Stall only once the dispatcher has loaded its triggers and consumes.
 	testenv.Eventually(t, 10*time.Second, "the events consumer", func() bool {

@@ -1,19 +1,15 @@
 package dispatch
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
-	"strings"
-	"text/template"
-	"text/template/parse"
 	"time"
 
 	"github.com/triggerd/triggerd/bus"
-	"github.com/triggerd/triggerd/ingest"
+	"github.com/triggerd/triggerd/match"
+	"github.com/triggerd/triggerd/pipeline"
 	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/triggers"
 )
@@ -60,18 +56,6 @@ func isPermanent(err error) bool {
 	return errors.As(err, &pe) && pe.permanent
 }
 
-// byReference returns the payload_ref of an event whose payload was left
-// out, "" for an event that carries its payload (or has none to read).
-func byReference(ev *triggers.Event) string {
-	if ev.PayloadRef == "" {
-		return ""
-	}
-	if p := bytes.TrimSpace(ev.Payload); len(p) != 0 && !bytes.Equal(p, []byte("null")) {
-		return ""
-	}
-	return ev.PayloadRef
-}
-
 // readPayload reads the payload an event left out: the webhook JSON of the
 // archived delivery ref names (for a form-encoded delivery, its "payload"
 // field), as the event would have carried it. Its errors are
@@ -96,7 +80,7 @@ func (d *Dispatcher) readPayload(ctx context.Context, ref string) (json.RawMessa
 	case err != nil:
 		return fail(false, "%w", err)
 	}
-	payload, err := ingest.CapturedPayload(capture)
+	payload, err := capture.Payload()
 	switch {
 	case err != nil:
 		return fail(true, "%w", err)
@@ -128,7 +112,7 @@ type eventPayload struct {
 }
 
 func (d *Dispatcher) eventPayload(ev *triggers.Event, final, fresh bool) *eventPayload {
-	if ref := byReference(ev); ref != "" {
+	if ref := ev.PayloadByReference(); ref != "" {
 		return &eventPayload{d: d, ref: ref, final: final, fresh: fresh}
 	}
 	return nil
@@ -180,8 +164,8 @@ func (p *eventPayload) decoded(ctx context.Context) (any, error) {
 // events whose candidates pass their parameters are read. ok false means
 // the payload could not be read yet (err says why): the caller retries the
 // event.
-func (p *eventPayload) match(ctx context.Context, x *Index, ev *triggers.Event) (outcomes []Outcome, ok bool, err error) {
-	outcomes, unread := x.matchWith(ev, nil)
+func (p *eventPayload) match(ctx context.Context, x *match.Index, ev *triggers.Event) (outcomes []match.Outcome, ok bool, err error) {
+	outcomes, unread := x.MatchWith(ev, nil)
 	if !unread || p == nil {
 		return outcomes, true, nil
 	}
@@ -192,18 +176,18 @@ func (p *eventPayload) match(ctx context.Context, x *Index, ev *triggers.Event) 
 	case !isPermanent(err):
 		return nil, false, err
 	}
-	outcomes, _ = x.matchWith(ev, err)
+	outcomes, _ = x.MatchWith(ev, err)
 	return outcomes, true, nil
 }
 
 // templatesNeedPayload reports whether a step of the agent of a matched
 // outcome has a template that may read the payload. Each agent is read
 // once, however many of its triggers matched.
-func (d *Dispatcher) templatesNeedPayload(ctx context.Context, outcomes []Outcome) (bool, error) {
+func (d *Dispatcher) templatesNeedPayload(ctx context.Context, outcomes []match.Outcome) (bool, error) {
 	seen := map[[2]string]bool{}
 	for _, o := range outcomes {
 		key := [2]string{o.TenantID, o.Agent}
-		if o.Result != Matched || seen[key] {
+		if o.Result != match.Matched || seen[key] {
 			continue
 		}
 		seen[key] = true
@@ -215,113 +199,10 @@ func (d *Dispatcher) templatesNeedPayload(ctx context.Context, outcomes []Outcom
 			return false, fmt.Errorf("load agent %s: %w", o.Agent, err)
 		}
 		for _, s := range ag.Steps {
-			if inputReadsPayload(s.Input) {
+			if pipeline.InputReadsPayload(s.Input) {
 				return true, nil
 			}
 		}
 	}
 	return false, nil
-}
-
-// eventRef finds the uses of a filter's variable event, with the field
-// read when there is one.
-var eventRef = regexp.MustCompile(`\bevent\b(\s*\.\s*([A-Za-z_][A-Za-z0-9_]*))?`)
-
-// filterReadsPayload reports whether a filter may read the event's
-// payload: it names it, or uses event otherwise than to read one of its
-// fields (event["..."], size(event), event.exists(...)). Either way it may
-// over-report, never under-report.
-func filterReadsPayload(expr string) bool {
-	if strings.Contains(expr, "payload") {
-		return true
-	}
-	for _, m := range eventRef.FindAllStringSubmatch(expr, -1) {
-		switch m[2] {
-		case "", "all", "exists", "exists_one", "map", "filter":
-			return true
-		}
-	}
-	return false
-}
-
-// inputReadsPayload reports whether a step's input has a template that may
-// read the payload: one that names .payload, or uses the data whole (.,
-// $) where it could reach it. It may over-report, never under-report.
-func inputReadsPayload(input json.RawMessage) bool {
-	if !bytes.Contains(input, []byte("{{")) {
-		return false
-	}
-	var v any
-	if err := json.Unmarshal(input, &v); err != nil {
-		return false // rendering fails on its own
-	}
-	reads := false
-	walkStrings(v, "", func(_, s string) error {
-		if !reads && strings.Contains(s, "{{") {
-			reads = templateReadsPayload(s)
-		}
-		return nil
-	})
-	return reads
-}
-
-// templateReadsPayload reports whether template text s may read .payload.
-func templateReadsPayload(s string) bool {
-	t, err := template.New("").Funcs(templateFuncs).Parse(s)
-	if err != nil || t.Tree == nil {
-		return false // rendering fails on its own
-	}
-	return nodeReadsPayload(t.Tree.Root)
-}
-
-// branchReadsPayload is nodeReadsPayload for an if, range or with.
-func branchReadsPayload(b *parse.BranchNode) bool {
-	return nodeReadsPayload(b.Pipe) || nodeReadsPayload(b.List) || nodeReadsPayload(b.ElseList)
-}
-
-func nodeReadsPayload(n parse.Node) bool {
-	switch n := n.(type) {
-	case *parse.ListNode:
-		if n == nil {
-			return false
-		}
-		for _, c := range n.Nodes {
-			if nodeReadsPayload(c) {
-				return true
-			}
-		}
-	case *parse.ActionNode:
-		return nodeReadsPayload(n.Pipe)
-	case *parse.IfNode:
-		return branchReadsPayload(&n.BranchNode)
-	case *parse.RangeNode:
-		return branchReadsPayload(&n.BranchNode)
-	case *parse.WithNode:
-		return branchReadsPayload(&n.BranchNode)
-	case *parse.TemplateNode:
-		return nodeReadsPayload(n.Pipe)
-	case *parse.PipeNode:
-		if n == nil {
-			return false
-		}
-		for _, c := range n.Cmds {
-			if nodeReadsPayload(c) {
-				return true
-			}
-		}
-	case *parse.CommandNode:
-		for _, a := range n.Args {
-			if nodeReadsPayload(a) {
-				return true
-			}
-		}
-	case *parse.ChainNode:
-		return nodeReadsPayload(n.Node) || n.Field[0] == "payload"
-	case *parse.FieldNode:
-		return n.Ident[0] == "payload"
-	case *parse.DotNode, *parse.VariableNode:
-		// The data whole, or a variable that may hold it.
-		return true
-	}
-	return false
 }

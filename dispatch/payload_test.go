@@ -12,6 +12,7 @@ import (
 
 	"github.com/triggerd/triggerd/bus"
 	"github.com/triggerd/triggerd/dispatch"
+	"github.com/triggerd/triggerd/match"
 	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/triggers"
 )
@@ -43,7 +44,7 @@ func TestPayloadByReference(t *testing.T) {
 		Input: json.RawMessage(`{"title": "{{ .payload.issue.title }}", "login": "{{ .payload.issue.user.login }}", "n": "{{ .resource.number }}"}`)})
 	h.agent("agent-plain", store.PipelineStep{Name: "label", Step: "codehost.add_labels", Account: "acc1",
 		Input: json.RawMessage(`{"n": "{{ .resource.number }}"}`)})
-	repo := dispatch.Params{Repositories: []string{"octo-org/api"}}
+	repo := match.Params{Repositories: []string{"octo-org/api"}}
 	h.trigger("trig-a", "agent-payload", triggers.NewIssue, repo, "event.payload.issue.user.login == 'octocat'")
 	h.trigger("trig-b", "agent-payload", triggers.NewIssue, repo, "event.payload.issue.user.login == 'nobody'")
 	h.trigger("trig-c", "agent-payload", triggers.NewIssue, repo, "")
@@ -141,7 +142,7 @@ func TestPayloadByReference(t *testing.T) {
 		for _, p := range plans {
 			got[p.TriggerID] = p.Result
 		}
-		if got["trig-a"] != "queued" || got["trig-b"] != dispatch.FilteredOut {
+		if got["trig-a"] != "queued" || got["trig-b"] != match.FilteredOut {
 			t.Errorf("replay plans %+v; want trig-a queued, trig-b filtered out", plans)
 		}
 		for _, p := range plans {

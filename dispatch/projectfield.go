@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/triggerd/triggerd/connectors"
+	"github.com/triggerd/triggerd/match"
 	"github.com/triggerd/triggerd/triggers"
 )
 
@@ -105,7 +106,7 @@ func (d *Dispatcher) projectField(ctx context.Context, tenantID, accountID, id s
 // error, and changes nothing, when a read failed for a reason that passes
 // (a rate limit, GitHub unavailable): the caller tries the event again
 // later. Other events are left as they are.
-func (d *Dispatcher) nameProjectField(ctx context.Context, ev *triggers.Event, outcomes []Outcome) error {
+func (d *Dispatcher) nameProjectField(ctx context.Context, ev *triggers.Event, outcomes []match.Outcome) error {
 	id := ev.Resource.FieldID
 	if ev.Kind != triggers.ProjectItemStatusChanged || ev.Resource.Field != "" || id == "" {
 		return nil
@@ -113,7 +114,7 @@ func (d *Dispatcher) nameProjectField(ctx context.Context, ev *triggers.Event, o
 	type verdict struct{ result, reason string }
 	verdicts := make([]*verdict, len(outcomes))
 	for i, o := range outcomes {
-		if o.Result != Matched {
+		if o.Result != match.Matched {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(ctx, min(d.o.StepTimeout, fieldNameTimeout))
@@ -123,7 +124,7 @@ func (d *Dispatcher) nameProjectField(ctx context.Context, ev *triggers.Event, o
 		switch {
 		case err == nil && strings.EqualFold(name, "Status"):
 		case err == nil:
-			verdicts[i] = &verdict{FilteredOut, fmt.Sprintf("project field %q (%s) is not Status", name, id)}
+			verdicts[i] = &verdict{match.FilteredOut, fmt.Sprintf("project field %q (%s) is not Status", name, id)}
 		case errors.As(err, &ce) && !waits(string(ce.Code)) && !ce.Retryable:
 			verdicts[i] = &verdict{ResultFailed, fmt.Sprintf("cannot tell whether project field %s is Status: %s (%s); "+
 				"the trigger's account must be able to read the organisation's projects (GitHub's project or read:project scope, and an organisation that allows the app)", id, ce.Message, ce.Code)}

@@ -10,6 +10,7 @@ import (
 	"github.com/triggerd/triggerd/connectors"
 	"github.com/triggerd/triggerd/dispatch"
 	"github.com/triggerd/triggerd/internal/testenv"
+	"github.com/triggerd/triggerd/match"
 	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/triggers"
 )
@@ -58,7 +59,7 @@ func (h *harness) outcome(ev triggers.Event, id string) string {
 func TestOldShapeProjectFieldIsNamedBeforeStarting(t *testing.T) {
 	h := newHarness(t, dispatch.Options{})
 	h.agent("agent-1")
-	h.trigger("trig-status", "agent-1", triggers.ProjectItemStatusChanged, dispatch.Params{Organization: "octo-org"}, "")
+	h.trigger("trig-status", "agent-1", triggers.ProjectItemStatusChanged, match.Params{Organization: "octo-org"}, "")
 	h.steps.out[dispatch.ProjectFieldStep] = `{"id":"PVTSSF_status","name":"Status","data_type":"SINGLE_SELECT","options":[]}`
 	h.steps.refuse[dispatch.ProjectFieldStep] = 1
 	h.steps.refusal = rateLimited(time.Second)
@@ -113,7 +114,7 @@ func TestOldShapeProjectFieldIsNamedBeforeStarting(t *testing.T) {
 	}
 
 	// A dry run decides as the dispatcher did.
-	r, err := h.d.DryRun(context.Background(), draft(triggers.ProjectItemStatusChanged, dispatch.Params{Organization: "octo-org"}, ""), 10)
+	r, err := h.d.DryRun(context.Background(), draft(triggers.ProjectItemStatusChanged, match.Params{Organization: "octo-org"}, ""), 10)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/triggerd/triggerd/dispatch"
+	"github.com/triggerd/triggerd/match"
 	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/triggers"
 )
@@ -26,8 +27,8 @@ func TestPruneDeletesFinishedRunsAndKeepsWaitingOnes(t *testing.T) {
 	h.steps.fail["deploy.create_deployment"] = rateLimited(10 * time.Hour)
 	h.agent("agent-1", store.PipelineStep{Name: "comment", Step: "codehost.create_comment", Account: "acc1", Input: json.RawMessage(`{}`)})
 	h.agent("agent-2", store.PipelineStep{Name: "deploy", Step: "deploy.create_deployment", Account: "acc1", Input: json.RawMessage(`{}`)})
-	h.trigger("trig-a", "agent-1", triggers.NewIssue, dispatch.Params{Repositories: []string{"octo-org/api"}}, "")
-	h.trigger("trig-b", "agent-2", triggers.NewIssue, dispatch.Params{Repositories: []string{"octo-org/api"}}, "")
+	h.trigger("trig-a", "agent-1", triggers.NewIssue, match.Params{Repositories: []string{"octo-org/api"}}, "")
+	h.trigger("trig-b", "agent-2", triggers.NewIssue, match.Params{Repositories: []string{"octo-org/api"}}, "")
 	h.start()
 
 	ev := h.deliver("d-prune", "octo-org/api", 4)

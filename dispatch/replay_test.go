@@ -8,6 +8,7 @@ import (
 	"github.com/triggerd/triggerd/agent"
 	"github.com/triggerd/triggerd/bus"
 	"github.com/triggerd/triggerd/dispatch"
+	"github.com/triggerd/triggerd/match"
 	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/triggers"
 )
@@ -35,7 +36,7 @@ func TestReplayBypassKeepsTheTriggersState(t *testing.T) {
 		h.agent("agent-" + id)
 		// A labels parameter the event does not match: only a replay that
 		// bypasses it starts anything.
-		h.trigger("trig-"+id, "agent-"+id, triggers.NewIssue, dispatch.Params{Repositories: []string{"octo-org/api"}, Labels: []string{"bug"}}, "")
+		h.trigger("trig-"+id, "agent-"+id, triggers.NewIssue, match.Params{Repositories: []string{"octo-org/api"}, Labels: []string{"bug"}}, "")
 	}
 	h.setTrigger("trig-off", func(st *store.Trigger) { st.Enabled = false })
 	h.setTrigger("trig-gone", func(st *store.Trigger) {
@@ -47,7 +48,7 @@ func TestReplayBypassKeepsTheTriggersState(t *testing.T) {
 	runs := func(agentID string) uint64 { return h.subjectCount(bus.AgentsStream, agent.RunsSubject(agentID)) }
 
 	for _, c := range []struct{ trigger, result, reason string }{
-		{"trig-off", dispatch.Disabled, "trigger is disabled"},
+		{"trig-off", match.Disabled, "trigger is disabled"},
 		{"trig-gone", "account_removed", "the account acc1 was removed"},
 	} {
 		for _, bypass := range []bool{true, false} {
@@ -84,7 +85,7 @@ func TestReplayBypassKeepsTheTriggersState(t *testing.T) {
 		return req.RunID
 	}
 	for _, c := range []struct{ trigger, code, message string }{
-		{"trig-off", dispatch.Disabled, "replay not started: trigger is disabled"},
+		{"trig-off", match.Disabled, "replay not started: trigger is disabled"},
 		{"trig-gone", "account_removed", "replay not started: the account acc1 was removed"},
 		{"trig-deleted", "trigger_not_found", "replay not started: trigger trig-deleted no longer exists"},
 	} {

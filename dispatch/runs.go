@@ -15,6 +15,8 @@ import (
 	"github.com/triggerd/triggerd/agent"
 	"github.com/triggerd/triggerd/bus"
 	"github.com/triggerd/triggerd/connectors"
+	"github.com/triggerd/triggerd/match"
+	"github.com/triggerd/triggerd/pipeline"
 	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/triggers"
 )
@@ -124,7 +126,7 @@ func (d *Dispatcher) handleEvent(ctx context.Context, j *bus.Job) {
 	var started []store.Run
 	for _, o := range outcomes {
 		out := store.Outcome{TriggerID: o.TriggerID, AgentID: o.Agent, Result: o.Result, Reason: o.Reason}
-		if o.Result == Matched {
+		if o.Result == match.Matched {
 			spec := runSpec{
 				id: RunID(ev.ID, o.TriggerID, ""), tenantID: o.TenantID, trigger: o.TriggerID,
 				agentID: o.Agent, kind: ev.Kind, eventID: ev.ID, event: j.Data(),
@@ -374,7 +376,7 @@ func (d *Dispatcher) runSteps(ctx context.Context, r store.Run, event []byte, se
 					return fail(i, "template", "the event could not be decoded for templates: "+err.Error())
 				}
 			}
-			if payload != nil && data["payload"] == nil && inputReadsPayload(s.Input) {
+			if payload != nil && data["payload"] == nil && pipeline.InputReadsPayload(s.Input) {
 				v, err := payload.decoded(ctx)
 				switch {
 				case err == nil:
@@ -389,7 +391,7 @@ func (d *Dispatcher) runSteps(ctx context.Context, r store.Run, event []byte, se
 				}
 			}
 			data["steps"] = outputs
-			input, err := RenderInput(s.Input, data)
+			input, err := pipeline.RenderInput(s.Input, data)
 			if err != nil {
 				s.Status, s.FinishedAt = store.StepFailed, d.o.Now()
 				s.Error = &store.RunError{Code: "template", Message: err.Error()}

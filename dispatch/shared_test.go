@@ -12,6 +12,7 @@ import (
 	"github.com/triggerd/triggerd/bus"
 	"github.com/triggerd/triggerd/dispatch"
 	"github.com/triggerd/triggerd/internal/testenv"
+	"github.com/triggerd/triggerd/match"
 	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/triggers"
 )
@@ -61,7 +62,7 @@ func TestUnscopedEventsAreTheSharedTenants(t *testing.T) {
 	h := newHarness(t, dispatch.Options{SharedTenant: "t1"})
 	ctx := context.Background()
 	h.agent("agent-a")
-	h.trigger("trig-a", "agent-a", triggers.DeploymentStarted, dispatch.Params{}, "")
+	h.trigger("trig-a", "agent-a", triggers.DeploymentStarted, match.Params{}, "")
 	// Tenant t2's deployment trigger, and its agent's endpoint.
 	if _, err := h.store.CreateAgent(ctx, store.Agent{ID: "agent-b", TenantID: "t2", Name: "b", Delivery: store.DeliverNATS, CreatedAt: time.Now(), UpdatedAt: time.Now()}); err != nil {
 		t.Fatal(err)

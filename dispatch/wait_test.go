@@ -11,6 +11,7 @@ import (
 	"github.com/triggerd/triggerd/connectors"
 	"github.com/triggerd/triggerd/dispatch"
 	"github.com/triggerd/triggerd/internal/testenv"
+	"github.com/triggerd/triggerd/match"
 	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/triggers"
 )
@@ -47,7 +48,7 @@ func TestRateLimitedStepWaitsAndRunsAgain(t *testing.T) {
 		store.PipelineStep{Name: "label", Step: "codehost.add_labels", Account: "acc1",
 			Input: json.RawMessage(`{"after": "{{ .steps.comment.output.id }}"}`)},
 	)
-	h.trigger("trig-a", "agent-1", triggers.NewIssue, dispatch.Params{Repositories: []string{"octo-org/api"}}, "")
+	h.trigger("trig-a", "agent-1", triggers.NewIssue, match.Params{Repositories: []string{"octo-org/api"}}, "")
 	h.start()
 
 	_, events := h.deliverEvents("d-limit", "octo-org/api", 9)
@@ -111,8 +112,8 @@ func TestRateLimitedStepGivesUp(t *testing.T) {
 		store.PipelineStep{Name: "label", Step: "codehost.add_labels", Account: "acc1", Input: json.RawMessage(`{}`)},
 	)
 	h.agent("agent-2", store.PipelineStep{Name: "deploy", Step: "deploy.create_deployment", Account: "acc1", Input: json.RawMessage(`{}`)})
-	h.trigger("trig-a", "agent-1", triggers.NewIssue, dispatch.Params{Repositories: []string{"octo-org/api"}}, "")
-	h.trigger("trig-b", "agent-2", triggers.NewIssue, dispatch.Params{Repositories: []string{"octo-org/api"}}, "")
+	h.trigger("trig-a", "agent-1", triggers.NewIssue, match.Params{Repositories: []string{"octo-org/api"}}, "")
+	h.trigger("trig-b", "agent-2", triggers.NewIssue, match.Params{Repositories: []string{"octo-org/api"}}, "")
 	h.steps.fail["deploy.create_deployment"] = rateLimited(2 * time.Hour)
 	h.start()
 
@@ -139,7 +140,7 @@ func TestWaitingRunWhoseEventIsGoneFails(t *testing.T) {
 	h.steps.refusal = rateLimited(time.Second)
 	h.steps.refuse["codehost.create_comment"] = 1
 	h.agent("agent-1", store.PipelineStep{Name: "comment", Step: "codehost.create_comment", Account: "acc1", Input: json.RawMessage(`{}`)})
-	h.trigger("trig-a", "agent-1", triggers.NewIssue, dispatch.Params{Repositories: []string{"octo-org/api"}}, "")
+	h.trigger("trig-a", "agent-1", triggers.NewIssue, match.Params{Repositories: []string{"octo-org/api"}}, "")
 	h.start()
 
 	ev := h.deliver("d-gone-event", "octo-org/api", 4)
@@ -179,8 +180,8 @@ func TestHeldBackStepWaitsOutTheOutage(t *testing.T) {
 	h.steps.refuse["codehost.create_comment"] = 3
 	h.agent("agent-1", store.PipelineStep{Name: "comment", Step: "codehost.create_comment", Account: "acc1", Input: json.RawMessage(`{}`)})
 	h.agent("agent-2", store.PipelineStep{Name: "deploy", Step: "deploy.create_deployment", Account: "acc1", Input: json.RawMessage(`{}`)})
-	h.trigger("trig-a", "agent-1", triggers.NewIssue, dispatch.Params{Repositories: []string{"octo-org/api"}}, "")
-	h.trigger("trig-b", "agent-2", triggers.NewIssue, dispatch.Params{Repositories: []string{"octo-org/api"}}, "")
+	h.trigger("trig-a", "agent-1", triggers.NewIssue, match.Params{Repositories: []string{"octo-org/api"}}, "")
+	h.trigger("trig-b", "agent-2", triggers.NewIssue, match.Params{Repositories: []string{"octo-org/api"}}, "")
 	h.steps.fail["deploy.create_deployment"] = &connectors.Error{Code: connectors.CodeUnavailable, Message: "held back", RetryAfter: 2 * time.Hour, Retryable: true}
 	h.start()
 

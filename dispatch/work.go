@@ -12,6 +12,7 @@ import (
 
 	"github.com/triggerd/triggerd/agent"
 	"github.com/triggerd/triggerd/bus"
+	"github.com/triggerd/triggerd/match"
 	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/triggers"
 )
@@ -195,11 +196,11 @@ func (d *Dispatcher) Replay(ctx context.Context, tenantID, eventID, triggerID st
 		// (a record another tenant holds predates that rule).
 		return nil, fmt.Errorf("event %s came on a shared endpoint, which is not this tenant's: %w", eventID, store.ErrNotFound)
 	}
-	ev.Scope = replayScope(tenantID, ev.Scope)
+	ev.Scope = match.ReplayScope(tenantID, ev.Scope)
 	index := d.index.Load()
 	// match decides as handleEvent does, with the payload of an event
 	// that carries it by reference read for the filters that need it.
-	match := func() ([]Outcome, error) {
+	matchAll := func() ([]match.Outcome, error) {
 		outcomes, ok, err := d.eventPayload(&ev, false, false).match(ctx, index, &ev)
 		if !ok {
 			return nil, fmt.Errorf("event %s: %w", eventID, err)
@@ -209,9 +210,9 @@ func (d *Dispatcher) Replay(ctx context.Context, tenantID, eventID, triggerID st
 		}
 		return outcomes, nil
 	}
-	var outcomes []Outcome
+	var outcomes []match.Outcome
 	if triggerID == "" {
-		if outcomes, err = match(); err != nil {
+		if outcomes, err = matchAll(); err != nil {
 			return nil, err
 		}
 	} else {
@@ -222,7 +223,7 @@ func (d *Dispatcher) Replay(ctx context.Context, tenantID, eventID, triggerID st
 		if st.Kind != string(ev.Kind) {
 			return nil, fmt.Errorf("trigger %s is for %s events, event %s is %s", triggerID, st.Kind, eventID, ev.Kind)
 		}
-		o := Outcome{TriggerID: st.ID, TenantID: st.TenantID, Account: st.AccountID, Agent: st.AgentID, Result: Matched}
+		o := match.Outcome{TriggerID: st.ID, TenantID: st.TenantID, Account: st.AccountID, Agent: st.AgentID, Result: match.Matched}
 		if result, reason, held := storedHeldBack(st); held {
 			// Bypassing the filter does not bypass the trigger's state: a
 			// disabled or inactive trigger starts nothing, as for a new
@@ -230,8 +231,8 @@ func (d *Dispatcher) Replay(ctx context.Context, tenantID, eventID, triggerID st
 			o.Result, o.Reason = result, reason
 		} else if !bypass {
 			// The trigger's outcome as the dispatcher decides it now.
-			o.Result, o.Reason = FilteredOut, "not a candidate for this event (its repositories or scope do not include it)"
-			all, err := match()
+			o.Result, o.Reason = match.FilteredOut, "not a candidate for this event (its repositories or scope do not include it)"
+			all, err := matchAll()
 			if err != nil {
 				return nil, err
 			}
@@ -241,13 +242,13 @@ func (d *Dispatcher) Replay(ctx context.Context, tenantID, eventID, triggerID st
 				}
 			}
 		}
-		outcomes = []Outcome{o}
+		outcomes = []match.Outcome{o}
 	}
 	replayID := fmt.Sprintf("%d", d.o.Now().UnixNano())
 	var plans []ReplayPlan
 	for _, o := range outcomes {
 		p := ReplayPlan{TriggerID: o.TriggerID, Result: o.Result, Reason: o.Reason}
-		if o.Result == Matched {
+		if o.Result == match.Matched {
 			req := ReplayRequest{
 				TenantID: tenantID, EventID: eventID, Seq: rec.Seq, TriggerID: o.TriggerID, AgentID: o.Agent,
 				BypassFilter: bypass, ReplayID: replayID, RunID: RunID(eventID, o.TriggerID, replayID),
@@ -307,11 +308,11 @@ func (d *Dispatcher) handleReplay(ctx context.Context, j *bus.Job) {
 	d.continueRun(ctx, j, spec, req.Seq)
 }
 
-// storedHeldBack is heldBack for a stored trigger.
+// storedHeldBack is HeldBack for a stored trigger.
 func storedHeldBack(st store.Trigger) (result, reason string, held bool) {
-	t := Trigger{Enabled: st.Enabled}
+	t := match.Trigger{Enabled: st.Enabled}
 	t.Inactive, t.InactiveCode = inactiveOf(st)
-	return heldBack(&t)
+	return match.HeldBack(&t)
 }
 
 // holdReplay reports whether the replay run of spec is not to start
@@ -520,15 +521,4 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}
 	}
 	return m, nil
-}
-
-// replayScope is the scope an event is replayed under: the tenant's,
-// whatever the original scope. The hook stays: it tells a polled mention
-// from a webhook's (mentionSource), and inScope does not read it.
-func replayScope(tenantID string, s *triggers.Scope) *triggers.Scope {
-	r := &triggers.Scope{Tenant: tenantID}
-	if s != nil {
-		r.Hook = s.Hook
-	}
-	return r
 }

@@ -282,11 +282,11 @@ func TestFormEncodingErrors(t *testing.T) {
 		})
 	}
 	// triggerctl redeliver reads archived form deliveries the same way.
-	_, err := CapturedPayload(triggers.Capture{
+	_, err := triggers.Capture{
 		Header: map[string][]string{"Content-Type": {"application/x-www-form-urlencoded"}},
 		Body:   []byte("payload=%ZZ"),
-	})
+	}.Payload()
 	if err == nil || !strings.Contains(err.Error(), "not valid URL encoding") {
-		t.Fatalf("CapturedPayload of a body that is not URL encoding: %v", err)
+		t.Fatalf("Capture.Payload of a body that is not URL encoding: %v", err)
 	}
 }

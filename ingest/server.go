@@ -15,7 +15,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -349,7 +348,7 @@ func (s *Server) codeHost(c echo.Context) error {
 	}
 	payload := body
 	if form {
-		if payload, err = FormPayload(body); err != nil {
+		if payload, err = triggers.FormPayload(body); err != nil {
 			return s.reject(c, triggers.CodeHost, http.StatusBadRequest, "malformed_payload", err.Error())
 		}
 	}
@@ -769,37 +768,6 @@ func (s *Server) rejectBody(c echo.Context, src triggers.Connector, status int, 
 		c.Response().Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds))
 	}
 	return s.reject(c, src, status, code, err.Error())
-}
-
-// FormPayload extracts the JSON of a form-encoded code-hosting delivery
-// from its "payload" field. Its errors say whether the body is not URL
-// encoding at all or lacks the field.
-func FormPayload(body []byte) ([]byte, error) {
-	vals, err := url.ParseQuery(string(body))
-	if err != nil {
-		// url's errors show at most the bad escape ("%ZZ") of the body.
-		return nil, fmt.Errorf("the form-encoded body is not valid URL encoding (%v): "+
-			"send application/x-www-form-urlencoded with the JSON, URL-escaped, in the form field \"payload\", or set the webhook's content type to application/json", err)
-	}
-	payload := vals.Get("payload")
-	if payload == "" {
-		return nil, errors.New("a form-encoded delivery must carry the JSON in the form field \"payload\"")
-	}
-	return []byte(payload), nil
-}
-
-// CapturedPayload returns the webhook JSON of an archived delivery: the
-// body itself, or for a form-encoded code-hosting delivery its "payload"
-// field.
-func CapturedPayload(c triggers.Capture) ([]byte, error) {
-	for k, vs := range c.Header {
-		if strings.EqualFold(k, "Content-Type") && len(vs) > 0 {
-			if mt, _, _ := mime.ParseMediaType(vs[0]); mt == "application/x-www-form-urlencoded" {
-				return FormPayload(c.Body)
-			}
-		}
-	}
-	return c.Body, nil
 }
 
 // putBuf returns a body buffer to the pool, unless it grew past 1 MiB: a

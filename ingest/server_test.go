@@ -553,29 +553,6 @@ func TestCorpusThroughTheServer(t *testing.T) {
 	}
 }
 
-func TestCapturedPayload(t *testing.T) {
-	form := "payload=" + url.QueryEscape(issueOpened)
-	for _, tc := range []struct {
-		name   string
-		header map[string][]string
-		body   string
-		want   string
-		err    bool
-	}{
-		{"json", map[string][]string{"Content-Type": {"application/json"}}, issueOpened, issueOpened, false},
-		{"form", map[string][]string{"Content-Type": {"application/x-www-form-urlencoded; charset=utf-8"}}, form, issueOpened, false},
-		{"form, header key in another case", map[string][]string{"content-type": {"application/x-www-form-urlencoded"}}, form, issueOpened, false},
-		{"form without payload", map[string][]string{"Content-Type": {"application/x-www-form-urlencoded"}}, "other=1", "", true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := CapturedPayload(triggers.Capture{Header: tc.header, Body: []byte(tc.body)})
-			if (err != nil) != tc.err || string(got) != tc.want {
-				t.Fatalf("CapturedPayload = %q, %v; want %q (error %v)", got, err, tc.want, tc.err)
-			}
-		})
-	}
-}
-
 // TestBodiesHeldAtOnceAreBounded: a body is read before its signature can
 // be checked, so bodies from anyone (signed or not) could otherwise fill
 // memory 25 MiB per connection. Past the budget a delivery is refused with

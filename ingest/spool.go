@@ -184,7 +184,7 @@ func (s *Spooler) Spool(c triggers.Capture, events []triggers.Event) error {
 	// carrying it leave it out and get it back from the body on forward,
 	// byte for byte (a payload kept in the record's JSON would come back
 	// compacted and HTML-escaped).
-	payload, err := CapturedPayload(c)
+	payload, err := c.Payload()
 	if err != nil {
 		payload = c.Body
 	}
@@ -395,7 +395,7 @@ func decodeSpoolRecord(data []byte) (triggers.Capture, []triggers.Event, time.Ti
 		Header: rec.Header, Body: rec.Body, Scope: rec.Scope,
 	}
 	if len(rec.BodyEvents) > 0 {
-		payload, err := CapturedPayload(c)
+		payload, err := c.Payload()
 		if err != nil {
 			return triggers.Capture{}, nil, time.Time{}, fmt.Errorf("spooled delivery %s: its payload: %w", rec.DeliveryID, err)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/triggerd/triggerd/dispatch"
+	"github.com/triggerd/triggerd/pipeline"
 	"github.com/triggerd/triggerd/store"
 )
 
@@ -111,7 +112,7 @@ func (r *Registry) checkSteps(ctx context.Context, tenantID string, steps []stor
 				return invalidf("%s: step %s needs a %s account; %s is a %s account", where, s.Step, conn, acc.ID, acc.Connector)
 			}
 		}
-		if err := dispatch.CheckTemplates(s.Input); err != nil {
+		if err := pipeline.CheckTemplates(s.Input); err != nil {
 			return invalidf("%s: %v", where, err)
 		}
 	}

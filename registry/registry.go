@@ -35,6 +35,7 @@ import (
 	"github.com/triggerd/triggerd/connectors/codehost"
 	"github.com/triggerd/triggerd/dispatch"
 	"github.com/triggerd/triggerd/dispatch/push"
+	"github.com/triggerd/triggerd/match"
 	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/triggers"
 )
@@ -272,7 +273,7 @@ const (
 )
 
 // deliveryOf returns how events of kind k with params p arrive.
-func deliveryOf(k triggers.Kind, p dispatch.Params) delivery {
+func deliveryOf(k triggers.Kind, p match.Params) delivery {
 	switch {
 	case k.Connector() == triggers.Deploy:
 		return viaEndpoint
@@ -284,7 +285,7 @@ func deliveryOf(k triggers.Kind, p dispatch.Params) delivery {
 
 // Polled reports whether a stored trigger is served by polling.
 func Polled(t store.Trigger) bool {
-	var p dispatch.Params
+	var p match.Params
 	_ = json.Unmarshal(t.Params, &p)
 	return deliveryOf(triggers.Kind(t.Kind), p) == viaPolling
 }
@@ -333,19 +334,19 @@ func (r *Registry) DraftTrigger(ctx context.Context, tenantID string, in Trigger
 	if !k.Valid() {
 		return store.Trigger{}, invalidf("unknown trigger kind %q; GET /v1/triggers/kinds lists them", in.Kind)
 	}
-	var p dispatch.Params
+	var p match.Params
 	if len(in.Params) > 0 {
 		dec := json.NewDecoder(strings.NewReader(string(in.Params)))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&p); err != nil {
-			return store.Trigger{}, invalidf("params: %v; %s takes %v", err, k, dispatch.ParamsFor(k))
+			return store.Trigger{}, invalidf("params: %v; %s takes %v", err, k, match.ParamsFor(k))
 		}
 	}
-	if err := dispatch.ValidateParams(k, p); err != nil {
+	if err := match.ValidateParams(k, p); err != nil {
 		return store.Trigger{}, invalidf("params: %v", err)
 	}
 	how := deliveryOf(k, p)
-	if how == viaHooks && !dispatch.OrgKinds(k) && len(p.Repositories) == 0 {
+	if how == viaHooks && !match.OrgKinds(k) && len(p.Repositories) == 0 {
 		return store.Trigger{}, invalidf("%s needs at least one repository in params.repositories (owner/repo): triggerd registers a webhook on each", k)
 	}
 	acc, err := r.o.Accounts.Get(ctx, tenantID, in.Account)
@@ -385,7 +386,7 @@ func (r *Registry) DraftTrigger(ctx context.Context, tenantID string, in Trigger
 	// the dispatcher will.
 	dt, err := dispatch.FromStore(t)
 	if err == nil {
-		err = dispatch.Validate(dt)
+		err = match.Validate(dt)
 	}
 	if err != nil {
 		return store.Trigger{}, invalidf("%v", err)
@@ -464,7 +465,7 @@ func endpointKey(tenantID, agentID string) store.HookKey {
 
 // keysFor returns the hooks a trigger's events arrive through.
 func keysFor(t store.Trigger) []store.HookKey {
-	var p dispatch.Params
+	var p match.Params
 	_ = json.Unmarshal(t.Params, &p)
 	k := triggers.Kind(t.Kind)
 	switch deliveryOf(k, p) {
@@ -474,7 +475,7 @@ func keysFor(t store.Trigger) []store.HookKey {
 		return nil
 	}
 	base := store.HookKey{TenantID: t.TenantID, AccountID: t.AccountID, Connector: string(triggers.CodeHost)}
-	if dispatch.OrgKinds(k) {
+	if match.OrgKinds(k) {
 		base.Scope, base.Target = store.HookOrganization, strings.ToLower(p.Organization)
 		return []store.HookKey{base}
 	}

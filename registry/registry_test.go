@@ -17,8 +17,8 @@ import (
 	"github.com/triggerd/triggerd/agent"
 	"github.com/triggerd/triggerd/connectors/codehost"
 	"github.com/triggerd/triggerd/connectors/codehost/fakegithub"
-	"github.com/triggerd/triggerd/dispatch"
 	"github.com/triggerd/triggerd/internal/testenv"
+	"github.com/triggerd/triggerd/match"
 	"github.com/triggerd/triggerd/registry"
 	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/triggers"
@@ -1293,7 +1293,7 @@ func TestMentionTriggersTakeTheAccountsLogin(t *testing.T) {
 	h := newHarness(t)
 	mentioned := func(tr store.Trigger) []string {
 		t.Helper()
-		var p dispatch.Params
+		var p match.Params
 		if err := json.Unmarshal(tr.Params, &p); err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,7 @@
 package triggers
 
 import (
+	"bytes"
 	"crypto/sha1"
 	"encoding/json"
 	"strconv"
@@ -304,3 +305,15 @@ type Capture struct {
 
 // Key returns the capture's DeliveryKey.
 func (c Capture) Key() string { return DeliveryKey(c.Scope, c.DeliveryID) }
+
+// PayloadByReference returns the payload_ref of an event whose payload was
+// left out, "" for an event that carries its payload (or has none to read).
+func (ev *Event) PayloadByReference() string {
+	if ev.PayloadRef == "" {
+		return ""
+	}
+	if p := bytes.TrimSpace(ev.Payload); len(p) != 0 && !bytes.Equal(p, []byte("null")) {
+		return ""
+	}
+	return ev.PayloadRef
+}

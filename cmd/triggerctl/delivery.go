@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/triggerd/triggerd/bus"
-	"github.com/triggerd/triggerd/ingest"
 	"github.com/triggerd/triggerd/triggers"
 )
 
@@ -107,7 +106,7 @@ func (af archiveFlags) each(ctx context.Context, fs *flag.FlagSet, stdout, stder
 
 func printDelivery(capture triggers.Capture, payloadOnly bool, stdout io.Writer, enc *json.Encoder) error {
 	if payloadOnly {
-		p, err := ingest.CapturedPayload(capture)
+		p, err := capture.Payload()
 		if err != nil {
 			return err
 		}

@@ -10,7 +10,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/triggerd/triggerd/bus"
-	"github.com/triggerd/triggerd/ingest"
 	"github.com/triggerd/triggerd/triggers"
 )
 
@@ -55,7 +54,7 @@ func redeliver(ctx context.Context, args []string, stdout, stderr io.Writer) int
 
 func redeliverOne(ctx context.Context, b *bus.Bus, capture triggers.Capture, asNew bool, enc *json.Encoder) error {
 	c, key := capture.Connector, capture.Key()
-	payload, err := ingest.CapturedPayload(capture)
+	payload, err := capture.Payload()
 	if err != nil {
 		return err
 	}

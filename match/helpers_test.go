@@ -1,4 +1,4 @@
-package dispatch
+package match
 
 import (
 	"encoding/json"
@@ -84,4 +84,4 @@ func wantResults(tb testing.TB, got []Outcome, want map[string]string) {
 // sharedIndex returns an empty index whose shared tenant is ten-1, trig's
 // tenant: the events of these tests (event) are unscoped, as those of the
 // shared endpoints are, and only the shared tenant's triggers see them.
-func sharedIndex() *Index { return newIndex("ten-1") }
+func sharedIndex() *Index { return NewIndex("ten-1") }

@@ -1,4 +1,4 @@
-package dispatch
+package match
 
 import (
 	"github.com/triggerd/triggerd/internal/testenv"
@@ -393,13 +393,13 @@ func TestScopeAndMentionSources(t *testing.T) {
 		t.Errorf("Considers(unscoped event) = false, want true: the shared tenant has candidates")
 	}
 	// Without a shared tenant, an unscoped event is no tenant's.
-	none := newIndex("")
+	none := NewIndex("")
 	mustPut(t, none, trig("mine", triggers.NewIssue, Params{Repositories: []string{"octo-org/api"}}), other)
 	if got := none.Match(ev); len(got) != 0 || none.Considers(ev) {
 		t.Errorf("unscoped event without a shared tenant: %v, want no candidate", results(got))
 	}
 	// Nor is it, with one, another tenant's.
-	ten2 := newIndex("ten-2")
+	ten2 := NewIndex("ten-2")
 	mustPut(t, ten2, trig("mine", triggers.NewIssue, Params{Repositories: []string{"octo-org/api"}}), other)
 	if got := results(ten2.Match(ev)); len(got) != 1 || got["other-tenant"] == "" {
 		t.Errorf("unscoped event, shared tenant ten-2: %v, want ten-2's trigger only", got)
@@ -420,7 +420,7 @@ func TestScopeAndMentionSources(t *testing.T) {
 	}
 	// A replay widens the scope to the tenant and keeps the mention's
 	// source.
-	m.Scope = replayScope("ten-1", m.Scope)
+	m.Scope = ReplayScope("ten-1", m.Scope)
 	if got := results(x.Match(m)); len(got) != 1 || got["m-wide"] == "" {
 		t.Errorf("replayed polled mention: %v, want the account-wide trigger only", got)
 	}

@@ -1,4 +1,4 @@
-package dispatch_test
+package pipeline_test
 
 import (
 	"encoding/json"
@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/triggerd/triggerd/dispatch"
+	"github.com/triggerd/triggerd/pipeline"
 )
 
 func TestRenderInput(t *testing.T) {
@@ -15,7 +15,7 @@ func TestRenderInput(t *testing.T) {
 		"resource": map[string]any{"number": json.Number("7"), "labels": []any{"bug", "p1"}},
 		"payload":  map[string]any{"commits": []any{map[string]any{"id": "a"}, map[string]any{"id": "b"}}},
 	}
-	out, err := dispatch.RenderInput(json.RawMessage(`{
+	out, err := pipeline.RenderInput(json.RawMessage(`{
 		"number": "{{ .resource.number }}",
 		"labels": "{{ .resource.labels }}",
 		"title": "#{{ .resource.number }}: {{ range $i, $c := .payload.commits }}{{ if $i }}, {{ end }}{{ $c.id }}{{ end }}"
@@ -26,7 +26,7 @@ func TestRenderInput(t *testing.T) {
 	if want := `{"labels":["bug","p1"],"number":7,"title":"#7: a, b"}`; string(out) != want {
 		t.Errorf("rendered %s, want %s", out, want)
 	}
-	if _, err := dispatch.RenderInput(json.RawMessage(`{"x":"{{ .resource.nope }}"}`), data); err == nil {
+	if _, err := pipeline.RenderInput(json.RawMessage(`{"x":"{{ .resource.nope }}"}`), data); err == nil {
 		t.Error("a missing field rendered")
 	}
 }
@@ -48,18 +48,18 @@ func TestTemplatesCannotHoldAWorker(t *testing.T) {
 		"a range over a number, else": `{{if .a}}{{else}}{{range 5}}{{end}}{{end}}`,
 	} {
 		input, _ := json.Marshal(map[string]string{"title": tmpl})
-		err := dispatch.CheckTemplates(input)
-		var te *dispatch.TemplateError
+		err := pipeline.CheckTemplates(input)
+		var te *pipeline.TemplateError
 		if !errors.As(err, &te) || te.Path != "title" {
 			t.Errorf("%s: CheckTemplates = %v, want a TemplateError at title", name, err)
 		}
-		if _, err := dispatch.RenderInput(input, map[string]any{}); err == nil {
+		if _, err := pipeline.RenderInput(input, map[string]any{}); err == nil {
 			t.Errorf("%s: rendered", name)
 		}
 	}
 	// Two deep over the data is fine.
 	ok := json.RawMessage(`{"t":"{{range .a}}{{range .b}}x{{end}}{{end}}"}`)
-	if err := dispatch.CheckTemplates(ok); err != nil {
+	if err := pipeline.CheckTemplates(ok); err != nil {
 		t.Errorf("two nested ranges: %v", err)
 	}
 
@@ -69,7 +69,7 @@ func TestTemplatesCannotHoldAWorker(t *testing.T) {
 		many[i] = i
 	}
 	start := time.Now()
-	_, err := dispatch.RenderInput(json.RawMessage(`{"t":"{{range .a}}{{range $.a}}0123456789{{end}}{{end}}"}`), map[string]any{"a": many})
+	_, err := pipeline.RenderInput(json.RawMessage(`{"t":"{{range .a}}{{range $.a}}0123456789{{end}}{{end}}"}`), map[string]any{"a": many})
 	if err == nil || !strings.Contains(err.Error(), "bytes") {
 		t.Errorf("90 MB of output: %v, want an error naming the limit", err)
 	}

@@ -1,10 +1,12 @@
-package dispatch
+package match
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
+	"strings"
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
@@ -109,4 +111,25 @@ func convertNumbers(v any) any {
 		}
 	}
 	return v
+}
+
+// eventRef finds the uses of a filter's variable event, with the field
+// read when there is one.
+var eventRef = regexp.MustCompile(`\bevent\b(\s*\.\s*([A-Za-z_][A-Za-z0-9_]*))?`)
+
+// FilterReadsPayload reports whether a filter may read the event's
+// payload: it names it, or uses event otherwise than to read one of its
+// fields (event["..."], size(event), event.exists(...)). Either way it may
+// over-report, never under-report.
+func FilterReadsPayload(expr string) bool {
+	if strings.Contains(expr, "payload") {
+		return true
+	}
+	for _, m := range eventRef.FindAllStringSubmatch(expr, -1) {
+		switch m[2] {
+		case "", "all", "exists", "exists_one", "map", "filter":
+			return true
+		}
+	}
+	return false
 }

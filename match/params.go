@@ -1,15 +1,4 @@
-// Package dispatch is the dispatcher: for now, matching events to triggers.
-// Consuming the trigger stream, starting agents and running their tool steps
-// come next.
-//
-// A trigger subscribes an agent to one kind of event, narrowed by per-kind
-// parameters (see ParamsFor) and an optional CEL filter expression. An Index
-// holds the triggers and answers, for one event, the outcome of every
-// candidate trigger, looking only at the triggers of the event's connector,
-// kind and repository.
-//
-// The package is pure: it performs no I/O.
-package dispatch
+package match
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package dispatch
+package match
 
 import (
 	"cmp"
@@ -82,7 +82,7 @@ type entry struct {
 	repos   []string // lower-cased, deduplicated; empty means wildcard
 	program cel.Program
 	// readsPayload is set when the filter may read the event's payload
-	// (filterReadsPayload).
+	// (FilterReadsPayload).
 	readsPayload bool
 }
 
@@ -106,9 +106,9 @@ type Index struct {
 	onDecode  func()
 }
 
-// newIndex returns an empty index whose triggers of tenant shared are the
+// NewIndex returns an empty index whose triggers of tenant shared are the
 // candidates for unscoped events.
-func newIndex(shared string) *Index {
+func NewIndex(shared string) *Index {
 	env, err := newFilterEnv()
 	if err != nil {
 		// The environment is fixed; failing to build it is a programming
@@ -122,7 +122,7 @@ func newIndex(shared string) *Index {
 // says what is wrong without naming the trigger: for a trigger being
 // created, whose id means nothing to its author yet.
 func Validate(t Trigger) error {
-	_, err := newIndex("").entry(t)
+	_, err := NewIndex("").entry(t)
 	return err
 }
 
@@ -147,7 +147,7 @@ func (x *Index) entry(t Trigger) (*entry, error) {
 			return nil, err
 		}
 		e.program = prg
-		e.readsPayload = filterReadsPayload(t.Filter)
+		e.readsPayload = FilterReadsPayload(t.Filter)
 	}
 	return e, nil
 }
@@ -238,16 +238,16 @@ func keysOf(e *entry) []bucketKey {
 // The event is decoded for filters at most once, and only if a candidate's
 // filter is evaluated.
 func (x *Index) Match(ev *triggers.Event) []Outcome {
-	out, _ := x.matchWith(ev, nil)
+	out, _ := x.MatchWith(ev, nil)
 	return out
 }
 
-// matchWith is Match for an event that carries its payload by reference
+// MatchWith is Match for an event that carries its payload by reference
 // (payload_ref) without it: payloadErr says why it could not be read, for
 // the filters that fail without it. unread reports a filter that may read
 // the payload evaluated while it was neither read nor known unreadable:
 // the caller reads it and matches again (eventPayload.match).
-func (x *Index) matchWith(ev *triggers.Event, payloadErr error) (out []Outcome, unread bool) {
+func (x *Index) MatchWith(ev *triggers.Event, payloadErr error) (out []Outcome, unread bool) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	exact, wild := x.eventBuckets(ev)
@@ -285,7 +285,7 @@ func (x *Index) NeedsPayload(ev *triggers.Event) bool {
 	exact, wild := x.eventBuckets(ev)
 	found := false
 	x.eachCandidate(ev, exact, wild, func(e *entry) bool {
-		_, _, held := heldBack(&e.t)
+		_, _, held := HeldBack(&e.t)
 		found = e.readsPayload && !held
 		return !found
 	})
@@ -396,7 +396,7 @@ func (m *matcher) outcome(e *entry) Outcome {
 		m.x.onExamine()
 	}
 	o := Outcome{TriggerID: e.t.ID, TenantID: e.t.TenantID, Account: e.t.Account, Agent: e.t.Agent}
-	if result, reason, held := heldBack(&e.t); held {
+	if result, reason, held := HeldBack(&e.t); held {
 		o.Result, o.Reason = result, reason
 	} else if reason := m.reject(e); reason != "" {
 		o.Result, o.Reason = FilteredOut, reason
@@ -406,11 +406,11 @@ func (m *matcher) outcome(e *entry) Outcome {
 	return o
 }
 
-// heldBack reports whether t's state keeps it from starting its agent,
+// HeldBack reports whether t's state keeps it from starting its agent,
 // whatever the event: inactive (the Outcome result is its InactiveCode when
 // it has one) or disabled. Replays, even those that bypass the parameters
 // and filter, are held back the same way.
-func heldBack(t *Trigger) (result, reason string, held bool) {
+func HeldBack(t *Trigger) (result, reason string, held bool) {
 	switch {
 	case t.Inactive != "":
 		return cmp.Or(t.InactiveCode, Inactive), t.Inactive, true
@@ -461,7 +461,7 @@ func (m *matcher) reject(e *entry) string {
 		return "mentioned @" + r.Mentioned + " is not among " + list(p.Mentioned)
 	}
 	if e.program != nil {
-		if e.readsPayload && m.payloadErr == nil && byReference(m.ev) != "" {
+		if e.readsPayload && m.payloadErr == nil && m.ev.PayloadByReference() != "" {
 			m.unread = true
 		}
 		act, err := m.activation()
@@ -501,7 +501,7 @@ func (m *matcher) activation() (cel.Activation, error) {
 // payloadNote explains, for a filter that failed on an event that carries
 // its payload by reference, why the payload was not there.
 func (m *matcher) payloadNote(e *entry) string {
-	ref := byReference(m.ev)
+	ref := m.ev.PayloadByReference()
 	switch {
 	case ref == "" || !e.readsPayload:
 		return ""
@@ -581,4 +581,31 @@ func cloneTrigger(t Trigger) Trigger {
 	p.Repositories, p.Branches, p.Labels = c(p.Repositories), c(p.Branches), c(p.Labels)
 	p.Conclusions, p.ReviewStates, p.Environments = c(p.Conclusions), c(p.ReviewStates), c(p.Environments)
 	return t
+}
+
+// Kinds returns the kinds that have at least one trigger in the index,
+// whatever its state (a disabled or inactive trigger still leaves an
+// outcome on the events it would have taken), sorted.
+func (x *Index) Kinds() []triggers.Kind {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	var out []triggers.Kind
+	for k, b := range x.buckets {
+		if len(b) > 0 && !slices.Contains(out, k.kind) {
+			out = append(out, k.kind)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// ReplayScope is the scope an event is replayed under: the tenant's,
+// whatever the original scope. The hook stays: it tells a polled mention
+// from a webhook's (mentionSource), and inScope does not read it.
+func ReplayScope(tenantID string, s *triggers.Scope) *triggers.Scope {
+	r := &triggers.Scope{Tenant: tenantID}
+	if s != nil {
+		r.Hook = s.Hook
+	}
+	return r
 }
