@@ -21,8 +21,8 @@ import (
 	"github.com/triggerd/triggerd/accounts"
 	"github.com/triggerd/triggerd/api"
 	"github.com/triggerd/triggerd/connectors"
-	"github.com/triggerd/triggerd/connectors/oauthtest"
 	"github.com/triggerd/triggerd/internal/testenv"
+	"github.com/triggerd/triggerd/sandbox/fakeoauth"
 	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/store/boltstore"
 	"github.com/triggerd/triggerd/store/redisstore"
@@ -47,9 +47,9 @@ type env struct {
 	accounts *accounts.Service
 	tenants  *tenants.Service
 	e        *echo.Echo
-	gh       *oauthtest.GitHub
-	vc       *oauthtest.Vercel
-	gg       *oauthtest.Google
+	gh       *fakeoauth.GitHub
+	vc       *fakeoauth.Vercel
+	gg       *fakeoauth.Google
 	logs     *testenv.Buffer
 }
 
@@ -123,7 +123,7 @@ func newBoltEnv(t *testing.T) (*env, string) {
 
 func newEnv(t *testing.T, st store.Store) *env {
 	t.Helper()
-	v := &env{t: t, store: st, gh: oauthtest.NewGitHub(t), vc: oauthtest.NewVercel(t), gg: oauthtest.NewGoogle(t), logs: &testenv.Buffer{}}
+	v := &env{t: t, store: st, gh: fakeoauth.NewGitHub(t), vc: fakeoauth.NewVercel(t), gg: fakeoauth.NewGoogle(t), logs: &testenv.Buffer{}}
 	log := zerolog.New(v.logs)
 	public := "https://triggerd.example.test"
 	providers := map[string]connectors.Provider{
@@ -166,7 +166,7 @@ func (v *env) tenant(name string) (string, string) {
 	return ten.ID, key
 }
 
-func (v *env) fake(connector string) *oauthtest.Fake {
+func (v *env) fake(connector string) *fakeoauth.Fake {
 	switch connector {
 	case "codehost":
 		return v.gh.Fake
@@ -398,7 +398,7 @@ func TestConnectedAccounts(t *testing.T) {
 				}
 
 				dep := v.connect("deploy", keyA)
-				v.vc.FailNext(oauthtest.RouteVercelConfiguration, 1, http.StatusServiceUnavailable)
+				v.vc.FailNext(fakeoauth.RouteVercelConfiguration, 1, http.StatusServiceUnavailable)
 				code, body = v.do(http.MethodDelete, "/v1/accounts/"+dep["id"].(string), keyA)
 				if code != 200 || body["revoked"] != false || body["revoke_error"] == "" {
 					t.Fatalf("remove with the provider down: %d %v, want revoked false and the reason", code, body)
@@ -445,7 +445,7 @@ func TestConnectedAccounts(t *testing.T) {
 				stored := b.files(t, st)
 				logs := v.logs.String()
 				var values []string
-				for _, f := range []*oauthtest.Fake{v.gh.Fake, v.vc.Fake, v.gg.Fake} {
+				for _, f := range []*fakeoauth.Fake{v.gh.Fake, v.vc.Fake, v.gg.Fake} {
 					for tok := range f.Tokens() {
 						values = append(values, tok)
 					}
@@ -571,7 +571,7 @@ func TestConnectFlowEdges(t *testing.T) {
 	}
 	// The provider failing the token exchange is the provider's fault: 502.
 	query := v.startFlow("codehost", key)
-	v.gh.FailNext(oauthtest.RouteGitHubToken, 1, http.StatusServiceUnavailable)
+	v.gh.FailNext(fakeoauth.RouteGitHubToken, 1, http.StatusServiceUnavailable)
 	if rec := get("/v1/connect/codehost/callback?"+query, ""); rec.Code != http.StatusBadGateway {
 		t.Fatalf("token endpoint down: %d %s, want 502", rec.Code, rec.Body)
 	} else if strings.Contains(rec.Body.String(), "code=") {

@@ -21,9 +21,9 @@ import (
 
 	"github.com/triggerd/triggerd/bus"
 	"github.com/triggerd/triggerd/bus/bustest"
-	"github.com/triggerd/triggerd/connectors/codehost/fakegithub"
 	"github.com/triggerd/triggerd/internal/testenv"
 	"github.com/triggerd/triggerd/poll"
+	"github.com/triggerd/triggerd/sandbox/fakecodehost"
 	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/store/boltstore"
 	"github.com/triggerd/triggerd/triggers"
@@ -87,7 +87,7 @@ func (f *fakeAccounts) Client(_ context.Context, tenant, id string) (*http.Clien
 type harness struct {
 	t      *testing.T
 	clock  *testenv.Clock
-	fake   *fakegithub.Server
+	fake   *fakecodehost.Server
 	url    string
 	st     *boltstore.Store
 	bus    *bus.Bus
@@ -113,7 +113,7 @@ func newHarness(t *testing.T) *harness {
 			t.Errorf("a token was logged:\n%s", h.logs.String())
 		}
 	})
-	h.fake = fakegithub.New(fakegithub.Options{
+	h.fake = fakecodehost.New(fakecodehost.Options{
 		Now: h.clock.Now,
 		Authenticate: func(tok string) (string, bool) {
 			login, ok := strings.CutPrefix(tok, "tok-")

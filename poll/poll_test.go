@@ -14,8 +14,8 @@ import (
 
 	"github.com/triggerd/triggerd/accounts"
 	"github.com/triggerd/triggerd/bus"
-	"github.com/triggerd/triggerd/connectors/codehost/fakegithub"
 	"github.com/triggerd/triggerd/poll"
+	"github.com/triggerd/triggerd/sandbox/fakecodehost"
 	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/triggers"
 )
@@ -80,7 +80,7 @@ func TestNewGist(t *testing.T) {
 	// Nothing new: a 304 for the ETag, which costs no budget, and the
 	// unchanged cursor is not written.
 	h.fake.ResetLog()
-	_, before, _ := h.fake.RateLimit(token("octocat"), fakegithub.ResourceCore)
+	_, before, _ := h.fake.RateLimit(token("octocat"), fakecodehost.ResourceCore)
 	cursorBefore, err := h.st.GetCursor(t.Context(), poll.CursorKey(tenant, octo, triggers.NewGist))
 	if err != nil || cursorBefore.Version == 0 {
 		t.Fatalf("cursor before the quiet poll: %+v, %v", cursorBefore, err)
@@ -89,7 +89,7 @@ func TestNewGist(t *testing.T) {
 	if c, err := h.st.GetCursor(t.Context(), poll.CursorKey(tenant, octo, triggers.NewGist)); err != nil || c.Version != cursorBefore.Version {
 		t.Errorf("a quiet poll wrote the cursor: version %d → %d (%v)", cursorBefore.Version, c.Version, err)
 	}
-	_, after, _ := h.fake.RateLimit(token("octocat"), fakegithub.ResourceCore)
+	_, after, _ := h.fake.RateLimit(token("octocat"), fakecodehost.ResourceCore)
 	h.wantEvents(1, "a quiet poll")
 	reqs = h.fake.RequestsTo("GET /gists")
 	if len(reqs) != 1 || reqs[0].Status != http.StatusNotModified || reqs[0].Header.Get("If-None-Match") == "" {

@@ -19,9 +19,9 @@ import (
 	"github.com/triggerd/triggerd/accounts"
 	"github.com/triggerd/triggerd/agent"
 	"github.com/triggerd/triggerd/connectors/codehost"
-	"github.com/triggerd/triggerd/connectors/codehost/fakegithub"
 	"github.com/triggerd/triggerd/internal/testenv"
 	"github.com/triggerd/triggerd/registry"
+	"github.com/triggerd/triggerd/sandbox/fakecodehost"
 	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/store/boltstore"
 	"github.com/triggerd/triggerd/triggers"
@@ -31,10 +31,10 @@ const (
 	publicURL = "http://triggerd.test"
 	tenant    = "tenant-1"
 
-	repoHooksCreate = fakegithub.Route("POST /repos/{owner}/{repo}/hooks")
-	orgHooksCreate  = fakegithub.Route("POST /orgs/{org}/hooks")
-	repoHookUpdate  = fakegithub.Route("PATCH /repos/{owner}/{repo}/hooks/{hook_id}")
-	orgHookUpdate   = fakegithub.Route("PATCH /orgs/{org}/hooks/{hook_id}")
+	repoHooksCreate = fakecodehost.Route("POST /repos/{owner}/{repo}/hooks")
+	orgHooksCreate  = fakecodehost.Route("POST /orgs/{org}/hooks")
+	repoHookUpdate  = fakecodehost.Route("PATCH /repos/{owner}/{repo}/hooks/{hook_id}")
+	orgHookUpdate   = fakecodehost.Route("PATCH /orgs/{org}/hooks/{hook_id}")
 	commentStep     = "codehost.create_comment"
 )
 
@@ -47,7 +47,7 @@ func tokenFor(login string) string { return "tok-" + login }
 type harness struct {
 	t     *testing.T
 	ctx   context.Context
-	gh    *fakegithub.Server
+	gh    *fakecodehost.Server
 	st    *boltstore.Store
 	vault *accounts.Vault
 	reg   *registry.Registry
@@ -82,7 +82,7 @@ func newHarnessWith(t *testing.T, o harnessOptions) *harness {
 	if o.clock != nil {
 		now = o.clock.Now
 	}
-	gh := fakegithub.New(fakegithub.Options{
+	gh := fakecodehost.New(fakecodehost.Options{
 		Now:          now,
 		Authenticate: func(token string) (string, bool) { return strings.CutPrefix(token, "tok-") },
 		// Deliveries (the ping of a new hook) are answered here instead of
@@ -390,7 +390,7 @@ func (h *harness) record(acc store.Account, scope store.HookScope, target string
 }
 
 // onlyHook is the one hook of owner/repo upstream.
-func (h *harness) onlyHook(owner, repo string) fakegithub.Hook {
+func (h *harness) onlyHook(owner, repo string) fakecodehost.Hook {
 	h.t.Helper()
 	hs := h.gh.Hooks(owner, repo)
 	if len(hs) != 1 {
@@ -400,7 +400,7 @@ func (h *harness) onlyHook(owner, repo string) fakegithub.Hook {
 }
 
 // onlyOrgHook is the one hook of organisation o upstream.
-func (h *harness) onlyOrgHook(o string) fakegithub.Hook {
+func (h *harness) onlyOrgHook(o string) fakecodehost.Hook {
 	h.t.Helper()
 	hs := h.gh.OrgHooks(o)
 	if len(hs) != 1 {
@@ -427,7 +427,7 @@ func sorted(s []string) []string {
 
 // checkHook checks that the upstream hook up is what the record rec says,
 // registered for events, and signed with the secret ReadHookSecrets returns.
-func (h *harness) checkHook(up fakegithub.Hook, rec store.Hook, events []string) {
+func (h *harness) checkHook(up fakecodehost.Hook, rec store.Hook, events []string) {
 	h.t.Helper()
 	wantURL := publicURL + "/webhooks/codehost/" + rec.ID
 	switch {

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/triggerd/triggerd/connectors/codehost/fakegithub"
 	"github.com/triggerd/triggerd/internal/testenv"
 	"github.com/triggerd/triggerd/registry"
+	"github.com/triggerd/triggerd/sandbox/fakecodehost"
 	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/triggers"
 )
@@ -48,7 +48,7 @@ func (h *harness) deliverAs(rc *switchable, status int, action string) string {
 	h.t.Helper()
 	h.clock.Advance(time.Minute)
 	rc.status.Store(int32(status))
-	ids, err := h.gh.Deliver(h.ctx, fakegithub.SeedOwner, fakegithub.SeedRepo, "issues", fmt.Appendf(nil, `{"action":%q}`, action))
+	ids, err := h.gh.Deliver(h.ctx, fakecodehost.SeedOwner, fakecodehost.SeedRepo, "issues", fmt.Appendf(nil, `{"action":%q}`, action))
 	if err != nil || len(ids) != 1 {
 		h.t.Fatalf("Deliver: %v %v", ids, err)
 	}

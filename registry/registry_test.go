@@ -16,15 +16,15 @@ import (
 
 	"github.com/triggerd/triggerd/agent"
 	"github.com/triggerd/triggerd/connectors/codehost"
-	"github.com/triggerd/triggerd/connectors/codehost/fakegithub"
 	"github.com/triggerd/triggerd/internal/testenv"
 	"github.com/triggerd/triggerd/match"
 	"github.com/triggerd/triggerd/registry"
+	"github.com/triggerd/triggerd/sandbox/fakecodehost"
 	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/triggers"
 )
 
-const helloWorld = fakegithub.SeedOwner + "/" + fakegithub.SeedRepo
+const helloWorld = fakecodehost.SeedOwner + "/" + fakecodehost.SeedRepo
 
 func TestCreateTriggerRegistersOneHook(t *testing.T) {
 	h := newHarness(t)
@@ -45,7 +45,7 @@ func TestCreateTriggerRegistersOneHook(t *testing.T) {
 	if got := h.notes.count(tr.ID); got != 1 {
 		t.Errorf("%d changes broadcast for the new trigger, want 1", got)
 	}
-	up := h.onlyHook(fakegithub.SeedOwner, fakegithub.SeedRepo)
+	up := h.onlyHook(fakecodehost.SeedOwner, fakecodehost.SeedRepo)
 	rec := h.record(h.octo, store.HookRepository, helloWorld)
 	h.checkHook(up, rec, triggers.NewIssue.HookEvents())
 	if recs := h.records(); len(recs) != 1 {
@@ -71,7 +71,7 @@ func TestCreateTriggerRegistersOneHook(t *testing.T) {
 		if d.URL != h.reg.HookURL(rec) {
 			t.Errorf("ping went to %s, want %s", d.URL, h.reg.HookURL(rec))
 		}
-		if got, want := d.Header.Get("X-Hub-Signature-256"), fakegithub.Sign(secret, d.Body); got != want {
+		if got, want := d.Header.Get("X-Hub-Signature-256"), fakecodehost.Sign(secret, d.Body); got != want {
 			t.Errorf("ping signature %q, want %q (the hook's secret)", got, want)
 		}
 	}
@@ -83,12 +83,12 @@ func TestCreateTriggerRegistersOneHook(t *testing.T) {
 func TestSecondTriggerWidensTheSameHook(t *testing.T) {
 	h := newHarness(t)
 	h.mustCreate(triggers.NewIssue, h.octo, repos(helloWorld))
-	first := h.onlyHook(fakegithub.SeedOwner, fakegithub.SeedRepo)
+	first := h.onlyHook(fakecodehost.SeedOwner, fakecodehost.SeedRepo)
 	firstRec := h.record(h.octo, store.HookRepository, helloWorld)
 
 	// Another kind, the repository spelt differently.
 	h.mustCreate(triggers.NewPush, h.octo, repos("Octocat/Hello-World"))
-	up := h.onlyHook(fakegithub.SeedOwner, fakegithub.SeedRepo)
+	up := h.onlyHook(fakecodehost.SeedOwner, fakecodehost.SeedRepo)
 	rec := h.record(h.octo, store.HookRepository, helloWorld)
 	if up.ID != first.ID || rec.ID != firstRec.ID {
 		t.Errorf("hook %d (record %s) replaced by %d (%s); want it widened", first.ID, firstRec.ID, up.ID, rec.ID)
@@ -103,7 +103,7 @@ func TestSecondTriggerWidensTheSameHook(t *testing.T) {
 
 	// A third trigger of a kind already covered changes nothing upstream.
 	h.mustCreate(triggers.UpdatedIssue, h.octo, repos(helloWorld))
-	up = h.onlyHook(fakegithub.SeedOwner, fakegithub.SeedRepo)
+	up = h.onlyHook(fakecodehost.SeedOwner, fakecodehost.SeedRepo)
 	h.checkHook(up, h.record(h.octo, store.HookRepository, helloWorld), eventsOf(triggers.NewIssue, triggers.NewPush))
 }
 
@@ -136,10 +136,10 @@ func TestDeletingTriggersNarrowsThenRemovesTheHook(t *testing.T) {
 	h := newHarness(t)
 	issues := h.mustCreate(triggers.NewIssue, h.octo, repos(helloWorld))
 	push := h.mustCreate(triggers.NewPush, h.octo, repos(helloWorld))
-	id := h.onlyHook(fakegithub.SeedOwner, fakegithub.SeedRepo).ID
+	id := h.onlyHook(fakecodehost.SeedOwner, fakecodehost.SeedRepo).ID
 
 	h.mustDelete(push)
-	up := h.onlyHook(fakegithub.SeedOwner, fakegithub.SeedRepo)
+	up := h.onlyHook(fakecodehost.SeedOwner, fakecodehost.SeedRepo)
 	if up.ID != id {
 		t.Errorf("narrowing replaced hook %d by %d", id, up.ID)
 	}
@@ -149,7 +149,7 @@ func TestDeletingTriggersNarrowsThenRemovesTheHook(t *testing.T) {
 	}
 
 	h.mustDelete(issues)
-	if hs := h.gh.Hooks(fakegithub.SeedOwner, fakegithub.SeedRepo); len(hs) != 0 {
+	if hs := h.gh.Hooks(fakecodehost.SeedOwner, fakecodehost.SeedRepo); len(hs) != 0 {
 		t.Errorf("hooks left upstream after the last trigger went: %+v", hs)
 	}
 	if recs := h.records(); len(recs) != 0 {
@@ -176,7 +176,7 @@ func TestExistingHookWithOurURLIsAdopted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tgt := codehost.HookTarget{Owner: fakegithub.SeedOwner, Repo: fakegithub.SeedRepo}
+	tgt := codehost.HookTarget{Owner: fakecodehost.SeedOwner, Repo: fakecodehost.SeedRepo}
 	pre, err := h.hooksAs("octocat").Create(h.ctx, tgt, codehost.HookSpec{
 		URL: h.reg.HookURL(rec), Secret: "stale", Events: []string{"push"}, Active: false,
 	})
@@ -190,11 +190,11 @@ func TestExistingHookWithOurURLIsAdopted(t *testing.T) {
 	}
 
 	h.mustCreate(triggers.NewIssue, h.octo, repos(helloWorld))
-	hs := h.gh.Hooks(fakegithub.SeedOwner, fakegithub.SeedRepo)
+	hs := h.gh.Hooks(fakecodehost.SeedOwner, fakecodehost.SeedRepo)
 	if len(hs) != 2 {
 		t.Fatalf("%d hooks upstream, want ours adopted and the other one: %+v", len(hs), hs)
 	}
-	var ours fakegithub.Hook
+	var ours fakecodehost.Hook
 	for _, up := range hs {
 		switch up.ID {
 		case pre.ID:
@@ -232,7 +232,7 @@ func TestAccountWithoutAdminRightsKeepsNothing(t *testing.T) {
 	if recs := h.records(); len(recs) != 0 {
 		t.Errorf("hook records kept: %+v", recs)
 	}
-	if hs := h.gh.Hooks(fakegithub.SeedOwner, fakegithub.SeedRepo); len(hs) != 0 {
+	if hs := h.gh.Hooks(fakecodehost.SeedOwner, fakecodehost.SeedRepo); len(hs) != 0 {
 		t.Errorf("hooks upstream: %+v", hs)
 	}
 	// Told when it was stored (before its hook), and again when it was
@@ -255,7 +255,7 @@ func TestPartlyRegisteredTriggerIsUndone(t *testing.T) {
 	if ts := h.triggers(); len(ts) != 1 || ts[0].ID != issues.ID {
 		t.Errorf("triggers = %+v, want only the first", ts)
 	}
-	h.checkHook(h.onlyHook(fakegithub.SeedOwner, fakegithub.SeedRepo), h.record(h.octo, store.HookRepository, helloWorld),
+	h.checkHook(h.onlyHook(fakecodehost.SeedOwner, fakecodehost.SeedRepo), h.record(h.octo, store.HookRepository, helloWorld),
 		triggers.NewIssue.HookEvents())
 	if hs := h.gh.Hooks("octocat", "second"); len(hs) != 0 {
 		t.Errorf("hooks left on octocat/second: %+v", hs)
@@ -313,17 +313,17 @@ func TestLostCreateAnswerLeavesNoOrphanHook(t *testing.T) {
 	if recs := h.records(); len(recs) != 0 {
 		t.Errorf("hook records kept: %+v", recs)
 	}
-	if hs := h.gh.Hooks(fakegithub.SeedOwner, fakegithub.SeedRepo); len(hs) != 0 {
+	if hs := h.gh.Hooks(fakecodehost.SeedOwner, fakecodehost.SeedRepo); len(hs) != 0 {
 		t.Errorf("orphan hooks upstream: %+v", hs)
 	}
 	// Trying again works, with one hook.
 	h.mustCreate(triggers.NewIssue, h.octo, repos(helloWorld))
-	h.checkHook(h.onlyHook(fakegithub.SeedOwner, fakegithub.SeedRepo), h.record(h.octo, store.HookRepository, helloWorld), triggers.NewIssue.HookEvents())
+	h.checkHook(h.onlyHook(fakecodehost.SeedOwner, fakecodehost.SeedRepo), h.record(h.octo, store.HookRepository, helloWorld), triggers.NewIssue.HookEvents())
 }
 
 func TestOrganisationHooks(t *testing.T) {
 	h := newHarness(t)
-	if err := h.gh.SetOrg("acme", map[string]string{"octocat": fakegithub.OrgAdmin, "hubot": fakegithub.OrgMember}); err != nil {
+	if err := h.gh.SetOrg("acme", map[string]string{"octocat": fakecodehost.OrgAdmin, "hubot": fakecodehost.OrgMember}); err != nil {
 		t.Fatal(err)
 	}
 	repo := h.mustCreate(triggers.NewRepository, h.octo, org("Acme"))
@@ -366,7 +366,7 @@ func TestOrganisationHooks(t *testing.T) {
 
 func TestOrganisationKindsShareTheOrganisationHook(t *testing.T) {
 	h := newHarness(t)
-	if err := h.gh.SetOrg("acme", map[string]string{"octocat": fakegithub.OrgAdmin}); err != nil {
+	if err := h.gh.SetOrg("acme", map[string]string{"octocat": fakecodehost.OrgAdmin}); err != nil {
 		t.Fatal(err)
 	}
 	// GitHub accepts projects_v2_item, digit and all, as an organisation
@@ -694,11 +694,11 @@ func TestPolledKindsRegisterNoHook(t *testing.T) {
 	if registry.Polled(inRepo) {
 		t.Error("new_mention with repositories is polled")
 	}
-	h.checkHook(h.onlyHook(fakegithub.SeedOwner, fakegithub.SeedRepo), h.record(h.octo, store.HookRepository, helloWorld),
+	h.checkHook(h.onlyHook(fakecodehost.SeedOwner, fakecodehost.SeedRepo), h.record(h.octo, store.HookRepository, helloWorld),
 		triggers.NewMention.HookEvents())
 	h.mustDelete(gist)
 	h.mustDelete(mention)
-	h.onlyHook(fakegithub.SeedOwner, fakegithub.SeedRepo)
+	h.onlyHook(fakecodehost.SeedOwner, fakecodehost.SeedRepo)
 }
 
 func TestReconcileRepairsDrift(t *testing.T) {
@@ -790,11 +790,11 @@ func TestReconcileRepairsDrift(t *testing.T) {
 
 func TestReconcileRecordsLostRights(t *testing.T) {
 	h := newHarness(t)
-	if err := h.gh.SetOrg("acme", map[string]string{"octocat": fakegithub.OrgAdmin}); err != nil {
+	if err := h.gh.SetOrg("acme", map[string]string{"octocat": fakecodehost.OrgAdmin}); err != nil {
 		t.Fatal(err)
 	}
 	h.mustCreate(triggers.NewRepository, h.octo, org("acme"))
-	if err := h.gh.SetOrg("acme", map[string]string{"octocat": fakegithub.OrgMember}); err != nil {
+	if err := h.gh.SetOrg("acme", map[string]string{"octocat": fakecodehost.OrgMember}); err != nil {
 		t.Fatal(err)
 	}
 	rep, err := h.reg.Reconcile(h.ctx)
@@ -805,7 +805,7 @@ func TestReconcileRecordsLostRights(t *testing.T) {
 	if rec.Status != store.HookFailing || !strings.Contains(rec.StatusReason, "admin:org_hook") {
 		t.Errorf("record = %s (%s), want failing, saying what to fix", rec.Status, rec.StatusReason)
 	}
-	if err := h.gh.SetOrg("acme", map[string]string{"octocat": fakegithub.OrgAdmin}); err != nil {
+	if err := h.gh.SetOrg("acme", map[string]string{"octocat": fakecodehost.OrgAdmin}); err != nil {
 		t.Fatal(err)
 	}
 	if rep, err := h.reg.Reconcile(h.ctx); err != nil || rep.Failed != 0 {
@@ -817,7 +817,7 @@ func TestReconcileRecordsLostRights(t *testing.T) {
 func TestReconcileSkipsWhileAnotherHoldsTheLease(t *testing.T) {
 	h := newHarness(t)
 	h.mustCreate(triggers.NewIssue, h.octo, repos(helloWorld))
-	id := h.onlyHook(fakegithub.SeedOwner, fakegithub.SeedRepo).ID
+	id := h.onlyHook(fakecodehost.SeedOwner, fakecodehost.SeedRepo).ID
 	h.gh.DeleteHook(id)
 
 	release, held, err := h.st.TryLock(h.ctx, "registry:reconcile", time.Minute)
@@ -828,7 +828,7 @@ func TestReconcileSkipsWhileAnotherHoldsTheLease(t *testing.T) {
 	if err != nil || rep != (registry.ReconcileReport{Skipped: true}) {
 		t.Errorf("Reconcile while the lease is held = %+v, %v; want skipped", rep, err)
 	}
-	if hs := h.gh.Hooks(fakegithub.SeedOwner, fakegithub.SeedRepo); len(hs) != 0 {
+	if hs := h.gh.Hooks(fakecodehost.SeedOwner, fakecodehost.SeedRepo); len(hs) != 0 {
 		t.Errorf("a skipped reconcile changed hooks: %+v", hs)
 	}
 	release()
@@ -847,7 +847,7 @@ func TestReconcileSkipsWhileAnotherHoldsTheLease(t *testing.T) {
 func TestConcurrentReconcilesRunOnce(t *testing.T) {
 	h := newHarness(t)
 	h.mustCreate(triggers.NewIssue, h.octo, repos(helloWorld))
-	h.gh.DeleteHook(h.onlyHook(fakegithub.SeedOwner, fakegithub.SeedRepo).ID)
+	h.gh.DeleteHook(h.onlyHook(fakecodehost.SeedOwner, fakecodehost.SeedRepo).ID)
 	// Hold the hook's request so that the first pass is surely in
 	// progress when the second starts.
 	if err := h.gh.HangNext(repoHooksCreate, 1); err != nil {
@@ -873,12 +873,12 @@ func TestConcurrentReconcilesRunOnce(t *testing.T) {
 	if rep, err := h.reg.Reconcile(h.ctx); err != nil || rep.Repaired != 1 {
 		t.Errorf("next Reconcile = %+v, %v", rep, err)
 	}
-	h.onlyHook(fakegithub.SeedOwner, fakegithub.SeedRepo)
+	h.onlyHook(fakecodehost.SeedOwner, fakecodehost.SeedRepo)
 }
 
 func TestAccountRemovedThenConnectedAgain(t *testing.T) {
 	h := newHarness(t)
-	if err := h.gh.SetOrg("acme", map[string]string{"octocat": fakegithub.OrgAdmin}); err != nil {
+	if err := h.gh.SetOrg("acme", map[string]string{"octocat": fakecodehost.OrgAdmin}); err != nil {
 		t.Fatal(err)
 	}
 	mona := h.account("monalisa", "codehost")
@@ -905,7 +905,7 @@ func TestAccountRemovedThenConnectedAgain(t *testing.T) {
 			t.Errorf("deactivating %s was not broadcast", tr.Kind)
 		}
 	}
-	if hs := h.gh.Hooks(fakegithub.SeedOwner, fakegithub.SeedRepo); len(hs) != 0 {
+	if hs := h.gh.Hooks(fakecodehost.SeedOwner, fakecodehost.SeedRepo); len(hs) != 0 {
 		t.Errorf("repository hooks left upstream: %+v", hs)
 	}
 	if hs := h.gh.OrgHooks("acme"); len(hs) != 0 {
@@ -949,7 +949,7 @@ func TestAccountRemovedThenConnectedAgain(t *testing.T) {
 			t.Errorf("%s after reconnecting: %s %q %q; want active", tr.Kind, got.Status, got.StatusCode, got.StatusReason)
 		}
 	}
-	h.checkHook(h.onlyHook(fakegithub.SeedOwner, fakegithub.SeedRepo), h.record(h.octo, store.HookRepository, helloWorld),
+	h.checkHook(h.onlyHook(fakecodehost.SeedOwner, fakecodehost.SeedRepo), h.record(h.octo, store.HookRepository, helloWorld),
 		eventsOf(triggers.NewIssue, triggers.NewPush))
 	h.checkHook(h.onlyOrgHook("acme"), h.record(h.octo, store.HookOrganization, "acme"), triggers.NewRepository.HookEvents())
 
@@ -957,7 +957,7 @@ func TestAccountRemovedThenConnectedAgain(t *testing.T) {
 	if err := h.reg.AccountConnected(h.ctx, tenant, h.octo.ID); err != nil {
 		t.Fatal(err)
 	}
-	h.onlyHook(fakegithub.SeedOwner, fakegithub.SeedRepo)
+	h.onlyHook(fakecodehost.SeedOwner, fakecodehost.SeedRepo)
 	h.onlyOrgHook("acme")
 	if len(h.records()) != 3 {
 		t.Errorf("%d records, want 3", len(h.records()))
@@ -971,7 +971,7 @@ func TestAccountRemovalKeepsDisabledTriggersDisabled(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A disabled trigger keeps its hook.
-	h.onlyHook(fakegithub.SeedOwner, fakegithub.SeedRepo)
+	h.onlyHook(fakecodehost.SeedOwner, fakecodehost.SeedRepo)
 	if err := h.reg.AccountRemoving(h.ctx, tenant, h.octo); err != nil {
 		t.Fatal(err)
 	}
@@ -982,7 +982,7 @@ func TestAccountRemovalKeepsDisabledTriggersDisabled(t *testing.T) {
 	if got.Enabled || got.Status != store.TriggerActive {
 		t.Errorf("trigger after reconnecting: enabled %v, %s; want disabled and active", got.Enabled, got.Status)
 	}
-	h.checkHook(h.onlyHook(fakegithub.SeedOwner, fakegithub.SeedRepo), h.record(h.octo, store.HookRepository, helloWorld), triggers.NewIssue.HookEvents())
+	h.checkHook(h.onlyHook(fakecodehost.SeedOwner, fakecodehost.SeedRepo), h.record(h.octo, store.HookRepository, helloWorld), triggers.NewIssue.HookEvents())
 }
 
 func TestConcurrentTriggersOnOneRepositoryShareOneHook(t *testing.T) {
@@ -1008,7 +1008,7 @@ func TestConcurrentTriggersOnOneRepositoryShareOneHook(t *testing.T) {
 			t.Errorf("CreateTrigger: %v", err)
 		}
 	}
-	up := h.onlyHook(fakegithub.SeedOwner, fakegithub.SeedRepo)
+	up := h.onlyHook(fakecodehost.SeedOwner, fakecodehost.SeedRepo)
 	h.checkHook(up, h.record(h.octo, store.HookRepository, helloWorld), eventsOf(kinds...))
 	if n := len(h.gh.RequestsTo(repoHooksCreate)); n != 1 {
 		t.Errorf("%d hooks created upstream, want 1", n)
@@ -1039,7 +1039,7 @@ func TestSetEnabled(t *testing.T) {
 		t.Errorf("GetTrigger from another tenant: %v, want ErrNotFound", err)
 	}
 	// Disabled triggers keep their hook's events.
-	h.checkHook(h.onlyHook(fakegithub.SeedOwner, fakegithub.SeedRepo), h.record(h.octo, store.HookRepository, helloWorld), triggers.NewIssue.HookEvents())
+	h.checkHook(h.onlyHook(fakecodehost.SeedOwner, fakecodehost.SeedRepo), h.record(h.octo, store.HookRepository, helloWorld), triggers.NewIssue.HookEvents())
 }
 
 func TestCreateAgent(t *testing.T) {

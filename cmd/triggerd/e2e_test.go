@@ -21,9 +21,9 @@ import (
 
 	"github.com/triggerd/triggerd/agent"
 	"github.com/triggerd/triggerd/bus"
-	"github.com/triggerd/triggerd/connectors/codehost/fakegithub"
-	"github.com/triggerd/triggerd/connectors/oauthtest"
 	"github.com/triggerd/triggerd/internal/testenv"
+	"github.com/triggerd/triggerd/sandbox/fakecodehost"
+	"github.com/triggerd/triggerd/sandbox/fakeoauth"
 	"github.com/triggerd/triggerd/store/storetest"
 )
 
@@ -37,13 +37,13 @@ type e2e struct {
 	args      []string
 	env       []string
 	p         *proc
-	gh        *fakegithub.Server
+	gh        *fakecodehost.Server
 	key       string
 	account   string
 	httpRuns  sync.Map // webhook-id → count
 	httpCalls atomic.Int64
 	natsRuns  sync.Map // run id → count
-	auth      *oauthtest.GitHub
+	auth      *fakeoauth.GitHub
 }
 
 func newE2E(t *testing.T) *e2e {
@@ -55,10 +55,10 @@ func newE2E(t *testing.T) *e2e {
 func newE2EWith(t *testing.T, args, env []string) *e2e {
 	t.Helper()
 	v := &e2e{t: t, dir: t.TempDir(), httpAddr: freeAddr(t), natsAddr: freeAddr(t)}
-	v.gh = fakegithub.New(fakegithub.Options{})
+	v.gh = fakecodehost.New(fakecodehost.Options{})
 	v.gh.Start()
 	t.Cleanup(v.gh.Close)
-	auth := oauthtest.NewGitHub(t)
+	auth := fakeoauth.NewGitHub(t)
 	v.auth = auth
 	public := "http://" + v.httpAddr
 	auth.Config(public + "/v1/connect/codehost/callback")
@@ -322,7 +322,7 @@ func TestEndToEndWorkerKilledMidRunStartsNothingTwice(t *testing.T) {
 
 	// The comment hangs upstream: the worker is killed in the middle of
 	// the pipeline's step.
-	route := fakegithub.Route("POST /repos/{owner}/{repo}/issues/{issue_number}/comments")
+	route := fakecodehost.Route("POST /repos/{owner}/{repo}/issues/{issue_number}/comments")
 	if err := v.gh.HangNext(route, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -416,7 +416,7 @@ func mapLen(m *sync.Map) int {
 }
 
 // createIssue opens an issue on the fake as octocat and returns its number.
-func createIssue(t *testing.T, gh *fakegithub.Server, title string) int {
+func createIssue(t *testing.T, gh *fakecodehost.Server, title string) int {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, gh.URL()+"/repos/octocat/hello-world/issues", strings.NewReader(`{"title": `+fmt.Sprintf("%q", title)+`}`))
 	req.Header.Set("Authorization", "Bearer test-token")
@@ -660,7 +660,7 @@ func TestEndToEndOldShapeProjectStatusChange(t *testing.T) {
 		t.Helper()
 		body := fmt.Sprintf(`{"action":"edited","projects_v2_item":{"id":7,"node_id":%q,"project_node_id":%q,"content_type":"Issue"},`+
 			`"changes":{"field_value":{"field_node_id":%q,"field_type":"single_select"}},"organization":{"login":"octo-org"},"sender":{"login":"octocat"}}`,
-			fakegithub.SeedItemID, fakegithub.SeedProjectID, fieldID)
+			fakecodehost.SeedItemID, fakecodehost.SeedProjectID, fieldID)
 		r, err := post("http://"+v.httpAddr, secret, delivery{event: "projects_v2_item", id: id, body: []byte(body)})
 		if err != nil || r.status != http.StatusAccepted || len(r.body.Events) != 1 {
 			t.Fatalf("delivery %s: %+v, %v", id, r, err)
@@ -683,11 +683,11 @@ func TestEndToEndOldShapeProjectStatusChange(t *testing.T) {
 		})
 		return o
 	}
-	if o := outcome(send("d-priority", fakegithub.SeedPriorityFieldID)); o["result"] != "filtered_out" ||
-		o["reason"] != `project field "Priority" (`+fakegithub.SeedPriorityFieldID+`) is not Status` {
+	if o := outcome(send("d-priority", fakecodehost.SeedPriorityFieldID)); o["result"] != "filtered_out" ||
+		o["reason"] != `project field "Priority" (`+fakecodehost.SeedPriorityFieldID+`) is not Status` {
 		t.Errorf("Priority change: outcome %v", o)
 	}
-	if o := outcome(send("d-status", fakegithub.SeedFieldID)); o["result"] != "started" || o["trigger_id"] != tr["id"] {
+	if o := outcome(send("d-status", fakecodehost.SeedFieldID)); o["result"] != "started" || o["trigger_id"] != tr["id"] {
 		t.Errorf("Status change: outcome %v", o)
 	}
 	if rs := v.runs("trigger=" + tr["id"].(string)); len(rs) != 1 {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/triggerd/triggerd/connectors"
 	"github.com/triggerd/triggerd/connectors/codehost"
-	"github.com/triggerd/triggerd/connectors/codehost/fakegithub"
+	"github.com/triggerd/triggerd/sandbox/fakecodehost"
 	"github.com/triggerd/triggerd/store/redisstore"
 	"github.com/triggerd/triggerd/store/storetest"
 )
@@ -29,7 +29,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // budget, the second refuses before sending anything.
 func TestRateLimitsSharedAcrossProcesses(t *testing.T) {
 	url, prefix := storetest.RedisURL(t), storetest.Prefix(t)
-	gh := fakegithub.New(fakegithub.Options{RateLimit: 1})
+	gh := fakecodehost.New(fakecodehost.Options{RateLimit: 1})
 	base := gh.Start()
 	defer gh.Close()
 	toolkit := func() connectors.Toolkit {

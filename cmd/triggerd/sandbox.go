@@ -9,9 +9,9 @@ import (
 
 	"github.com/triggerd/triggerd/accounts"
 	"github.com/triggerd/triggerd/connectors"
-	"github.com/triggerd/triggerd/connectors/analytics/fakega"
-	"github.com/triggerd/triggerd/connectors/codehost/fakegithub"
-	"github.com/triggerd/triggerd/connectors/deploy/fakevercel"
+	"github.com/triggerd/triggerd/sandbox/fakeanalytics"
+	"github.com/triggerd/triggerd/sandbox/fakecodehost"
+	"github.com/triggerd/triggerd/sandbox/fakedeploy"
 	"github.com/triggerd/triggerd/store"
 )
 
@@ -19,9 +19,9 @@ import (
 // repository, a linked project and an analytics property with 30 days of
 // data, so every tool step can be tried offline.
 type sandbox struct {
-	gh *fakegithub.Server
-	vc *fakevercel.Server
-	ga *fakega.Server
+	gh *fakecodehost.Server
+	vc *fakedeploy.Server
+	ga *fakeanalytics.Server
 	// urls of the fakes.
 	github, vercel, analytics string
 	gaAccount, gaProperty     string
@@ -37,16 +37,16 @@ const (
 
 func startSandbox() *sandbox {
 	s := &sandbox{
-		gh: fakegithub.New(fakegithub.Options{}),
-		vc: fakevercel.New(fakevercel.Options{}),
-		ga: fakega.New(fakega.Options{}),
+		gh: fakecodehost.New(fakecodehost.Options{}),
+		vc: fakedeploy.New(fakedeploy.Options{}),
+		ga: fakeanalytics.New(fakeanalytics.Options{}),
 	}
 	s.github, s.vercel, s.analytics = s.gh.Start(), s.vc.Start(), s.ga.Start()
-	s.vc.AddProject(fakevercel.Project{Name: "web", OwnerID: fakevercel.DefaultTeamID,
-		Link: &fakevercel.GitRepo{Org: fakegithub.SeedOwner, Repo: fakegithub.SeedRepo, RepoID: fakegithub.SeedRepoID}})
-	acc := s.ga.AddAccount(fakega.Account{DisplayName: "Sandbox"})
-	prop := s.ga.AddProperty(fakega.Property{Account: acc.ID, DisplayName: "Sandbox site"})
-	s.ga.Grant(fakega.DefaultUser, "accounts/"+acc.ID, fakega.RoleAdministrator)
+	s.vc.AddProject(fakedeploy.Project{Name: "web", OwnerID: fakedeploy.DefaultTeamID,
+		Link: &fakedeploy.GitRepo{Org: fakecodehost.SeedOwner, Repo: fakecodehost.SeedRepo, RepoID: fakecodehost.SeedRepoID}})
+	acc := s.ga.AddAccount(fakeanalytics.Account{DisplayName: "Sandbox"})
+	prop := s.ga.AddProperty(fakeanalytics.Property{Account: acc.ID, DisplayName: "Sandbox site"})
+	s.ga.Grant(fakeanalytics.DefaultUser, "accounts/"+acc.ID, fakeanalytics.RoleAdministrator)
 	s.ga.SeedReportData(prop.ID, 30)
 	s.ga.CollectEvent(prop.ID, "sign_up", 42)
 	s.gaAccount, s.gaProperty = acc.ID, prop.ID
@@ -86,10 +86,10 @@ func (s *sandbox) adopt(ctx context.Context, acct *accounts.Service, tenantID st
 		token     string
 	}
 	seeds := []seed{
-		{"codehost", connectors.Identity{ExternalID: "1", Login: fakegithub.SeedOwner, Scopes: []string{"repo", "workflow", "gist"}}, sandboxCodeHostToken},
-		{"deploy", connectors.Identity{ExternalID: fakevercel.DefaultTeamID, Login: "sandbox-team",
-			Metadata: map[string]string{"team_id": fakevercel.DefaultTeamID, "user_id": fakevercel.DefaultUserID}}, sandboxDeployToken},
-		{"analytics", connectors.Identity{ExternalID: "sandbox-analytics", Login: fakega.DefaultUser,
+		{"codehost", connectors.Identity{ExternalID: "1", Login: fakecodehost.SeedOwner, Scopes: []string{"repo", "workflow", "gist"}}, sandboxCodeHostToken},
+		{"deploy", connectors.Identity{ExternalID: fakedeploy.DefaultTeamID, Login: "sandbox-team",
+			Metadata: map[string]string{"team_id": fakedeploy.DefaultTeamID, "user_id": fakedeploy.DefaultUserID}}, sandboxDeployToken},
+		{"analytics", connectors.Identity{ExternalID: "sandbox-analytics", Login: fakeanalytics.DefaultUser,
 			Scopes:   []string{"https://www.googleapis.com/auth/analytics.readonly", "https://www.googleapis.com/auth/analytics.edit"},
 			Metadata: map[string]string{"analytics_accounts": "accounts/" + s.gaAccount + "=Sandbox"}}, sandboxAnalyticsToken},
 	}
@@ -102,7 +102,7 @@ func (s *sandbox) adopt(ctx context.Context, acct *accounts.Service, tenantID st
 		out = append(out, a)
 		log.Info().Str("connector", sd.connector).Str("account_id", a.ID).Str("login", a.Login).Msg("sandbox account")
 	}
-	log.Info().Str("repository", fakegithub.SeedOwner+"/"+fakegithub.SeedRepo).Str("project", "web").
+	log.Info().Str("repository", fakecodehost.SeedOwner+"/"+fakecodehost.SeedRepo).Str("project", "web").
 		Str("analytics_property", "properties/"+s.gaProperty).Msg("sandbox providers are running in-process; try: triggerctl steps list")
 	return out, nil
 }

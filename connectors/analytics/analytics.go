@@ -3,7 +3,7 @@
 // steps with their HTTP policy (steps*.go, client.go, policy.go,
 // quota.go: at most 10 concurrent requests per property, core and
 // realtime token budgets tracked from returnPropertyQuota and refused
-// early once spent, RESOURCE_EXHAUSTED as rate_limited). fakega is a
+// early once spent, RESOURCE_EXHAUSTED as rate_limited). fakeanalytics is a
 // faithful in-process fake for tests and the sandbox.
 //
 // The OAuth side is Google OAuth for Google Analytics 4.

@@ -13,7 +13,7 @@ import (
 
 	"github.com/triggerd/triggerd/connectors"
 	"github.com/triggerd/triggerd/connectors/analytics"
-	"github.com/triggerd/triggerd/connectors/oauthtest"
+	"github.com/triggerd/triggerd/sandbox/fakeoauth"
 )
 
 const redirect = "https://app.example/oauth/analytics/callback"
@@ -39,7 +39,7 @@ func noLeak(t *testing.T, err error, secrets ...string) {
 }
 
 // connect signs in with PKCE and exchanges the code.
-func connect(t *testing.T, g *oauthtest.Google, p *analytics.Provider, scopes ...string) *oauth2.Token {
+func connect(t *testing.T, g *fakeoauth.Google, p *analytics.Provider, scopes ...string) *oauth2.Token {
 	t.Helper()
 	verifier := oauth2.GenerateVerifier()
 	cb := g.Authorize("st", redirect, oauth2.S256ChallengeFromVerifier(verifier), scopes...)
@@ -52,7 +52,7 @@ func connect(t *testing.T, g *oauthtest.Google, p *analytics.Provider, scopes ..
 
 // userInfo calls the fake's userinfo endpoint directly and returns the
 // status.
-func userInfo(t *testing.T, g *oauthtest.Google, accessToken string) int {
+func userInfo(t *testing.T, g *fakeoauth.Google, accessToken string) int {
 	t.Helper()
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, g.URL()+"/v1/userinfo", nil)
 	req.Header.Set("Authorization", "Bearer "+accessToken)
@@ -90,7 +90,7 @@ func TestNewValidates(t *testing.T) {
 }
 
 func TestAuthCodeURL(t *testing.T) {
-	g := oauthtest.NewGoogle(t)
+	g := fakeoauth.NewGoogle(t)
 	p := g.Provider(redirect)
 	verifier := oauth2.GenerateVerifier()
 	u, err := url.Parse(p.AuthCodeURL("state-7", verifier))
@@ -116,7 +116,7 @@ func TestAuthCodeURL(t *testing.T) {
 }
 
 func TestSignInExchangeIdentify(t *testing.T) {
-	g := oauthtest.NewGoogle(t)
+	g := fakeoauth.NewGoogle(t)
 	p := g.Provider(redirect)
 	verifier := oauth2.GenerateVerifier()
 	cb, err := g.SignIn(t.Context(), p.AuthCodeURL("st", verifier))
@@ -147,14 +147,14 @@ func TestSignInExchangeIdentify(t *testing.T) {
 	if got := id.Metadata[analytics.MetaAccounts]; got != want {
 		t.Errorf("accounts = %q, want %q", got, want)
 	}
-	if n := len(g.RequestsTo(oauthtest.RouteGoogleAccountSummaries)); n != 2 {
+	if n := len(g.RequestsTo(fakeoauth.RouteGoogleAccountSummaries)); n != 2 {
 		t.Errorf("accountSummaries pages fetched = %d, want 2", n)
 	}
 }
 
 func TestIdentifyEscapesNames(t *testing.T) {
-	g := oauthtest.NewGoogle(t)
-	g.SetAccounts(oauthtest.GoogleAccount{Name: "accounts/7", DisplayName: "Acme, Inc. 100%"})
+	g := fakeoauth.NewGoogle(t)
+	g.SetAccounts(fakeoauth.GoogleAccount{Name: "accounts/7", DisplayName: "Acme, Inc. 100%"})
 	p := g.Provider(redirect)
 	id, err := p.Identify(t.Context(), connect(t, g, p, requested...))
 	if err != nil {
@@ -171,7 +171,7 @@ func TestIdentifyEscapesNames(t *testing.T) {
 }
 
 func TestIdentifyWithoutAnalyticsScope(t *testing.T) {
-	g := oauthtest.NewGoogle(t)
+	g := fakeoauth.NewGoogle(t)
 	p := g.Provider(redirect)
 	tok := connect(t, g, p, "openid", "email")
 	_, err := p.Identify(t.Context(), tok)
@@ -182,7 +182,7 @@ func TestIdentifyWithoutAnalyticsScope(t *testing.T) {
 }
 
 func TestExchangePKCEMismatch(t *testing.T) {
-	g := oauthtest.NewGoogle(t)
+	g := fakeoauth.NewGoogle(t)
 	p := g.Provider(redirect)
 	cb := g.Authorize("st", redirect, oauth2.S256ChallengeFromVerifier(oauth2.GenerateVerifier()), requested...)
 	wrong := oauth2.GenerateVerifier()
@@ -194,7 +194,7 @@ func TestExchangePKCEMismatch(t *testing.T) {
 }
 
 func TestExchangeReusedCode(t *testing.T) {
-	g := oauthtest.NewGoogle(t)
+	g := fakeoauth.NewGoogle(t)
 	p := g.Provider(redirect)
 	verifier := oauth2.GenerateVerifier()
 	cb := g.Authorize("st", redirect, oauth2.S256ChallengeFromVerifier(verifier), requested...)
@@ -210,7 +210,7 @@ func TestExchangeReusedCode(t *testing.T) {
 }
 
 func TestExchangeWrongSecret(t *testing.T) {
-	g := oauthtest.NewGoogle(t)
+	g := fakeoauth.NewGoogle(t)
 	c := g.Config(redirect)
 	c.ClientSecret = "wrong-secret-do-not-print"
 	p, err := analytics.New(c)
@@ -227,7 +227,7 @@ func TestExchangeWrongSecret(t *testing.T) {
 }
 
 func TestRefreshKeepsRefreshToken(t *testing.T) {
-	g := oauthtest.NewGoogle(t)
+	g := fakeoauth.NewGoogle(t)
 	p := g.Provider(redirect)
 	old := connect(t, g, p, requested...)
 	nt, err := p.Refresh(t.Context(), old)
@@ -249,7 +249,7 @@ func TestRefreshKeepsRefreshToken(t *testing.T) {
 }
 
 func TestRefreshRefused(t *testing.T) {
-	g := oauthtest.NewGoogle(t)
+	g := fakeoauth.NewGoogle(t)
 	p := g.Provider(redirect)
 	tok := connect(t, g, p, requested...)
 	g.RefuseRefresh(true)
@@ -261,13 +261,13 @@ func TestRefreshRefused(t *testing.T) {
 }
 
 func TestRevoke(t *testing.T) {
-	g := oauthtest.NewGoogle(t)
+	g := fakeoauth.NewGoogle(t)
 	p := g.Provider(redirect)
 	tok := connect(t, g, p, requested...)
 	if err := p.Revoke(t.Context(), tok, nil); err != nil {
 		t.Fatalf("Revoke: %v", err)
 	}
-	if got, _ := url.ParseQuery(string(g.RequestsTo(oauthtest.RouteGoogleRevoke)[0].Body)); got.Get("token") != tok.RefreshToken {
+	if got, _ := url.ParseQuery(string(g.RequestsTo(fakeoauth.RouteGoogleRevoke)[0].Body)); got.Get("token") != tok.RefreshToken {
 		t.Error("revoke did not send the refresh token")
 	}
 	if got := userInfo(t, g, tok.AccessToken); got != http.StatusUnauthorized {
@@ -288,10 +288,10 @@ func TestRevoke(t *testing.T) {
 }
 
 func TestRevokeUnavailable(t *testing.T) {
-	g := oauthtest.NewGoogle(t)
+	g := fakeoauth.NewGoogle(t)
 	p := g.Provider(redirect)
 	tok := connect(t, g, p, requested...)
-	g.FailNext(oauthtest.RouteGoogleRevoke, 1, http.StatusServiceUnavailable)
+	g.FailNext(fakeoauth.RouteGoogleRevoke, 1, http.StatusServiceUnavailable)
 	err := p.Revoke(t.Context(), tok, nil)
 	if err == nil || errors.Is(err, connectors.ErrInvalidGrant) || !strings.Contains(err.Error(), "503") {
 		t.Fatalf("Revoke during an outage: %v", err)
@@ -300,7 +300,7 @@ func TestRevokeUnavailable(t *testing.T) {
 	if !g.Live(tok.RefreshToken) {
 		t.Error("the token died although revoke failed")
 	}
-	g.HangNext(oauthtest.RouteGoogleRevoke, 1)
+	g.HangNext(fakeoauth.RouteGoogleRevoke, 1)
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()
 	if err := p.Revoke(ctx, tok, nil); !errors.Is(err, context.DeadlineExceeded) {
@@ -309,10 +309,10 @@ func TestRevokeUnavailable(t *testing.T) {
 }
 
 func TestRefreshUnavailable(t *testing.T) {
-	g := oauthtest.NewGoogle(t)
+	g := fakeoauth.NewGoogle(t)
 	p := g.Provider(redirect)
 	tok := connect(t, g, p, requested...)
-	g.FailNext(oauthtest.RouteGoogleToken, 1, http.StatusServiceUnavailable)
+	g.FailNext(fakeoauth.RouteGoogleToken, 1, http.StatusServiceUnavailable)
 	_, err := p.Refresh(t.Context(), tok)
 	if err == nil || errors.Is(err, connectors.ErrInvalidGrant) || !strings.Contains(err.Error(), "503") {
 		t.Fatalf("Refresh during an outage: %v", err)

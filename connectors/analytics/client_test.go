@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/triggerd/triggerd/connectors"
-	"github.com/triggerd/triggerd/connectors/analytics/fakega"
+	"github.com/triggerd/triggerd/sandbox/fakeanalytics"
 )
 
 // scopeBody is Google's answer to a token without the method's scope, as
@@ -67,9 +67,9 @@ func TestForbiddenScopeAndRole(t *testing.T) {
 // The fake refuses a token without a method's scope as Google does; the
 // step tells the user to reconnect rather than to ask for a role.
 func TestMissingScopeNeedsReauth(t *testing.T) {
-	granted := []string{fakega.ScopeReadonly}
-	h := newHarnessWith(t, fakega.Options{Scopes: func(string) []string { return granted }})
-	h.fake.Grant(fakega.DefaultUser, "properties/"+h.prop, fakega.RoleEditor)
+	granted := []string{fakeanalytics.ScopeReadonly}
+	h := newHarnessWith(t, fakeanalytics.Options{Scopes: func(string) []string { return granted }})
+	h.fake.Grant(fakeanalytics.DefaultUser, "properties/"+h.prop, fakeanalytics.RoleEditor)
 	h.fake.CollectEvent(h.prop, "sign_up", 3)
 
 	_, err := h.run(t, StepCreateKeyEvents, `{"property":"properties/`+h.prop+`","event_name":"sign_up"}`)
@@ -81,7 +81,7 @@ func TestMissingScopeNeedsReauth(t *testing.T) {
 		t.Errorf("%d key events", n)
 	}
 
-	granted = []string{fakega.ScopeEdit}
+	granted = []string{fakeanalytics.ScopeEdit}
 	err = h.report(t)
 	if ce := wantCode(t, err, connectors.CodeNeedsReauth); !strings.Contains(ce.Message, "analytics.readonly") {
 		t.Errorf("report without analytics.readonly: %+v", ce)

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/triggerd/triggerd/connectors"
-	"github.com/triggerd/triggerd/connectors/analytics/fakega"
+	"github.com/triggerd/triggerd/sandbox/fakeanalytics"
 )
 
 // A read is retried once: every 5xx spends one of the property's ten
@@ -17,26 +17,26 @@ import (
 func TestRetriesOn503ForReadsOnce(t *testing.T) {
 	h := newHarness(t)
 	addFacts(h)
-	h.fake.FailNext(fakega.RouteRunReport, 1, fakega.Failure{})
+	h.fake.FailNext(fakeanalytics.RouteRunReport, 1, fakeanalytics.Failure{})
 	if err := h.report(t); err != nil {
 		t.Fatalf("a 503 then success: %v", err)
 	}
-	if n := len(h.fake.RequestsTo(fakega.RouteRunReport)); n != 2 {
+	if n := len(h.fake.RequestsTo(fakeanalytics.RouteRunReport)); n != 2 {
 		t.Errorf("%d attempts, want 2", n)
 	}
 
-	h.fake.FailNext(fakega.RouteGetProperty, 1, fakega.Failure{Code: 500})
+	h.fake.FailNext(fakeanalytics.RouteGetProperty, 1, fakeanalytics.Failure{Code: 500})
 	if _, err := h.run(t, StepGetProperty, `{"property":"properties/`+h.prop+`"}`); err != nil {
 		t.Errorf("GET after a 500: %v", err)
 	}
 
 	h.fake.ClearRequests()
-	h.fake.FailNext(fakega.RouteRunReport, 2, fakega.Failure{})
+	h.fake.FailNext(fakeanalytics.RouteRunReport, 2, fakeanalytics.Failure{})
 	err := h.report(t)
 	if ce := wantCode(t, err, connectors.CodeUpstream); ce.Status != 503 || !ce.Retryable {
 		t.Errorf("error = %+v", ce)
 	}
-	if n := len(h.fake.RequestsTo(fakega.RouteRunReport)); n != 2 {
+	if n := len(h.fake.RequestsTo(fakeanalytics.RouteRunReport)); n != 2 {
 		t.Errorf("%d attempts, want 2 at most", n)
 	}
 }
@@ -48,18 +48,18 @@ func TestRetriesOn503ForReadsOnce(t *testing.T) {
 func TestServerErrorsSpendTheHourlyQuota(t *testing.T) {
 	h := newHarness(t)
 	addFacts(h)
-	h.fake.FailNext(fakega.RouteRunReport, 100, fakega.Failure{})
+	h.fake.FailNext(fakeanalytics.RouteRunReport, 100, fakeanalytics.Failure{})
 	for i := range 5 {
-		before := len(h.fake.RequestsTo(fakega.RouteRunReport))
+		before := len(h.fake.RequestsTo(fakeanalytics.RouteRunReport))
 		err := h.report(t)
 		if ce := wantCode(t, err, connectors.CodeUpstream); ce.Status != 503 {
 			t.Errorf("call %d: %+v", i, ce)
 		}
-		if n := len(h.fake.RequestsTo(fakega.RouteRunReport)) - before; n > 2 {
+		if n := len(h.fake.RequestsTo(fakeanalytics.RouteRunReport)) - before; n > 2 {
 			t.Errorf("call %d sent %d attempts, want at most 2", i, n)
 		}
 	}
-	if u := h.fake.Usage(h.prop, fakega.Core); u.ServerErrorsThisHour != 10 {
+	if u := h.fake.Usage(h.prop, fakeanalytics.Core); u.ServerErrorsThisHour != 10 {
 		t.Fatalf("the fake gave %d server errors, want the 10 an hour allows", u.ServerErrorsThisHour)
 	}
 	err := h.report(t)
@@ -67,12 +67,12 @@ func TestServerErrorsSpendTheHourlyQuota(t *testing.T) {
 	if ce.Status != 429 || ce.RetryAfter != 40*time.Minute || !strings.Contains(ce.Message, "server errors") {
 		t.Errorf("spent quota: %+v", ce)
 	}
-	sent := len(h.fake.RequestsTo(fakega.RouteRunReport))
+	sent := len(h.fake.RequestsTo(fakeanalytics.RouteRunReport))
 	err = h.report(t)
 	if ce := wantCode(t, err, connectors.CodeRateLimited); ce.Status != 0 || !strings.Contains(ce.Message, "server errors per project per hour") {
 		t.Errorf("after the 429: %+v", ce)
 	}
-	if n := len(h.fake.RequestsTo(fakega.RouteRunReport)); n != sent {
+	if n := len(h.fake.RequestsTo(fakeanalytics.RouteRunReport)); n != sent {
 		t.Errorf("a call was sent while the quota is known spent")
 	}
 }
@@ -81,7 +81,7 @@ func TestServerErrorsSpendTheHourlyQuota(t *testing.T) {
 func TestBatchRunReportsThroughThePolicy(t *testing.T) {
 	h := newHarness(t)
 	addFacts(h)
-	h.fake.FailNext(fakega.RouteBatchRunReports, 1, fakega.Failure{})
+	h.fake.FailNext(fakeanalytics.RouteBatchRunReports, 1, fakeanalytics.Failure{})
 	body := `{"requests":[
 		{"metrics":[{"name":"eventCount"}],"dateRanges":[{"startDate":"30daysAgo","endDate":"today"}]},
 		{"dimensions":[{"name":"country"}],"metrics":[{"name":"eventCount"}],"dateRanges":[{"startDate":"30daysAgo","endDate":"today"}],"returnPropertyQuota":true}]}`
@@ -104,20 +104,20 @@ func TestBatchRunReportsThroughThePolicy(t *testing.T) {
 	if resp.StatusCode != 200 || len(out.Reports) != 2 || out.Kind != "analyticsData#batchRunReports" {
 		t.Errorf("batch = %d %+v", resp.StatusCode, out)
 	}
-	if n := len(h.fake.RequestsTo(fakega.RouteBatchRunReports)); n != 2 {
+	if n := len(h.fake.RequestsTo(fakeanalytics.RouteBatchRunReports)); n != 2 {
 		t.Errorf("%d attempts, want 2 (a 503, then the retry)", n)
 	}
 }
 
 func TestNoRetryForWrites(t *testing.T) {
 	h := newHarness(t)
-	h.fake.Grant(fakega.DefaultUser, "accounts/100", fakega.RoleAdministrator)
-	h.fake.FailNext(fakega.RouteCreateProperty, 1, fakega.Failure{})
+	h.fake.Grant(fakeanalytics.DefaultUser, "accounts/100", fakeanalytics.RoleAdministrator)
+	h.fake.FailNext(fakeanalytics.RouteCreateProperty, 1, fakeanalytics.Failure{})
 	_, err := h.run(t, StepCreateProperties, `{"display_name":"Shop","time_zone":"UTC","currency_code":"USD"}`)
 	if ce := wantCode(t, err, connectors.CodeUpstream); ce.Status != 503 || !ce.Retryable {
 		t.Errorf("error = %+v", ce)
 	}
-	if n := len(h.fake.RequestsTo(fakega.RouteCreateProperty)); n != 1 {
+	if n := len(h.fake.RequestsTo(fakeanalytics.RouteCreateProperty)); n != 1 {
 		t.Errorf("a create was sent %d times", n)
 	}
 }

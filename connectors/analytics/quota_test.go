@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/triggerd/triggerd/connectors"
-	"github.com/triggerd/triggerd/connectors/analytics/fakega"
+	"github.com/triggerd/triggerd/sandbox/fakeanalytics"
 )
 
 func (h *harness) report(t testing.TB) error {
@@ -22,9 +22,9 @@ func TestQuotaKnownSpentIsRefusedBeforeSending(t *testing.T) {
 	h := newHarness(t)
 	addFacts(h)
 	h.fake.SetTokenCost(5)
-	l := fakega.DefaultLimits(fakega.Core)
+	l := fakeanalytics.DefaultLimits(fakeanalytics.Core)
 	l.TokensPerHour = 10
-	h.fake.SetLimits(h.prop, fakega.Core, l)
+	h.fake.SetLimits(h.prop, fakeanalytics.Core, l)
 
 	for i := range 2 {
 		if err := h.report(t); err != nil {
@@ -37,7 +37,7 @@ func TestQuotaKnownSpentIsRefusedBeforeSending(t *testing.T) {
 	if ce.RetryAfter != 40*time.Minute || !ce.Retryable || ce.Status != 0 || !strings.Contains(ce.Message, "tokens per hour") {
 		t.Errorf("refusal = %+v, want RetryAfter 40m to the next hour", ce)
 	}
-	if n := len(h.fake.RequestsTo(fakega.RouteRunReport)); n != 2 {
+	if n := len(h.fake.RequestsTo(fakeanalytics.RouteRunReport)); n != 2 {
 		t.Fatalf("the fake saw %d reports, want 2: the third must not be sent", n)
 	}
 	// Realtime has its own budget.
@@ -49,8 +49,8 @@ func TestQuotaKnownSpentIsRefusedBeforeSending(t *testing.T) {
 		t.Errorf("admin read while core is spent: %v", err)
 	}
 	// Another property is unaffected.
-	other := h.fake.AddProperty(fakega.Property{Account: "100"})
-	h.fake.Grant(fakega.DefaultUser, "properties/"+other.ID, fakega.RoleViewer)
+	other := h.fake.AddProperty(fakeanalytics.Property{Account: "100"})
+	h.fake.Grant(fakeanalytics.DefaultUser, "properties/"+other.ID, fakeanalytics.RoleViewer)
 	if _, err := h.run(t, StepRunReports, `{"property":"properties/`+other.ID+`","metrics":["eventCount"]}`); err != nil {
 		t.Errorf("another property: %v", err)
 	}
@@ -64,9 +64,9 @@ func TestQuotaKnownSpentIsRefusedBeforeSending(t *testing.T) {
 func TestQuotaDailyBudgetResetsAtPacificMidnight(t *testing.T) {
 	h := newHarness(t)
 	h.fake.SetTokenCost(5)
-	l := fakega.DefaultLimits(fakega.Core)
+	l := fakeanalytics.DefaultLimits(fakeanalytics.Core)
 	l.TokensPerDay = 5
-	h.fake.SetLimits(h.prop, fakega.Core, l)
+	h.fake.SetLimits(h.prop, fakeanalytics.Core, l)
 	if err := h.report(t); err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestQuotaDailyBudgetResetsAtPacificMidnight(t *testing.T) {
 	if want := time.Date(2026, 3, 3, 8, 0, 0, 0, time.UTC).Sub(start); ce.RetryAfter != want {
 		t.Errorf("RetryAfter = %v, want %v", ce.RetryAfter, want)
 	}
-	if n := len(h.fake.RequestsTo(fakega.RouteRunReport)); n != 1 {
+	if n := len(h.fake.RequestsTo(fakeanalytics.RouteRunReport)); n != 1 {
 		t.Errorf("%d reports sent", n)
 	}
 	h.clock.Set(time.Date(2026, 3, 3, 8, 0, 0, 0, time.UTC))
@@ -87,15 +87,15 @@ func TestQuotaDailyBudgetResetsAtPacificMidnight(t *testing.T) {
 
 func TestQuota429(t *testing.T) {
 	h := newHarness(t)
-	l := fakega.DefaultLimits(fakega.Core)
+	l := fakeanalytics.DefaultLimits(fakeanalytics.Core)
 	l.TokensPerHour = 0
-	h.fake.SetLimits(h.prop, fakega.Core, l)
+	h.fake.SetLimits(h.prop, fakeanalytics.Core, l)
 	err := h.report(t)
 	ce := wantCode(t, err, connectors.CodeRateLimited)
 	if ce.Status != 429 || ce.RetryAfter != 40*time.Minute || !strings.Contains(ce.Message, "RESOURCE_EXHAUSTED") {
 		t.Errorf("error = %+v", ce)
 	}
-	if n := len(h.fake.RequestsTo(fakega.RouteRunReport)); n != 1 {
+	if n := len(h.fake.RequestsTo(fakeanalytics.RouteRunReport)); n != 1 {
 		t.Errorf("a 429 was retried: %d requests", n)
 	}
 	// What the 429 said is remembered.
@@ -103,7 +103,7 @@ func TestQuota429(t *testing.T) {
 	if ce := wantCode(t, err, connectors.CodeRateLimited); ce.Status != 0 {
 		t.Errorf("second call reached google: %+v", ce)
 	}
-	if n := len(h.fake.RequestsTo(fakega.RouteRunReport)); n != 1 {
+	if n := len(h.fake.RequestsTo(fakeanalytics.RouteRunReport)); n != 1 {
 		t.Errorf("%d requests", n)
 	}
 }
@@ -154,7 +154,7 @@ func TestConcurrencyIsBoundedPerProperty(t *testing.T) {
 	if got := h.fake.MaxInFlight(h.prop); got != maxConcurrentPerProperty {
 		t.Errorf("the fake saw up to %d reports at once, want %d", got, maxConcurrentPerProperty)
 	}
-	if n := len(h.fake.RequestsTo(fakega.RouteRunReport)); n != 11 {
+	if n := len(h.fake.RequestsTo(fakeanalytics.RouteRunReport)); n != 11 {
 		t.Errorf("%d reports", n)
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/triggerd/triggerd/connectors"
-	"github.com/triggerd/triggerd/connectors/analytics/fakega"
+	"github.com/triggerd/triggerd/sandbox/fakeanalytics"
 )
 
 // BenchmarkRunReport measures the Run Reports step against the fake: a
@@ -20,9 +20,9 @@ import (
 func BenchmarkRunReport(b *testing.B) {
 	h := newHarness(b)
 	h.fake.SeedReportData(h.prop, 30)
-	l := fakega.DefaultLimits(fakega.Core)
+	l := fakeanalytics.DefaultLimits(fakeanalytics.Core)
 	l.TokensPerDay, l.TokensPerHour, l.TokensPerProjectPerHour = 1<<50, 1<<50, 1<<50
-	h.fake.SetLimits(h.prop, fakega.Core, l)
+	h.fake.SetLimits(h.prop, fakeanalytics.Core, l)
 	step := h.step(b, StepRunReports)
 	env := h.env()
 	input := json.RawMessage(`{"property":"properties/` + h.prop + `","metrics":["activeUsers","eventCount","screenPageViews"],

@@ -15,8 +15,8 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/triggerd/triggerd/connectors"
-	"github.com/triggerd/triggerd/connectors/analytics/fakega"
 	"github.com/triggerd/triggerd/internal/testenv"
+	"github.com/triggerd/triggerd/sandbox/fakeanalytics"
 )
 
 // bearer adds a token as the platform's account client does.
@@ -35,12 +35,12 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 var start = time.Date(2026, 3, 2, 10, 20, 0, 0, time.UTC)
 
 var account = connectors.AccountInfo{
-	ID: "acc_ga", Login: fakega.DefaultUser, ExternalID: "sub-1",
+	ID: "acc_ga", Login: fakeanalytics.DefaultUser, ExternalID: "sub-1",
 	Metadata: map[string]string{MetaAccounts: "accounts/100=Acme%2C Inc,accounts/200=Other"},
 }
 
 type harness struct {
-	fake  *fakega.Server
+	fake  *fakeanalytics.Server
 	clock *testenv.Clock
 	kit   *toolkit
 	tk    connectors.Toolkit
@@ -53,25 +53,25 @@ type harness struct {
 // request sent to the wrong API gets a 404.
 func newHarness(t testing.TB) *harness {
 	t.Helper()
-	return newHarnessWith(t, fakega.Options{})
+	return newHarnessWith(t, fakeanalytics.Options{})
 }
 
 // newHarnessWith is newHarness with the fake's options (its clock is the
 // harness's).
-func newHarnessWith(t testing.TB, o fakega.Options) *harness {
+func newHarnessWith(t testing.TB, o fakeanalytics.Options) *harness {
 	t.Helper()
 	clk := testenv.NewClock(start)
 	o.Now = clk.Now
-	fake := fakega.New(o)
+	fake := fakeanalytics.New(o)
 	t.Cleanup(fake.Close)
 	data := httptest.NewServer(fake.DataHandler())
 	t.Cleanup(data.Close)
 	admin := httptest.NewServer(fake.AdminHandler())
 	t.Cleanup(admin.Close)
-	fake.AddAccount(fakega.Account{ID: "100", DisplayName: "Acme, Inc"})
-	fake.AddAccount(fakega.Account{ID: "200", DisplayName: "Other"})
-	p := fake.AddProperty(fakega.Property{Account: "100", DisplayName: "Web", TimeZone: "Europe/Berlin", CurrencyCode: "EUR"})
-	fake.Grant(fakega.DefaultUser, "properties/"+p.ID, fakega.RoleViewer)
+	fake.AddAccount(fakeanalytics.Account{ID: "100", DisplayName: "Acme, Inc"})
+	fake.AddAccount(fakeanalytics.Account{ID: "200", DisplayName: "Other"})
+	p := fake.AddProperty(fakeanalytics.Property{Account: "100", DisplayName: "Web", TimeZone: "Europe/Berlin", CurrencyCode: "EUR"})
+	fake.Grant(fakeanalytics.DefaultUser, "properties/"+p.ID, fakeanalytics.RoleViewer)
 	kit := newToolkit(ToolkitOptions{DataBaseURL: data.URL, AdminBaseURL: admin.URL, Now: clk.Now, retryBase: time.Millisecond})
 	return &harness{
 		fake:  fake,
@@ -302,11 +302,11 @@ func TestSchemasCompileAndExamplesValidate(t *testing.T) {
 // addFacts seeds a small table around start (2026-03-02 in Berlin).
 func addFacts(h *harness) {
 	h.fake.AddFacts(h.prop,
-		fakega.Fact{Date: "2026-03-01", Country: "Germany", PagePath: "/docs", EventName: "page_view", EventCount: 5, ScreenPageViews: 5},
-		fakega.Fact{Date: "2026-03-01", Country: "Germany", PagePath: "/", EventName: "page_view", EventCount: 3, ScreenPageViews: 3},
-		fakega.Fact{Date: "2026-03-02", Country: "United States", PagePath: "/", EventName: "session_start", EventCount: 7, Sessions: 7, ActiveUsers: 4},
-		fakega.Fact{Date: "2026-03-02", Country: "Brazil", PagePath: "/", EventName: "scroll", EventCount: 2},
-		fakega.Fact{Date: "2026-02-01", Country: "Germany", PagePath: "/", EventName: "page_view", EventCount: 100, ScreenPageViews: 100},
+		fakeanalytics.Fact{Date: "2026-03-01", Country: "Germany", PagePath: "/docs", EventName: "page_view", EventCount: 5, ScreenPageViews: 5},
+		fakeanalytics.Fact{Date: "2026-03-01", Country: "Germany", PagePath: "/", EventName: "page_view", EventCount: 3, ScreenPageViews: 3},
+		fakeanalytics.Fact{Date: "2026-03-02", Country: "United States", PagePath: "/", EventName: "session_start", EventCount: 7, Sessions: 7, ActiveUsers: 4},
+		fakeanalytics.Fact{Date: "2026-03-02", Country: "Brazil", PagePath: "/", EventName: "scroll", EventCount: 2},
+		fakeanalytics.Fact{Date: "2026-02-01", Country: "Germany", PagePath: "/", EventName: "page_view", EventCount: 100, ScreenPageViews: 100},
 	)
 }
 
@@ -334,11 +334,11 @@ func TestRunReports(t *testing.T) {
 	}
 	q := out["property_quota"].(map[string]any)
 	day := q["tokens_per_day"].(map[string]any)
-	use := h.fake.Usage(h.prop, fakega.Core)
+	use := h.fake.Usage(h.prop, fakeanalytics.Core)
 	if day["consumed"] != 2.0 || day["remaining"] != float64(200000-use.TokensToday) {
 		t.Errorf("tokens_per_day = %v, fake usage %+v", day, use)
 	}
-	reqs := h.fake.RequestsTo(fakega.RouteRunReport)
+	reqs := h.fake.RequestsTo(fakeanalytics.RouteRunReport)
 	if len(reqs) != 1 {
 		t.Fatalf("%d runReport requests", len(reqs))
 	}
@@ -366,7 +366,7 @@ func TestRunReports(t *testing.T) {
 	if !slices.Equal(out["dimension_headers"].([]any), []any{"pagePath", "date", "dateRange"}) {
 		t.Errorf("dimension_headers = %v", out["dimension_headers"])
 	}
-	last := h.fake.RequestsTo(fakega.RouteRunReport)[1]
+	last := h.fake.RequestsTo(fakeanalytics.RouteRunReport)[1]
 	json.Unmarshal(last.Body, &body)
 	if body["limit"] != "5" || body["offset"] != "0" {
 		t.Errorf("limit/offset not sent as int64 strings: %s", last.Body)
@@ -393,7 +393,7 @@ func TestRunReportsEmptyIsNotAnError(t *testing.T) {
 	}
 	// The default date range is 28daysAgo..yesterday.
 	var body map[string]any
-	json.Unmarshal(h.fake.RequestsTo(fakega.RouteRunReport)[0].Body, &body)
+	json.Unmarshal(h.fake.RequestsTo(fakeanalytics.RouteRunReport)[0].Body, &body)
 	dr := body["dateRanges"].([]any)[0].(map[string]any)
 	if dr["startDate"] != "28daysAgo" || dr["endDate"] != "yesterday" {
 		t.Errorf("default date range = %v", dr)
@@ -424,7 +424,7 @@ func TestRunReportsRefusals(t *testing.T) {
 		t.Errorf("error = %v", ce)
 	}
 	// No access to the property.
-	other := h.fake.AddProperty(fakega.Property{Account: "200"})
+	other := h.fake.AddProperty(fakeanalytics.Property{Account: "200"})
 	_, err = h.run(t, StepRunReports, `{"property":"properties/`+other.ID+`","metrics":["eventCount"]}`)
 	if ce := wantCode(t, err, connectors.CodePermissionDenied); !strings.HasPrefix(ce.Message, "reading reports needs at least the Viewer role on properties/"+other.ID) {
 		t.Errorf("message = %q", ce.Message)
@@ -438,10 +438,10 @@ func TestRunReportsRefusals(t *testing.T) {
 func TestRunRealtimeReport(t *testing.T) {
 	h := newHarness(t)
 	h.fake.AddRealtime(h.prop,
-		fakega.RealtimeFact{MinutesAgo: 1, Country: "Germany", EventName: "page_view", ActiveUsers: 3, EventCount: 9},
-		fakega.RealtimeFact{MinutesAgo: 10, Country: "Germany", EventName: "scroll", ActiveUsers: 1, EventCount: 1},
-		fakega.RealtimeFact{MinutesAgo: 5, Country: "India", EventName: "page_view", ActiveUsers: 2, EventCount: 2},
-		fakega.RealtimeFact{MinutesAgo: 45, Country: "India", EventName: "page_view", ActiveUsers: 50, EventCount: 50},
+		fakeanalytics.RealtimeFact{MinutesAgo: 1, Country: "Germany", EventName: "page_view", ActiveUsers: 3, EventCount: 9},
+		fakeanalytics.RealtimeFact{MinutesAgo: 10, Country: "Germany", EventName: "scroll", ActiveUsers: 1, EventCount: 1},
+		fakeanalytics.RealtimeFact{MinutesAgo: 5, Country: "India", EventName: "page_view", ActiveUsers: 2, EventCount: 2},
+		fakeanalytics.RealtimeFact{MinutesAgo: 45, Country: "India", EventName: "page_view", ActiveUsers: 50, EventCount: 50},
 	)
 	out, err := h.run(t, StepRunRealtimeReport, `{"property":"properties/`+h.prop+`","metrics":["activeUsers","eventCount"],"dimensions":["country"],
 		"order_bys":[{"dimension":"country"}]}`)
@@ -461,10 +461,10 @@ func TestRunRealtimeReport(t *testing.T) {
 	if got := rows(out); !equalRows(got, [][]any{{3.0}}) {
 		t.Errorf("last five minutes = %v", got)
 	}
-	if use := h.fake.Usage(h.prop, fakega.Realtime); use.TokensToday == 0 {
+	if use := h.fake.Usage(h.prop, fakeanalytics.Realtime); use.TokensToday == 0 {
 		t.Error("realtime reports did not charge the realtime quota")
 	}
-	if use := h.fake.Usage(h.prop, fakega.Core); use.TokensToday != 0 {
+	if use := h.fake.Usage(h.prop, fakeanalytics.Core); use.TokensToday != 0 {
 		t.Errorf("realtime reports charged the core quota: %+v", use)
 	}
 }
@@ -494,9 +494,9 @@ func TestGetMetadata(t *testing.T) {
 
 func TestCreateKeyEvents(t *testing.T) {
 	h := newHarness(t)
-	h.fake.Grant(fakega.DefaultUser, "properties/"+h.prop, fakega.RoleEditor)
+	h.fake.Grant(fakeanalytics.DefaultUser, "properties/"+h.prop, fakeanalytics.RoleEditor)
 	h.fake.CollectEvent(h.prop, "sign_up", 3)
-	h.fake.AddFacts(h.prop, fakega.Fact{Date: "2026-02-20", Country: "Germany", PagePath: "/", EventName: "sign_up", EventCount: 2})
+	h.fake.AddFacts(h.prop, fakeanalytics.Fact{Date: "2026-02-20", Country: "Germany", PagePath: "/", EventName: "sign_up", EventCount: 2})
 
 	out, err := h.run(t, StepCreateKeyEvents, `{"property":"properties/`+h.prop+`","event_name":"sign_up"}`)
 	if err != nil {
@@ -510,7 +510,7 @@ func TestCreateKeyEvents(t *testing.T) {
 		out["event_count_30d"] != 5.0 || out["property"] != "properties/"+h.prop || out["already_existed"] != nil {
 		t.Errorf("output = %v", out)
 	}
-	check := h.fake.RequestsTo(fakega.RouteRunReport)
+	check := h.fake.RequestsTo(fakeanalytics.RouteRunReport)
 	if len(check) != 1 {
 		t.Fatalf("%d check reports", len(check))
 	}
@@ -533,19 +533,19 @@ func TestCreateKeyEvents(t *testing.T) {
 
 func TestCreateKeyEventsForAnUncollectedEvent(t *testing.T) {
 	h := newHarness(t)
-	h.fake.Grant(fakega.DefaultUser, "properties/"+h.prop, fakega.RoleEditor)
+	h.fake.Grant(fakeanalytics.DefaultUser, "properties/"+h.prop, fakeanalytics.RoleEditor)
 	addFacts(h)
-	h.fake.AddFacts(h.prop, fakega.Fact{Date: "2026-01-01", Country: "Germany", PagePath: "/", EventName: "purchase", EventCount: 9})
+	h.fake.AddFacts(h.prop, fakeanalytics.Fact{Date: "2026-01-01", Country: "Germany", PagePath: "/", EventName: "purchase", EventCount: 9})
 	_, err := h.run(t, StepCreateKeyEvents, `{"property":"properties/`+h.prop+`","event_name":"purchase"}`)
 	ce := wantCode(t, err, connectors.CodeValidation)
 	want := "event purchase has not been collected in properties/" + h.prop + " in the last 30 days; send it first, then mark it as a key event"
 	if ce.Message != want {
 		t.Errorf("message = %q, want %q", ce.Message, want)
 	}
-	if n := len(h.fake.RequestsTo(fakega.RouteRunRealtimeReport)); n != 1 {
+	if n := len(h.fake.RequestsTo(fakeanalytics.RouteRunRealtimeReport)); n != 1 {
 		t.Errorf("%d realtime checks, want 1 before refusing", n)
 	}
-	if n := len(h.fake.RequestsTo(fakega.RouteCreateKeyEvent)); n != 0 {
+	if n := len(h.fake.RequestsTo(fakeanalytics.RouteCreateKeyEvent)); n != 0 {
 		t.Errorf("%d key event POSTs reached the fake", n)
 	}
 	if n := len(h.fake.KeyEvents(h.prop)); n != 0 {
@@ -556,8 +556,8 @@ func TestCreateKeyEventsForAnUncollectedEvent(t *testing.T) {
 // An event collected minutes ago is not in runReport yet (GA4 processes
 // data with a lag); the realtime report shows it, and that is enough.
 func TestCreateKeyEventsForAnEventOnlyInRealtime(t *testing.T) {
-	h := newHarnessWith(t, fakega.Options{ProcessingDelay: 24 * time.Hour})
-	h.fake.Grant(fakega.DefaultUser, "properties/"+h.prop, fakega.RoleEditor)
+	h := newHarnessWith(t, fakeanalytics.Options{ProcessingDelay: 24 * time.Hour})
+	h.fake.Grant(fakeanalytics.DefaultUser, "properties/"+h.prop, fakeanalytics.RoleEditor)
 	addFacts(h)
 	h.fake.CollectEvent(h.prop, "sign_up", 3)
 	h.clock.Advance(5 * time.Minute)
@@ -570,8 +570,8 @@ func TestCreateKeyEventsForAnEventOnlyInRealtime(t *testing.T) {
 	if len(kes) != 1 || kes[0].EventName != "sign_up" || out["key_event_id"] != kes[0].ID || out["event_count_30d"] != 3.0 {
 		t.Fatalf("output %v, fake key events %+v", out, kes)
 	}
-	rt := h.fake.RequestsTo(fakega.RouteRunRealtimeReport)
-	if n := len(h.fake.RequestsTo(fakega.RouteRunReport)); n != 1 || len(rt) != 1 {
+	rt := h.fake.RequestsTo(fakeanalytics.RouteRunRealtimeReport)
+	if n := len(h.fake.RequestsTo(fakeanalytics.RouteRunReport)); n != 1 || len(rt) != 1 {
 		t.Fatalf("%d runReport and %d realtime checks, want 1 each", n, len(rt))
 	}
 	var body map[string]any
@@ -596,7 +596,7 @@ func TestCreateKeyEventsNeedsEditor(t *testing.T) {
 
 func TestCreateProperties(t *testing.T) {
 	h := newHarness(t)
-	h.fake.Grant(fakega.DefaultUser, "accounts/100", fakega.RoleAdministrator)
+	h.fake.Grant(fakeanalytics.DefaultUser, "accounts/100", fakeanalytics.RoleAdministrator)
 	out, err := h.run(t, StepCreateProperties, `{"display_name":"Shop","time_zone":"Asia/Kolkata","currency_code":"INR","industry_category":"SHOPPING"}`)
 	if err != nil {
 		t.Fatal(err)
@@ -613,7 +613,7 @@ func TestCreateProperties(t *testing.T) {
 	}
 
 	// Without Administrator on the account (Editor is not enough).
-	h.fake.Grant(fakega.DefaultUser, "accounts/200", fakega.RoleEditor)
+	h.fake.Grant(fakeanalytics.DefaultUser, "accounts/200", fakeanalytics.RoleEditor)
 	before := len(h.fake.Properties())
 	_, err = h.run(t, StepCreateProperties, `{"display_name":"Blog","time_zone":"UTC","currency_code":"USD","account":"accounts/200"}`)
 	ce := wantCode(t, err, connectors.CodePermissionDenied)
@@ -636,18 +636,18 @@ func TestCreateProperties(t *testing.T) {
 	if n := len(h.fake.Requests()); n != 0 {
 		t.Errorf("%d requests", n)
 	}
-	if n := len(h.fake.RequestsTo(fakega.RouteCreateProperty)); n != 0 {
+	if n := len(h.fake.RequestsTo(fakeanalytics.RouteCreateProperty)); n != 0 {
 		t.Errorf("%d creates", n)
 	}
 }
 
 func TestAdminReads(t *testing.T) {
 	h := newHarness(t)
-	h.fake.Grant(fakega.DefaultUser, "accounts/100", fakega.RoleViewer)
+	h.fake.Grant(fakeanalytics.DefaultUser, "accounts/100", fakeanalytics.RoleViewer)
 	for range 240 {
-		h.fake.AddProperty(fakega.Property{Account: "100", DisplayName: "Bulk"})
+		h.fake.AddProperty(fakeanalytics.Property{Account: "100", DisplayName: "Bulk"})
 	}
-	h.fake.AddProperty(fakega.Property{Account: "200", DisplayName: "Hidden"})
+	h.fake.AddProperty(fakeanalytics.Property{Account: "200", DisplayName: "Hidden"})
 
 	out, err := h.run(t, StepListProperties, `{"limit":230}`)
 	if err != nil {
@@ -657,7 +657,7 @@ func TestAdminReads(t *testing.T) {
 	if len(props) != 230 || out["next_page_token"] == nil {
 		t.Fatalf("%d properties, next %v", len(props), out["next_page_token"])
 	}
-	reqs := h.fake.RequestsTo(fakega.RouteListProperties)
+	reqs := h.fake.RequestsTo(fakeanalytics.RouteListProperties)
 	if len(reqs) != 2 || reqs[0].Query.Get("filter") != "parent:accounts/100" || reqs[0].Query.Get("pageSize") != "200" || reqs[1].Query.Get("pageSize") != "30" {
 		t.Errorf("pages: %v", reqs)
 	}
@@ -679,7 +679,7 @@ func TestAdminReads(t *testing.T) {
 	_, err = h.run(t, StepGetProperty, `{"property":"properties/999999"}`)
 	wantCode(t, err, connectors.CodeNotFound)
 
-	h.fake.AddKeyEvent(h.prop, fakega.KeyEvent{EventName: "purchase", Deletable: true})
+	h.fake.AddKeyEvent(h.prop, fakeanalytics.KeyEvent{EventName: "purchase", Deletable: true})
 	kes, err := h.run(t, StepListKeyEvents, `{"property":"properties/`+h.prop+`"}`)
 	if err != nil {
 		t.Fatal(err)
@@ -688,7 +688,7 @@ func TestAdminReads(t *testing.T) {
 		t.Errorf("key events = %v", kes)
 	}
 
-	ds := h.fake.AddDataStream(h.prop, fakega.DataStream{DisplayName: "Site", DefaultURI: "https://acme.example"})
+	ds := h.fake.AddDataStream(h.prop, fakeanalytics.DataStream{DisplayName: "Site", DefaultURI: "https://acme.example"})
 	streams, err := h.run(t, StepListDataStreams, `{"property":"properties/`+h.prop+`"}`)
 	if err != nil {
 		t.Fatal(err)

@@ -9,12 +9,12 @@ import (
 
 	"github.com/triggerd/triggerd/connectors"
 	"github.com/triggerd/triggerd/connectors/analytics"
-	"github.com/triggerd/triggerd/connectors/analytics/fakega"
 	"github.com/triggerd/triggerd/connectors/codehost"
-	"github.com/triggerd/triggerd/connectors/codehost/fakegithub"
 	"github.com/triggerd/triggerd/connectors/deploy"
-	"github.com/triggerd/triggerd/connectors/deploy/fakevercel"
 	"github.com/triggerd/triggerd/internal/testenv"
+	"github.com/triggerd/triggerd/sandbox/fakeanalytics"
+	"github.com/triggerd/triggerd/sandbox/fakecodehost"
+	"github.com/triggerd/triggerd/sandbox/fakedeploy"
 )
 
 // These tests run the API Call steps as the platform does: under their
@@ -47,10 +47,10 @@ func policyEnv(wrap func(string, http.RoundTripper) http.RoundTripper, acc conne
 	}
 }
 
-func githubUnderPolicy(t *testing.T) (*fakegithub.Server, connectors.Step, connectors.Env) {
+func githubUnderPolicy(t *testing.T) (*fakecodehost.Server, connectors.Step, connectors.Env) {
 	t.Helper()
 	clk := testenv.NewClock(policyStart)
-	fake := fakegithub.New(fakegithub.Options{Now: clk.Now})
+	fake := fakecodehost.New(fakecodehost.Options{Now: clk.Now})
 	u := fake.Start()
 	t.Cleanup(fake.Close)
 	p, err := codehost.NewPolicy(codehost.ToolkitOptions{APIBaseURL: u, Now: clk.Now})
@@ -63,7 +63,7 @@ func githubUnderPolicy(t *testing.T) (*fakegithub.Server, connectors.Step, conne
 
 func TestCodeHostPolicyRateLimitsKeepTheirType(t *testing.T) {
 	fake, step, env := githubUnderPolicy(t)
-	const route = fakegithub.Route("GET /repos/{owner}/{repo}")
+	const route = fakecodehost.Route("GET /repos/{owner}/{repo}")
 
 	// A secondary rate limit: GitHub's 403 with Retry-After, which the
 	// policy classifies.
@@ -80,7 +80,7 @@ func TestCodeHostPolicyRateLimitsKeepTheirType(t *testing.T) {
 	}
 
 	// A spent primary budget: the answer, then a refusal before sending.
-	fake.SetRemaining(testToken, fakegithub.ResourceCore, 0)
+	fake.SetRemaining(testToken, fakecodehost.ResourceCore, 0)
 	_, err = run(t, step, env, chInput("GET", "/repos/octocat/hello-world"))
 	wantCode(t, "primary limit", err, connectors.CodeRateLimited)
 	if err.RetryAfter <= 0 || err.Status != http.StatusForbidden {
@@ -126,7 +126,7 @@ func TestCodeHostPolicyPermissionRefusalIsOutput(t *testing.T) {
 
 func TestDeployPolicyBucketRefusalKeepsItsType(t *testing.T) {
 	clk := testenv.NewClock(policyStart)
-	fake := fakevercel.New(fakevercel.Options{Now: clk.Now})
+	fake := fakedeploy.New(fakedeploy.Options{Now: clk.Now})
 	u := fake.Start()
 	t.Cleanup(fake.Close)
 	tk := deploy.NewToolkit(deploy.ToolkitOptions{APIBaseURL: u, Now: clk.Now})
@@ -134,7 +134,7 @@ func TestDeployPolicyBucketRefusalKeepsItsType(t *testing.T) {
 	step := Deploy(DeployOptions{BaseURL: u})
 	in := map[string]any{"method": "GET", "path": "/v6/deployments"}
 
-	fake.SetRateLimit(fakevercel.RouteListDeployments, 1, time.Minute)
+	fake.SetRateLimit(fakedeploy.RouteListDeployments, 1, time.Minute)
 	out, err := run(t, step, env, in)
 	if err != nil || out.Status != http.StatusOK {
 		t.Fatalf("first call: %v, status %d", err, out.Status)
@@ -146,22 +146,22 @@ func TestDeployPolicyBucketRefusalKeepsItsType(t *testing.T) {
 	if err.RetryAfter != 45*time.Second || !err.Retryable {
 		t.Errorf("bucket spent: %+v; want RetryAfter 45s to the reset, retryable", err)
 	}
-	if n := len(fake.RequestsTo(fakevercel.RouteListDeployments)); n != 1 {
+	if n := len(fake.RequestsTo(fakedeploy.RouteListDeployments)); n != 1 {
 		t.Errorf("the refused call reached the fake: %d requests, want 1", n)
 	}
 }
 
 func TestAnalyticsPolicyQuotaRefusalKeepsItsType(t *testing.T) {
 	clk := testenv.NewClock(policyStart)
-	fake := fakega.New(fakega.Options{Now: clk.Now})
+	fake := fakeanalytics.New(fakeanalytics.Options{Now: clk.Now})
 	t.Cleanup(fake.Close)
 	base := fake.Start() // serves both the Data and the Admin API
-	fake.AddAccount(fakega.Account{ID: "100", DisplayName: "Acme"})
-	p := fake.AddProperty(fakega.Property{Account: "100", DisplayName: "Web", TimeZone: "Europe/Berlin"})
-	fake.Grant(fakega.DefaultUser, "properties/"+p.ID, fakega.RoleViewer)
-	l := fakega.DefaultLimits(fakega.Core)
+	fake.AddAccount(fakeanalytics.Account{ID: "100", DisplayName: "Acme"})
+	p := fake.AddProperty(fakeanalytics.Property{Account: "100", DisplayName: "Web", TimeZone: "Europe/Berlin"})
+	fake.Grant(fakeanalytics.DefaultUser, "properties/"+p.ID, fakeanalytics.RoleViewer)
+	l := fakeanalytics.DefaultLimits(fakeanalytics.Core)
 	l.TokensPerHour = 0
-	fake.SetLimits(p.ID, fakega.Core, l)
+	fake.SetLimits(p.ID, fakeanalytics.Core, l)
 
 	tk := analytics.NewToolkit(analytics.ToolkitOptions{DataBaseURL: base, AdminBaseURL: base, Now: clk.Now})
 	env := policyEnv(tk.Wrap, connectors.AccountInfo{ID: "acc_ga", Metadata: map[string]string{}})
@@ -178,7 +178,7 @@ func TestAnalyticsPolicyQuotaRefusalKeepsItsType(t *testing.T) {
 	if err.RetryAfter != 40*time.Minute || !err.Retryable || !strings.Contains(err.Message, "tokens per hour") {
 		t.Errorf("quota known spent: %+v; want RetryAfter 40m to the next hour", err)
 	}
-	if n := len(fake.RequestsTo(fakega.RouteRunReport)); n != 1 {
+	if n := len(fake.RequestsTo(fakeanalytics.RouteRunReport)); n != 1 {
 		t.Errorf("the refused call reached the fake: %d requests, want 1", n)
 	}
 }

@@ -9,16 +9,16 @@ import (
 
 	"github.com/triggerd/triggerd/connectors"
 	"github.com/triggerd/triggerd/connectors/codehost"
-	"github.com/triggerd/triggerd/connectors/codehost/fakegithub"
+	"github.com/triggerd/triggerd/sandbox/fakecodehost"
 )
 
 func TestPagination(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, fakegithub.Options{}, codehost.ToolkitOptions{})
+	h := newHarness(t, fakecodehost.Options{}, codehost.ToolkitOptions{})
 	for i := range 226 {
 		h.mustRun(t, "create_issue", fmt.Sprintf(`{"owner":"octocat","repo":"hello-world","title":"bulk %d"}`, i))
 	}
-	route := fakegithub.Route("GET /repos/{owner}/{repo}/issues")
+	route := fakecodehost.Route("GET /repos/{owner}/{repo}/issues")
 	for _, tc := range []struct {
 		max, count, pages int
 		more              bool

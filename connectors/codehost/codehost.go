@@ -2,7 +2,7 @@
 // side for connected accounts (this file) and its tool steps with the HTTP
 // policy they run under (steps*.go, client.go, policy.go: per-account
 // rate-limit tracking, an ETag cache that makes repeated reads free, and
-// retries of idempotent requests). fakegithub is a faithful in-process
+// retries of idempotent requests). fakecodehost is a faithful in-process
 // fake of the REST API for tests and the sandbox.
 //
 // The OAuth side covers GitHub OAuth apps and GitHub App user-to-server

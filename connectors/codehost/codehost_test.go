@@ -14,7 +14,7 @@ import (
 
 	"github.com/triggerd/triggerd/connectors"
 	"github.com/triggerd/triggerd/connectors/codehost"
-	"github.com/triggerd/triggerd/connectors/oauthtest"
+	"github.com/triggerd/triggerd/sandbox/fakeoauth"
 )
 
 const redirect = "https://app.example/oauth/codehost/callback"
@@ -35,7 +35,7 @@ func noLeak(t *testing.T, err error, secrets ...string) {
 }
 
 // connect signs in with PKCE and exchanges the code.
-func connect(t *testing.T, gh *oauthtest.GitHub, p *codehost.Provider) *oauth2.Token {
+func connect(t *testing.T, gh *fakeoauth.GitHub, p *codehost.Provider) *oauth2.Token {
 	t.Helper()
 	verifier := oauth2.GenerateVerifier()
 	cb := gh.Authorize("st", redirect, oauth2.S256ChallengeFromVerifier(verifier), requested...)
@@ -47,7 +47,7 @@ func connect(t *testing.T, gh *oauthtest.GitHub, p *codehost.Provider) *oauth2.T
 }
 
 // getUser calls the fake's GET /user directly and returns the status.
-func getUser(t *testing.T, gh *oauthtest.GitHub, accessToken string) int {
+func getUser(t *testing.T, gh *fakeoauth.GitHub, accessToken string) int {
 	t.Helper()
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, gh.URL()+"/user", nil)
 	req.Header.Set("Authorization", "Bearer "+accessToken)
@@ -85,7 +85,7 @@ func TestNewValidates(t *testing.T) {
 }
 
 func TestAuthCodeURL(t *testing.T) {
-	gh := oauthtest.NewGitHub(t)
+	gh := fakeoauth.NewGitHub(t)
 	p := gh.Provider(redirect)
 	verifier := oauth2.GenerateVerifier()
 	u, err := url.Parse(p.AuthCodeURL("state-123", verifier))
@@ -126,7 +126,7 @@ func mustQuery(t *testing.T, raw string) url.Values {
 }
 
 func TestSignInExchangeIdentify(t *testing.T) {
-	gh := oauthtest.NewGitHub(t)
+	gh := fakeoauth.NewGitHub(t)
 	p := gh.Provider(redirect)
 	verifier := oauth2.GenerateVerifier()
 	cb, err := gh.SignIn(t.Context(), p.AuthCodeURL("state-9", verifier))
@@ -149,7 +149,7 @@ func TestSignInExchangeIdentify(t *testing.T) {
 	if !p.CanRefresh(tok) {
 		t.Error("CanRefresh = false for a GitHub App user token")
 	}
-	if got := gh.RequestsTo(oauthtest.RouteGitHubToken)[0].Header.Get("Accept"); got != "application/json" {
+	if got := gh.RequestsTo(fakeoauth.RouteGitHubToken)[0].Header.Get("Accept"); got != "application/json" {
 		t.Errorf("token request Accept = %q", got)
 	}
 	id, err := p.Identify(t.Context(), tok)
@@ -162,7 +162,7 @@ func TestSignInExchangeIdentify(t *testing.T) {
 	if strings.Join(id.Scopes, " ") != strings.Join(requested, " ") {
 		t.Errorf("scopes = %v", id.Scopes)
 	}
-	h := gh.RequestsTo(oauthtest.RouteGitHubUser)[0].Header
+	h := gh.RequestsTo(fakeoauth.RouteGitHubUser)[0].Header
 	for k, want := range map[string]string{
 		"Authorization":        "Bearer " + tok.AccessToken,
 		"Accept":               "application/vnd.github+json",
@@ -179,9 +179,9 @@ func TestSignInExchangeIdentify(t *testing.T) {
 }
 
 func TestIdentifyScopes(t *testing.T) {
-	gh := oauthtest.NewGitHub(t)
+	gh := fakeoauth.NewGitHub(t)
 	gh.SetGrantedScopes("repo", "read:org")
-	gh.SetUser(oauthtest.GitHubUser{ID: 42, Login: "hubot"})
+	gh.SetUser(fakeoauth.GitHubUser{ID: 42, Login: "hubot"})
 	p := gh.Provider(redirect)
 	tok := connect(t, gh, p)
 	// A stored token has no token-response extras: the header answers.
@@ -195,7 +195,7 @@ func TestIdentifyScopes(t *testing.T) {
 }
 
 func TestExchangePKCEMismatch(t *testing.T) {
-	gh := oauthtest.NewGitHub(t)
+	gh := fakeoauth.NewGitHub(t)
 	p := gh.Provider(redirect)
 	cb := gh.Authorize("st", redirect, oauth2.S256ChallengeFromVerifier(oauth2.GenerateVerifier()), requested...)
 	wrong := oauth2.GenerateVerifier()
@@ -212,7 +212,7 @@ func TestExchangePKCEMismatch(t *testing.T) {
 }
 
 func TestExchangeReusedCode(t *testing.T) {
-	gh := oauthtest.NewGitHub(t)
+	gh := fakeoauth.NewGitHub(t)
 	p := gh.Provider(redirect)
 	verifier := oauth2.GenerateVerifier()
 	cb := gh.Authorize("st", redirect, oauth2.S256ChallengeFromVerifier(verifier))
@@ -228,7 +228,7 @@ func TestExchangeReusedCode(t *testing.T) {
 }
 
 func TestExchangeExpiredCode(t *testing.T) {
-	gh := oauthtest.NewGitHub(t)
+	gh := fakeoauth.NewGitHub(t)
 	p := gh.Provider(redirect)
 	cb := gh.Authorize("st", redirect, "")
 	gh.Advance(11 * time.Minute)
@@ -238,7 +238,7 @@ func TestExchangeExpiredCode(t *testing.T) {
 }
 
 func TestExchangeWrongSecret(t *testing.T) {
-	gh := oauthtest.NewGitHub(t)
+	gh := fakeoauth.NewGitHub(t)
 	c := gh.Config(redirect)
 	c.ClientSecret = "wrong-secret-do-not-print"
 	p, err := codehost.New(c)
@@ -257,7 +257,7 @@ func TestExchangeWrongSecret(t *testing.T) {
 }
 
 func TestExchangeCallbackError(t *testing.T) {
-	p := oauthtest.NewGitHub(t).Provider(redirect)
+	p := fakeoauth.NewGitHub(t).Provider(redirect)
 	_, err := p.Exchange(t.Context(), url.Values{"error": {"access_denied"}, "state": {"s"}}, "")
 	if err == nil || !strings.Contains(err.Error(), "access_denied") {
 		t.Fatalf("Exchange of a denied callback: %v", err)
@@ -268,10 +268,10 @@ func TestExchangeCallbackError(t *testing.T) {
 }
 
 func TestTokenEndpointUnavailable(t *testing.T) {
-	gh := oauthtest.NewGitHub(t)
+	gh := fakeoauth.NewGitHub(t)
 	p := gh.Provider(redirect)
 	cb := gh.Authorize("st", redirect, "")
-	gh.FailNext(oauthtest.RouteGitHubToken, 1, http.StatusServiceUnavailable)
+	gh.FailNext(fakeoauth.RouteGitHubToken, 1, http.StatusServiceUnavailable)
 	_, err := p.Exchange(t.Context(), cb, "")
 	if err == nil || errors.Is(err, connectors.ErrInvalidGrant) || !strings.Contains(err.Error(), "503") {
 		t.Fatalf("Exchange during an outage: %v", err)
@@ -284,7 +284,7 @@ func TestTokenEndpointUnavailable(t *testing.T) {
 }
 
 func TestRefreshRotates(t *testing.T) {
-	gh := oauthtest.NewGitHub(t)
+	gh := fakeoauth.NewGitHub(t)
 	p := gh.Provider(redirect)
 	old := connect(t, gh, p)
 	nt, err := p.Refresh(t.Context(), old)
@@ -297,7 +297,7 @@ func TestRefreshRotates(t *testing.T) {
 	if !gh.Live(nt.AccessToken) || !gh.Live(nt.RefreshToken) {
 		t.Error("the new tokens are not live")
 	}
-	if gh.TokenState(old.RefreshToken) != oauthtest.TokenRevoked || gh.TokenState(old.AccessToken) != oauthtest.TokenRevoked {
+	if gh.TokenState(old.RefreshToken) != fakeoauth.TokenRevoked || gh.TokenState(old.AccessToken) != fakeoauth.TokenRevoked {
 		t.Errorf("old tokens: refresh %v, access %v; want revoked", gh.TokenState(old.RefreshToken), gh.TokenState(old.AccessToken))
 	}
 	if got := getUser(t, gh, old.AccessToken); got != http.StatusUnauthorized {
@@ -317,7 +317,7 @@ func TestRefreshRotates(t *testing.T) {
 }
 
 func TestRefreshRefused(t *testing.T) {
-	gh := oauthtest.NewGitHub(t)
+	gh := fakeoauth.NewGitHub(t)
 	p := gh.Provider(redirect)
 	tok := connect(t, gh, p)
 	gh.RefuseRefresh(true)
@@ -329,7 +329,7 @@ func TestRefreshRefused(t *testing.T) {
 }
 
 func TestOAuthAppTokens(t *testing.T) {
-	gh := oauthtest.NewGitHub(t)
+	gh := fakeoauth.NewGitHub(t)
 	gh.SetExpiring(false)
 	p := gh.Provider(redirect)
 	tok := connect(t, gh, p)
@@ -345,16 +345,16 @@ func TestOAuthAppTokens(t *testing.T) {
 }
 
 func TestRevoke(t *testing.T) {
-	gh := oauthtest.NewGitHub(t)
+	gh := fakeoauth.NewGitHub(t)
 	p := gh.Provider(redirect)
 	tok := connect(t, gh, p)
 	if err := p.Revoke(t.Context(), tok, nil); err != nil {
 		t.Fatalf("Revoke: %v", err)
 	}
-	if n := len(gh.RequestsTo(oauthtest.RouteGitHubGrant)); n != 0 {
+	if n := len(gh.RequestsTo(fakeoauth.RouteGitHubGrant)); n != 0 {
 		t.Errorf("%d requests revoked the whole grant, want 0", n)
 	}
-	reqs := gh.RequestsTo(oauthtest.RouteGitHubAppToken)
+	reqs := gh.RequestsTo(fakeoauth.RouteGitHubAppToken)
 	if len(reqs) != 1 {
 		t.Fatalf("%d requests revoked the token, want 1", len(reqs))
 	}
@@ -380,7 +380,7 @@ func TestRevoke(t *testing.T) {
 func TestRevokeLeavesTheUsersOtherTokens(t *testing.T) {
 	for _, expiring := range []bool{true, false} {
 		t.Run(fmt.Sprintf("expiring %v", expiring), func(t *testing.T) {
-			gh := oauthtest.NewGitHub(t)
+			gh := fakeoauth.NewGitHub(t)
 			gh.SetExpiring(expiring)
 			p := gh.Provider(redirect)
 			first, second := connect(t, gh, p), connect(t, gh, p)
@@ -409,10 +409,10 @@ func TestRevokeLeavesTheUsersOtherTokens(t *testing.T) {
 }
 
 func TestRevokeUnavailable(t *testing.T) {
-	gh := oauthtest.NewGitHub(t)
+	gh := fakeoauth.NewGitHub(t)
 	p := gh.Provider(redirect)
 	tok := connect(t, gh, p)
-	gh.FailNext(oauthtest.RouteGitHubAppToken, 1, http.StatusServiceUnavailable)
+	gh.FailNext(fakeoauth.RouteGitHubAppToken, 1, http.StatusServiceUnavailable)
 	err := p.Revoke(t.Context(), tok, nil)
 	if err == nil || !strings.Contains(err.Error(), "503") {
 		t.Fatalf("Revoke during an outage: %v", err)
@@ -427,10 +427,10 @@ func TestRevokeUnavailable(t *testing.T) {
 }
 
 func TestRevokeHangs(t *testing.T) {
-	gh := oauthtest.NewGitHub(t)
+	gh := fakeoauth.NewGitHub(t)
 	p := gh.Provider(redirect)
 	tok := connect(t, gh, p)
-	gh.HangNext(oauthtest.RouteGitHubAppToken, 1)
+	gh.HangNext(fakeoauth.RouteGitHubAppToken, 1)
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()
 	err := p.Revoke(ctx, tok, nil)
@@ -444,7 +444,7 @@ func TestRevokeHangs(t *testing.T) {
 // revoke an expired one, while its refresh token stays good for months.
 // Removing an account connected a day ago must still leave nothing alive.
 func TestRevokeExpiredToken(t *testing.T) {
-	gh := oauthtest.NewGitHub(t)
+	gh := fakeoauth.NewGitHub(t)
 	gh.SetExpiring(true)
 	p := gh.Provider(redirect)
 	tok := connect(t, gh, p)
@@ -456,7 +456,7 @@ func TestRevokeExpiredToken(t *testing.T) {
 		t.Fatalf("Revoke: %v", err)
 	}
 	for _, info := range gh.Tokens() {
-		if info.State == oauthtest.TokenLive {
+		if info.State == fakeoauth.TokenLive {
 			t.Errorf("a %s token is still live after Revoke", info.Kind)
 		}
 	}

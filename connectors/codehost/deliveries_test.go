@@ -13,7 +13,7 @@ import (
 
 	"github.com/triggerd/triggerd/connectors"
 	"github.com/triggerd/triggerd/connectors/codehost"
-	"github.com/triggerd/triggerd/connectors/codehost/fakegithub"
+	"github.com/triggerd/triggerd/sandbox/fakecodehost"
 )
 
 // flakyReceiver answers every delivery with its current status.
@@ -52,7 +52,7 @@ func newFlakyReceiver(t *testing.T) *flakyReceiver {
 
 func TestHookDeliveriesAndRedelivery(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, fakegithub.Options{Authenticate: logins, MaxPerPage: 2}, codehost.ToolkitOptions{})
+	h := newHarness(t, fakecodehost.Options{Authenticate: logins, MaxPerPage: 2}, codehost.ToolkitOptions{})
 	rc := newFlakyReceiver(t)
 	hooks := hooksAs(h, token)
 	ctx := t.Context()
@@ -64,7 +64,7 @@ func TestHookDeliveriesAndRedelivery(t *testing.T) {
 	rc.status.Store(http.StatusServiceUnavailable)
 	var guids []string
 	for i := range 3 {
-		ids, err := h.fake.Deliver(ctx, fakegithub.SeedOwner, fakegithub.SeedRepo, "issues", fmt.Appendf(nil, `{"action":"opened","n":%d}`, i))
+		ids, err := h.fake.Deliver(ctx, fakecodehost.SeedOwner, fakecodehost.SeedRepo, "issues", fmt.Appendf(nil, `{"action":"opened","n":%d}`, i))
 		if err != nil || len(ids) != 1 {
 			t.Fatalf("Deliver: %v %v", ids, err)
 		}
@@ -98,7 +98,7 @@ func TestHookDeliveriesAndRedelivery(t *testing.T) {
 
 	// Reading stops at the first page that reaches back past since.
 	h.clock.Advance(time.Hour)
-	if _, err := h.fake.Deliver(ctx, fakegithub.SeedOwner, fakegithub.SeedRepo, "issues", []byte(`{"action":"closed"}`)); err != nil {
+	if _, err := h.fake.Deliver(ctx, fakecodehost.SeedOwner, fakecodehost.SeedRepo, "issues", []byte(`{"action":"closed"}`)); err != nil {
 		t.Fatal(err)
 	}
 	waitDeliveries(t, h)

@@ -8,14 +8,14 @@ import (
 
 	"github.com/triggerd/triggerd/connectors"
 	"github.com/triggerd/triggerd/connectors/codehost"
-	"github.com/triggerd/triggerd/connectors/codehost/fakegithub"
+	"github.com/triggerd/triggerd/sandbox/fakecodehost"
 )
 
 // GitHub lists only public gists at GET /users/{u}/gists, even to their
 // owner: the account's own secret gists come from GET /gists.
 func TestListGistsForAUser(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, fakegithub.Options{Authenticate: logins}, codehost.ToolkitOptions{})
+	h := newHarness(t, fakecodehost.Options{Authenticate: logins}, codehost.ToolkitOptions{})
 	// run runs step id as the account of tok, whose login is login.
 	run := func(tok, login, id, input string) map[string]any {
 		t.Helper()
@@ -43,11 +43,11 @@ func TestListGistsForAUser(t *testing.T) {
 	hubotSecret := create("hubot", "hubot", false)
 	hubotPublic := create("hubot", "hubot", true)
 
-	const own, users = fakegithub.Route("GET /gists"), fakegithub.Route("GET /users/{username}/gists")
+	const own, users = fakecodehost.Route("GET /gists"), fakecodehost.Route("GET /users/{username}/gists")
 	for _, username := range []string{"octocat", "OctoCat"} {
 		h.fake.ResetLog()
 		got := ids(run(token, "octocat", "list_gists_for_a_user", `{"username":"`+username+`"}`))
-		want := []string{mySecret, fakegithub.SeedGistID}
+		want := []string{mySecret, fakecodehost.SeedGistID}
 		slices.Sort(want)
 		if !slices.Equal(got, want) {
 			t.Errorf("%s as octocat: gists %v, want %v (the secret one too)", username, got, want)

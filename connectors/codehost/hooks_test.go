@@ -17,7 +17,7 @@ import (
 
 	"github.com/triggerd/triggerd/connectors"
 	"github.com/triggerd/triggerd/connectors/codehost"
-	"github.com/triggerd/triggerd/connectors/codehost/fakegithub"
+	"github.com/triggerd/triggerd/sandbox/fakecodehost"
 )
 
 // logins maps test tokens to the fake's seeded users.
@@ -86,11 +86,11 @@ func waitDeliveries(t *testing.T, h *harness) {
 	}
 }
 
-var repoTarget = codehost.HookTarget{Owner: fakegithub.SeedOwner, Repo: fakegithub.SeedRepo}
+var repoTarget = codehost.HookTarget{Owner: fakecodehost.SeedOwner, Repo: fakecodehost.SeedRepo}
 
 func TestHooksLifecycle(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, fakegithub.Options{Authenticate: logins}, codehost.ToolkitOptions{})
+	h := newHarness(t, fakecodehost.Options{Authenticate: logins}, codehost.ToolkitOptions{})
 	rc := newHookReceiver(t)
 	hooks := hooksAs(h, token)
 	ctx := t.Context()
@@ -104,7 +104,7 @@ func TestHooksLifecycle(t *testing.T) {
 		created.ContentType != "json" || created.LastResponse.Code != nil || created.LastResponse.Status != "unused" || created.CreatedAt.IsZero() {
 		t.Errorf("created %+v", created)
 	}
-	if fh := h.fake.Hooks(fakegithub.SeedOwner, fakegithub.SeedRepo); len(fh) != 1 || fh[0].Secret != secret || fh[0].InsecureSSL != "0" {
+	if fh := h.fake.Hooks(fakecodehost.SeedOwner, fakecodehost.SeedRepo); len(fh) != 1 || fh[0].Secret != secret || fh[0].InsecureSSL != "0" {
 		t.Errorf("the fake's hook: %+v", fh)
 	}
 
@@ -117,7 +117,7 @@ func TestHooksLifecycle(t *testing.T) {
 	checkSignature(t, secret, got[0])
 
 	// Any payload through Deliver, and the fake's own issue events.
-	ids, err := h.fake.Deliver(ctx, fakegithub.SeedOwner, fakegithub.SeedRepo, "issue_comment", []byte(`{"action":"deleted"}`))
+	ids, err := h.fake.Deliver(ctx, fakecodehost.SeedOwner, fakecodehost.SeedRepo, "issue_comment", []byte(`{"action":"deleted"}`))
 	if err != nil || len(ids) != 1 {
 		t.Fatalf("Deliver: %v %v", ids, err)
 	}
@@ -167,7 +167,7 @@ func TestHooksLifecycle(t *testing.T) {
 	if err != nil || !upd.Active || fmt.Sprint(upd.Events) != "[push]" {
 		t.Fatalf("Update: %+v %v", upd, err)
 	}
-	if fh := h.fake.Hooks(fakegithub.SeedOwner, fakegithub.SeedRepo); fh[0].Secret != "rotated" || !fh[0].Active {
+	if fh := h.fake.Hooks(fakecodehost.SeedOwner, fakecodehost.SeedRepo); fh[0].Secret != "rotated" || !fh[0].Active {
 		t.Errorf("after Update: %+v", fh[0])
 	}
 
@@ -197,9 +197,9 @@ func TestHooksLifecycle(t *testing.T) {
 // List walks the Link pages to the end (the fake pages by two here).
 func TestHooksListPages(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, fakegithub.Options{Authenticate: logins, MaxPerPage: 2}, codehost.ToolkitOptions{})
+	h := newHarness(t, fakecodehost.Options{Authenticate: logins, MaxPerPage: 2}, codehost.ToolkitOptions{})
 	hooks := hooksAs(h, token)
-	org := codehost.HookTarget{Org: fakegithub.SeedOrg}
+	org := codehost.HookTarget{Org: fakecodehost.SeedOrg}
 	var want []int64
 	for i := range 5 {
 		hk, err := hooks.Create(t.Context(), repoTarget, codehost.HookSpec{URL: fmt.Sprintf("https://hooks.example/%d", i), Active: false})
@@ -237,8 +237,8 @@ func TestHooksListPages(t *testing.T) {
 
 func TestHooksErrors(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, fakegithub.Options{Authenticate: logins}, codehost.ToolkitOptions{})
-	if err := h.fake.SetOrg(fakegithub.SeedOrg, map[string]string{"hubot": fakegithub.OrgMember}); err != nil {
+	h := newHarness(t, fakecodehost.Options{Authenticate: logins}, codehost.ToolkitOptions{})
+	if err := h.fake.SetOrg(fakecodehost.SeedOrg, map[string]string{"hubot": fakecodehost.OrgMember}); err != nil {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
@@ -254,9 +254,9 @@ func TestHooksErrors(t *testing.T) {
 	}{
 		{"list repo", func() error { _, err := hubot.List(ctx, repoTarget); return err }()},
 		{"create repo", func() error { _, err := hubot.Create(ctx, repoTarget, spec); return err }()},
-		{"list org", func() error { _, err := hubot.List(ctx, codehost.HookTarget{Org: fakegithub.SeedOrg}); return err }()},
+		{"list org", func() error { _, err := hubot.List(ctx, codehost.HookTarget{Org: fakecodehost.SeedOrg}); return err }()},
 		{"create org", func() error {
-			_, err := hubot.Create(ctx, codehost.HookTarget{Org: fakegithub.SeedOrg}, spec)
+			_, err := hubot.Create(ctx, codehost.HookTarget{Org: fakecodehost.SeedOrg}, spec)
 			return err
 		}()},
 		{"unknown repo", func() error {
@@ -281,7 +281,7 @@ func TestHooksErrors(t *testing.T) {
 		strings.Contains(err.Error(), secret) || !strings.Contains(err.Error(), "Hook already exists") {
 		t.Errorf("duplicate: %v", err)
 	}
-	for i := 1; i < fakegithub.MaxHooksPerEvent; i++ {
+	for i := 1; i < fakecodehost.MaxHooksPerEvent; i++ {
 		if _, err := hooks.Create(ctx, repoTarget, codehost.HookSpec{URL: fmt.Sprintf("https://hooks.example/%d", i)}); err != nil {
 			t.Fatalf("hook %d: %v", i, err)
 		}

@@ -9,14 +9,14 @@ import (
 
 	"github.com/triggerd/triggerd/connectors"
 	"github.com/triggerd/triggerd/connectors/codehost"
-	"github.com/triggerd/triggerd/connectors/codehost/fakegithub"
+	"github.com/triggerd/triggerd/sandbox/fakecodehost"
 )
 
 // BenchmarkStepOverhead runs Get Issue against the in-process fake: a bare
 // HTTP GET for scale, the step without the policy, and the step under the
 // policy (whose repeated GETs are ETag hits).
 func BenchmarkStepOverhead(b *testing.B) {
-	h := newHarness(b, fakegithub.Options{RateLimit: 1 << 30, LogLimit: 1}, codehost.ToolkitOptions{})
+	h := newHarness(b, fakecodehost.Options{RateLimit: 1 << 30, LogLimit: 1}, codehost.ToolkitOptions{})
 	in := json.RawMessage(`{"owner":"octocat","repo":"hello-world","issue_number":1}`)
 	step := h.steps["codehost.get_issue"]
 	ctx := b.Context()
@@ -68,7 +68,7 @@ func (u uaOnly) RoundTrip(r *http.Request) (*http.Response, error) {
 // fraction of GETs served from the ETag cache and the fraction of requests
 // that cost no rate limit budget.
 func BenchmarkETagSaving(b *testing.B) {
-	h := newHarness(b, fakegithub.Options{RateLimit: 1 << 30, LogLimit: 1}, codehost.ToolkitOptions{})
+	h := newHarness(b, fakecodehost.Options{RateLimit: 1 << 30, LogLimit: 1}, codehost.ToolkitOptions{})
 	ctx := b.Context()
 	env := h.env(token)
 	run := func(id, in string) {
@@ -89,7 +89,7 @@ func BenchmarkETagSaving(b *testing.B) {
 		round++
 	}
 	st := h.policy.CacheStats()
-	limit, remaining, _ := h.fake.RateLimit(token, fakegithub.ResourceCore)
+	limit, remaining, _ := h.fake.RateLimit(token, fakecodehost.ResourceCore)
 	sent := h.fake.RequestCount()
 	if st.Lookups > 0 && sent > 0 {
 		b.ReportMetric(float64(st.Hits)/float64(st.Lookups), "cached-GET-frac")

@@ -14,10 +14,10 @@ import (
 
 	"github.com/triggerd/triggerd/connectors"
 	"github.com/triggerd/triggerd/connectors/codehost"
-	"github.com/triggerd/triggerd/connectors/codehost/fakegithub"
+	"github.com/triggerd/triggerd/sandbox/fakecodehost"
 )
 
-const routeIssue = fakegithub.Route("GET /repos/{owner}/{repo}/issues/{issue_number}")
+const routeIssue = fakecodehost.Route("GET /repos/{owner}/{repo}/issues/{issue_number}")
 
 func asError(t *testing.T, err error) *connectors.Error {
 	t.Helper()
@@ -64,7 +64,7 @@ func TestErrorMapping(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			h := newHarness(t, fakegithub.Options{Authenticate: func(tok string) (string, bool) { return "octocat", tok == token }}, codehost.ToolkitOptions{})
+			h := newHarness(t, fakecodehost.Options{Authenticate: func(tok string) (string, bool) { return "octocat", tok == token }}, codehost.ToolkitOptions{})
 			_, err := h.runAs(t.Context(), tc.token, tc.id, tc.input)
 			ce := asError(t, err)
 			if ce.Code != tc.code || ce.Status != tc.status || !strings.Contains(ce.Message, tc.msg) {
@@ -86,7 +86,7 @@ func TestErrorMapping(t *testing.T) {
 // TestNotMergeable: merging a merged pull request answers 405.
 func TestNotMergeable(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, fakegithub.Options{}, codehost.ToolkitOptions{})
+	h := newHarness(t, fakecodehost.Options{}, codehost.ToolkitOptions{})
 	h.mustRun(t, "merge_pull_request", `{"owner":"octocat","repo":"hello-world","pull_number":4}`)
 	_, err := h.run(t.Context(), "merge_pull_request", `{"owner":"octocat","repo":"hello-world","pull_number":4}`)
 	if ce := asError(t, err); ce.Code != connectors.CodeUpstream || ce.Status != 405 || ce.Retryable || !strings.Contains(ce.Message, "not mergeable") {
@@ -96,12 +96,12 @@ func TestNotMergeable(t *testing.T) {
 
 func TestETagCache(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, fakegithub.Options{}, codehost.ToolkitOptions{})
+	h := newHarness(t, fakecodehost.Options{}, codehost.ToolkitOptions{})
 	in := `{"owner":"octocat","repo":"hello-world","issue_number":1}`
 	first := h.mustRun(t, "get_issue", in)
-	_, afterFirst, _ := h.fake.RateLimit(token, fakegithub.ResourceCore)
+	_, afterFirst, _ := h.fake.RateLimit(token, fakecodehost.ResourceCore)
 	second := h.mustRun(t, "get_issue", in)
-	_, afterSecond, _ := h.fake.RateLimit(token, fakegithub.ResourceCore)
+	_, afterSecond, _ := h.fake.RateLimit(token, fakecodehost.ResourceCore)
 	if !reflect.DeepEqual(first, second) {
 		t.Errorf("cached answer differs:\n%v\n%v", first, second)
 	}
@@ -133,7 +133,7 @@ func TestETagCache(t *testing.T) {
 
 func TestETagCacheIsBounded(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, fakegithub.Options{}, codehost.ToolkitOptions{CacheEntries: 2})
+	h := newHarness(t, fakecodehost.Options{}, codehost.ToolkitOptions{CacheEntries: 2})
 	get := func(n string) {
 		h.mustRun(t, "get_issue", `{"owner":"octocat","repo":"hello-world","issue_number":`+n+`}`)
 	}
@@ -150,7 +150,7 @@ func TestETagCacheIsBounded(t *testing.T) {
 
 func TestRateLimitRefusesBeforeSending(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, fakegithub.Options{RateLimit: 1}, codehost.ToolkitOptions{})
+	h := newHarness(t, fakecodehost.Options{RateLimit: 1}, codehost.ToolkitOptions{})
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	h.mustRun(t, "get_repository_info", `{"owner":"octocat","repo":"hello-world"}`)
@@ -181,7 +181,7 @@ func TestRateLimitRefusesBeforeSending(t *testing.T) {
 
 func TestRateLimitWaitsWithinDeadline(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, fakegithub.Options{RateLimit: 1}, codehost.ToolkitOptions{})
+	h := newHarness(t, fakecodehost.Options{RateLimit: 1}, codehost.ToolkitOptions{})
 	h.mustRun(t, "get_repository_info", `{"owner":"octocat","repo":"hello-world"}`)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Hour)
 	defer cancel()
@@ -202,7 +202,7 @@ func TestRateLimitAnswers(t *testing.T) {
 	in := `{"owner":"octocat","repo":"hello-world","issue_number":1}`
 	t.Run("secondary with Retry-After", func(t *testing.T) {
 		t.Parallel()
-		h := newHarness(t, fakegithub.Options{}, codehost.ToolkitOptions{})
+		h := newHarness(t, fakecodehost.Options{}, codehost.ToolkitOptions{})
 		_ = h.fake.SecondaryLimitNext(routeIssue, 1, 42*time.Second)
 		ce := asError(t, func() error { _, err := h.run(t.Context(), "get_issue", in); return err }())
 		if ce.Code != connectors.CodeRateLimited || ce.Status != 403 || ce.RetryAfter != 42*time.Second || !ce.Retryable ||
@@ -215,7 +215,7 @@ func TestRateLimitAnswers(t *testing.T) {
 	})
 	t.Run("secondary without Retry-After", func(t *testing.T) {
 		t.Parallel()
-		h := newHarness(t, fakegithub.Options{}, codehost.ToolkitOptions{})
+		h := newHarness(t, fakecodehost.Options{}, codehost.ToolkitOptions{})
 		_ = h.fake.SecondaryLimitNext(routeIssue, 1, 0)
 		ce := asError(t, func() error { _, err := h.run(t.Context(), "get_issue", in); return err }())
 		if ce.Code != connectors.CodeRateLimited || ce.RetryAfter != time.Minute {
@@ -224,9 +224,9 @@ func TestRateLimitAnswers(t *testing.T) {
 	})
 	t.Run("primary 429 the policy did not foresee", func(t *testing.T) {
 		t.Parallel()
-		h := newHarness(t, fakegithub.Options{ExhaustedStatus: 429}, codehost.ToolkitOptions{})
-		h.fake.SetRemaining(token, fakegithub.ResourceCore, 0)
-		_, _, reset := h.fake.RateLimit(token, fakegithub.ResourceCore)
+		h := newHarness(t, fakecodehost.Options{ExhaustedStatus: 429}, codehost.ToolkitOptions{})
+		h.fake.SetRemaining(token, fakecodehost.ResourceCore, 0)
+		_, _, reset := h.fake.RateLimit(token, fakecodehost.ResourceCore)
 		ce := asError(t, func() error { _, err := h.run(t.Context(), "get_issue", in); return err }())
 		if ce.Code != connectors.CodeRateLimited || ce.Status != 429 || ce.RetryAfter != reset.Sub(h.clock.Now()) || !strings.Contains(ce.Message, "primary") {
 			t.Errorf("error %+v (RetryAfter %s)", ce, ce.RetryAfter)
@@ -234,7 +234,7 @@ func TestRateLimitAnswers(t *testing.T) {
 	})
 	t.Run("raw 403 and 429 through the transport", func(t *testing.T) {
 		t.Parallel()
-		h := newHarness(t, fakegithub.Options{}, codehost.ToolkitOptions{})
+		h := newHarness(t, fakecodehost.Options{}, codehost.ToolkitOptions{})
 		_ = h.fake.FailNext(routeIssue, 1, 429)
 		_ = h.fake.FailNext(routeIssue, 1, 403)
 		client := h.env(token).HTTP
@@ -257,7 +257,7 @@ func TestRetries(t *testing.T) {
 	in := `{"owner":"octocat","repo":"hello-world","issue_number":1}`
 	t.Run("GET after two 503s", func(t *testing.T) {
 		t.Parallel()
-		h := newHarness(t, fakegithub.Options{}, codehost.ToolkitOptions{})
+		h := newHarness(t, fakecodehost.Options{}, codehost.ToolkitOptions{})
 		_ = h.fake.FailNext(routeIssue, 2, 503)
 		if _, err := h.run(t.Context(), "get_issue", in); err != nil {
 			t.Fatal(err)
@@ -272,7 +272,7 @@ func TestRetries(t *testing.T) {
 	})
 	t.Run("GET gives up after three", func(t *testing.T) {
 		t.Parallel()
-		h := newHarness(t, fakegithub.Options{}, codehost.ToolkitOptions{})
+		h := newHarness(t, fakecodehost.Options{}, codehost.ToolkitOptions{})
 		_ = h.fake.FailNext(routeIssue, 3, 502)
 		_, err := h.run(t.Context(), "get_issue", in)
 		if ce := asError(t, err); ce.Code != connectors.CodeUpstream || ce.Status != 502 || !ce.Retryable {
@@ -284,8 +284,8 @@ func TestRetries(t *testing.T) {
 	})
 	t.Run("idempotent PUT with a body is replayed", func(t *testing.T) {
 		t.Parallel()
-		h := newHarness(t, fakegithub.Options{}, codehost.ToolkitOptions{})
-		route := fakegithub.Route("PUT /repos/{owner}/{repo}/collaborators/{username}")
+		h := newHarness(t, fakecodehost.Options{}, codehost.ToolkitOptions{})
+		route := fakecodehost.Route("PUT /repos/{owner}/{repo}/collaborators/{username}")
 		// Even when the first attempt landed, the second sets the same.
 		_ = h.fake.FailNextAfterApplying(route, 1, 500)
 		out := h.mustRun(t, "add_collaborator", `{"owner":"octocat","repo":"hello-world","username":"hubot","permission":"maintain"}`)
@@ -296,8 +296,8 @@ func TestRetries(t *testing.T) {
 	})
 	t.Run("POST is not retried", func(t *testing.T) {
 		t.Parallel()
-		h := newHarness(t, fakegithub.Options{}, codehost.ToolkitOptions{})
-		route := fakegithub.Route("POST /repos/{owner}/{repo}/issues")
+		h := newHarness(t, fakecodehost.Options{}, codehost.ToolkitOptions{})
+		route := fakecodehost.Route("POST /repos/{owner}/{repo}/issues")
 		_ = h.fake.FailNext(route, 1, 503)
 		_, err := h.run(t.Context(), "create_issue", `{"owner":"octocat","repo":"hello-world","title":"t"}`)
 		if ce := asError(t, err); ce.Code != connectors.CodeUpstream || ce.Status != 503 || !ce.Retryable {
@@ -312,7 +312,7 @@ func TestRetries(t *testing.T) {
 	})
 	t.Run("no retry once the context is done", func(t *testing.T) {
 		t.Parallel()
-		h := newHarness(t, fakegithub.Options{}, codehost.ToolkitOptions{})
+		h := newHarness(t, fakecodehost.Options{}, codehost.ToolkitOptions{})
 		_ = h.fake.HangNext(routeIssue, 3)
 		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 		defer cancel()
@@ -326,7 +326,7 @@ func TestRetries(t *testing.T) {
 	})
 	t.Run("network error on GET", func(t *testing.T) {
 		t.Parallel()
-		h := newHarness(t, fakegithub.Options{}, codehost.ToolkitOptions{})
+		h := newHarness(t, fakecodehost.Options{}, codehost.ToolkitOptions{})
 		u := h.url
 		h.fake.Close()
 		p, _ := codehost.NewPolicy(codehost.ToolkitOptions{APIBaseURL: u, Now: h.clock.Now, Sleep: h.clock.Sleep})
@@ -345,7 +345,7 @@ func TestRetries(t *testing.T) {
 
 func TestHeaders(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, fakegithub.Options{}, codehost.ToolkitOptions{UserAgent: "triggerd-test/1.0"})
+	h := newHarness(t, fakecodehost.Options{}, codehost.ToolkitOptions{UserAgent: "triggerd-test/1.0"})
 	h.mustRun(t, "get_issue", `{"owner":"octocat","repo":"hello-world","issue_number":1}`)
 	h.mustRun(t, "create_issue", `{"owner":"octocat","repo":"hello-world","title":"t"}`)
 	h.mustRun(t, "star_repo", `{"owner":"octocat","repo":"hello-world"}`)
@@ -403,37 +403,37 @@ func TestMemoryRateLimitsKeepsTheLowerRemaining(t *testing.T) {
 // not retried after an answer; the 5xx is reported as it came.
 func TestNonIdempotentWritesAreNotRetried(t *testing.T) {
 	t.Parallel()
-	changelog := fakegithub.BlobSHA([]byte("## v1.0.0\n\n- First release.\n"))
+	changelog := fakecodehost.BlobSHA([]byte("## v1.0.0\n\n- First release.\n"))
 	for _, tc := range []struct {
 		name, step, input string
-		route             fakegithub.Route
-		landed            func(*fakegithub.Server) bool
+		route             fakecodehost.Route
+		landed            func(*fakecodehost.Server) bool
 	}{
 		{"merge", "merge_pull_request", `{"owner":"octocat","repo":"hello-world","pull_number":4}`,
 			"PUT /repos/{owner}/{repo}/pulls/{pull_number}/merge",
-			func(f *fakegithub.Server) bool { is, _ := f.Issue("octocat", "hello-world", 4); return is.Merged }},
+			func(f *fakecodehost.Server) bool { is, _ := f.Issue("octocat", "hello-world", 4); return is.Merged }},
 		{"create file", "create_or_update_file_contents", `{"owner":"octocat","repo":"hello-world","path":"a.txt","content":"A","message":"m"}`,
 			"PUT /repos/{owner}/{repo}/contents/{path...}",
-			func(f *fakegithub.Server) bool {
+			func(f *fakecodehost.Server) bool {
 				b, ok := f.File("octocat", "hello-world", "", "a.txt")
 				return ok && string(b) == "A"
 			}},
 		{"update file", "create_or_update_file_contents", `{"owner":"octocat","repo":"hello-world","path":"CHANGELOG.md","content":"B","message":"m","sha":"` + changelog + `"}`,
 			"PUT /repos/{owner}/{repo}/contents/{path...}",
-			func(f *fakegithub.Server) bool {
+			func(f *fakecodehost.Server) bool {
 				b, _ := f.File("octocat", "hello-world", "", "CHANGELOG.md")
 				return string(b) == "B"
 			}},
 		{"delete file", "delete_file", `{"owner":"octocat","repo":"hello-world","path":"CHANGELOG.md","message":"m","sha":"` + changelog + `"}`,
 			"DELETE /repos/{owner}/{repo}/contents/{path...}",
-			func(f *fakegithub.Server) bool {
+			func(f *fakecodehost.Server) bool {
 				_, ok := f.File("octocat", "hello-world", "", "CHANGELOG.md")
 				return !ok
 			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			h := newHarness(t, fakegithub.Options{}, codehost.ToolkitOptions{})
+			h := newHarness(t, fakecodehost.Options{}, codehost.ToolkitOptions{})
 			if err := h.fake.FailNextAfterApplying(tc.route, 1, http.StatusBadGateway); err != nil {
 				t.Fatal(err)
 			}
@@ -455,8 +455,8 @@ func TestNonIdempotentWritesAreNotRetried(t *testing.T) {
 	// Not sent at all: still retried, as for POST.
 	t.Run("merge whose connection failed", func(t *testing.T) {
 		t.Parallel()
-		h := newHarness(t, fakegithub.Options{}, codehost.ToolkitOptions{})
-		route := fakegithub.Route("PUT /repos/{owner}/{repo}/pulls/{pull_number}/merge")
+		h := newHarness(t, fakecodehost.Options{}, codehost.ToolkitOptions{})
+		route := fakecodehost.Route("PUT /repos/{owner}/{repo}/pulls/{pull_number}/merge")
 		env := h.env(token)
 		env.HTTP.Transport = h.tk.Wrap("acct-"+token, &dialFailOnce{base: bearer{token, http.DefaultTransport}})
 		out, err := h.steps["codehost.merge_pull_request"].Run(t.Context(), env, []byte(`{"owner":"octocat","repo":"hello-world","pull_number":4}`))

@@ -8,12 +8,12 @@ import (
 	"time"
 
 	"github.com/triggerd/triggerd/connectors/codehost"
-	"github.com/triggerd/triggerd/connectors/codehost/fakegithub"
+	"github.com/triggerd/triggerd/sandbox/fakecodehost"
 )
 
 func TestListGists(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, fakegithub.Options{Authenticate: logins}, codehost.ToolkitOptions{})
+	h := newHarness(t, fakecodehost.Options{Authenticate: logins}, codehost.ToolkitOptions{})
 	ctx := t.Context()
 	hooks := hooksAs(h, token)
 	h.clock.Sleep(ctx, time.Hour)
@@ -28,15 +28,15 @@ func TestListGists(t *testing.T) {
 		!g.UpdatedAt.Equal(h.clock.Now()) || !g.CreatedAt.Equal(h.clock.Now()) || !json.Valid(g.Raw) {
 		t.Errorf("newest gist: %+v", g)
 	}
-	if gists[1].ID != fakegithub.SeedGistID || gists[1].Description != "Hello World Examples" || !gists[1].Public {
+	if gists[1].ID != fakecodehost.SeedGistID || gists[1].Description != "Hello World Examples" || !gists[1].Public {
 		t.Errorf("seeded gist: %+v", gists[1])
 	}
 
 	// Unchanged: 304, free.
 	h.fake.ResetLog()
-	_, before, _ := h.fake.RateLimit(token, fakegithub.ResourceCore)
+	_, before, _ := h.fake.RateLimit(token, fakecodehost.ResourceCore)
 	again, etag2, notModified, err := hooks.ListGists(ctx, time.Time{}, etag)
-	_, after, _ := h.fake.RateLimit(token, fakegithub.ResourceCore)
+	_, after, _ := h.fake.RateLimit(token, fakecodehost.ResourceCore)
 	if err != nil || !notModified || etag2 != etag || again != nil || after != before {
 		t.Errorf("second read: %v %q %v %v, budget %d → %d", notModified, etag2, again, err, before, after)
 	}
@@ -48,9 +48,9 @@ func TestListGists(t *testing.T) {
 	// since keeps the gists updated at or after it.
 	h.clock.Sleep(ctx, time.Minute)
 	since := h.clock.Now()
-	h.mustRun(t, "update_gist", fmt.Sprintf(`{"gist_id":%q,"description":"edited"}`, fakegithub.SeedGistID))
+	h.mustRun(t, "update_gist", fmt.Sprintf(`{"gist_id":%q,"description":"edited"}`, fakecodehost.SeedGistID))
 	gists, etag3, notModified, err := hooks.ListGists(ctx, since, etag)
-	if err != nil || notModified || etag3 == etag || len(gists) != 1 || gists[0].ID != fakegithub.SeedGistID || gists[0].Description != "edited" {
+	if err != nil || notModified || etag3 == etag || len(gists) != 1 || gists[0].ID != fakecodehost.SeedGistID || gists[0].Description != "edited" {
 		t.Errorf("since: %+v %q %v %v", gists, etag3, notModified, err)
 	}
 	if reqs := h.fake.RequestsTo("GET /gists"); reqs[len(reqs)-1].Query.Get("since") != since.Format(time.RFC3339) {
@@ -60,7 +60,7 @@ func TestListGists(t *testing.T) {
 
 func TestNotificationsPoll(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, fakegithub.Options{Authenticate: logins}, codehost.ToolkitOptions{})
+	h := newHarness(t, fakecodehost.Options{Authenticate: logins}, codehost.ToolkitOptions{})
 	ctx := t.Context()
 	hubot := hooksAs(h, "hubot")
 
@@ -68,11 +68,11 @@ func TestNotificationsPoll(t *testing.T) {
 	if err != nil || notModified || len(threads) != 0 || lm == "" || interval != 60*time.Second {
 		t.Fatalf("first poll: %v %q %v %v %v", threads, lm, interval, notModified, err)
 	}
-	_, before, _ := h.fake.RateLimit("hubot", fakegithub.ResourceCore)
+	_, before, _ := h.fake.RateLimit("hubot", fakecodehost.ResourceCore)
 	if threads, lm2, interval, notModified, err := hubot.Notifications(ctx, lm, time.Time{}); err != nil || !notModified || threads != nil || lm2 != lm || interval != 60*time.Second {
 		t.Errorf("unchanged: %v %q %v %v %v", threads, lm2, interval, notModified, err)
 	}
-	if _, after, _ := h.fake.RateLimit("hubot", fakegithub.ResourceCore); after != before {
+	if _, after, _ := h.fake.RateLimit("hubot", fakecodehost.ResourceCore); after != before {
 		t.Errorf("a 304 cost budget: %d → %d", before, after)
 	}
 
@@ -98,10 +98,10 @@ func TestNotificationsPoll(t *testing.T) {
 	// Threads the user does not take part in are left out; since leaves
 	// out older ones and asks for read ones too. (Last-Modified has whole seconds: the clock moves on.)
 	h.clock.Sleep(ctx, time.Minute)
-	if _, err := h.fake.AddNotification(fakegithub.Notification{Login: "hubot", Owner: "octocat", Repo: "hello-world", Title: "watching"}); err != nil {
+	if _, err := h.fake.AddNotification(fakecodehost.Notification{Login: "hubot", Owner: "octocat", Repo: "hello-world", Title: "watching"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.fake.AddNotification(fakegithub.Notification{Login: "hubot", Owner: "octocat", Repo: "hello-world", Title: "read", Reason: "author", Read: true}); err != nil {
+	if _, err := h.fake.AddNotification(fakecodehost.Notification{Login: "hubot", Owner: "octocat", Repo: "hello-world", Title: "read", Reason: "author", Read: true}); err != nil {
 		t.Fatal(err)
 	}
 	threads, _, _, _, err = hubot.Notifications(ctx, lm3, h.clock.Now().Add(-time.Second))

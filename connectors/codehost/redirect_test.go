@@ -11,15 +11,15 @@ import (
 
 	"github.com/triggerd/triggerd/connectors"
 	"github.com/triggerd/triggerd/connectors/codehost"
-	"github.com/triggerd/triggerd/connectors/codehost/fakegithub"
+	"github.com/triggerd/triggerd/sandbox/fakecodehost"
 )
 
 // A write to a renamed repository is answered 301 with the repository's
 // new place; the step repeats the same POST, body included, there.
 func TestCreateIssueOnRenamedRepository(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, fakegithub.Options{}, codehost.ToolkitOptions{})
-	in := `{"owner":"octocat","repo":"` + fakegithub.SeedRenamedRepo + `","title":"Moved","body":"Still here.","labels":["bug"]}`
+	h := newHarness(t, fakecodehost.Options{}, codehost.ToolkitOptions{})
+	in := `{"owner":"octocat","repo":"` + fakecodehost.SeedRenamedRepo + `","title":"Moved","body":"Still here.","labels":["bug"]}`
 	out := h.mustRun(t, "create_issue", in)
 	if out["repository"] != "octocat/hello-world" || out["title"] != "Moved" {
 		t.Errorf("output %v", out)

@@ -19,8 +19,8 @@ import (
 
 	"github.com/triggerd/triggerd/connectors"
 	"github.com/triggerd/triggerd/connectors/codehost"
-	"github.com/triggerd/triggerd/connectors/codehost/fakegithub"
 	"github.com/triggerd/triggerd/internal/testenv"
+	"github.com/triggerd/triggerd/sandbox/fakecodehost"
 )
 
 // clock is the fake time both the fake GitHub and the policy see; Sleep
@@ -68,7 +68,7 @@ const token = "gho_octocat"
 
 // harness is a fake GitHub and the codehost toolkit pointed at it.
 type harness struct {
-	fake   *fakegithub.Server
+	fake   *fakecodehost.Server
 	url    string
 	clock  *clock
 	policy *codehost.Policy
@@ -88,13 +88,13 @@ func stepOf(tb testing.TB, steps []connectors.Step, id string) connectors.Step {
 	return connectors.Step{}
 }
 
-func newHarness(tb testing.TB, fo fakegithub.Options, to codehost.ToolkitOptions) *harness {
+func newHarness(tb testing.TB, fo fakecodehost.Options, to codehost.ToolkitOptions) *harness {
 	tb.Helper()
 	clk := newClock()
 	if fo.Now == nil {
 		fo.Now = clk.Now
 	}
-	fake := fakegithub.New(fo)
+	fake := fakecodehost.New(fo)
 	u := fake.Start()
 	tb.Cleanup(fake.Close)
 	to.APIBaseURL = u
@@ -250,19 +250,19 @@ type stepCase struct {
 	setup [][2]string // steps (id, input) to run first
 	input string
 	want  map[string]any
-	check func(t *testing.T, f *fakegithub.Server, out map[string]any)
+	check func(t *testing.T, f *fakecodehost.Server, out map[string]any)
 }
 
-func blob(t *testing.T, f *fakegithub.Server, branch, path string) string {
+func blob(t *testing.T, f *fakecodehost.Server, branch, path string) string {
 	t.Helper()
 	b, ok := f.File("octocat", "hello-world", branch, path)
 	if !ok {
 		t.Fatalf("no %s on %q", path, branch)
 	}
-	return fakegithub.BlobSHA(b)
+	return fakecodehost.BlobSHA(b)
 }
 
-func branchSHA(t *testing.T, f *fakegithub.Server, b string) string {
+func branchSHA(t *testing.T, f *fakecodehost.Server, b string) string {
 	t.Helper()
 	sha, ok := f.Branch("octocat", "hello-world", b)
 	if !ok {
@@ -278,27 +278,27 @@ func stepCases() []stepCase {
 		{name: "create repository", id: "create_repository", input: `{"name":"new-repo","description":"A new one","auto_init":true}`,
 			want: map[string]any{"full_name": "octocat/new-repo", "owner": "octocat", "private": false, "visibility": "public",
 				"default_branch": "main", "description": "A new one", "open_issues_count": 0},
-			check: func(t *testing.T, f *fakegithub.Server, out map[string]any) {
+			check: func(t *testing.T, f *fakecodehost.Server, out map[string]any) {
 				if _, ok := f.File("octocat", "new-repo", "main", "README.md"); !ok {
 					t.Error("auto_init made no README")
 				}
 			}},
 		{name: "create repository in org", id: "create_repository", input: `{"name":"org-repo","org":"octo-org","visibility":"private"}`,
 			want: map[string]any{"full_name": "octo-org/org-repo", "owner": "octo-org", "private": true, "visibility": "private"},
-			check: func(t *testing.T, f *fakegithub.Server, _ map[string]any) {
+			check: func(t *testing.T, f *fakecodehost.Server, _ map[string]any) {
 				if _, private, ok := f.Repo("octo-org", "org-repo"); !ok || !private {
 					t.Error("the fake has no private octo-org/org-repo")
 				}
 			}},
 		{name: "get repository info", id: "get_repository_info", input: `{` + hw + `}`,
-			want: map[string]any{"id": fakegithub.SeedRepoID, "full_name": "octocat/hello-world", "default_branch": "main",
+			want: map[string]any{"id": fakecodehost.SeedRepoID, "full_name": "octocat/hello-world", "default_branch": "main",
 				"description": "My first repository on GitHub!", "open_issues_count": 3, "private": false, "topics": []string{}}},
 		{name: "get renamed repository", id: "get_repository_info", input: `{"owner":"octocat","repo":"hello-world-old"}`,
-			want: map[string]any{"id": fakegithub.SeedRepoID, "full_name": "octocat/hello-world"}},
+			want: map[string]any{"id": fakecodehost.SeedRepoID, "full_name": "octocat/hello-world"}},
 		{name: "get file content", id: "get_repository_content", input: `{` + hw + `,"path":"README.md"}`,
 			want: map[string]any{"type": "file", "path": "README.md", "name": "README.md", "encoding": "utf-8",
 				"content": "# Hello World\n\nHello, world!\n", "entries": absent},
-			check: func(t *testing.T, f *fakegithub.Server, out map[string]any) {
+			check: func(t *testing.T, f *fakecodehost.Server, out map[string]any) {
 				if out["sha"] != blob(t, f, "", "README.md") {
 					t.Errorf("sha %v", out["sha"])
 				}
@@ -310,22 +310,22 @@ func stepCases() []stepCase {
 			want: map[string]any{"type": "dir", "path": "", "entries.0.name": ".github", "entries.1.name": "CHANGELOG.md", "entries.3.name": "docs"}},
 		{name: "get file", id: "get_file", input: `{` + hw + `,"path":"src/main.go","ref":"feature"}`,
 			want: map[string]any{"path": "src/main.go", "encoding": "utf-8", "content": "package main\n\nfunc main() { println(\"HELLO\") }\n"},
-			check: func(t *testing.T, f *fakegithub.Server, out map[string]any) {
+			check: func(t *testing.T, f *fakecodehost.Server, out map[string]any) {
 				if out["sha"] != blob(t, f, "feature", "src/main.go") {
 					t.Errorf("sha %v", out["sha"])
 				}
 			}},
 		{name: "star", id: "star_repo", input: `{` + hw + `}`,
 			want: map[string]any{"repository": "octocat/hello-world", "starred": true},
-			check: func(t *testing.T, f *fakegithub.Server, _ map[string]any) {
+			check: func(t *testing.T, f *fakecodehost.Server, _ map[string]any) {
 				if !f.Starred("octocat", "octocat", "hello-world") {
 					t.Error("not starred")
 				}
 			}},
 		{name: "create file", id: "create_or_update_file_contents",
 			input: `{` + hw + `,"path":"notes/todo.md","content":"- write tests\n","message":"Add notes","branch":"feature"}`,
-			want:  map[string]any{"created": true, "path": "notes/todo.md", "sha": fakegithub.BlobSHA([]byte("- write tests\n")), "size": 14},
-			check: func(t *testing.T, f *fakegithub.Server, out map[string]any) {
+			want:  map[string]any{"created": true, "path": "notes/todo.md", "sha": fakecodehost.BlobSHA([]byte("- write tests\n")), "size": 14},
+			check: func(t *testing.T, f *fakecodehost.Server, out map[string]any) {
 				if b, _ := f.File("octocat", "hello-world", "feature", "notes/todo.md"); string(b) != "- write tests\n" {
 					t.Errorf("file is %q", b)
 				}
@@ -336,15 +336,15 @@ func stepCases() []stepCase {
 		{name: "create binary file", id: "create_or_update_file_contents",
 			input: `{` + hw + `,"path":"bin/x","content":"AAEC/w==","encoding":"base64","message":"Add binary"}`,
 			want:  map[string]any{"created": true, "size": 4},
-			check: func(t *testing.T, f *fakegithub.Server, _ map[string]any) {
+			check: func(t *testing.T, f *fakecodehost.Server, _ map[string]any) {
 				if b, _ := f.File("octocat", "hello-world", "", "bin/x"); !bytes.Equal(b, []byte{0, 1, 2, 255}) {
 					t.Errorf("file is %v", b)
 				}
 			}},
 		{name: "delete file", id: "delete_file",
-			input: `{` + hw + `,"path":"CHANGELOG.md","message":"Drop the changelog","sha":"` + fakegithub.BlobSHA([]byte("## v1.0.0\n\n- First release.\n")) + `"}`,
+			input: `{` + hw + `,"path":"CHANGELOG.md","message":"Drop the changelog","sha":"` + fakecodehost.BlobSHA([]byte("## v1.0.0\n\n- First release.\n")) + `"}`,
 			want:  map[string]any{"path": "CHANGELOG.md", "deleted": true},
-			check: func(t *testing.T, f *fakegithub.Server, _ map[string]any) {
+			check: func(t *testing.T, f *fakecodehost.Server, _ map[string]any) {
 				if _, ok := f.File("octocat", "hello-world", "", "CHANGELOG.md"); ok {
 					t.Error("the file is still there")
 				}
@@ -357,14 +357,14 @@ func stepCases() []stepCase {
 				"resources.core.reset": "2026-03-02T11:00:00Z"}},
 		{name: "create branch from default", id: "create_branch", input: `{` + hw + `,"branch":"topic/one"}`,
 			want: map[string]any{"branch": "topic/one", "ref": "refs/heads/topic/one", "from": "main"},
-			check: func(t *testing.T, f *fakegithub.Server, out map[string]any) {
+			check: func(t *testing.T, f *fakecodehost.Server, out map[string]any) {
 				if got := branchSHA(t, f, "topic/one"); got != branchSHA(t, f, "main") || out["sha"] != got {
 					t.Errorf("new branch at %s, output %v, main %s", got, out["sha"], branchSHA(t, f, "main"))
 				}
 			}},
 		{name: "create branch from branch", id: "create_branch", input: `{` + hw + `,"branch":"topic","from":"feature"}`,
 			want: map[string]any{"from": "feature"},
-			check: func(t *testing.T, f *fakegithub.Server, out map[string]any) {
+			check: func(t *testing.T, f *fakecodehost.Server, out map[string]any) {
 				if got := branchSHA(t, f, "topic"); got != branchSHA(t, f, "feature") || out["sha"] != got {
 					t.Errorf("new branch at %s, want feature's head", got)
 				}
@@ -372,7 +372,7 @@ func stepCases() []stepCase {
 		{name: "get commit", id: "get_commit", input: `{` + hw + `,"ref":"main"}`,
 			want: map[string]any{"message": "Add the changelog", "author.login": "octocat", "author.name": "The Octocat",
 				"files.0.filename": "CHANGELOG.md", "files.0.status": "added", "stats.additions": 3, "stats.total": 3, "parents.1": absent},
-			check: func(t *testing.T, f *fakegithub.Server, out map[string]any) {
+			check: func(t *testing.T, f *fakecodehost.Server, out map[string]any) {
 				if out["sha"] != branchSHA(t, f, "main") {
 					t.Errorf("sha %v", out["sha"])
 				}
@@ -388,7 +388,7 @@ func stepCases() []stepCase {
 			want: map[string]any{"count": 1, "branches.0.name": "main"}},
 		{name: "get branch", id: "get_branch", input: `{` + hw + `,"branch":"main"}`,
 			want: map[string]any{"name": "main", "protected": true},
-			check: func(t *testing.T, f *fakegithub.Server, out map[string]any) {
+			check: func(t *testing.T, f *fakecodehost.Server, out map[string]any) {
 				if out["sha"] != branchSHA(t, f, "main") {
 					t.Errorf("sha %v", out["sha"])
 				}
@@ -398,14 +398,14 @@ func stepCases() []stepCase {
 			want: map[string]any{"number": 5, "repository": "octocat/hello-world", "title": "It broke", "body": "Details.", "state": "open",
 				"user": "octocat", "labels": []string{"bug", "p1"}, "assignees": []string{"hubot"}, "milestone.number": 1,
 				"milestone.title": "v1.0", "is_pull_request": false, "closed_at": absent},
-			check: func(t *testing.T, f *fakegithub.Server, _ map[string]any) {
+			check: func(t *testing.T, f *fakecodehost.Server, _ map[string]any) {
 				if is, ok := f.Issue("octocat", "hello-world", 5); !ok || is.Title != "It broke" || !slices.Equal(is.Assignees, []string{"hubot"}) {
 					t.Errorf("fake issue %+v", is)
 				}
 			}},
 		{name: "comment", id: "create_issue_comment", input: `{` + hw + `,"issue_number":2,"body":"On it."}`,
 			want: map[string]any{"issue_number": 2, "body": "On it.", "user": "octocat"},
-			check: func(t *testing.T, f *fakegithub.Server, _ map[string]any) {
+			check: func(t *testing.T, f *fakecodehost.Server, _ map[string]any) {
 				if is, _ := f.Issue("octocat", "hello-world", 2); !slices.Equal(is.Comments, []string{"On it."}) {
 					t.Errorf("comments %v", is.Comments)
 				}
@@ -414,14 +414,14 @@ func stepCases() []stepCase {
 			input: `{` + hw + `,"issue_number":2,"state":"closed","state_reason":"not_planned","labels":[],"assignees":["octocat"]}`,
 			want: map[string]any{"number": 2, "state": "closed", "state_reason": "not_planned", "labels": []string{},
 				"assignees": []string{"octocat"}, "closed_at": "2026-03-02T10:00:00Z"},
-			check: func(t *testing.T, f *fakegithub.Server, _ map[string]any) {
+			check: func(t *testing.T, f *fakecodehost.Server, _ map[string]any) {
 				if is, _ := f.Issue("octocat", "hello-world", 2); is.State != "closed" || is.StateReason != "not_planned" || len(is.Labels) != 0 {
 					t.Errorf("fake issue %+v", is)
 				}
 			}},
 		{name: "clear milestone and retitle", id: "update_issue", input: `{` + hw + `,"issue_number":1,"milestone":null,"title":"Found two bugs"}`,
 			want: map[string]any{"title": "Found two bugs", "milestone": absent, "labels": []string{"bug"}},
-			check: func(t *testing.T, f *fakegithub.Server, _ map[string]any) {
+			check: func(t *testing.T, f *fakecodehost.Server, _ map[string]any) {
 				if is, _ := f.Issue("octocat", "hello-world", 1); is.Milestone != 0 || is.Title != "Found two bugs" {
 					t.Errorf("fake issue %+v", is)
 				}
@@ -445,7 +445,7 @@ func stepCases() []stepCase {
 			input: `{` + hw + `,"head":"topic","base":"main","title":"Topic","body":"Please.","draft":true}`,
 			want: map[string]any{"number": 5, "head": "topic", "base": "main", "title": "Topic", "state": "open", "draft": true,
 				"merged": false, "user": "octocat", "requested_reviewers": []string{}},
-			check: func(t *testing.T, f *fakegithub.Server, out map[string]any) {
+			check: func(t *testing.T, f *fakecodehost.Server, out map[string]any) {
 				if is, _ := f.Issue("octocat", "hello-world", 5); !is.PullRequest || is.Head != "topic" || !is.Draft {
 					t.Errorf("fake PR %+v", is)
 				}
@@ -457,23 +457,23 @@ func stepCases() []stepCase {
 			want: map[string]any{"pull_number": 4, "requested_users": []string{"octocat"}, "requested_teams": []string{},
 				"reviews.0.reviewer": "monalisa", "reviews.0.state": "COMMENTED", "reviews.1.reviewer": "octocat",
 				"reviews.1.state": "CHANGES_REQUESTED", "has_more": false}},
-		{name: "project field", id: "get_project_v2_field", input: `{"field_id":"` + fakegithub.SeedFieldID + `"}`,
-			want: map[string]any{"id": fakegithub.SeedFieldID, "name": "Status", "data_type": "SINGLE_SELECT",
-				"options.0.name": "In Progress", "options.0.id": fakegithub.SeedOptionDoing, "options.1.name": "Done", "options.2.name": "Todo"}},
-		{name: "project field without options", id: "get_project_v2_field", input: `{"field_id":"` + fakegithub.SeedTitleFieldID + `"}`,
-			want: map[string]any{"id": fakegithub.SeedTitleFieldID, "name": "Title", "data_type": "TITLE", "options": []string{}}},
+		{name: "project field", id: "get_project_v2_field", input: `{"field_id":"` + fakecodehost.SeedFieldID + `"}`,
+			want: map[string]any{"id": fakecodehost.SeedFieldID, "name": "Status", "data_type": "SINGLE_SELECT",
+				"options.0.name": "In Progress", "options.0.id": fakecodehost.SeedOptionDoing, "options.1.name": "Done", "options.2.name": "Todo"}},
+		{name: "project field without options", id: "get_project_v2_field", input: `{"field_id":"` + fakecodehost.SeedTitleFieldID + `"}`,
+			want: map[string]any{"id": fakecodehost.SeedTitleFieldID, "name": "Title", "data_type": "TITLE", "options": []string{}}},
 		{name: "project item status", id: "update_project_v2_item_status",
-			input: `{"project_id":"` + fakegithub.SeedProjectID + `","item_id":"` + fakegithub.SeedItemID + `","field_id":"` +
-				fakegithub.SeedFieldID + `","option_id":"` + fakegithub.SeedOptionDone + `"}`,
-			want: map[string]any{"item_id": fakegithub.SeedItemID, "option_id": fakegithub.SeedOptionDone},
-			check: func(t *testing.T, f *fakegithub.Server, _ map[string]any) {
-				if got := f.ProjectItemOption(fakegithub.SeedProjectID, fakegithub.SeedItemID, fakegithub.SeedFieldID); got != fakegithub.SeedOptionDone {
+			input: `{"project_id":"` + fakecodehost.SeedProjectID + `","item_id":"` + fakecodehost.SeedItemID + `","field_id":"` +
+				fakecodehost.SeedFieldID + `","option_id":"` + fakecodehost.SeedOptionDone + `"}`,
+			want: map[string]any{"item_id": fakecodehost.SeedItemID, "option_id": fakecodehost.SeedOptionDone},
+			check: func(t *testing.T, f *fakecodehost.Server, _ map[string]any) {
+				if got := f.ProjectItemOption(fakecodehost.SeedProjectID, fakecodehost.SeedItemID, fakecodehost.SeedFieldID); got != fakecodehost.SeedOptionDone {
 					t.Errorf("option %q", got)
 				}
 			}},
 		{name: "merge", id: "merge_pull_request", input: `{` + hw + `,"pull_number":4,"merge_method":"squash","commit_title":"Louder (#4)"}`,
 			want: map[string]any{"pull_number": 4, "merged": true, "message": "Pull Request successfully merged"},
-			check: func(t *testing.T, f *fakegithub.Server, out map[string]any) {
+			check: func(t *testing.T, f *fakecodehost.Server, out map[string]any) {
 				if is, _ := f.Issue("octocat", "hello-world", 4); !is.Merged || is.State != "closed" {
 					t.Errorf("fake PR %+v", is)
 				}
@@ -489,37 +489,37 @@ func stepCases() []stepCase {
 		{name: "get pull request", id: "get_pull_request", input: `{` + hw + `,"pull_number":4}`,
 			want: map[string]any{"number": 4, "mergeable": true, "merged": false, "head": "feature", "base": "main",
 				"requested_reviewers": []string{"octocat"}, "assignees": []string{"hubot"}},
-			check: func(t *testing.T, f *fakegithub.Server, out map[string]any) {
+			check: func(t *testing.T, f *fakecodehost.Server, out map[string]any) {
 				if out["head_sha"] != branchSHA(t, f, "feature") || out["base_sha"] != branchSHA(t, f, "main") {
 					t.Errorf("shas %v %v", out["head_sha"], out["base_sha"])
 				}
 			}},
 		{name: "update pull request", id: "update_pull_request", input: `{` + hw + `,"pull_number":4,"title":"Louder","state":"closed"}`,
 			want: map[string]any{"number": 4, "title": "Louder", "state": "closed", "merged": false},
-			check: func(t *testing.T, f *fakegithub.Server, _ map[string]any) {
+			check: func(t *testing.T, f *fakecodehost.Server, _ map[string]any) {
 				if is, _ := f.Issue("octocat", "hello-world", 4); is.Title != "Louder" || is.State != "closed" {
 					t.Errorf("fake PR %+v", is)
 				}
 			}},
 		{name: "dispatch by file name", id: "create_workflow_dispatch", input: `{` + hw + `,"workflow_id":"ci.yml","ref":"main","inputs":{"debug":true,"level":"2"}}`,
 			want: map[string]any{"workflow_id": "ci.yml", "ref": "main", "dispatched": true, "run_id": absent},
-			check: func(t *testing.T, f *fakegithub.Server, _ map[string]any) {
-				if _, runs := f.WorkflowState("octocat", "hello-world", fakegithub.SeedWorkflowID); runs != 2 {
+			check: func(t *testing.T, f *fakecodehost.Server, _ map[string]any) {
+				if _, runs := f.WorkflowState("octocat", "hello-world", fakecodehost.SeedWorkflowID); runs != 2 {
 					t.Errorf("%d runs", runs)
 				}
 			}},
 		{name: "dispatch by id with run details", id: "create_workflow_dispatch",
 			input: `{` + hw + `,"workflow_id":161335,"ref":"feature","return_run_details":true}`,
 			want:  map[string]any{"workflow_id": "161335", "dispatched": true},
-			check: func(t *testing.T, f *fakegithub.Server, out map[string]any) {
+			check: func(t *testing.T, f *fakecodehost.Server, out map[string]any) {
 				if id, _ := out["run_id"].(float64); id == 0 {
 					t.Errorf("no run_id in %v", out)
 				}
 			}},
 		{name: "disable workflow", id: "disable_workflow", input: `{` + hw + `,"workflow_id":161335}`,
 			want: map[string]any{"workflow_id": "161335", "state": "disabled_manually"},
-			check: func(t *testing.T, f *fakegithub.Server, _ map[string]any) {
-				if st, _ := f.WorkflowState("octocat", "hello-world", fakegithub.SeedWorkflowID); st != "disabled_manually" {
+			check: func(t *testing.T, f *fakecodehost.Server, _ map[string]any) {
+				if st, _ := f.WorkflowState("octocat", "hello-world", fakecodehost.SeedWorkflowID); st != "disabled_manually" {
 					t.Errorf("state %q", st)
 				}
 			}},
@@ -527,60 +527,60 @@ func stepCases() []stepCase {
 			setup: [][2]string{{"disable_workflow", `{` + hw + `,"workflow_id":"deploy.yml"}`}},
 			input: `{` + hw + `,"workflow_id":"deploy.yml"}`,
 			want:  map[string]any{"workflow_id": "deploy.yml", "state": "active"},
-			check: func(t *testing.T, f *fakegithub.Server, _ map[string]any) {
-				if st, _ := f.WorkflowState("octocat", "hello-world", fakegithub.SeedDeployWorkflowID); st != "active" {
+			check: func(t *testing.T, f *fakecodehost.Server, _ map[string]any) {
+				if st, _ := f.WorkflowState("octocat", "hello-world", fakecodehost.SeedDeployWorkflowID); st != "active" {
 					t.Errorf("state %q", st)
 				}
 			}},
 		{name: "get workflow run", id: "get_workflow_run", input: `{` + hw + `,"run_id":30433642}`,
-			want: map[string]any{"id": fakegithub.SeedRunID, "name": "CI", "workflow_id": fakegithub.SeedWorkflowID, "status": "completed",
+			want: map[string]any{"id": fakecodehost.SeedRunID, "name": "CI", "workflow_id": fakecodehost.SeedWorkflowID, "status": "completed",
 				"conclusion": "success", "event": "push", "actor": "octocat", "head_branch": "main", "run_number": 1}},
 		{name: "list workflow runs", id: "list_workflow_runs",
 			setup: [][2]string{{"create_workflow_dispatch", `{` + hw + `,"workflow_id":"ci.yml","ref":"feature"}`}},
 			input: `{` + hw + `,"workflow_id":"ci.yml"}`,
 			want: map[string]any{"total_count": 2, "count": 2, "runs.0.event": "workflow_dispatch", "runs.0.status": "queued",
-				"runs.0.conclusion": absent, "runs.0.head_branch": "feature", "runs.1.id": fakegithub.SeedRunID}},
+				"runs.0.conclusion": absent, "runs.0.head_branch": "feature", "runs.1.id": fakecodehost.SeedRunID}},
 		{name: "list runs by status", id: "list_workflow_runs", input: `{` + hw + `,"status":"failure"}`,
 			want: map[string]any{"total_count": 0, "count": 0, "runs": []any{}}},
 		{name: "create gist", id: "create_gist", input: `{"description":"Notes","public":true,"files":{"b.md":{"content":"# B"},"a.txt":{"content":"a"}}}`,
 			want: map[string]any{"description": "Notes", "public": true, "owner": "octocat", "files.0.filename": "a.txt", "files.1.filename": "b.md",
 				"files.1.language": "Markdown", "files.0.size": 1},
-			check: func(t *testing.T, f *fakegithub.Server, out map[string]any) {
+			check: func(t *testing.T, f *fakecodehost.Server, out map[string]any) {
 				if d, files, ok := f.Gist(out["id"].(string)); !ok || d != "Notes" || files["b.md"] != "# B" {
 					t.Errorf("fake gist %q %v", d, files)
 				}
 			}},
 		{name: "update gist", id: "update_gist",
-			input: `{"gist_id":"` + fakegithub.SeedGistID + `","description":"Renamed","files":{"hello_world.rb":null,"new.py":{"content":"print(1)"}}}`,
-			want:  map[string]any{"id": fakegithub.SeedGistID, "description": "Renamed", "files.0.filename": "new.py", "files.1": absent},
-			check: func(t *testing.T, f *fakegithub.Server, _ map[string]any) {
-				if _, files, _ := f.Gist(fakegithub.SeedGistID); len(files) != 1 || files["new.py"] != "print(1)" {
+			input: `{"gist_id":"` + fakecodehost.SeedGistID + `","description":"Renamed","files":{"hello_world.rb":null,"new.py":{"content":"print(1)"}}}`,
+			want:  map[string]any{"id": fakecodehost.SeedGistID, "description": "Renamed", "files.0.filename": "new.py", "files.1": absent},
+			check: func(t *testing.T, f *fakecodehost.Server, _ map[string]any) {
+				if _, files, _ := f.Gist(fakecodehost.SeedGistID); len(files) != 1 || files["new.py"] != "print(1)" {
 					t.Errorf("fake files %v", files)
 				}
 			}},
 		{name: "list gists", id: "list_gists_for_a_user", input: `{"username":"octocat"}`,
-			want: map[string]any{"count": 1, "gists.0.id": fakegithub.SeedGistID, "gists.0.files.0.filename": "hello_world.rb"}},
+			want: map[string]any{"count": 1, "gists.0.id": fakecodehost.SeedGistID, "gists.0.files.0.filename": "hello_world.rb"}},
 		{name: "collaborator permission", id: "check_collaborator_permission", input: `{` + hw + `,"username":"hubot"}`,
 			want: map[string]any{"username": "hubot", "permission": "write", "role_name": "write"}},
 		{name: "no permission", id: "check_collaborator_permission", input: `{` + hw + `,"username":"monalisa"}`,
 			want: map[string]any{"permission": "none", "role_name": ""}},
 		{name: "invite collaborator", id: "add_collaborator", input: `{` + hw + `,"username":"monalisa","permission":"triage"}`,
 			want: map[string]any{"username": "monalisa", "permission": "triage", "invited": true},
-			check: func(t *testing.T, f *fakegithub.Server, out map[string]any) {
+			check: func(t *testing.T, f *fakecodehost.Server, out map[string]any) {
 				if _, invited := f.Collaborator("octocat", "hello-world", "monalisa"); !invited || out["invitation_id"] == nil {
 					t.Errorf("no invitation (output %v)", out)
 				}
 			}},
 		{name: "change collaborator permission", id: "add_collaborator", input: `{` + hw + `,"username":"hubot","permission":"maintain"}`,
 			want: map[string]any{"invited": false, "permission": "maintain", "invitation_id": absent},
-			check: func(t *testing.T, f *fakegithub.Server, _ map[string]any) {
+			check: func(t *testing.T, f *fakecodehost.Server, _ map[string]any) {
 				if p, _ := f.Collaborator("octocat", "hello-world", "hubot"); p != "maintain" {
 					t.Errorf("permission %q", p)
 				}
 			}},
 		{name: "remove collaborator", id: "remove_collaborator", input: `{` + hw + `,"username":"hubot"}`,
 			want: map[string]any{"username": "hubot", "removed": true},
-			check: func(t *testing.T, f *fakegithub.Server, _ map[string]any) {
+			check: func(t *testing.T, f *fakecodehost.Server, _ map[string]any) {
 				if p, _ := f.Collaborator("octocat", "hello-world", "hubot"); p != "" {
 					t.Errorf("permission %q", p)
 				}
@@ -592,13 +592,13 @@ func stepCases() []stepCase {
 // against the fake's state and against the step's output schema.
 func TestSteps(t *testing.T) {
 	t.Parallel()
-	schemas := newHarness(t, fakegithub.Options{}, codehost.ToolkitOptions{})
+	schemas := newHarness(t, fakecodehost.Options{}, codehost.ToolkitOptions{})
 	covered := map[string]bool{}
 	for _, tc := range stepCases() {
 		covered["codehost."+tc.id] = true
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			h := newHarness(t, fakegithub.Options{}, codehost.ToolkitOptions{})
+			h := newHarness(t, fakecodehost.Options{}, codehost.ToolkitOptions{})
 			for _, s := range tc.setup {
 				h.mustRun(t, s[0], s[1])
 			}

@@ -2,7 +2,7 @@
 // OAuth side for connected accounts (this file) and its tool steps with
 // their HTTP policy (steps*.go, client.go, policy.go: rate-limit headers,
 // 429 as rate_limited, retries of idempotent requests; team accounts get
-// teamId). fakevercel is a faithful in-process fake for tests and the
+// teamId). fakedeploy is a faithful in-process fake for tests and the
 // sandbox.
 //
 // The OAuth side is a Vercel integration.

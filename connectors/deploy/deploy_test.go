@@ -13,7 +13,7 @@ import (
 
 	"github.com/triggerd/triggerd/connectors"
 	"github.com/triggerd/triggerd/connectors/deploy"
-	"github.com/triggerd/triggerd/connectors/oauthtest"
+	"github.com/triggerd/triggerd/sandbox/fakeoauth"
 )
 
 const redirect = "https://app.example/oauth/deploy/callback"
@@ -32,7 +32,7 @@ func noLeak(t *testing.T, err error, secrets ...string) {
 }
 
 // getUser calls the fake's GET /v2/user directly and returns the status.
-func getUser(t *testing.T, v *oauthtest.Vercel, accessToken string) int {
+func getUser(t *testing.T, v *fakeoauth.Vercel, accessToken string) int {
 	t.Helper()
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, v.URL()+"/v2/user", nil)
 	req.Header.Set("Authorization", "Bearer "+accessToken)
@@ -66,7 +66,7 @@ func TestNewValidates(t *testing.T) {
 }
 
 func TestAuthCodeURL(t *testing.T) {
-	v := oauthtest.NewVercel(t)
+	v := fakeoauth.NewVercel(t)
 	p := v.Provider(redirect)
 	u, err := url.Parse(p.AuthCodeURL("state-1", oauth2.GenerateVerifier()))
 	if err != nil {
@@ -81,7 +81,7 @@ func TestAuthCodeURL(t *testing.T) {
 }
 
 func TestPersonalInstall(t *testing.T) {
-	v := oauthtest.NewVercel(t)
+	v := fakeoauth.NewVercel(t)
 	p := v.Provider(redirect)
 	cb, err := v.SignIn(t.Context(), p.AuthCodeURL("st", ""))
 	if err != nil {
@@ -97,7 +97,7 @@ func TestPersonalInstall(t *testing.T) {
 	if !tok.Expiry.IsZero() || tok.RefreshToken != "" || p.CanRefresh(tok) {
 		t.Errorf("token should be long-lived without refresh: %+v", tok)
 	}
-	form := v.RequestsTo(oauthtest.RouteVercelToken)[0]
+	form := v.RequestsTo(fakeoauth.RouteVercelToken)[0]
 	if got, _ := url.ParseQuery(string(form.Body)); got.Get("client_id") != v.ClientID || got.Get("redirect_uri") != redirect {
 		t.Errorf("token form = %v", got)
 	}
@@ -118,7 +118,7 @@ func TestPersonalInstall(t *testing.T) {
 	if err := p.Revoke(t.Context(), tok, id.Metadata); err != nil {
 		t.Fatalf("Revoke: %v", err)
 	}
-	if got := v.RequestsTo(oauthtest.RouteVercelConfiguration)[0]; got.Path != "/v1/integrations/configuration/"+cb.Get("configurationId") || got.Query.Has("teamId") {
+	if got := v.RequestsTo(fakeoauth.RouteVercelConfiguration)[0]; got.Path != "/v1/integrations/configuration/"+cb.Get("configurationId") || got.Query.Has("teamId") {
 		t.Errorf("revoke request = %s ?%v", got.Path, got.Query)
 	}
 	if got := getUser(t, v, tok.AccessToken); got != http.StatusUnauthorized {
@@ -127,8 +127,8 @@ func TestPersonalInstall(t *testing.T) {
 }
 
 func TestTeamInstall(t *testing.T) {
-	v := oauthtest.NewVercel(t)
-	v.SetTeam(&oauthtest.VercelTeam{ID: "team_fake42", Slug: "acme", Name: "Acme"})
+	v := fakeoauth.NewVercel(t)
+	v.SetTeam(&fakeoauth.VercelTeam{ID: "team_fake42", Slug: "acme", Name: "Acme"})
 	p := v.Provider(redirect)
 	cb := v.Authorize("st", redirect)
 	if cb.Get("teamId") != "team_fake42" {
@@ -155,10 +155,10 @@ func TestTeamInstall(t *testing.T) {
 	if err := p.Revoke(t.Context(), stored, id.Metadata); err != nil {
 		t.Fatalf("Revoke: %v", err)
 	}
-	if got := v.RequestsTo(oauthtest.RouteVercelConfiguration)[0].Query.Get("teamId"); got != "team_fake42" {
+	if got := v.RequestsTo(fakeoauth.RouteVercelConfiguration)[0].Query.Get("teamId"); got != "team_fake42" {
 		t.Errorf("revoke teamId = %q", got)
 	}
-	if v.TokenState(tok.AccessToken) != oauthtest.TokenRevoked {
+	if v.TokenState(tok.AccessToken) != fakeoauth.TokenRevoked {
 		t.Error("token not revoked")
 	}
 	_, err = p.Identify(t.Context(), tok)
@@ -169,8 +169,8 @@ func TestTeamInstall(t *testing.T) {
 }
 
 func TestTeamRevokeNeedsTeamID(t *testing.T) {
-	v := oauthtest.NewVercel(t)
-	v.SetTeam(&oauthtest.VercelTeam{ID: "team_fake42", Slug: "acme", Name: "Acme"})
+	v := fakeoauth.NewVercel(t)
+	v.SetTeam(&fakeoauth.VercelTeam{ID: "team_fake42", Slug: "acme", Name: "Acme"})
 	p := v.Provider(redirect)
 	tok, err := p.Exchange(t.Context(), v.Authorize("st", redirect), "")
 	if err != nil {
@@ -187,7 +187,7 @@ func TestTeamRevokeNeedsTeamID(t *testing.T) {
 }
 
 func TestExchangeReusedCode(t *testing.T) {
-	v := oauthtest.NewVercel(t)
+	v := fakeoauth.NewVercel(t)
 	p := v.Provider(redirect)
 	cb := v.Authorize("st", redirect)
 	tok, err := p.Exchange(t.Context(), cb, "")
@@ -202,7 +202,7 @@ func TestExchangeReusedCode(t *testing.T) {
 }
 
 func TestExchangeWrongSecret(t *testing.T) {
-	v := oauthtest.NewVercel(t)
+	v := fakeoauth.NewVercel(t)
 	c := v.Config(redirect)
 	c.ClientSecret = "wrong-secret-do-not-print"
 	p, err := deploy.New(c)
@@ -218,7 +218,7 @@ func TestExchangeWrongSecret(t *testing.T) {
 }
 
 func TestExchangeRedirectMismatch(t *testing.T) {
-	v := oauthtest.NewVercel(t)
+	v := fakeoauth.NewVercel(t)
 	p := v.Provider(redirect)
 	other := v.Provider("https://other.example/callback")
 	cb := v.Authorize("st", redirect)
@@ -231,7 +231,7 @@ func TestExchangeRedirectMismatch(t *testing.T) {
 }
 
 func TestRevokeUnavailable(t *testing.T) {
-	v := oauthtest.NewVercel(t)
+	v := fakeoauth.NewVercel(t)
 	p := v.Provider(redirect)
 	tok, err := p.Exchange(t.Context(), v.Authorize("st", redirect), "")
 	if err != nil {
@@ -241,7 +241,7 @@ func TestRevokeUnavailable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v.FailNext(oauthtest.RouteVercelConfiguration, 1, http.StatusServiceUnavailable)
+	v.FailNext(fakeoauth.RouteVercelConfiguration, 1, http.StatusServiceUnavailable)
 	err = p.Revoke(t.Context(), tok, id.Metadata)
 	if err == nil || !strings.Contains(err.Error(), "503") {
 		t.Fatalf("Revoke during an outage: %v", err)
@@ -250,7 +250,7 @@ func TestRevokeUnavailable(t *testing.T) {
 	if !v.Live(tok.AccessToken) {
 		t.Error("the token died although revoke failed")
 	}
-	v.HangNext(oauthtest.RouteVercelConfiguration, 1)
+	v.HangNext(fakeoauth.RouteVercelConfiguration, 1)
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()
 	if err := p.Revoke(ctx, tok, id.Metadata); !errors.Is(err, context.DeadlineExceeded) {

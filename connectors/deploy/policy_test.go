@@ -8,18 +8,18 @@ import (
 	"time"
 
 	"github.com/triggerd/triggerd/connectors"
-	"github.com/triggerd/triggerd/connectors/deploy/fakevercel"
+	"github.com/triggerd/triggerd/sandbox/fakedeploy"
 )
 
 func TestRateLimited429(t *testing.T) {
 	h := newHarness(t)
-	h.fake.SetRateLimit(fakevercel.RouteListDeployments, 0, time.Minute)
+	h.fake.SetRateLimit(fakedeploy.RouteListDeployments, 0, time.Minute)
 	_, err := h.run(t, StepListDeployments, team, `{}`)
 	ce := wantCode(t, err, connectors.CodeRateLimited)
 	if ce.RetryAfter != time.Minute || !ce.Retryable || ce.Status != 429 {
 		t.Errorf("error = %+v, want RetryAfter 1m from Retry-After", ce)
 	}
-	if n := len(h.fake.RequestsTo(fakevercel.RouteListDeployments)); n != 1 {
+	if n := len(h.fake.RequestsTo(fakedeploy.RouteListDeployments)); n != 1 {
 		t.Errorf("a 429 was retried: %d requests", n)
 	}
 	// The bucket is now known to be spent: the next call is refused here.
@@ -29,16 +29,16 @@ func TestRateLimited429(t *testing.T) {
 	if ce.RetryAfter != 40*time.Second || ce.Status != 0 {
 		t.Errorf("refusal = %+v, want RetryAfter 40s and no upstream status", ce)
 	}
-	if n := len(h.fake.RequestsTo(fakevercel.RouteListDeployments)); n != 1 {
+	if n := len(h.fake.RequestsTo(fakedeploy.RouteListDeployments)); n != 1 {
 		t.Errorf("the refused call reached the fake: %d requests", n)
 	}
 }
 
 func TestRateLimitKnownSpentIsRefusedBeforeSending(t *testing.T) {
 	h := newHarness(t)
-	p := linkedProject(h, fakevercel.DefaultTeamID)
-	d := h.fake.AddDeployment(fakevercel.Deployment{ProjectID: p.ID, State: fakevercel.StateReady})
-	h.fake.SetRateLimit(fakevercel.RouteListDeployments, 2, time.Minute)
+	p := linkedProject(h, fakedeploy.DefaultTeamID)
+	d := h.fake.AddDeployment(fakedeploy.Deployment{ProjectID: p.ID, State: fakedeploy.StateReady})
+	h.fake.SetRateLimit(fakedeploy.RouteListDeployments, 2, time.Minute)
 
 	for range 2 {
 		if _, err := h.run(t, StepListDeployments, team, `{}`); err != nil {
@@ -50,7 +50,7 @@ func TestRateLimitKnownSpentIsRefusedBeforeSending(t *testing.T) {
 	if ce.RetryAfter != time.Minute {
 		t.Errorf("RetryAfter = %v, want the reset one minute on", ce.RetryAfter)
 	}
-	if n := len(h.fake.RequestsTo(fakevercel.RouteListDeployments)); n != 2 {
+	if n := len(h.fake.RequestsTo(fakedeploy.RouteListDeployments)); n != 2 {
 		t.Fatalf("the fake saw %d list requests, want 2", n)
 	}
 	// Buckets are per endpoint and per account.
@@ -68,35 +68,35 @@ func TestRateLimitKnownSpentIsRefusedBeforeSending(t *testing.T) {
 
 func TestRetriesOn503ForReads(t *testing.T) {
 	h := newHarness(t)
-	h.fake.FailNext(fakevercel.RouteListDeployments, 2, fakevercel.Failure{Status: 503})
+	h.fake.FailNext(fakedeploy.RouteListDeployments, 2, fakedeploy.Failure{Status: 503})
 	if _, err := h.run(t, StepListDeployments, personal, `{}`); err != nil {
 		t.Fatalf("two 503s then success: %v", err)
 	}
-	if n := len(h.fake.RequestsTo(fakevercel.RouteListDeployments)); n != 3 {
+	if n := len(h.fake.RequestsTo(fakedeploy.RouteListDeployments)); n != 3 {
 		t.Errorf("%d attempts, want 3", n)
 	}
 
 	h.fake.ClearRequests()
-	h.fake.FailNext(fakevercel.RouteListDeployments, 3, fakevercel.Failure{Status: 502, Empty: true})
+	h.fake.FailNext(fakedeploy.RouteListDeployments, 3, fakedeploy.Failure{Status: 502, Empty: true})
 	_, err := h.run(t, StepListDeployments, personal, `{}`)
 	ce := wantCode(t, err, connectors.CodeUpstream)
 	if ce.Status != 502 || !ce.Retryable {
 		t.Errorf("error = %+v", ce)
 	}
-	if n := len(h.fake.RequestsTo(fakevercel.RouteListDeployments)); n != 3 {
+	if n := len(h.fake.RequestsTo(fakedeploy.RouteListDeployments)); n != 3 {
 		t.Errorf("%d attempts, want at most 3", n)
 	}
 }
 
 func TestNoRetryForCreate(t *testing.T) {
 	h := newHarness(t)
-	linkedProject(h, fakevercel.DefaultUserID)
-	h.fake.FailNext(fakevercel.RouteCreateDeployment, 1, fakevercel.Failure{Status: 503})
+	linkedProject(h, fakedeploy.DefaultUserID)
+	h.fake.FailNext(fakedeploy.RouteCreateDeployment, 1, fakedeploy.Failure{Status: 503})
 	_, err := h.run(t, StepCreateDeployment, personal, `{"project":"web"}`)
 	if ce := wantCode(t, err, connectors.CodeUpstream); ce.Status != 503 || !ce.Retryable {
 		t.Errorf("error = %+v", ce)
 	}
-	if n := len(h.fake.RequestsTo(fakevercel.RouteCreateDeployment)); n != 1 {
+	if n := len(h.fake.RequestsTo(fakedeploy.RouteCreateDeployment)); n != 1 {
 		t.Errorf("a POST was sent %d times", n)
 	}
 	if n := len(h.fake.Deployments()); n != 0 {
@@ -107,7 +107,7 @@ func TestNoRetryForCreate(t *testing.T) {
 func TestRetryStopsAtTheDeadline(t *testing.T) {
 	h := newHarness(t)
 	tk := NewToolkit(ToolkitOptions{APIBaseURL: h.fake.Start(), Now: h.clock.Now, retryBase: time.Hour})
-	h.fake.FailNext(fakevercel.RouteListDeployments, 1, fakevercel.Failure{Status: 503})
+	h.fake.FailNext(fakedeploy.RouteListDeployments, 1, fakedeploy.Failure{Status: 503})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second) // every wait is at least 2 s
 	defer cancel()
 	env := connectors.Env{HTTP: &http.Client{Transport: tk.Wrap("a", bearer{token: "t", base: http.DefaultTransport})}, Account: personal}
@@ -116,7 +116,7 @@ func TestRetryStopsAtTheDeadline(t *testing.T) {
 	if ce := wantCode(t, err, connectors.CodeUpstream); ce.Status != 503 {
 		t.Errorf("error = %+v", ce)
 	}
-	if n := len(h.fake.RequestsTo(fakevercel.RouteListDeployments)); n != 1 {
+	if n := len(h.fake.RequestsTo(fakedeploy.RouteListDeployments)); n != 1 {
 		t.Errorf("%d attempts: a retry would have waited past the deadline", n)
 	}
 }

@@ -14,8 +14,8 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/triggerd/triggerd/connectors"
-	"github.com/triggerd/triggerd/connectors/deploy/fakevercel"
 	"github.com/triggerd/triggerd/internal/testenv"
+	"github.com/triggerd/triggerd/sandbox/fakedeploy"
 )
 
 // bearer adds a token as the platform's account client does.
@@ -31,14 +31,14 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 var (
-	personal = connectors.AccountInfo{ID: "acc_personal", Login: "fake0001", ExternalID: fakevercel.DefaultUserID,
-		Metadata: map[string]string{MetaUserID: fakevercel.DefaultUserID}}
-	team = connectors.AccountInfo{ID: "acc_team", Login: "acme", ExternalID: fakevercel.DefaultTeamID,
-		Metadata: map[string]string{MetaTeamID: fakevercel.DefaultTeamID, MetaUserID: fakevercel.DefaultUserID}}
+	personal = connectors.AccountInfo{ID: "acc_personal", Login: "fake0001", ExternalID: fakedeploy.DefaultUserID,
+		Metadata: map[string]string{MetaUserID: fakedeploy.DefaultUserID}}
+	team = connectors.AccountInfo{ID: "acc_team", Login: "acme", ExternalID: fakedeploy.DefaultTeamID,
+		Metadata: map[string]string{MetaTeamID: fakedeploy.DefaultTeamID, MetaUserID: fakedeploy.DefaultUserID}}
 )
 
 type harness struct {
-	fake  *fakevercel.Server
+	fake  *fakedeploy.Server
 	clock *testenv.Clock
 	tk    connectors.Toolkit
 	token string
@@ -47,7 +47,7 @@ type harness struct {
 func newHarness(t testing.TB) *harness {
 	t.Helper()
 	clk := testenv.NewClock(time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC))
-	fake := fakevercel.New(fakevercel.Options{Now: clk.Now})
+	fake := fakedeploy.New(fakedeploy.Options{Now: clk.Now})
 	u := fake.Start()
 	t.Cleanup(fake.Close)
 	return &harness{
@@ -141,11 +141,11 @@ func wantCode(t *testing.T, err error, code connectors.ErrorCode) *connectors.Er
 	return ce
 }
 
-func linkedProject(h *harness, owner string, branches ...string) fakevercel.Project {
-	return h.fake.AddProject(fakevercel.Project{
+func linkedProject(h *harness, owner string, branches ...string) fakedeploy.Project {
+	return h.fake.AddProject(fakedeploy.Project{
 		Name:    "web",
 		OwnerID: owner,
-		Link:    &fakevercel.GitRepo{Org: "acme", Repo: "web", RepoID: 4242, ProductionBranch: "main", Branches: branches},
+		Link:    &fakedeploy.GitRepo{Org: "acme", Repo: "web", RepoID: 4242, ProductionBranch: "main", Branches: branches},
 	})
 }
 
@@ -228,7 +228,7 @@ func TestSchemasCompileAndExamplesValidate(t *testing.T) {
 
 func TestCreateDeploymentTeamProductionBranch(t *testing.T) {
 	h := newHarness(t)
-	p := linkedProject(h, fakevercel.DefaultTeamID, "main", "feature/login")
+	p := linkedProject(h, fakedeploy.DefaultTeamID, "main", "feature/login")
 	out, err := h.run(t, StepCreateDeployment, team, `{
 		"project": "web", "branch": "feature/login", "environment": "production",
 		"meta": {"ticket": "OPS-1"},
@@ -241,7 +241,7 @@ func TestCreateDeploymentTeamProductionBranch(t *testing.T) {
 	if !ok {
 		t.Fatalf("the fake has no deployment %v", out["id"])
 	}
-	if d.ProjectID != p.ID || d.OwnerID != fakevercel.DefaultTeamID || d.Target != "production" || d.Ref != "feature/login" {
+	if d.ProjectID != p.ID || d.OwnerID != fakedeploy.DefaultTeamID || d.Target != "production" || d.Ref != "feature/login" {
 		t.Errorf("fake deployment = %+v", d)
 	}
 	if out["state"] != "QUEUED" || out["target"] != "production" || out["branch"] != "feature/login" ||
@@ -251,7 +251,7 @@ func TestCreateDeploymentTeamProductionBranch(t *testing.T) {
 	if m := out["meta"].(map[string]any); m["ticket"] != "OPS-1" || m["githubCommitRef"] != "feature/login" {
 		t.Errorf("meta = %v", m)
 	}
-	if c := out["creator"].(map[string]any); c["id"] != fakevercel.DefaultUserID {
+	if c := out["creator"].(map[string]any); c["id"] != fakedeploy.DefaultUserID {
 		t.Errorf("creator = %v", c)
 	}
 	if out["created_at"] != d.CreatedAt.UTC().Format("2006-01-02T15:04:05.000Z07:00") {
@@ -259,11 +259,11 @@ func TestCreateDeploymentTeamProductionBranch(t *testing.T) {
 	}
 	// Every request of a team account carries teamId.
 	reqs := h.fake.Requests()
-	if len(reqs) != 2 || reqs[0].Route != fakevercel.RouteGetProject || reqs[1].Route != fakevercel.RouteCreateDeployment {
+	if len(reqs) != 2 || reqs[0].Route != fakedeploy.RouteGetProject || reqs[1].Route != fakedeploy.RouteCreateDeployment {
 		t.Fatalf("requests = %+v", reqs)
 	}
 	for _, r := range reqs {
-		if r.Query.Get("teamId") != fakevercel.DefaultTeamID {
+		if r.Query.Get("teamId") != fakedeploy.DefaultTeamID {
 			t.Errorf("%s %s: teamId = %q", r.Method, r.Path, r.Query.Get("teamId"))
 		}
 	}
@@ -285,7 +285,7 @@ func TestCreateDeploymentTeamProductionBranch(t *testing.T) {
 
 func TestCreateDeploymentPreviewDefaults(t *testing.T) {
 	h := newHarness(t)
-	linkedProject(h, fakevercel.DefaultUserID)
+	linkedProject(h, fakedeploy.DefaultUserID)
 	out, err := h.run(t, StepCreateDeployment, personal, `{"project":"web"}`)
 	if err != nil {
 		t.Fatal(err)
@@ -293,7 +293,7 @@ func TestCreateDeploymentPreviewDefaults(t *testing.T) {
 	if out["target"] != "preview" || out["branch"] != "main" {
 		t.Errorf("output = %v", out)
 	}
-	post := h.fake.RequestsTo(fakevercel.RouteCreateDeployment)
+	post := h.fake.RequestsTo(fakedeploy.RouteCreateDeployment)
 	if len(post) != 1 {
 		t.Fatalf("%d POSTs", len(post))
 	}
@@ -311,8 +311,8 @@ func TestCreateDeploymentPreviewDefaults(t *testing.T) {
 
 func TestCreateDeploymentRefusals(t *testing.T) {
 	h := newHarness(t)
-	linkedProject(h, fakevercel.DefaultUserID, "main")
-	h.fake.AddProject(fakevercel.Project{Name: "static"})
+	linkedProject(h, fakedeploy.DefaultUserID, "main")
+	h.fake.AddProject(fakedeploy.Project{Name: "static"})
 
 	_, err := h.run(t, StepCreateDeployment, personal, `{"project":"web","environment":"development"}`)
 	if ce := wantCode(t, err, connectors.CodeValidation); !strings.Contains(ce.Message, "development") {
@@ -336,7 +336,7 @@ func TestCreateDeploymentRefusals(t *testing.T) {
 	wantCode(t, err, connectors.CodeNotFound)
 
 	// The same name in the team scope is another project.
-	tp := linkedProject(h, fakevercel.DefaultTeamID)
+	tp := linkedProject(h, fakedeploy.DefaultTeamID)
 	h.fake.ClearRequests()
 	out, err := h.run(t, StepCreateDeployment, team, `{"project":"web"}`)
 	if err != nil {
@@ -345,7 +345,7 @@ func TestCreateDeploymentRefusals(t *testing.T) {
 	if out["project_id"] != tp.ID {
 		t.Errorf("project_id = %v, want %s", out["project_id"], tp.ID)
 	}
-	if n := len(h.fake.RequestsTo(fakevercel.RouteCreateDeployment)); n != 1 {
+	if n := len(h.fake.RequestsTo(fakedeploy.RouteCreateDeployment)); n != 1 {
 		t.Errorf("%d POSTs", n)
 	}
 	if got := len(h.fake.Deployments()); got != 1 {
@@ -376,11 +376,11 @@ func TestInvalidTokenNeedsReauth(t *testing.T) {
 
 func TestListDeploymentsFiltersAndPagination(t *testing.T) {
 	h := newHarness(t)
-	p := linkedProject(h, fakevercel.DefaultTeamID)
-	other := h.fake.AddProject(fakevercel.Project{Name: "docs", OwnerID: fakevercel.DefaultTeamID})
+	p := linkedProject(h, fakedeploy.DefaultTeamID)
+	other := h.fake.AddProject(fakedeploy.Project{Name: "docs", OwnerID: fakedeploy.DefaultTeamID})
 	states := []string{"READY", "ERROR", "BUILDING", "QUEUED", "CANCELED"}
 	for i := range 260 {
-		d := fakevercel.Deployment{ProjectID: p.ID, State: states[i%len(states)], Ref: "main"}
+		d := fakedeploy.Deployment{ProjectID: p.ID, State: states[i%len(states)], Ref: "main"}
 		if i%3 == 0 {
 			d.Target = "production"
 		}
@@ -409,7 +409,7 @@ func TestListDeploymentsFiltersAndPagination(t *testing.T) {
 	if out["count"] != float64(150) || out["next"] == nil {
 		t.Errorf("count = %v next = %v", out["count"], out["next"])
 	}
-	reqs := h.fake.RequestsTo(fakevercel.RouteListDeployments)
+	reqs := h.fake.RequestsTo(fakedeploy.RouteListDeployments)
 	if len(reqs) != 2 || reqs[0].Query.Get("limit") != "100" || reqs[1].Query.Get("limit") != "50" || reqs[1].Query.Get("until") == "" {
 		t.Errorf("pages = %v", queries(reqs))
 	}
@@ -448,9 +448,9 @@ func TestListDeploymentsFiltersAndPagination(t *testing.T) {
 			t.Errorf("item %v escapes the filter", m)
 		}
 	}
-	last := h.fake.RequestsTo(fakevercel.RouteListDeployments)
+	last := h.fake.RequestsTo(fakedeploy.RouteListDeployments)
 	q := last[len(last)-1].Query
-	if q.Get("state") != "READY,ERROR" || q.Get("target") != "production" || q.Get("teamId") != fakevercel.DefaultTeamID {
+	if q.Get("state") != "READY,ERROR" || q.Get("target") != "production" || q.Get("teamId") != fakedeploy.DefaultTeamID {
 		t.Errorf("query = %s", q.Encode())
 	}
 
@@ -469,7 +469,7 @@ func ids(out map[string]any) []string {
 	return s
 }
 
-func queries(reqs []fakevercel.Request) []string {
+func queries(reqs []fakedeploy.Request) []string {
 	var s []string
 	for _, r := range reqs {
 		s = append(s, r.Query.Encode())
@@ -484,15 +484,15 @@ func jsonInt(n int64) string {
 
 func TestCancelDeployment(t *testing.T) {
 	h := newHarness(t)
-	p := linkedProject(h, fakevercel.DefaultTeamID)
-	queued := h.fake.AddDeployment(fakevercel.Deployment{ProjectID: p.ID})
-	building := h.fake.AddDeployment(fakevercel.Deployment{ProjectID: p.ID})
-	if err := h.fake.SetDeploymentState(building.ID, fakevercel.StateBuilding); err != nil {
+	p := linkedProject(h, fakedeploy.DefaultTeamID)
+	queued := h.fake.AddDeployment(fakedeploy.Deployment{ProjectID: p.ID})
+	building := h.fake.AddDeployment(fakedeploy.Deployment{ProjectID: p.ID})
+	if err := h.fake.SetDeploymentState(building.ID, fakedeploy.StateBuilding); err != nil {
 		t.Fatal(err)
 	}
-	ready := h.fake.AddDeployment(fakevercel.Deployment{ProjectID: p.ID, State: fakevercel.StateReady})
+	ready := h.fake.AddDeployment(fakedeploy.Deployment{ProjectID: p.ID, State: fakedeploy.StateReady})
 
-	for _, d := range []fakevercel.Deployment{queued, building} {
+	for _, d := range []fakedeploy.Deployment{queued, building} {
 		out, err := h.run(t, StepCancelDeployment, team, `{"id":"`+d.ID+`"}`)
 		if err != nil {
 			t.Fatalf("cancel %s: %v", d.ID, err)
@@ -509,7 +509,7 @@ func TestCancelDeployment(t *testing.T) {
 	if !strings.Contains(ce.Message, "already READY") {
 		t.Errorf("message = %q", ce.Message)
 	}
-	if n := len(h.fake.RequestsTo(fakevercel.RouteCancelDeployment)); n != 0 {
+	if n := len(h.fake.RequestsTo(fakedeploy.RouteCancelDeployment)); n != 0 {
 		t.Errorf("a READY deployment got %d cancel requests", n)
 	}
 	if got, _ := h.fake.Deployment(ready.ID); got.State != "READY" {
@@ -525,7 +525,7 @@ func TestCancelDeployment(t *testing.T) {
 
 func TestCreateDeploymentFromFiles(t *testing.T) {
 	h := newHarness(t)
-	p := h.fake.AddProject(fakevercel.Project{Name: "static"})
+	p := h.fake.AddProject(fakedeploy.Project{Name: "static"})
 	out, err := h.run(t, StepCreateDeployment, personal, `{"project":"static","environment":"production",
 		"config":{"files":[{"file":"index.html","data":"<h1>hi</h1>"}],"projectSettings":{"framework":null}}}`)
 	if err != nil {

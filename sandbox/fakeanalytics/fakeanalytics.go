@@ -1,4 +1,4 @@
-// Package fakega is an in-memory fake of the Google Analytics 4 Data API
+// Package fakeanalytics is an in-memory fake of the Google Analytics 4 Data API
 // and Admin API (v1beta) parts the analytics connector uses, faithful
 // enough to run the connector's steps against in tests and in a sandbox
 // mode.
@@ -37,7 +37,7 @@
 // One Server serves both APIs: Handler routes both, DataHandler and
 // AdminHandler only their own, for tests that put them on separate hosts.
 // The package does not import testing.
-package fakega
+package fakeanalytics
 
 import (
 	"bytes"

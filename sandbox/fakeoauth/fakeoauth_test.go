@@ -1,4 +1,4 @@
-package oauthtest_test
+package fakeoauth_test
 
 import (
 	"encoding/json"
@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/oauth2"
 
-	"github.com/triggerd/triggerd/connectors/oauthtest"
+	"github.com/triggerd/triggerd/sandbox/fakeoauth"
 )
 
 const redirect = "https://app.example/callback"
@@ -40,7 +40,7 @@ func send(t *testing.T, req *http.Request) (int, http.Header, string) {
 }
 
 func TestGitHubTokenEndpointShapes(t *testing.T) {
-	gh := oauthtest.NewGitHub(t)
+	gh := fakeoauth.NewGitHub(t)
 	gh.Config(redirect)
 	tokenURL := gh.URL() + "/login/oauth/access_token"
 	creds := url.Values{"client_id": {gh.ClientID}, "client_secret": {gh.ClientSecret}, "redirect_uri": {redirect}}
@@ -78,7 +78,7 @@ func TestGitHubTokenEndpointShapes(t *testing.T) {
 }
 
 func TestGitHubAPIHeaderRules(t *testing.T) {
-	gh := oauthtest.NewGitHub(t)
+	gh := fakeoauth.NewGitHub(t)
 	p := gh.Provider(redirect)
 	tok, err := p.Exchange(t.Context(), gh.Authorize("s", redirect, "", "repo"), "")
 	if err != nil {
@@ -108,16 +108,16 @@ func TestGitHubAPIHeaderRules(t *testing.T) {
 	if s, _ := get(map[string]string{"Authorization": auth, "User-Agent": "t"}); s != http.StatusUnauthorized {
 		t.Errorf("expired token: %d, want 401", s)
 	}
-	if got := gh.TokenState(tok.AccessToken); got != oauthtest.TokenExpired {
+	if got := gh.TokenState(tok.AccessToken); got != fakeoauth.TokenExpired {
 		t.Errorf("TokenState = %v, want expired", got)
 	}
-	if gh.TokenState("ghu_never_issued") != oauthtest.TokenUnknown {
+	if gh.TokenState("ghu_never_issued") != fakeoauth.TokenUnknown {
 		t.Error("unknown token not reported unknown")
 	}
 }
 
 func TestGitHubAuthorizeEndpoint(t *testing.T) {
-	gh := oauthtest.NewGitHub(t)
+	gh := fakeoauth.NewGitHub(t)
 	gh.Config(redirect)
 	u := gh.URL() + "/login/oauth/authorize?" + url.Values{
 		"client_id": {gh.ClientID}, "redirect_uri": {"https://evil.example/cb"}, "state": {"s"},
@@ -136,8 +136,8 @@ func TestGitHubAuthorizeEndpoint(t *testing.T) {
 }
 
 func TestFailNextThenRecover(t *testing.T) {
-	v := oauthtest.NewVercel(t)
-	v.FailNext(oauthtest.RouteVercelUser, 2, http.StatusServiceUnavailable)
+	v := fakeoauth.NewVercel(t)
+	v.FailNext(fakeoauth.RouteVercelUser, 2, http.StatusServiceUnavailable)
 	for i, want := range []int{http.StatusServiceUnavailable, http.StatusServiceUnavailable, http.StatusUnauthorized} {
 		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, v.URL()+"/v2/user", nil)
 		status, _, body := send(t, req)
@@ -151,13 +151,13 @@ func TestFailNextThenRecover(t *testing.T) {
 			t.Errorf("call %d: body %q is not Vercel's error envelope", i, body)
 		}
 	}
-	if n := len(v.RequestsTo(oauthtest.RouteVercelUser)); n != 3 {
+	if n := len(v.RequestsTo(fakeoauth.RouteVercelUser)); n != 3 {
 		t.Errorf("recorded %d requests, want 3", n)
 	}
 }
 
 func TestVercelInstallPage(t *testing.T) {
-	v := oauthtest.NewVercel(t)
+	v := fakeoauth.NewVercel(t)
 	if _, err := v.SignIn(t.Context(), v.URL()+"/integrations/"+v.Slug+"/new?state=s"); err == nil {
 		t.Error("install without a registered Redirect URL succeeded")
 	}
@@ -165,7 +165,7 @@ func TestVercelInstallPage(t *testing.T) {
 	if _, err := v.SignIn(t.Context(), v.URL()+"/integrations/other/new?state=s"); err == nil {
 		t.Error("unknown slug accepted")
 	}
-	v.SetTeam(&oauthtest.VercelTeam{ID: "team_1", Slug: "t", Name: "T"})
+	v.SetTeam(&fakeoauth.VercelTeam{ID: "team_1", Slug: "t", Name: "T"})
 	cb, err := v.SignIn(t.Context(), v.URL()+"/integrations/"+v.Slug+"/new?state=s")
 	if err != nil {
 		t.Fatal(err)
@@ -176,7 +176,7 @@ func TestVercelInstallPage(t *testing.T) {
 }
 
 func TestGoogleRefreshTokenOnlyWhenOffline(t *testing.T) {
-	g := oauthtest.NewGoogle(t)
+	g := fakeoauth.NewGoogle(t)
 	cfg := g.Config(redirect)
 	oc := oauth2.Config{
 		ClientID: cfg.ClientID, ClientSecret: cfg.ClientSecret, RedirectURL: redirect,
@@ -225,7 +225,7 @@ func basic(user, pass string) string {
 }
 
 func TestGoogleRevokeEndpoint(t *testing.T) {
-	g := oauthtest.NewGoogle(t)
+	g := fakeoauth.NewGoogle(t)
 	cfg := g.Config(redirect)
 	status, _, body := post(t, cfg.RevokeURL, url.Values{"token": {"never-issued"}}, nil)
 	if status != http.StatusBadRequest || !strings.Contains(body, "invalid_token") {
@@ -241,11 +241,11 @@ func TestGoogleRevokeEndpoint(t *testing.T) {
 	if status, _, _ := post(t, cfg.RevokeURL, url.Values{"token": {tok.AccessToken}}, nil); status != http.StatusOK {
 		t.Fatalf("revoke: %d", status)
 	}
-	if g.TokenState(tok.RefreshToken) != oauthtest.TokenRevoked {
+	if g.TokenState(tok.RefreshToken) != fakeoauth.TokenRevoked {
 		t.Error("refresh token survived revocation of its access token")
 	}
 	infos := g.Tokens()
-	if len(infos) != 2 || infos[tok.AccessToken].Kind != "access" || infos[tok.RefreshToken].State != oauthtest.TokenRevoked {
+	if len(infos) != 2 || infos[tok.AccessToken].Kind != "access" || infos[tok.RefreshToken].State != fakeoauth.TokenRevoked {
 		t.Errorf("Tokens = %+v", infos)
 	}
 }
@@ -253,7 +253,7 @@ func TestGoogleRevokeEndpoint(t *testing.T) {
 // DELETE /applications/{client_id}/token revokes the one token; .../grant
 // revokes every token of the user's grant.
 func TestGitHubRevokeTokenAndGrant(t *testing.T) {
-	gh := oauthtest.NewGitHub(t)
+	gh := fakeoauth.NewGitHub(t)
 	p := gh.Provider(redirect)
 	connect := func() *oauth2.Token {
 		t.Helper()
@@ -279,7 +279,7 @@ func TestGitHubRevokeTokenAndGrant(t *testing.T) {
 	if s := del("token", a.AccessToken, gh.ClientSecret); s != http.StatusNoContent {
 		t.Fatalf("revoke token: %d", s)
 	}
-	if gh.TokenState(a.AccessToken) != oauthtest.TokenRevoked || gh.TokenState(a.RefreshToken) != oauthtest.TokenRevoked {
+	if gh.TokenState(a.AccessToken) != fakeoauth.TokenRevoked || gh.TokenState(a.RefreshToken) != fakeoauth.TokenRevoked {
 		t.Errorf("revoked token: access %v, refresh %v", gh.TokenState(a.AccessToken), gh.TokenState(a.RefreshToken))
 	}
 	if !gh.Live(b.AccessToken) || !gh.Live(c.AccessToken) {

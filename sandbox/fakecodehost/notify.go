@@ -1,4 +1,4 @@
-package fakegithub
+package fakecodehost
 
 import (
 	"fmt"
@@ -231,11 +231,11 @@ func (s *Server) AddNotification(n Notification) (string, error) {
 	defer s.mu.Unlock()
 	u := s.st.users[strings.ToLower(n.Login)]
 	if u == nil || u.org {
-		return "", fmt.Errorf("fakegithub: no user %q", n.Login)
+		return "", fmt.Errorf("fakecodehost: no user %q", n.Login)
 	}
 	r := s.st.repos[repoKey(n.Owner, n.Repo)]
 	if r == nil {
-		return "", fmt.Errorf("fakegithub: no repository %s/%s", n.Owner, n.Repo)
+		return "", fmt.Errorf("fakecodehost: no repository %s/%s", n.Owner, n.Repo)
 	}
 	now := s.o.Now()
 	if n.UpdatedAt.IsZero() {

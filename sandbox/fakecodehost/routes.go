@@ -1,4 +1,4 @@
-package fakegithub
+package fakecodehost
 
 import (
 	"bytes"
@@ -1796,7 +1796,7 @@ func (c *call) graphql() *reply {
 			id, _ := in.Variables["id"].(string)
 			return c.graphqlNode(id)
 		}
-		return okBody(M{"errors": []M{{"message": "fakegithub serves only the updateProjectV2ItemFieldValue mutation and node(id:) of a project field"}}})
+		return okBody(M{"errors": []M{{"message": "fakecodehost serves only the updateProjectV2ItemFieldValue mutation and node(id:) of a project field"}}})
 	}
 	input, _ := in.Variables["input"].(map[string]any)
 	str := func(k string) string { s, _ := input[k].(string); return s }

@@ -1,4 +1,4 @@
-package oauthtest
+package fakeoauth
 
 import (
 	"encoding/json"
@@ -108,7 +108,7 @@ func (g *GitHub) Provider(redirectURL string) *codehost.Provider {
 	g.t.Helper()
 	p, err := codehost.New(g.Config(redirectURL))
 	if err != nil {
-		g.t.Fatalf("oauthtest: %v", err)
+		g.t.Fatalf("fakeoauth: %v", err)
 	}
 	return p
 }
@@ -170,7 +170,7 @@ func (g *GitHub) Authorize(state, redirectURI, codeChallenge string, scopes ...s
 	}
 	_, cb, err := g.authorize(q)
 	if err != nil {
-		g.t.Fatalf("oauthtest: github authorize: %v", err)
+		g.t.Fatalf("fakeoauth: github authorize: %v", err)
 	}
 	return cb
 }

@@ -1,4 +1,4 @@
-package fakegithub_test
+package fakecodehost_test
 
 import (
 	"encoding/json"
@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/triggerd/triggerd/connectors/codehost/fakegithub"
+	"github.com/triggerd/triggerd/sandbox/fakecodehost"
 )
 
 // users maps the test tokens to the seeded users.
@@ -82,7 +82,7 @@ func (rc *receiver) at(path string, from int) []received {
 
 func as(token string) map[string]string { return map[string]string{"Authorization": "Bearer " + token} }
 
-func wait(t *testing.T, s *fakegithub.Server) {
+func wait(t *testing.T, s *fakecodehost.Server) {
 	t.Helper()
 	if err := s.WaitDeliveries(t.Context()); err != nil {
 		t.Fatal(err)
@@ -95,7 +95,7 @@ func hookBody(url string, extra string) string {
 
 func TestRepoHooks(t *testing.T) {
 	t.Parallel()
-	s, u, _ := start(t, fakegithub.Options{Authenticate: users, MaxPerPage: 2})
+	s, u, _ := start(t, fakecodehost.Options{Authenticate: users, MaxPerPage: 2})
 	rc := newReceiver(t)
 	hooks := u + "/repos/octocat/hello-world/hooks"
 
@@ -198,9 +198,9 @@ func TestRepoHooks(t *testing.T) {
 
 func TestHookLimit(t *testing.T) {
 	t.Parallel()
-	_, u, _ := start(t, fakegithub.Options{})
+	_, u, _ := start(t, fakecodehost.Options{})
 	hooks := u + "/repos/octocat/hello-world/hooks"
-	for i := range fakegithub.MaxHooksPerEvent {
+	for i := range fakecodehost.MaxHooksPerEvent {
 		if r := do(t, "POST", hooks, fmt.Sprintf(`{"active":false,"config":{"url":"http://x.test/%d"}}`, i), nil); r.status != 201 {
 			t.Fatalf("hook %d: %d %s", i, r.status, r.body)
 		}
@@ -222,14 +222,14 @@ func TestHookLimit(t *testing.T) {
 
 func TestOrgHooksAndRoles(t *testing.T) {
 	t.Parallel()
-	s, u, _ := start(t, fakegithub.Options{Authenticate: users})
-	if err := s.SetOrg(fakegithub.SeedOrg, map[string]string{"hubot": fakegithub.OrgMember}); err != nil {
+	s, u, _ := start(t, fakecodehost.Options{Authenticate: users})
+	if err := s.SetOrg(fakecodehost.SeedOrg, map[string]string{"hubot": fakecodehost.OrgMember}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.SetOrg("octocat", nil); err == nil {
 		t.Error("SetOrg accepted a user's login")
 	}
-	if err := s.SetOrg("new-org", map[string]string{"nobody": fakegithub.OrgAdmin}); err == nil {
+	if err := s.SetOrg("new-org", map[string]string{"nobody": fakecodehost.OrgAdmin}); err == nil {
 		t.Error("SetOrg accepted an unknown member")
 	}
 	hooks := u + "/orgs/octo-org/hooks"
@@ -280,7 +280,7 @@ func TestOrgHooksAndRoles(t *testing.T) {
 	if _, err := s.AddUser("NEWBIE", ""); err == nil {
 		t.Error("AddUser accepted a taken login")
 	}
-	if err := s.SetOrg("acme", map[string]string{"newbie": fakegithub.OrgAdmin}); err != nil {
+	if err := s.SetOrg("acme", map[string]string{"newbie": fakecodehost.OrgAdmin}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -288,14 +288,14 @@ func TestOrgHooksAndRoles(t *testing.T) {
 // verify checks a delivery's signature with the secret.
 func verify(t *testing.T, secret string, r received) {
 	t.Helper()
-	if got, want := r.header.Get("X-Hub-Signature-256"), fakegithub.Sign(secret, r.body); got != want || !strings.HasPrefix(got, "sha256=") {
+	if got, want := r.header.Get("X-Hub-Signature-256"), fakecodehost.Sign(secret, r.body); got != want || !strings.HasPrefix(got, "sha256=") {
 		t.Errorf("signature %q, want %q", got, want)
 	}
 }
 
 func TestDeliveries(t *testing.T) {
 	t.Parallel()
-	s, u, _ := start(t, fakegithub.Options{})
+	s, u, _ := start(t, fakecodehost.Options{})
 	rc := newReceiver(t)
 	hooks := u + "/repos/octocat/hello-world/hooks"
 	r := do(t, "POST", hooks, hookBody(rc.url+"/json", `,"events":["issues","issue_comment"]`), nil)
@@ -308,10 +308,10 @@ func TestDeliveries(t *testing.T) {
 		t.Fatalf("%d pings received, want 2", len(got))
 	}
 	ping := rc.at("/json", 0)[0]
-	if ping.header.Get("X-GitHub-Event") != "ping" || ping.header.Get("User-Agent") != fakegithub.HookshotUserAgent ||
+	if ping.header.Get("X-GitHub-Event") != "ping" || ping.header.Get("User-Agent") != fakecodehost.HookshotUserAgent ||
 		ping.header.Get("X-GitHub-Hook-ID") != fmt.Sprint(id) || ping.header.Get("Content-Type") != "application/json" ||
 		ping.header.Get("X-GitHub-Hook-Installation-Target-Type") != "repository" ||
-		ping.header.Get("X-GitHub-Hook-Installation-Target-ID") != fmt.Sprint(fakegithub.SeedRepoID) ||
+		ping.header.Get("X-GitHub-Hook-Installation-Target-ID") != fmt.Sprint(fakecodehost.SeedRepoID) ||
 		len(ping.header.Get("X-GitHub-Delivery")) != 36 {
 		t.Errorf("ping headers: %v", ping.header)
 	}
@@ -437,7 +437,7 @@ func TestDeliveries(t *testing.T) {
 
 func TestOrgDeliveries(t *testing.T) {
 	t.Parallel()
-	s, u, _ := start(t, fakegithub.Options{})
+	s, u, _ := start(t, fakecodehost.Options{})
 	rc := newReceiver(t)
 	do(t, "POST", u+"/orgs/octo-org/repos", `{"name":"api"}`, nil)
 	r := do(t, "POST", u+"/orgs/octo-org/hooks", `{"name":"web","events":["issues"],"config":{"url":"`+rc.url+`","content_type":"json","secret":"org"}}`, nil)
@@ -483,7 +483,7 @@ func TestCloseWaitsForDeliveries(t *testing.T) {
 	release := make(chan struct{})
 	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-release }))
 	defer recv.Close()
-	s := fakegithub.New(fakegithub.Options{})
+	s := fakecodehost.New(fakecodehost.Options{})
 	u := s.Start()
 	do(t, "POST", u+"/repos/octocat/hello-world/hooks", `{"config":{"url":"`+recv.URL+`"}}`, nil)
 	closed := make(chan struct{})
@@ -509,11 +509,11 @@ func TestCloseWaitsForDeliveries(t *testing.T) {
 
 func TestPullRequestDeliveries(t *testing.T) {
 	t.Parallel()
-	s, u, _ := start(t, fakegithub.Options{})
+	s, u, _ := start(t, fakecodehost.Options{})
 	rc := newReceiver(t)
 	do(t, "POST", u+"/repos/octocat/hello-world/hooks", `{"events":["pull_request"],"config":{"url":"`+rc.url+`","content_type":"json"}}`, nil)
 	wait(t, s) // deliveries run concurrently: wait to keep their order
-	pull := fmt.Sprintf("%s/repos/octocat/hello-world/pulls/%d", u, fakegithub.SeedPullNumber)
+	pull := fmt.Sprintf("%s/repos/octocat/hello-world/pulls/%d", u, fakecodehost.SeedPullNumber)
 	if r := do(t, "PATCH", pull, `{"title":"Louder"}`, nil); r.status != 200 {
 		t.Fatalf("edit: %d %s", r.status, r.body)
 	}
@@ -532,7 +532,7 @@ func TestPullRequestDeliveries(t *testing.T) {
 		}
 		_ = json.Unmarshal(r.body, &p)
 		got = append(got, r.header.Get("X-GitHub-Event")+"."+p.Action)
-		if p.Action == "closed" && (p.PullRequest["merged"] != true || p.Number != fakegithub.SeedPullNumber) {
+		if p.Action == "closed" && (p.PullRequest["merged"] != true || p.Number != fakecodehost.SeedPullNumber) {
 			t.Errorf("closed: %s", r.body)
 		}
 		if p.Action == "edited" && p.Changes["title"].(map[string]any)["from"] != "Say hello louder" {

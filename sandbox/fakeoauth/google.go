@@ -1,4 +1,4 @@
-package oauthtest
+package fakeoauth
 
 import (
 	"fmt"
@@ -120,7 +120,7 @@ func (g *Google) Provider(redirectURL string) *analytics.Provider {
 	g.t.Helper()
 	p, err := analytics.New(g.Config(redirectURL))
 	if err != nil {
-		g.t.Fatalf("oauthtest: %v", err)
+		g.t.Fatalf("fakeoauth: %v", err)
 	}
 	return p
 }
@@ -177,7 +177,7 @@ func (g *Google) Authorize(state, redirectURI, codeChallenge string, scopes ...s
 	}
 	cb, err := g.authorize(q)
 	if err != nil {
-		g.t.Fatalf("oauthtest: google authorize: %v", err)
+		g.t.Fatalf("fakeoauth: google authorize: %v", err)
 	}
 	return cb
 }

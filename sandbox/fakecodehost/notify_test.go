@@ -1,4 +1,4 @@
-package fakegithub_test
+package fakecodehost_test
 
 import (
 	"encoding/json"
@@ -8,12 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/triggerd/triggerd/connectors/codehost/fakegithub"
+	"github.com/triggerd/triggerd/sandbox/fakecodehost"
 )
 
 func TestOwnGists(t *testing.T) {
 	t.Parallel()
-	s, u, clk := start(t, fakegithub.Options{Authenticate: users})
+	s, u, clk := start(t, fakecodehost.Options{Authenticate: users})
 	var ids []string
 	for i := range 3 {
 		clk.Advance(time.Minute)
@@ -35,7 +35,7 @@ func TestOwnGists(t *testing.T) {
 		return r, got
 	}
 	r, got := list("", nil)
-	if want := []string{ids[0], ids[2], ids[1], fakegithub.SeedGistID}; r.status != 200 || fmt.Sprint(got) != fmt.Sprint(want) {
+	if want := []string{ids[0], ids[2], ids[1], fakecodehost.SeedGistID}; r.status != 200 || fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("GET /gists: %d %v, want %v (most recently updated first, secret ones too, only the caller's)", r.status, got, want)
 	}
 	// GET /users/{username}/gists lists public gists only, also to their
@@ -43,7 +43,7 @@ func TestOwnGists(t *testing.T) {
 	var pub []struct{ ID string }
 	r0 := do(t, "GET", u+"/users/octocat/gists", "", nil)
 	_ = json.Unmarshal(r0.body, &pub)
-	if want := fmt.Sprint([]struct{ ID string }{{ids[0]}, {fakegithub.SeedGistID}}); r0.status != 200 || fmt.Sprint(pub) != want {
+	if want := fmt.Sprint([]struct{ ID string }{{ids[0]}, {fakecodehost.SeedGistID}}); r0.status != 200 || fmt.Sprint(pub) != want {
 		t.Errorf("GET /users/octocat/gists as octocat: %d %v, want only the public ones %v", r0.status, pub, want)
 	}
 	since := clk.Now().Add(-90 * time.Second).Format(time.RFC3339)
@@ -55,9 +55,9 @@ func TestOwnGists(t *testing.T) {
 	}
 
 	etag := r.header.Get("ETag")
-	_, before, _ := s.RateLimit("tok", fakegithub.ResourceCore)
+	_, before, _ := s.RateLimit("tok", fakecodehost.ResourceCore)
 	r304, _ := list("", map[string]string{"If-None-Match": etag})
-	if _, after, _ := s.RateLimit("tok", fakegithub.ResourceCore); r304.status != 304 || after != before {
+	if _, after, _ := s.RateLimit("tok", fakecodehost.ResourceCore); r304.status != 304 || after != before {
 		t.Errorf("If-None-Match: %d, budget %d → %d", r304.status, before, after)
 	}
 	clk.Advance(time.Minute)
@@ -69,7 +69,7 @@ func TestOwnGists(t *testing.T) {
 
 func TestNotifications(t *testing.T) {
 	t.Parallel()
-	s, u, clk := start(t, fakegithub.Options{Authenticate: users})
+	s, u, clk := start(t, fakecodehost.Options{Authenticate: users})
 	get := func(token, query string, h map[string]string) (resp, []map[string]any) {
 		t.Helper()
 		hh := as(token)
@@ -108,7 +108,7 @@ func TestNotifications(t *testing.T) {
 	if n := s.Notifications("monalisa"); len(n) != 0 {
 		t.Errorf("an e-mail address notified: %+v", n)
 	}
-	_, before, _ := s.RateLimit("hubot", fakegithub.ResourceCore)
+	_, before, _ := s.RateLimit("hubot", fakecodehost.ResourceCore)
 	if r, _ := get("hubot", "", map[string]string{"If-Modified-Since": lm}); r.status != 200 {
 		t.Fatalf("after a mention: %d", r.status)
 	}
@@ -130,7 +130,7 @@ func TestNotifications(t *testing.T) {
 		t.Errorf("Last-Modified %q, want %q", lm2, clk.Now().Format(http.TimeFormat))
 	}
 	r304, _ := get("hubot", "?participating=true", map[string]string{"If-Modified-Since": lm2})
-	if _, after, _ := s.RateLimit("hubot", fakegithub.ResourceCore); r304.status != 304 || after != before-2 {
+	if _, after, _ := s.RateLimit("hubot", fakecodehost.ResourceCore); r304.status != 304 || after != before-2 {
 		t.Errorf("304: %d, budget %d → %d (two 200s cost, the 304 does not)", r304.status, before, after)
 	}
 
@@ -145,7 +145,7 @@ func TestNotifications(t *testing.T) {
 	// Threads added directly, filtered by participating, all, since and
 	// before.
 	old := clk.Now().Add(-time.Hour)
-	for _, n := range []fakegithub.Notification{
+	for _, n := range []fakecodehost.Notification{
 		{Login: "hubot", Owner: "octocat", Repo: "hello-world", Title: "Release", Type: "Release", UpdatedAt: old},
 		{Login: "hubot", Owner: "octocat", Repo: "hello-world", Reason: "author", Read: true, Title: "Read", UpdatedAt: old.Add(-time.Minute),
 			SubjectURL: "/repos/octocat/hello-world/issues/2"},
@@ -154,7 +154,7 @@ func TestNotifications(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.AddNotification(fakegithub.Notification{Login: "nobody", Owner: "octocat", Repo: "hello-world"}); err == nil {
+	if _, err := s.AddNotification(fakecodehost.Notification{Login: "nobody", Owner: "octocat", Repo: "hello-world"}); err == nil {
 		t.Error("AddNotification for an unknown user")
 	}
 	titles := func(query string) string {

@@ -1,4 +1,4 @@
-package fakega
+package fakeanalytics
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package fakegithub
+package fakecodehost
 
 import (
 	"bytes"
@@ -142,7 +142,7 @@ func (s *Server) launchLocked(o outgoing) {
 	o.attempt = s.st.id()
 	if s.closed {
 		d := o.delivery()
-		d.Error = "fakegithub: server closed"
+		d.Error = "fakecodehost: server closed"
 		s.recordDeliveryLocked(d)
 		return
 	}
@@ -294,7 +294,7 @@ func (s *Server) Deliver(ctx context.Context, owner, repo, event string, payload
 	defer s.mu.Unlock()
 	r := s.st.repos[repoKey(owner, repo)]
 	if r == nil {
-		return nil, fmt.Errorf("fakegithub: no repository %s/%s", owner, repo)
+		return nil, fmt.Errorf("fakecodehost: no repository %s/%s", owner, repo)
 	}
 	return s.emitLocked(s.st.hooksFor(r, event), event, slices.Clone(payload), s.o.Now()), nil
 }
@@ -309,7 +309,7 @@ func (s *Server) DeliverOrg(ctx context.Context, org, event string, payload []by
 	defer s.mu.Unlock()
 	o := s.st.users[strings.ToLower(org)]
 	if o == nil || !o.org {
-		return nil, fmt.Errorf("fakegithub: no organisation %s", org)
+		return nil, fmt.Errorf("fakecodehost: no organisation %s", org)
 	}
 	return s.emitLocked(hookScope{org: o}.wanting(event), event, slices.Clone(payload), s.o.Now()), nil
 }

@@ -1,4 +1,4 @@
-package oauthtest
+package fakeoauth
 
 import (
 	"fmt"
@@ -99,7 +99,7 @@ func (v *Vercel) Provider(redirectURL string) *deploy.Provider {
 	v.t.Helper()
 	p, err := deploy.New(v.Config(redirectURL))
 	if err != nil {
-		v.t.Fatalf("oauthtest: %v", err)
+		v.t.Fatalf("fakeoauth: %v", err)
 	}
 	return p
 }
@@ -131,7 +131,7 @@ func (v *Vercel) SetTeam(team *VercelTeam) {
 func (v *Vercel) Authorize(state, redirectURI string) url.Values {
 	v.t.Helper()
 	if _, ok := v.redirectAllowed(redirectURI); !ok || redirectURI == "" {
-		v.t.Fatalf("oauthtest: vercel authorize: %q is not the integration's Redirect URL", redirectURI)
+		v.t.Fatalf("fakeoauth: vercel authorize: %q is not the integration's Redirect URL", redirectURI)
 	}
 	return v.install(state, redirectURI)
 }

@@ -1,4 +1,4 @@
-// Package oauthtest provides faithful in-process fakes of the GitHub,
+// Package fakeoauth provides faithful in-process fakes of the GitHub,
 // Vercel and Google authorization servers, plus the few API endpoints the
 // connectors' Identify and Revoke call, for tests.
 //
@@ -12,7 +12,7 @@
 //
 // A test signs the user in either directly:
 //
-//	gh := oauthtest.NewGitHub(t)
+//	gh := fakeoauth.NewGitHub(t)
 //	p := gh.Provider("https://app.example/callback")
 //	verifier := oauth2.GenerateVerifier()
 //	cb := gh.Authorize("st", "https://app.example/callback", oauth2.S256ChallengeFromVerifier(verifier))
@@ -21,7 +21,7 @@
 // or through the authorize endpoint, as a browser would:
 //
 //	cb, err := gh.SignIn(ctx, p.AuthCodeURL("st", verifier))
-package oauthtest
+package fakeoauth
 
 import (
 	"bytes"
@@ -348,22 +348,22 @@ func (f *Fake) RevokeAll() {
 func (f *Fake) SignIn(ctx context.Context, authCodeURL string) (url.Values, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, authCodeURL, nil)
 	if err != nil {
-		return nil, fmt.Errorf("oauthtest: sign in: %w", err)
+		return nil, fmt.Errorf("fakeoauth: sign in: %w", err)
 	}
 	client := *f.srv.Client()
 	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("oauthtest: sign in: %w", err)
+		return nil, fmt.Errorf("fakeoauth: sign in: %w", err)
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	if resp.StatusCode != http.StatusFound {
-		return nil, fmt.Errorf("oauthtest: sign in: authorize answered HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(body)))
+		return nil, fmt.Errorf("fakeoauth: sign in: authorize answered HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(body)))
 	}
 	loc, err := url.Parse(resp.Header.Get("Location"))
 	if err != nil {
-		return nil, fmt.Errorf("oauthtest: sign in: bad Location: %w", err)
+		return nil, fmt.Errorf("fakeoauth: sign in: bad Location: %w", err)
 	}
 	return loc.Query(), nil
 }
@@ -398,7 +398,7 @@ func (f *Fake) redirectAllowed(u string) (string, bool) {
 // newValueLocked returns a deterministic, unique, random-looking value.
 func (f *Fake) newValueLocked(prefix string, n int) string {
 	f.seq++
-	sum := sha256.Sum256(fmt.Appendf(nil, "oauthtest/%d", f.seq))
+	sum := sha256.Sum256(fmt.Appendf(nil, "fakeoauth/%d", f.seq))
 	s := hex.EncodeToString(sum[:])
 	if n > len(s) {
 		n = len(s)

@@ -1,4 +1,4 @@
-package fakegithub_test
+package fakecodehost_test
 
 import (
 	"context"
@@ -10,17 +10,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/triggerd/triggerd/connectors/codehost/fakegithub"
 	"github.com/triggerd/triggerd/internal/testenv"
+	"github.com/triggerd/triggerd/sandbox/fakecodehost"
 )
 
-func start(t *testing.T, o fakegithub.Options) (*fakegithub.Server, string, *testenv.Clock) {
+func start(t *testing.T, o fakecodehost.Options) (*fakecodehost.Server, string, *testenv.Clock) {
 	t.Helper()
 	clk := testenv.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	if o.Now == nil {
 		o.Now = clk.Now
 	}
-	s := fakegithub.New(o)
+	s := fakecodehost.New(o)
 	u := s.Start()
 	t.Cleanup(s.Close)
 	return s, u, clk
@@ -77,7 +77,7 @@ func do(t *testing.T, method, url, body string, h map[string]string) resp {
 
 func TestRequestChecks(t *testing.T) {
 	t.Parallel()
-	_, u, _ := start(t, fakegithub.Options{})
+	_, u, _ := start(t, fakecodehost.Options{})
 	repo := u + "/repos/octocat/hello-world"
 	for _, tc := range []struct {
 		name   string
@@ -119,7 +119,7 @@ func TestRequestChecks(t *testing.T) {
 
 func TestRateLimitHeadersAndETag(t *testing.T) {
 	t.Parallel()
-	s, u, clk := start(t, fakegithub.Options{RateLimit: 3})
+	s, u, clk := start(t, fakecodehost.Options{RateLimit: 3})
 	issue := u + "/repos/octocat/hello-world/issues/1"
 	r1 := do(t, "GET", issue, "", nil)
 	if r1.status != 200 || r1.header.Get("X-RateLimit-Remaining") != "2" || r1.header.Get("X-RateLimit-Limit") != "3" ||
@@ -147,7 +147,7 @@ func TestRateLimitHeadersAndETag(t *testing.T) {
 	if r3.status != 403 || r3.header.Get("X-RateLimit-Remaining") != "0" || !strings.Contains(string(r3.body), "rate limit") {
 		t.Fatalf("spent budget: %d %v %s", r3.status, r3.header, r3.body)
 	}
-	if _, rem, _ := s.RateLimit("tok", fakegithub.ResourceCore); rem != 0 {
+	if _, rem, _ := s.RateLimit("tok", fakecodehost.ResourceCore); rem != 0 {
 		t.Errorf("RateLimit remaining %d", rem)
 	}
 	clk.Advance(time.Hour)
@@ -158,7 +158,7 @@ func TestRateLimitHeadersAndETag(t *testing.T) {
 
 func TestSearchBucketAndPagination(t *testing.T) {
 	t.Parallel()
-	s, u, _ := start(t, fakegithub.Options{})
+	s, u, _ := start(t, fakecodehost.Options{})
 	for i := range 5 {
 		r := do(t, "POST", u+"/repos/octocat/hello-world/issues", `{"title":"bulk `+strconv.Itoa(i)+`","labels":["bulk"]}`, nil)
 		if r.status != 201 {
@@ -184,7 +184,7 @@ func TestSearchBucketAndPagination(t *testing.T) {
 	if r := do(t, "GET", u+"/repos/octocat/hello-world/issues?per_page=500&state=all", "", nil); r.header.Get("Link") != "" {
 		t.Errorf("per_page is capped at 100 and 9 issues fit one page, Link %q", r.header.Get("Link"))
 	}
-	if _, rem, _ := s.RateLimit("tok", fakegithub.ResourceSearch); rem != 28 {
+	if _, rem, _ := s.RateLimit("tok", fakecodehost.ResourceSearch); rem != 28 {
 		t.Errorf("search remaining %d, want 28", rem)
 	}
 	if r := do(t, "GET", u+"/search/issues", "", nil); r.status != 422 || !strings.Contains(string(r.body), `"missing"`) {
@@ -194,7 +194,7 @@ func TestSearchBucketAndPagination(t *testing.T) {
 
 func TestContentsAndValidation(t *testing.T) {
 	t.Parallel()
-	s, u, _ := start(t, fakegithub.Options{})
+	s, u, _ := start(t, fakecodehost.Options{})
 	r := do(t, "GET", u+"/repos/octocat/hello-world/contents/docs/guide.md", "", nil)
 	m := r.json(t)
 	content, _ := m["content"].(string)
@@ -202,8 +202,8 @@ func TestContentsAndValidation(t *testing.T) {
 		t.Fatalf("file: %d %s", r.status, r.body)
 	}
 	want, _ := s.File("octocat", "hello-world", "", "docs/guide.md")
-	if m["sha"] != fakegithub.BlobSHA(want) {
-		t.Errorf("sha %v, want the git blob sha %s", m["sha"], fakegithub.BlobSHA(want))
+	if m["sha"] != fakecodehost.BlobSHA(want) {
+		t.Errorf("sha %v, want the git blob sha %s", m["sha"], fakecodehost.BlobSHA(want))
 	}
 	dir := do(t, "GET", u+"/repos/octocat/hello-world/contents/docs", "", nil)
 	var entries []map[string]any
@@ -232,8 +232,8 @@ func TestContentsAndValidation(t *testing.T) {
 
 func TestFaultsAndLog(t *testing.T) {
 	t.Parallel()
-	s, u, _ := start(t, fakegithub.Options{LogLimit: 3})
-	route := fakegithub.Route("GET /repos/{owner}/{repo}")
+	s, u, _ := start(t, fakecodehost.Options{LogLimit: 3})
+	route := fakecodehost.Route("GET /repos/{owner}/{repo}")
 	if err := s.FailNext(route, 1, 502); err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +274,7 @@ func TestFaultsAndLog(t *testing.T) {
 
 func TestRenamedRepoRedirects(t *testing.T) {
 	t.Parallel()
-	_, u, _ := start(t, fakegithub.Options{})
+	_, u, _ := start(t, fakecodehost.Options{})
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	req, _ := http.NewRequestWithContext(t.Context(), "GET", u+"/repos/octocat/hello-world-old/issues/1", nil)
 	req.Header.Set("User-Agent", "x")

@@ -1,4 +1,4 @@
-// Package fakevercel is an in-memory fake of the parts of the Vercel REST
+// Package fakedeploy is an in-memory fake of the parts of the Vercel REST
 // API the deploy connector uses, faithful enough to run the connector's
 // steps against in tests and in a sandbox mode.
 //
@@ -22,7 +22,7 @@
 //
 // The package does not import testing: httptest.NewServer is the only test
 // helper it uses.
-package fakevercel
+package fakedeploy
 
 import (
 	"bytes"
@@ -389,13 +389,13 @@ func (s *Server) Deployments() []Deployment {
 // readyState values); the fake never advances states by itself.
 func (s *Server) SetDeploymentState(id, state string) error {
 	if !slices.Contains(states, state) {
-		return fmt.Errorf("fakevercel: unknown deployment state %q", state)
+		return fmt.Errorf("fakedeploy: unknown deployment state %q", state)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d, ok := s.deployments[id]
 	if !ok {
-		return fmt.Errorf("fakevercel: no deployment %q", id)
+		return fmt.Errorf("fakedeploy: no deployment %q", id)
 	}
 	d.State = state
 	if state == StateCanceled && d.CanceledAt.IsZero() {
@@ -597,7 +597,7 @@ func ceilUnix(t time.Time) int64 {
 // nextID returns a deterministic 24-character id suffix. Callers hold mu.
 func (s *Server) nextID() string {
 	s.seq++
-	sum := sha256.Sum256([]byte("fakevercel-" + strconv.Itoa(s.seq)))
+	sum := sha256.Sum256([]byte("fakedeploy-" + strconv.Itoa(s.seq)))
 	return hex.EncodeToString(sum[:12])
 }
 

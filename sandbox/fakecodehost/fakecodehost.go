@@ -1,4 +1,4 @@
-// Package fakegithub is a faithful in-process fake of api.github.com for
+// Package fakecodehost is a faithful in-process fake of api.github.com for
 // the REST and GraphQL endpoints the codehost tool steps call. Tests use
 // it, and so can a sandbox mode of triggerd: it does not depend on package
 // testing.
@@ -38,7 +38,7 @@
 // Every route can be made to fail (before or after doing its work), hang
 // or answer a secondary rate limit for its next calls, and every request
 // is logged.
-package fakegithub
+package fakecodehost
 
 import (
 	"bytes"
@@ -272,7 +272,7 @@ func (s *Server) knownRoute(r Route) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("fakegithub: unknown route %q", r)
+	return fmt.Errorf("fakecodehost: unknown route %q", r)
 }
 
 // FailNext makes the next n calls to route answer status (e.g. 503) with

@@ -1,4 +1,4 @@
-package fakegithub
+package fakecodehost
 
 import (
 	"cmp"

@@ -1,4 +1,4 @@
-package fakegithub
+package fakecodehost
 
 import (
 	"crypto/sha1"
@@ -666,10 +666,10 @@ func (s *Server) AddUser(login, name string) (int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !loginRE.MatchString(login) {
-		return 0, fmt.Errorf("fakegithub: %q is not a valid login", login)
+		return 0, fmt.Errorf("fakecodehost: %q is not a valid login", login)
 	}
 	if s.st.users[strings.ToLower(login)] != nil {
-		return 0, fmt.Errorf("fakegithub: login %q is taken", login)
+		return 0, fmt.Errorf("fakecodehost: login %q is taken", login)
 	}
 	u := &user{id: s.st.id(), login: login, name: name, email: strings.ToLower(login) + "@users.noreply.github.com"}
 	s.st.users[strings.ToLower(login)] = u
@@ -686,15 +686,15 @@ func (s *Server) SetOrg(org string, members map[string]string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !loginRE.MatchString(org) {
-		return fmt.Errorf("fakegithub: %q is not a valid organisation name", org)
+		return fmt.Errorf("fakecodehost: %q is not a valid organisation name", org)
 	}
 	for login, role := range members {
 		u := s.st.users[strings.ToLower(login)]
 		switch {
 		case u == nil || u.org:
-			return fmt.Errorf("fakegithub: no user %q", login)
+			return fmt.Errorf("fakecodehost: no user %q", login)
 		case role != "" && role != OrgAdmin && role != OrgMember:
-			return fmt.Errorf("fakegithub: role %q: want %q or %q", role, OrgAdmin, OrgMember)
+			return fmt.Errorf("fakecodehost: role %q: want %q or %q", role, OrgAdmin, OrgMember)
 		}
 	}
 	o := s.st.users[strings.ToLower(org)]
@@ -703,7 +703,7 @@ func (s *Server) SetOrg(org string, members map[string]string) error {
 		o = &user{id: s.st.id(), login: org, name: org, org: true, roles: map[string]string{}}
 		s.st.users[strings.ToLower(org)] = o
 	case !o.org:
-		return fmt.Errorf("fakegithub: %q is a user, not an organisation", org)
+		return fmt.Errorf("fakecodehost: %q is a user, not an organisation", org)
 	}
 	for login, role := range members {
 		canonical := s.st.users[strings.ToLower(login)].login

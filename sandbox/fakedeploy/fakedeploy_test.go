@@ -1,4 +1,4 @@
-package fakevercel
+package fakedeploy
 
 import (
 	"encoding/json"
