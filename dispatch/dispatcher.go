@@ -1,7 +1,6 @@
 package dispatch
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,7 +17,6 @@ import (
 	"github.com/triggerd/triggerd/bus"
 	"github.com/triggerd/triggerd/match"
 	"github.com/triggerd/triggerd/store"
-	"github.com/triggerd/triggerd/triggers"
 )
 
 // Store is what the dispatcher reads and writes.
@@ -48,10 +46,6 @@ type StepRunner interface {
 type Opener interface {
 	Open(sealed []byte, aad string) ([]byte, error)
 }
-
-// AgentSecretAAD is the additional data an HTTP agent's signing secret is
-// sealed with.
-func AgentSecretAAD(agentID string) string { return "agent:" + agentID }
 
 // Consumer names and subjects.
 const (
@@ -313,7 +307,7 @@ func (d *Dispatcher) resync(ctx context.Context) error {
 	}
 	x := match.NewIndex(d.o.SharedTenant)
 	for _, st := range all {
-		t, err := FromStore(st)
+		t, err := match.FromStore(st)
 		if err == nil {
 			err = x.Put(t)
 		}
@@ -347,7 +341,7 @@ func (d *Dispatcher) reload(ctx context.Context, tenantID, id string) error {
 	if err != nil {
 		return fmt.Errorf("reload trigger %s: %w", id, err)
 	}
-	t, err := FromStore(st)
+	t, err := match.FromStore(st)
 	if err != nil {
 		return err
 	}
@@ -370,30 +364,6 @@ func (d *Dispatcher) HandleChange(ctx context.Context, data []byte) {
 	if err := d.Reload(ctx, c.TenantID, c.TriggerID); err != nil {
 		d.log.Warn().Err(err).Str("trigger", c.TriggerID).Msg("trigger reload failed; the next resync repairs it")
 	}
-}
-
-// FromStore converts a stored trigger for the index.
-func FromStore(st store.Trigger) (match.Trigger, error) {
-	t := match.Trigger{
-		ID: st.ID, TenantID: st.TenantID, Kind: triggers.Kind(st.Kind), Account: st.AccountID,
-		Agent: st.AgentID, Enabled: st.Enabled, Filter: st.Filter,
-	}
-	if len(st.Params) > 0 {
-		if err := json.Unmarshal(st.Params, &t.Params); err != nil {
-			return match.Trigger{}, fmt.Errorf("trigger %s: params: %w", st.ID, err)
-		}
-	}
-	t.Inactive, t.InactiveCode = inactiveOf(st)
-	return t, nil
-}
-
-// inactiveOf returns why a stored trigger is inactive, and its code (""
-// when it is active): Trigger.Inactive and InactiveCode.
-func inactiveOf(st store.Trigger) (reason, code string) {
-	if st.Status != store.TriggerInactive {
-		return "", ""
-	}
-	return cmp.Or(st.StatusReason, "inactive"), st.StatusCode
 }
 
 // runNamespace scopes run ids.

@@ -79,7 +79,7 @@ func (d *Dispatcher) DryRun(ctx context.Context, t store.Trigger, limit int) (Dr
 	if limit < 1 || limit > MaxDryRunEvents {
 		return DryRunReport{}, fmt.Errorf("%w: limit %d is not between 1 and %d", ErrInvalidDryRun, limit, MaxDryRunEvents)
 	}
-	dt, err := FromStore(t)
+	dt, err := match.FromStore(t)
 	if err != nil {
 		return DryRunReport{}, fmt.Errorf("%w: %w", ErrInvalidDryRun, err)
 	}

@@ -49,7 +49,7 @@ func (d *Dispatcher) handlePush(ctx context.Context, j *bus.Job) {
 		d.dead(ctx, j, "no secret opener configured for HTTP agents")
 		return
 	}
-	secret, err := d.o.Secrets.Open(ag.SealedSecret, AgentSecretAAD(ag.ID))
+	secret, err := d.o.Secrets.Open(ag.SealedSecret, store.AgentSecretAAD(ag.ID))
 	if err != nil {
 		if d.dead(ctx, j, "open the signing secret of agent "+ag.ID+": "+err.Error()) {
 			d.settlePush(ctx, run, "dead_lettered", nil, "the agent's signing secret cannot be opened")
@@ -311,7 +311,7 @@ func (d *Dispatcher) handleReplay(ctx context.Context, j *bus.Job) {
 // storedHeldBack is HeldBack for a stored trigger.
 func storedHeldBack(st store.Trigger) (result, reason string, held bool) {
 	t := match.Trigger{Enabled: st.Enabled}
-	t.Inactive, t.InactiveCode = inactiveOf(st)
+	t.Inactive, t.InactiveCode = match.InactiveOf(st)
 	return match.HeldBack(&t)
 }
 

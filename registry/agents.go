@@ -12,7 +12,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/triggerd/triggerd/dispatch"
 	"github.com/triggerd/triggerd/pipeline"
 	"github.com/triggerd/triggerd/store"
 )
@@ -71,7 +70,7 @@ func (r *Registry) CreateAgent(ctx context.Context, tenantID string, in AgentInp
 		if secret, err = r.o.NewAgentSecret(); err != nil {
 			return store.Agent{}, "", fmt.Errorf("agent secret: %w", err)
 		}
-		if a.SealedSecret, err = r.o.Secrets.Seal([]byte(secret), dispatch.AgentSecretAAD(a.ID)); err != nil {
+		if a.SealedSecret, err = r.o.Secrets.Seal([]byte(secret), store.AgentSecretAAD(a.ID)); err != nil {
 			return store.Agent{}, "", fmt.Errorf("seal agent secret: %w", err)
 		}
 	case store.DeliverNATS:

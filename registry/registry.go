@@ -33,8 +33,7 @@ import (
 	"github.com/triggerd/triggerd/accounts"
 	"github.com/triggerd/triggerd/agent"
 	"github.com/triggerd/triggerd/connectors/codehost"
-	"github.com/triggerd/triggerd/dispatch"
-	"github.com/triggerd/triggerd/dispatch/push"
+	"github.com/triggerd/triggerd/internal/netguard"
 	"github.com/triggerd/triggerd/match"
 	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/triggers"
@@ -117,7 +116,7 @@ type Options struct {
 	// PublicURL/webhooks/<connector>/<hook-id>.
 	PublicURL string
 	// CheckAgentURL validates an HTTP agent's URL (SSRF rules); nil
-	// applies push.CheckURL's URL rules and leaves addresses to the dialer.
+	// applies netguard.CheckURL's URL rules and leaves addresses to the dialer.
 	CheckAgentURL func(raw string) error
 	// NewAgentSecret makes an HTTP agent's Standard Webhooks secret.
 	NewAgentSecret func() (string, error)
@@ -169,7 +168,7 @@ func New(o Options) (*Registry, error) {
 	if o.CheckAgentURL == nil {
 		// The pusher's own URL rule (addresses are its dialer's
 		// business), so nothing passes here that it then refuses.
-		o.CheckAgentURL = func(raw string) error { return push.CheckURL(raw, true) }
+		o.CheckAgentURL = func(raw string) error { return netguard.CheckURL(raw, true) }
 	}
 	m, err := newMetrics(o.Registerer)
 	if err != nil {
@@ -384,7 +383,7 @@ func (r *Registry) DraftTrigger(ctx context.Context, tenantID string, in Trigger
 	}
 	// The index validates parameters and compiles the filter exactly as
 	// the dispatcher will.
-	dt, err := dispatch.FromStore(t)
+	dt, err := match.FromStore(t)
 	if err == nil {
 		err = match.Validate(dt)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/triggerd/triggerd/dispatch"
 	"github.com/triggerd/triggerd/dispatch/push"
 	"github.com/triggerd/triggerd/ingest"
+	"github.com/triggerd/triggerd/internal/netguard"
 	"github.com/triggerd/triggerd/poll"
 	"github.com/triggerd/triggerd/registry"
 	"github.com/triggerd/triggerd/steps"
@@ -114,8 +115,8 @@ func newDispatch(ctx context.Context, cfg config, b *bus.Bus, embedded *bus.Embe
 // checkAgentURL applies the pusher's URL rules to an HTTP agent's URL, and
 // says how an operator lets agents on the same host or network through.
 func checkAgentURL(raw string, allowPrivate bool) error {
-	err := push.CheckURL(raw, allowPrivate)
-	if errors.Is(err, push.ErrForbiddenAddress) {
+	err := netguard.CheckURL(raw, allowPrivate)
+	if errors.Is(err, netguard.ErrForbiddenAddress) {
 		return fmt.Errorf("%w (a loopback, private or link-local address; the operator can allow them with --allow-private-agent-urls, for agents on the same host or network)", err)
 	}
 	return err

@@ -7,8 +7,9 @@
 // permanent (IsPermanent), and otherwise NakWithDelay's it by Delay.
 //
 // Agents' URLs are given by users, so the package guards against
-// server-side request forgery: CheckURL vets a URL when it is registered,
-// and the client NewClient builds refuses, at dial time, addresses inside
+// server-side request forgery (package internal/netguard): CheckURL vets a
+// URL when it is registered, and the client NewClient builds refuses, at
+// dial time, addresses inside
 // the platform's network (loopback, private, link-local and the like),
 // whatever a name resolves to when the run is sent.
 package push
@@ -28,6 +29,7 @@ import (
 	"time"
 
 	"github.com/triggerd/triggerd/agent"
+	"github.com/triggerd/triggerd/internal/netguard"
 )
 
 // Defaults and limits.
@@ -141,7 +143,7 @@ var defaultClient = sync.OnceValue(func() *http.Client { return NewClient(Defaul
 // there was an answer): a redirect is a permanent failure and is not
 // followed.
 func (s *Sender) Send(ctx context.Context, url, secret string, run agent.Run) (Delivery, error) {
-	if err := CheckURL(url, true); err != nil {
+	if err := netguard.CheckURL(url, true); err != nil {
 		return Delivery{}, &SendError{Permanent: true, Err: err}
 	}
 	body, err := json.Marshal(run)
@@ -186,7 +188,7 @@ func (s *Sender) Send(ctx context.Context, url, secret string, run agent.Run) (D
 	start := time.Now()
 	resp, err := noRedirects.Do(req)
 	if err != nil {
-		return Delivery{Duration: time.Since(start)}, &SendError{Permanent: errors.Is(err, ErrForbiddenAddress), Err: redact(err)}
+		return Delivery{Duration: time.Since(start)}, &SendError{Permanent: errors.Is(err, netguard.ErrForbiddenAddress), Err: redact(err)}
 	}
 	defer resp.Body.Close()
 	answer, readErr := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes+1))

@@ -18,6 +18,7 @@ import (
 
 	"github.com/triggerd/triggerd/agent"
 	"github.com/triggerd/triggerd/dispatch/push"
+	"github.com/triggerd/triggerd/internal/netguard"
 )
 
 const agentID = "0b7e3f0e-8f5a-4c2e-9d55-6b1f2a3c4d5e"
@@ -443,7 +444,7 @@ func TestNewClientRefusesLoopbackAtDialTime(t *testing.T) {
 		{&push.Sender{}, srv.URL},
 	} {
 		_, err := s.sender.Send(context.Background(), s.url, newSecret(t), testRun())
-		if !errors.Is(err, push.ErrForbiddenAddress) || !push.IsPermanent(err) {
+		if !errors.Is(err, netguard.ErrForbiddenAddress) || !push.IsPermanent(err) {
 			t.Errorf("%s: error %v, want a permanent ErrForbiddenAddress", s.url, err)
 		}
 	}
@@ -453,48 +454,6 @@ func TestNewClientRefusesLoopbackAtDialTime(t *testing.T) {
 	// The same server is reachable when private addresses are allowed.
 	if _, err := local().Send(context.Background(), srv.URL, newSecret(t), testRun()); err != nil {
 		t.Fatal(err)
-	}
-}
-
-func TestCheckURL(t *testing.T) {
-	valid := []string{
-		"https://agent.example.com/hook",
-		"http://example.com:8080/x?y=1",
-		"https://93.184.216.34/hook",
-		"https://[2606:2800:220:1:248:1893:25c8:1946]/hook",
-	}
-	invalid := []string{
-		"", "example.com/hook", "ftp://example.com/", "javascript:alert(1)", "https:///path",
-		"https://user:pw@example.com/", "https://user@example.com/", "https://example.com:99999/",
-		"https://example.com:0/", "http://[::1", "mailto:someone@example.com", "https:opaque",
-	}
-	private := []string{
-		"http://127.0.0.1/", "http://127.1.2.3:8080/", "http://localhost:8080/", "http://LOCALHOST./",
-		"http://agent.localhost/", "http://10.0.0.1/", "http://172.16.5.4/", "http://192.168.1.1/",
-		"http://169.254.169.254/latest/meta-data", "http://[::1]/", "http://[fe80::1%25eth0]/",
-		"http://0.0.0.0/", "http://[::]/", "http://[::ffff:127.0.0.1]/", "http://100.100.100.200/",
-		"http://[64:ff9b::a9fe:a9fe]/", "http://[2002:7f00:1::]/", "http://224.0.0.1/",
-		"http://255.255.255.255/", "http://[fd00::1]/", "http://[ff02::1]/",
-	}
-	for _, u := range valid {
-		if err := push.CheckURL(u, false); err != nil {
-			t.Errorf("CheckURL(%q) = %v", u, err)
-		}
-	}
-	for _, u := range invalid {
-		for _, allow := range []bool{false, true} {
-			if err := push.CheckURL(u, allow); err == nil {
-				t.Errorf("CheckURL(%q, %v) accepted it", u, allow)
-			}
-		}
-	}
-	for _, u := range private {
-		if err := push.CheckURL(u, false); !errors.Is(err, push.ErrForbiddenAddress) {
-			t.Errorf("CheckURL(%q, false) = %v, want ErrForbiddenAddress", u, err)
-		}
-		if err := push.CheckURL(u, true); err != nil {
-			t.Errorf("CheckURL(%q, true) = %v", u, err)
-		}
 	}
 }
 
@@ -520,8 +479,8 @@ func TestDialControl(t *testing.T) {
 		"239.255.255.250:1900":       false,
 		"[2001:0:4136:e378::1]:3544": false,
 	} {
-		err := push.DialControl("tcp", addr, nil)
-		if ok && err != nil || !ok && !errors.Is(err, push.ErrForbiddenAddress) {
+		err := netguard.DialControl("tcp", addr, nil)
+		if ok && err != nil || !ok && !errors.Is(err, netguard.ErrForbiddenAddress) {
 			t.Errorf("DialControl(%s) = %v, want allowed %v", addr, err, ok)
 		}
 	}

@@ -1,29 +1,31 @@
-package push
+// Package netguard keeps outgoing connections off the addresses an
+// outsider must not make triggerd reach: loopback, private, link-local and
+// other reserved ranges (reliability case 27). CheckURL refuses such a URL
+// when it is saved; DialControl refuses such an address at every dial, so
+// no name, redirect or DNS rebinding gets around it.
+package netguard
 
 import (
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 )
 
 // ErrForbiddenAddress reports a URL or connection aimed at an address
-// agents may not be reached on: loopback, private, link-local, unspecified,
+// outgoing requests may not reach: loopback, private, link-local, unspecified,
 // multicast, shared (100.64.0.0/10) or otherwise reserved.
-var ErrForbiddenAddress = errors.New("push: address not allowed for agents")
+var ErrForbiddenAddress = errors.New("address not allowed")
 
-// CheckURL reports whether raw can be an agent's URL: absolute http or
+// CheckURL reports whether raw can be the URL of an outside service (an HTTP agent): absolute http or
 // https, with a host, a valid port if any, and no user information. Unless
 // allowPrivate, a host that is an IP address in a forbidden range, or
 // localhost, is refused too (the error wraps ErrForbiddenAddress). Names
-// can resolve anywhere, and differently each time: the client of NewClient
-// checks the address it actually dials.
+// can resolve anywhere, and differently each time: a client dialing with
+// DialControl checks the address it actually dials.
 func CheckURL(raw string, allowPrivate bool) error {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -74,33 +76,6 @@ func DialControl(network, address string, _ syscall.RawConn) error {
 		return fmt.Errorf("%w: %s", ErrForbiddenAddress, ap.Addr())
 	}
 	return nil
-}
-
-// NewClient returns a client for sending runs: requests time out after
-// timeout (none if zero), redirects are not followed, proxies from the
-// environment are ignored (a proxy would dial for us, unchecked), and,
-// unless allowPrivate, DialControl refuses forbidden addresses.
-// allowPrivate is for development and tests against local agents.
-func NewClient(timeout time.Duration, allowPrivate bool) *http.Client {
-	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
-	if !allowPrivate {
-		dialer.Control = DialControl
-	}
-	return &http.Client{
-		Transport: &http.Transport{
-			Proxy:                  nil,
-			DialContext:            dialer.DialContext,
-			ForceAttemptHTTP2:      true,
-			MaxIdleConns:           100,
-			MaxIdleConnsPerHost:    4,
-			IdleConnTimeout:        90 * time.Second,
-			TLSHandshakeTimeout:    10 * time.Second,
-			ExpectContinueTimeout:  time.Second,
-			MaxResponseHeaderBytes: 64 << 10,
-		},
-		Timeout:       timeout,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
 }
 
 // reserved holds the ranges forbidden beyond those netip classifies.
