@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/triggerd/triggerd/bus"
+	"github.com/triggerd/triggerd/daemon"
 	"github.com/triggerd/triggerd/ingest"
 )
 
@@ -31,7 +32,7 @@ func TestGCPercent(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			lookup := func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok }
-			cfg, _, err := parseConfig(tc.args, lookup, io.Discard)
+			cfg, err := parseConfig(tc.args, lookup, io.Discard)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -56,7 +57,7 @@ func runTriggerd(t *testing.T, env map[string]string, args ...string) (int, stri
 
 func TestEmptyVariableKeepsTheDefault(t *testing.T) {
 	env := map[string]string{"TRIGGERD_HTTP_ADDR": "", "TRIGGERD_DISPATCH": "", "TRIGGERD_COMMIT_TIMEOUT": "", "TRIGGERD_NATS_URL": ""}
-	cfg, _, err := parseConfig(nil, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, io.Discard)
+	cfg, err := parseConfig(nil, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, io.Discard)
 	if err != nil {
 		t.Fatalf("empty variables are an error: %v", err)
 	}
@@ -66,7 +67,7 @@ func TestEmptyVariableKeepsTheDefault(t *testing.T) {
 }
 
 func TestEmptyHTTPAddrIsAnError(t *testing.T) {
-	_, _, err := parseConfig([]string{"--http-addr", ""}, func(string) (string, bool) { return "", false }, io.Discard)
+	_, err := parseConfig([]string{"--http-addr", ""}, func(string) (string, bool) { return "", false }, io.Discard)
 	want := "--http-addr is empty: want host:port, such as :8080 or 127.0.0.1:8080"
 	if err == nil || err.Error() != want {
 		t.Fatalf("err = %v, want %q", err, want)
@@ -124,7 +125,7 @@ func TestNATSURLVariableIsRecorded(t *testing.T) {
 		{nil, map[string]string{"TRIGGERD_NATS_URL": "nats://127.0.0.1:4558"}, "TRIGGERD_NATS_URL"},
 		{[]string{"--nats-url", "nats://127.0.0.1:4558"}, map[string]string{"TRIGGERD_NATS_URL": "nats://other:4222"}, ""},
 	} {
-		cfg, _, err := parseConfig(tc.args, func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok }, io.Discard)
+		cfg, err := parseConfig(tc.args, func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok }, io.Discard)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -222,48 +223,9 @@ func TestNATSListenBesideNATSURLIsAnError(t *testing.T) {
 	// Each alone is fine, and so is an explicitly empty --nats-url, which
 	// embeds a NATS.
 	for _, args := range [][]string{{"--nats-url", "nats://127.0.0.1:4558"}, {"--nats-listen", "127.0.0.1:4558"}, {"--nats-url", "", "--nats-listen", "127.0.0.1:4558"}} {
-		if _, _, err := parseConfig(args, func(string) (string, bool) { return "", false }, io.Discard); err != nil {
+		if _, err := parseConfig(args, func(string) (string, bool) { return "", false }, io.Discard); err != nil {
 			t.Errorf("%q: %v", args, err)
 		}
-	}
-}
-
-// A secret source that is set but holds no secret is a startup error that
-// says how to fix it; triggerd never falls back to accepting unsigned or
-// empty-keyed deliveries.
-func TestEmptySecretSourcesAreRefused(t *testing.T) {
-	dir := t.TempDir()
-	empty := filepath.Join(dir, "empty-secret")
-	if err := os.WriteFile(empty, []byte(" ,\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	noEnv := func(string) (string, bool) { return "", false }
-	for _, tc := range []struct {
-		name   string
-		file   string
-		lookup func(string) (string, bool)
-		want   string
-	}{
-		{"file flag", empty, noEnv, "holds no secret"},
-		{"variable of separators", "", func(k string) (string, bool) {
-			return " , ", k == codeHostSecret.env
-		}, codeHostSecret.env + " is set but holds no secret"},
-		{"missing file", filepath.Join(dir, "nope"), noEnv, "--" + codeHostSecret.fileFlag},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := loadSecrets(codeHostSecret, tc.file, t.TempDir(), tc.lookup)
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("err = %v, want one containing %q", err, tc.want)
-			}
-		})
-	}
-	// A generated secret file emptied by hand is refused, not regenerated.
-	data := t.TempDir()
-	if err := os.WriteFile(filepath.Join(data, codeHostSecret.genFile), []byte("\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := loadSecrets(codeHostSecret, "", data, noEnv); err == nil || !strings.Contains(err.Error(), "delete it to have a new secret generated") {
-		t.Fatalf("emptied generated file: %v", err)
 	}
 }
 
@@ -271,11 +233,11 @@ func TestEmptySecretSourcesAreRefused(t *testing.T) {
 // the events' or the archive's is refused with the length to use.
 func TestRunRetentionShorterThanTheArchiveIsAnError(t *testing.T) {
 	none := func(string) (string, bool) { return "", false }
-	_, _, err := parseConfig([]string{"--run-retention", "100h"}, none, io.Discard)
+	_, err := parseConfig([]string{"--run-retention", "100h"}, none, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "--run-retention 100h0m0s is shorter than the 168h0m0s") || !strings.Contains(err.Error(), "set it to 168h0m0s or more") {
 		t.Fatalf("err = %v", err)
 	}
-	cfg, _, err := parseConfig([]string{"--run-retention", "72h", "--event-retention", "72h", "--archive-retention", "72h"}, none, io.Discard)
+	cfg, err := parseConfig([]string{"--run-retention", "72h", "--event-retention", "72h", "--archive-retention", "72h"}, none, io.Discard)
 	if err != nil || cfg.Dispatch.RunRetention != 72*time.Hour {
 		t.Fatalf("run retention %s, err %v; want 72h accepted", cfg.Dispatch.RunRetention, err)
 	}
@@ -290,71 +252,14 @@ func TestZeroDispatchSettingsAreRefused(t *testing.T) {
 		{"--dispatch-concurrency", "0"}, {"--dispatch-ack-wait", "0s"}, {"--dispatch-max-deliver", "0"},
 		{"--step-timeout", "0s"}, {"--dispatch-concurrency", "-2"}, {"--poll-interval", "-1s"}, {"--reconcile-interval", "-1m"},
 	} {
-		_, _, err := parseConfig(args, none, io.Discard)
+		_, err := parseConfig(args, none, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), args[0]) {
 			t.Errorf("%v: err %v, want one naming %s", args, err, args[0])
 		}
 	}
-	cfg, _, err := parseConfig([]string{"--poll-interval", "0", "--reconcile-interval", "0"}, none, io.Discard)
+	cfg, err := parseConfig([]string{"--poll-interval", "0", "--reconcile-interval", "0"}, none, io.Discard)
 	if err != nil || cfg.Dispatch.PollInterval != 0 || cfg.Dispatch.ReconcileInterval != 0 {
 		t.Fatalf("0 for never: %+v, %v", cfg.Dispatch, err)
-	}
-}
-
-func TestConnectReturnOrigins(t *testing.T) {
-	none := func(string) (string, bool) { return "", false }
-	cfg, _, err := parseConfig(nil, none, io.Discard)
-	if err != nil || !slices.Equal(cfg.returnOrigins(), []string{"http://localhost:8080"}) {
-		t.Fatalf("default: origins %q, err %v; want only the public URL's", cfg.returnOrigins(), err)
-	}
-	env := map[string]string{"TRIGGERD_CONNECT_RETURN_ORIGINS": "https://App.Example.com/, http://localhost:3000"}
-	cfg, _, err = parseConfig([]string{"--public-url", "https://hooks.example.com/triggerd"}, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, io.Discard)
-	want := []string{"https://hooks.example.com", "https://app.example.com", "http://localhost:3000"}
-	if err != nil || !slices.Equal(cfg.returnOrigins(), want) {
-		t.Fatalf("origins %q, err %v; want %q", cfg.returnOrigins(), err, want)
-	}
-	for _, bad := range []string{"app.example.com", "https://app.example.com/done", "https://app.example.com?x=1", "ftp://app.example.com"} {
-		_, _, err := parseConfig([]string{"--connect-return-origins", bad}, none, io.Discard)
-		if err == nil || !strings.Contains(err.Error(), "--connect-return-origins: origin") || !strings.Contains(err.Error(), "https://app.example.com") {
-			t.Errorf("--connect-return-origins %q: err %v, want one naming the flag and an example", bad, err)
-		}
-	}
-}
-
-// TestPublicURLFollowsHTTPAddr checks that a triggerd given no public URL
-// registers hooks where it listens: started on another port, its hooks
-// at localhost:8080 reached nobody.
-func TestPublicURLFollowsHTTPAddr(t *testing.T) {
-	none := func(string) (string, bool) { return "", false }
-	for _, c := range []struct {
-		args []string
-		want string
-	}{
-		{nil, "http://localhost:8080"},
-		{[]string{"--http-addr", "127.0.0.1:8181"}, "http://127.0.0.1:8181"},
-		{[]string{"--http-addr", ":9090"}, "http://localhost:9090"},
-		{[]string{"--http-addr", "0.0.0.0:9090"}, "http://localhost:9090"},
-		{[]string{"--http-addr", "[::]:7000"}, "http://localhost:7000"},
-		{[]string{"--http-addr", "[::1]:7000"}, "http://[::1]:7000"},
-		{[]string{"--http-addr", "127.0.0.1:8181", "--public-url", "https://hooks.example.com"}, "https://hooks.example.com"},
-	} {
-		cfg, _, err := parseConfig(c.args, none, io.Discard)
-		if err != nil || cfg.PublicURL != c.want {
-			t.Errorf("%q: public URL %q, err %v; want %q", c.args, cfg.PublicURL, err, c.want)
-		}
-	}
-	// Port 0: the public URL, and the origin return_to may name, follow
-	// the port bound.
-	cfg, _, err := parseConfig([]string{"--http-addr", "127.0.0.1:0"}, none, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.listeningOn("127.0.0.1:4567")
-	if cfg.PublicURL != "http://127.0.0.1:4567" || cfg.returnOrigins()[0] != "http://127.0.0.1:4567" {
-		t.Errorf("after binding: public URL %q, origins %q; want the bound port", cfg.PublicURL, cfg.returnOrigins())
-	}
-	if _, _, err := parseConfig([]string{"--public-url", "hooks.example.com"}, none, io.Discard); err == nil || !strings.Contains(err.Error(), "want an absolute http(s) URL") {
-		t.Errorf("--public-url without a scheme: %v", err)
 	}
 }
 
@@ -366,7 +271,7 @@ func TestConsoleLogsHaveNoColourOffATerminal(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	log, err := newLogger(config{LogLevel: "info", LogFormat: "console"}, f)
+	log, err := newLogger(daemon.Config{LogLevel: "info", LogFormat: "console"}, f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,7 +289,7 @@ func TestConsoleLogsHaveNoColourOffATerminal(t *testing.T) {
 // and each of these flags is read from TRIGGERD_ + its upper snake name.
 func TestIssueDefaults(t *testing.T) {
 	none := func(string) (string, bool) { return "", false }
-	cfg, _, err := parseConfig(nil, none, io.Discard)
+	cfg, err := parseConfig(nil, none, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -394,7 +299,7 @@ func TestIssueDefaults(t *testing.T) {
 	}
 	env := map[string]string{"TRIGGERD_HTTP_ADDR": "127.0.0.1:9", "TRIGGERD_DATA_DIR": "/d", "TRIGGERD_NATS_LISTEN": "127.0.0.1:7",
 		"TRIGGERD_MAX_BODY_BYTES": "1024"}
-	cfg, _, err = parseConfig(nil, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, io.Discard)
+	cfg, err = parseConfig(nil, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -404,21 +309,18 @@ func TestIssueDefaults(t *testing.T) {
 	}
 }
 
-// TestSecretVariablesHoldSeveralSecrets: each webhook secret variable may
-// list several secrets, comma-separated, for rotation; all are kept.
-func TestSecretVariablesHoldSeveralSecrets(t *testing.T) {
-	for _, ws := range []secretSource{codeHostSecret, deploySecret} {
-		lookup := func(k string) (string, bool) { return " new-secret-1,old-secret-2 ", k == ws.env }
-		dir := t.TempDir()
-		got, from, err := loadSecrets(ws, "", dir, lookup)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !slices.Equal(got, []string{"new-secret-1", "old-secret-2"}) || !strings.Contains(from, ws.env) {
-			t.Errorf("%s: secrets %q from %q, want both, from the variable", ws.env, got, from)
-		}
-		if _, err := os.Stat(filepath.Join(dir, ws.genFile)); !os.IsNotExist(err) {
-			t.Errorf("%s set, yet a secret was generated into the data dir (%v)", ws.env, err)
+func TestConnectReturnOrigins(t *testing.T) {
+	none := func(string) (string, bool) { return "", false }
+	env := map[string]string{"TRIGGERD_CONNECT_RETURN_ORIGINS": "https://App.Example.com/, http://localhost:3000"}
+	cfg, err := parseConfig([]string{"--public-url", "https://hooks.example.com/triggerd"}, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, io.Discard)
+	want := []string{"https://hooks.example.com", "https://app.example.com", "http://localhost:3000"}
+	if err != nil || !slices.Equal(cfg.ConnectReturnOrigins(), want) {
+		t.Fatalf("origins %q, err %v; want %q", cfg.ConnectReturnOrigins(), err, want)
+	}
+	for _, bad := range []string{"app.example.com", "https://app.example.com/done", "https://app.example.com?x=1", "ftp://app.example.com"} {
+		_, err := parseConfig([]string{"--connect-return-origins", bad}, none, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "--connect-return-origins: origin") || !strings.Contains(err.Error(), "https://app.example.com") {
+			t.Errorf("--connect-return-origins %q: err %v, want one naming the flag and an example", bad, err)
 		}
 	}
 }

@@ -1,15 +1,11 @@
 package main
 
 import (
-	"errors"
 	"io"
 	"strings"
 	"testing"
 
-	"github.com/rs/zerolog"
-
 	"github.com/triggerd/triggerd/internal/testenv"
-	"github.com/triggerd/triggerd/store/redisstore"
 )
 
 // volatileRedis runs a throwaway redis-server that keeps nothing on disk
@@ -35,7 +31,7 @@ func TestRedisAllowVolatileFlag(t *testing.T) {
 		{"flag wins", []string{"--redis-allow-volatile=false"}, map[string]string{"TRIGGERD_REDIS_ALLOW_VOLATILE": "true"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, _, err := parseConfig(tc.args, func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok }, io.Discard)
+			cfg, err := parseConfig(tc.args, func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok }, io.Discard)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -47,45 +43,6 @@ func TestRedisAllowVolatileFlag(t *testing.T) {
 	_, help := runTriggerd(t, nil, "--help")
 	if want := "  --redis-allow-volatile (env TRIGGERD_REDIS_ALLOW_VOLATILE, default \"false\")\n"; !strings.Contains(help, want) {
 		t.Errorf("help does not contain %q", want)
-	}
-}
-
-func TestOpenStoreRefusesVolatileRedis(t *testing.T) {
-	url := volatileRedis(t)
-	var logs testenv.Buffer
-	st, err := openStore(t.Context(), config{RedisURL: url, RedisPrefix: "triggerd:"}, zerolog.New(&logs))
-	if err == nil {
-		st.Close()
-		t.Fatal("openStore of a Redis with appendonly no succeeded")
-	}
-	if !errors.Is(err, redisstore.ErrVolatile) {
-		t.Errorf("err = %v, want ErrVolatile", err)
-	}
-	for _, want := range []string{`appendonly is "no"`, "run records", "tokens", "CONFIG SET appendonly yes", "appendfsync everysec", "redis.conf", "--redis-allow-volatile"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error %q does not mention %q", err, want)
-		}
-	}
-}
-
-func TestOpenStoreAllowVolatileWarns(t *testing.T) {
-	url := volatileRedis(t)
-	var logs testenv.Buffer
-	st, err := openStore(t.Context(), config{RedisURL: url, RedisPrefix: "triggerd:", RedisAllowVolatile: true}, zerolog.New(&logs))
-	if err != nil {
-		t.Fatalf("openStore with --redis-allow-volatile: %v", err)
-	}
-	defer st.Close()
-	var warning string
-	for line := range strings.SplitSeq(logs.String(), "\n") {
-		if strings.Contains(line, "REDIS IS VOLATILE") {
-			warning = line
-		}
-	}
-	for _, want := range []string{`"level":"warn"`, "--redis-allow-volatile", `appendonly is \"no\"`, "run records", "tokens"} {
-		if !strings.Contains(warning, want) {
-			t.Errorf("the warning does not mention %q; logs:\n%s", want, logs.String())
-		}
 	}
 }
 

@@ -1,4 +1,9 @@
-package main
+// Package sandbox runs triggerd offline (triggerd --sandbox): in-process
+// fakes of the three providers (fakecodehost, fakedeploy, fakeanalytics),
+// seeded with a repository, a linked project and an analytics property,
+// and one connected account per connector, so every trigger and tool step
+// can be tried with nothing real behind it.
+package sandbox
 
 import (
 	"context"
@@ -7,7 +12,6 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/oauth2"
 
-	"github.com/triggerd/triggerd/accounts"
 	"github.com/triggerd/triggerd/connectors"
 	"github.com/triggerd/triggerd/sandbox/fakeanalytics"
 	"github.com/triggerd/triggerd/sandbox/fakecodehost"
@@ -15,33 +19,35 @@ import (
 	"github.com/triggerd/triggerd/store"
 )
 
-// sandbox runs the in-process fakes of the three providers, seeded with a
+// Sandbox runs the in-process fakes of the three providers, seeded with a
 // repository, a linked project and an analytics property with 30 days of
 // data, so every tool step can be tried offline.
-type sandbox struct {
+type Sandbox struct {
 	gh *fakecodehost.Server
 	vc *fakedeploy.Server
 	ga *fakeanalytics.Server
-	// urls of the fakes.
-	github, vercel, analytics string
-	gaAccount, gaProperty     string
+	// CodeHostURL, DeployURL and AnalyticsURL are where the fakes listen:
+	// every base URL of their connector points there.
+	CodeHostURL, DeployURL, AnalyticsURL string
+	gaAccount, gaProperty                string
 }
 
 // Sandbox tokens: the fakes accept any non-empty bearer token as their
 // default user; these make the sandbox accounts recognisable.
 const (
-	sandboxCodeHostToken  = "sandbox-codehost-token"
-	sandboxDeployToken    = "sandbox-deploy-token"
-	sandboxAnalyticsToken = "sandbox-analytics-token"
+	codeHostToken  = "sandbox-codehost-token"
+	deployToken    = "sandbox-deploy-token"
+	analyticsToken = "sandbox-analytics-token"
 )
 
-func startSandbox() *sandbox {
-	s := &sandbox{
+// Start starts the fakes on loopback ports; Close stops them.
+func Start() *Sandbox {
+	s := &Sandbox{
 		gh: fakecodehost.New(fakecodehost.Options{}),
 		vc: fakedeploy.New(fakedeploy.Options{}),
 		ga: fakeanalytics.New(fakeanalytics.Options{}),
 	}
-	s.github, s.vercel, s.analytics = s.gh.Start(), s.vc.Start(), s.ga.Start()
+	s.CodeHostURL, s.DeployURL, s.AnalyticsURL = s.gh.Start(), s.vc.Start(), s.ga.Start()
 	s.vc.AddProject(fakedeploy.Project{Name: "web", OwnerID: fakedeploy.DefaultTeamID,
 		Link: &fakedeploy.GitRepo{Org: fakecodehost.SeedOwner, Repo: fakecodehost.SeedRepo, RepoID: fakecodehost.SeedRepoID}})
 	acc := s.ga.AddAccount(fakeanalytics.Account{DisplayName: "Sandbox"})
@@ -53,45 +59,33 @@ func startSandbox() *sandbox {
 	return s
 }
 
-func (s *sandbox) close() {
+// Close stops the fakes.
+func (s *Sandbox) Close() {
 	s.gh.Close()
 	s.vc.Close()
 	s.ga.Close()
 }
 
-// point aims every connector's URLs at the fakes and gives each a client
-// id, so the accounts service can hold (and later remove) the sandbox's
-// accounts. Sign-in is not faked: the accounts are adopted directly.
-func (s *sandbox) point(p *providerConfig, lookup func(string) (string, bool)) func(string) (string, bool) {
-	p.CodeHostClientID, p.CodeHostAuthBaseURL, p.CodeHostAPIBaseURL = "sandbox", s.github, s.github
-	p.DeployClientID, p.DeployIntegrationSlug, p.DeployAuthBaseURL, p.DeployAPIBaseURL = "sandbox", "sandbox", s.vercel, s.vercel
-	p.AnalyticsClientID = "sandbox"
-	p.AnalyticsAuthURL, p.AnalyticsTokenURL, p.AnalyticsUserInfoURL = s.analytics+"/auth", s.analytics+"/token", s.analytics+"/userinfo"
-	p.AnalyticsAdminAPIURL, p.AnalyticsRevokeURL, p.AnalyticsDataAPIURL = s.analytics, s.analytics+"/revoke", s.analytics
-	return func(k string) (string, bool) {
-		switch k {
-		case "TRIGGERD_CODEHOST_CLIENT_SECRET", "TRIGGERD_DEPLOY_CLIENT_SECRET", "TRIGGERD_ANALYTICS_CLIENT_SECRET":
-			return "sandbox", true
-		}
-		return lookup(k)
-	}
+// Adopter connects an account without a sign-in (accounts.Service).
+type Adopter interface {
+	Adopt(ctx context.Context, tenantID, connector string, who connectors.Identity, tok *oauth2.Token) (store.Account, error)
 }
 
-// adopt makes one connected account per connector in tenantID (the same
+// Adopt makes one connected account per connector in tenantID (the same
 // ones on every start) and logs their ids.
-func (s *sandbox) adopt(ctx context.Context, acct *accounts.Service, tenantID string, log zerolog.Logger) ([]store.Account, error) {
+func (s *Sandbox) Adopt(ctx context.Context, acct Adopter, tenantID string, log zerolog.Logger) ([]store.Account, error) {
 	type seed struct {
 		connector string
 		who       connectors.Identity
 		token     string
 	}
 	seeds := []seed{
-		{"codehost", connectors.Identity{ExternalID: "1", Login: fakecodehost.SeedOwner, Scopes: []string{"repo", "workflow", "gist"}}, sandboxCodeHostToken},
+		{"codehost", connectors.Identity{ExternalID: "1", Login: fakecodehost.SeedOwner, Scopes: []string{"repo", "workflow", "gist"}}, codeHostToken},
 		{"deploy", connectors.Identity{ExternalID: fakedeploy.DefaultTeamID, Login: "sandbox-team",
-			Metadata: map[string]string{"team_id": fakedeploy.DefaultTeamID, "user_id": fakedeploy.DefaultUserID}}, sandboxDeployToken},
+			Metadata: map[string]string{"team_id": fakedeploy.DefaultTeamID, "user_id": fakedeploy.DefaultUserID}}, deployToken},
 		{"analytics", connectors.Identity{ExternalID: "sandbox-analytics", Login: fakeanalytics.DefaultUser,
 			Scopes:   []string{"https://www.googleapis.com/auth/analytics.readonly", "https://www.googleapis.com/auth/analytics.edit"},
-			Metadata: map[string]string{"analytics_accounts": "accounts/" + s.gaAccount + "=Sandbox"}}, sandboxAnalyticsToken},
+			Metadata: map[string]string{"analytics_accounts": "accounts/" + s.gaAccount + "=Sandbox"}}, analyticsToken},
 	}
 	var out []store.Account
 	for _, sd := range seeds {

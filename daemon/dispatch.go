@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -69,7 +69,7 @@ func runActivity(activity *registry.ActivityRecorder) (stop func()) {
 
 // newDispatch builds the registry and the dispatcher, around ingest's hook
 // cache (newIngestHooks).
-func newDispatch(ctx context.Context, cfg config, b *bus.Bus, embedded *bus.Embedded, st store.Store, acct *accounts.Service, vault *accounts.Vault,
+func newDispatch(ctx context.Context, cfg Config, b *bus.Bus, embedded *bus.Embedded, st store.Store, acct *accounts.Service, vault *accounts.Vault,
 	runner *steps.Runner, hooks *ingest.HookCache, reg prometheus.Registerer, log zerolog.Logger) (*dispatchParts, error) {
 	dc := cfg.Dispatch
 	shared, err := sharedTenant(ctx, st, log)
@@ -141,7 +141,7 @@ func sharedTenant(ctx context.Context, st store.Tenants, log zerolog.Logger) (st
 
 // run starts the dispatcher's workers, the change listener and the
 // reconciler; the returned stop waits for them, at most until ctx ends.
-func (p *dispatchParts) run(cfg config, b *bus.Bus, log zerolog.Logger) (stop func(ctx context.Context)) {
+func (p *dispatchParts) run(cfg Config, b *bus.Bus, log zerolog.Logger) (stop func(ctx context.Context)) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	if err := b.Listen(ctx, dispatch.ControlSubject, func(data []byte) { p.dispatcher.HandleChange(ctx, data) }); err != nil {

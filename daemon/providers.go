@@ -1,8 +1,7 @@
-package main
+package daemon
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"net/url"
 	"path/filepath"
@@ -22,10 +21,10 @@ import (
 	"github.com/triggerd/triggerd/store/redisstore"
 )
 
-// providerConfig is the connect-flow configuration of the three
+// ProviderConfig is the connect-flow configuration of the three
 // connectors. Client secrets are read from the environment only
 // (TRIGGERD_<CONNECTOR>_CLIENT_SECRET), never from flags.
-type providerConfig struct {
+type ProviderConfig struct {
 	CodeHostClientID, CodeHostAuthBaseURL, CodeHostAPIBaseURL                                                              string
 	DeployClientID, DeployIntegrationSlug, DeployAuthBaseURL, DeployAPIBaseURL                                             string
 	AnalyticsClientID, AnalyticsAuthURL, AnalyticsTokenURL, AnalyticsUserInfoURL, AnalyticsAdminAPIURL, AnalyticsRevokeURL string
@@ -33,27 +32,9 @@ type providerConfig struct {
 	AnalyticsDataAPIURL, CodeHostMediaType string
 }
 
-func (p *providerConfig) flags(fs *flag.FlagSet) {
-	fs.StringVar(&p.CodeHostClientID, "codehost-client-id", "", "code-hosting OAuth app client id (secret: TRIGGERD_CODEHOST_CLIENT_SECRET); empty disables connecting code-hosting accounts")
-	fs.StringVar(&p.CodeHostAuthBaseURL, "codehost-auth-base-url", codehost.DefaultAuthBaseURL, "code-hosting sign-in and token base URL")
-	fs.StringVar(&p.CodeHostAPIBaseURL, "codehost-api-base-url", codehost.DefaultAPIBaseURL, "code-hosting REST API base URL")
-	fs.StringVar(&p.DeployClientID, "deploy-client-id", "", "deployment-platform integration client id (secret: TRIGGERD_DEPLOY_CLIENT_SECRET)")
-	fs.StringVar(&p.DeployIntegrationSlug, "deploy-integration-slug", "", "deployment-platform integration slug (its install URL is <auth base>/integrations/<slug>/new)")
-	fs.StringVar(&p.DeployAuthBaseURL, "deploy-auth-base-url", deploy.DefaultAuthBaseURL, "deployment-platform install base URL")
-	fs.StringVar(&p.DeployAPIBaseURL, "deploy-api-base-url", deploy.DefaultAPIBaseURL, "deployment-platform REST API base URL")
-	fs.StringVar(&p.AnalyticsClientID, "analytics-client-id", "", "analytics (Google) OAuth client id (secret: TRIGGERD_ANALYTICS_CLIENT_SECRET)")
-	fs.StringVar(&p.AnalyticsAuthURL, "analytics-auth-url", analytics.DefaultAuthBaseURL, "Google authorization endpoint")
-	fs.StringVar(&p.AnalyticsTokenURL, "analytics-token-url", analytics.DefaultTokenURL, "Google token endpoint")
-	fs.StringVar(&p.AnalyticsUserInfoURL, "analytics-userinfo-url", analytics.DefaultUserInfoURL, "Google userinfo endpoint")
-	fs.StringVar(&p.AnalyticsAdminAPIURL, "analytics-admin-api-base-url", analytics.DefaultAdminAPIBaseURL, "Analytics Admin API base URL")
-	fs.StringVar(&p.AnalyticsRevokeURL, "analytics-revoke-url", analytics.DefaultRevokeURL, "Google token revocation endpoint")
-	fs.StringVar(&p.AnalyticsDataAPIURL, "analytics-data-api-base-url", analytics.DefaultDataAPIBaseURL, "Analytics Data API base URL")
-	fs.StringVar(&p.CodeHostMediaType, "codehost-media-type", "application/vnd.codehost+json", "the accept value the code-hosting API Call step requires (application/vnd.github+json for servers that want it)")
-}
-
 // newStepRunner builds the tool step catalogue: each connector's toolkit
 // and its API Call step, on the configured API base URLs.
-func newStepRunner(p providerConfig, acct *accounts.Service, limits store.RateLimits, log zerolog.Logger) (*steps.Runner, error) {
+func newStepRunner(p ProviderConfig, acct *accounts.Service, limits store.RateLimits, log zerolog.Logger) (*steps.Runner, error) {
 	for flag, v := range map[string]string{
 		"--deploy-api-base-url":          p.DeployAPIBaseURL,
 		"--analytics-data-api-base-url":  p.AnalyticsDataAPIURL,
@@ -92,7 +73,7 @@ func newStepRunner(p providerConfig, acct *accounts.Service, limits store.RateLi
 
 // buildProviders returns a provider for each connector whose client id is
 // configured, and the names of those left unconfigured.
-func buildProviders(p providerConfig, publicURL string, lookup func(string) (string, bool)) (map[string]connectors.Provider, []string, error) {
+func buildProviders(p ProviderConfig, publicURL string, lookup func(string) (string, bool)) (map[string]connectors.Provider, []string, error) {
 	redirect := func(c string) string { return strings.TrimRight(publicURL, "/") + "/v1/connect/" + c + "/callback" }
 	secret := func(c, id string) (string, error) {
 		env := "TRIGGERD_" + strings.ToUpper(c) + "_CLIENT_SECRET"
@@ -152,7 +133,7 @@ func buildProviders(p providerConfig, publicURL string, lookup func(string) (str
 
 // openStore opens Redis when --redis-url is set, else the embedded file
 // store under the data dir.
-func openStore(ctx context.Context, cfg config, log zerolog.Logger) (store.Store, error) {
+func openStore(ctx context.Context, cfg Config, log zerolog.Logger) (store.Store, error) {
 	if cfg.RedisURL == "" {
 		path := filepath.Join(cfg.DataDir, "triggerd.db")
 		s, err := boltstore.Open(path, boltstore.Options{})

@@ -1,13 +1,11 @@
-package main
+package daemon
 
 import (
 	"context"
 	"errors"
-	"net"
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
 	"github.com/triggerd/triggerd/bus"
@@ -36,7 +34,7 @@ func connectBus(ctx context.Context, url string, o bus.Options) (*bus.Bus, error
 }
 
 // awaitBus tries connectBus again, waiting longer each time, until it
-// connects, fails in a way no wait cures (natsUnreachable false), or ctx
+// connects, fails in a way no wait cures (bus.Unreachable false), or ctx
 // ends.
 func awaitBus(ctx context.Context, url string, o bus.Options, log zerolog.Logger) (*bus.Bus, error) {
 	wait := natsRetryMin
@@ -49,36 +47,13 @@ func awaitBus(ctx context.Context, url string, o bus.Options, log zerolog.Logger
 		case <-t.C:
 		}
 		b, err := connectBus(ctx, url, o)
-		if err == nil || !natsUnreachable(err) || ctx.Err() != nil {
+		if err == nil || !bus.Unreachable(err) || ctx.Err() != nil {
 			return b, err
 		}
 		wait = min(2*wait, natsRetryMax)
 		log.Warn().Err(err).Dur("retry_in", wait).Msg("NATS still cannot be reached")
 		t.Reset(wait)
 	}
-}
-
-// natsUnreachable reports whether err, from bus.Connect, says that NATS
-// could not be reached (nothing listening, no route, no answer in time, a
-// name that does not resolve yet, as a stopped container's does not),
-// which may pass by itself. A NATS that refused triggerd (credentials, no
-// JetStream) or a malformed URL will not: those are errors for the
-// operator.
-func natsUnreachable(err error) bool {
-	var addrErr *net.AddrError
-	var opErr *net.OpError
-	switch {
-	case errors.As(err, &addrErr): // "invalid port": the URL's fault
-		return false
-	case errors.Is(err, nats.ErrNoServers), errors.Is(err, nats.ErrTimeout):
-		// nats.go reports a refused connection as no servers.
-		return true
-	case errors.As(err, &opErr):
-		return true
-	}
-	// The attempt's own deadline: a NATS that accepted the connection
-	// and did not answer JetStream's requests in time.
-	return errors.Is(err, context.DeadlineExceeded)
 }
 
 // unreachableMessage is the warning that NATS could not be reached at
