@@ -1,10 +1,3 @@
-// Command triggerd is the integrations service's trigger engine: it takes
-// signed webhooks from the code-hosting service and the deployment platform,
-// maps them onto trigger events and publishes them to NATS JetStream.
-//
-// With no flags it runs on embedded defaults: an in-process NATS server with
-// JetStream under ./data, listening for agents on 127.0.0.1:4222, and the
-// HTTP server on :8080.
 package daemon
 
 import (
