@@ -13,6 +13,7 @@ import (
 
 	"github.com/triggerd/triggerd/connectors"
 	"github.com/triggerd/triggerd/connectors/analytics"
+	"github.com/triggerd/triggerd/connectors/connectortest"
 	"github.com/triggerd/triggerd/sandbox/fakeoauth"
 )
 
@@ -23,19 +24,6 @@ var requested = []string{
 	"https://www.googleapis.com/auth/analytics.edit",
 	"openid",
 	"email",
-}
-
-// noLeak fails if err's message contains any of secrets.
-func noLeak(t *testing.T, err error, secrets ...string) {
-	t.Helper()
-	if err == nil {
-		return
-	}
-	for _, s := range secrets {
-		if s != "" && strings.Contains(err.Error(), s) {
-			t.Errorf("error %q leaks a secret", err)
-		}
-	}
 }
 
 // connect signs in with PKCE and exchanges the code.
@@ -69,7 +57,7 @@ func TestNewValidates(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "RedirectURL") {
 		t.Fatalf("New without RedirectURL: %v", err)
 	}
-	noLeak(t, err, "s3cr3t-value")
+	connectortest.NoLeak(t, err, "s3cr3t-value")
 	c := analytics.DefaultConfig()
 	c.ClientID, c.ClientSecret, c.RedirectURL = "id", "s3cr3t-value", redirect
 	c.RevokeURL = "ftp://nope"
@@ -178,7 +166,7 @@ func TestIdentifyWithoutAnalyticsScope(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "403") {
 		t.Fatalf("Identify without analytics scopes: %v", err)
 	}
-	noLeak(t, err, tok.AccessToken)
+	connectortest.NoLeak(t, err, tok.AccessToken)
 }
 
 func TestExchangePKCEMismatch(t *testing.T) {
@@ -190,7 +178,7 @@ func TestExchangePKCEMismatch(t *testing.T) {
 	if !errors.Is(err, connectors.ErrInvalidGrant) {
 		t.Fatalf("Exchange with the wrong verifier: %v, want ErrInvalidGrant", err)
 	}
-	noLeak(t, err, cb.Get("code"), wrong, g.ClientSecret)
+	connectortest.NoLeak(t, err, cb.Get("code"), wrong, g.ClientSecret)
 }
 
 func TestExchangeReusedCode(t *testing.T) {
@@ -206,7 +194,7 @@ func TestExchangeReusedCode(t *testing.T) {
 	if !errors.Is(err, connectors.ErrInvalidGrant) {
 		t.Fatalf("second Exchange: %v, want ErrInvalidGrant", err)
 	}
-	noLeak(t, err, cb.Get("code"), verifier, g.ClientSecret, tok.AccessToken, tok.RefreshToken)
+	connectortest.NoLeak(t, err, cb.Get("code"), verifier, g.ClientSecret, tok.AccessToken, tok.RefreshToken)
 }
 
 func TestExchangeWrongSecret(t *testing.T) {
@@ -223,7 +211,7 @@ func TestExchangeWrongSecret(t *testing.T) {
 	if err == nil || errors.Is(err, connectors.ErrInvalidGrant) || !strings.Contains(err.Error(), "invalid_client") {
 		t.Fatalf("Exchange with a wrong secret: %v", err)
 	}
-	noLeak(t, err, c.ClientSecret, g.ClientSecret, cb.Get("code"), verifier)
+	connectortest.NoLeak(t, err, c.ClientSecret, g.ClientSecret, cb.Get("code"), verifier)
 }
 
 func TestRefreshKeepsRefreshToken(t *testing.T) {
@@ -257,7 +245,7 @@ func TestRefreshRefused(t *testing.T) {
 	if !errors.Is(err, connectors.ErrInvalidGrant) {
 		t.Fatalf("Refresh: %v, want ErrInvalidGrant", err)
 	}
-	noLeak(t, err, tok.RefreshToken, tok.AccessToken, g.ClientSecret)
+	connectortest.NoLeak(t, err, tok.RefreshToken, tok.AccessToken, g.ClientSecret)
 }
 
 func TestRevoke(t *testing.T) {
@@ -284,7 +272,7 @@ func TestRevoke(t *testing.T) {
 	if !errors.Is(err, connectors.ErrInvalidGrant) {
 		t.Errorf("second Revoke: %v, want ErrInvalidGrant", err)
 	}
-	noLeak(t, err, tok.AccessToken, tok.RefreshToken)
+	connectortest.NoLeak(t, err, tok.AccessToken, tok.RefreshToken)
 }
 
 func TestRevokeUnavailable(t *testing.T) {
@@ -296,7 +284,7 @@ func TestRevokeUnavailable(t *testing.T) {
 	if err == nil || errors.Is(err, connectors.ErrInvalidGrant) || !strings.Contains(err.Error(), "503") {
 		t.Fatalf("Revoke during an outage: %v", err)
 	}
-	noLeak(t, err, tok.AccessToken, tok.RefreshToken, g.ClientSecret)
+	connectortest.NoLeak(t, err, tok.AccessToken, tok.RefreshToken, g.ClientSecret)
 	if !g.Live(tok.RefreshToken) {
 		t.Error("the token died although revoke failed")
 	}
@@ -317,5 +305,5 @@ func TestRefreshUnavailable(t *testing.T) {
 	if err == nil || errors.Is(err, connectors.ErrInvalidGrant) || !strings.Contains(err.Error(), "503") {
 		t.Fatalf("Refresh during an outage: %v", err)
 	}
-	noLeak(t, err, tok.RefreshToken, g.ClientSecret)
+	connectortest.NoLeak(t, err, tok.RefreshToken, g.ClientSecret)
 }

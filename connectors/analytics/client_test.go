@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/triggerd/triggerd/connectors"
+	"github.com/triggerd/triggerd/connectors/connectortest"
 	"github.com/triggerd/triggerd/sandbox/fakeanalytics"
 )
 
@@ -73,7 +74,7 @@ func TestMissingScopeNeedsReauth(t *testing.T) {
 	h.fake.CollectEvent(h.prop, "sign_up", 3)
 
 	_, err := h.run(t, StepCreateKeyEvents, `{"property":"properties/`+h.prop+`","event_name":"sign_up"}`)
-	ce := wantCode(t, err, connectors.CodeNeedsReauth)
+	ce := connectortest.WantCode(t, err, connectors.CodeNeedsReauth)
 	if !strings.Contains(ce.Message, "analytics.edit") || !strings.Contains(ce.Message, "reconnect") || ce.Retryable {
 		t.Errorf("error = %+v", ce)
 	}
@@ -83,7 +84,7 @@ func TestMissingScopeNeedsReauth(t *testing.T) {
 
 	granted = []string{fakeanalytics.ScopeEdit}
 	err = h.report(t)
-	if ce := wantCode(t, err, connectors.CodeNeedsReauth); !strings.Contains(ce.Message, "analytics.readonly") {
+	if ce := connectortest.WantCode(t, err, connectors.CodeNeedsReauth); !strings.Contains(ce.Message, "analytics.readonly") {
 		t.Errorf("report without analytics.readonly: %+v", ce)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/triggerd/triggerd/connectors"
+	"github.com/triggerd/triggerd/connectors/connectortest"
 	"github.com/triggerd/triggerd/sandbox/fakeanalytics"
 )
 
@@ -33,7 +34,7 @@ func TestRetriesOn503ForReadsOnce(t *testing.T) {
 	h.fake.ClearRequests()
 	h.fake.FailNext(fakeanalytics.RouteRunReport, 2, fakeanalytics.Failure{})
 	err := h.report(t)
-	if ce := wantCode(t, err, connectors.CodeUpstream); ce.Status != 503 || !ce.Retryable {
+	if ce := connectortest.WantCode(t, err, connectors.CodeUpstream); ce.Status != 503 || !ce.Retryable {
 		t.Errorf("error = %+v", ce)
 	}
 	if n := len(h.fake.RequestsTo(fakeanalytics.RouteRunReport)); n != 2 {
@@ -52,7 +53,7 @@ func TestServerErrorsSpendTheHourlyQuota(t *testing.T) {
 	for i := range 5 {
 		before := len(h.fake.RequestsTo(fakeanalytics.RouteRunReport))
 		err := h.report(t)
-		if ce := wantCode(t, err, connectors.CodeUpstream); ce.Status != 503 {
+		if ce := connectortest.WantCode(t, err, connectors.CodeUpstream); ce.Status != 503 {
 			t.Errorf("call %d: %+v", i, ce)
 		}
 		if n := len(h.fake.RequestsTo(fakeanalytics.RouteRunReport)) - before; n > 2 {
@@ -63,13 +64,13 @@ func TestServerErrorsSpendTheHourlyQuota(t *testing.T) {
 		t.Fatalf("the fake gave %d server errors, want the 10 an hour allows", u.ServerErrorsThisHour)
 	}
 	err := h.report(t)
-	ce := wantCode(t, err, connectors.CodeRateLimited)
+	ce := connectortest.WantCode(t, err, connectors.CodeRateLimited)
 	if ce.Status != 429 || ce.RetryAfter != 40*time.Minute || !strings.Contains(ce.Message, "server errors") {
 		t.Errorf("spent quota: %+v", ce)
 	}
 	sent := len(h.fake.RequestsTo(fakeanalytics.RouteRunReport))
 	err = h.report(t)
-	if ce := wantCode(t, err, connectors.CodeRateLimited); ce.Status != 0 || !strings.Contains(ce.Message, "server errors per project per hour") {
+	if ce := connectortest.WantCode(t, err, connectors.CodeRateLimited); ce.Status != 0 || !strings.Contains(ce.Message, "server errors per project per hour") {
 		t.Errorf("after the 429: %+v", ce)
 	}
 	if n := len(h.fake.RequestsTo(fakeanalytics.RouteRunReport)); n != sent {
@@ -114,7 +115,7 @@ func TestNoRetryForWrites(t *testing.T) {
 	h.fake.Grant(fakeanalytics.DefaultUser, "accounts/100", fakeanalytics.RoleAdministrator)
 	h.fake.FailNext(fakeanalytics.RouteCreateProperty, 1, fakeanalytics.Failure{})
 	_, err := h.run(t, StepCreateProperties, `{"display_name":"Shop","time_zone":"UTC","currency_code":"USD"}`)
-	if ce := wantCode(t, err, connectors.CodeUpstream); ce.Status != 503 || !ce.Retryable {
+	if ce := connectortest.WantCode(t, err, connectors.CodeUpstream); ce.Status != 503 || !ce.Retryable {
 		t.Errorf("error = %+v", ce)
 	}
 	if n := len(h.fake.RequestsTo(fakeanalytics.RouteCreateProperty)); n != 1 {

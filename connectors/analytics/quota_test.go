@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/triggerd/triggerd/connectors"
+	"github.com/triggerd/triggerd/connectors/connectortest"
 	"github.com/triggerd/triggerd/sandbox/fakeanalytics"
 )
 
@@ -33,7 +34,7 @@ func TestQuotaKnownSpentIsRefusedBeforeSending(t *testing.T) {
 	}
 	// The second answer said tokensPerHour.remaining = 0.
 	err := h.report(t)
-	ce := wantCode(t, err, connectors.CodeRateLimited)
+	ce := connectortest.WantCode(t, err, connectors.CodeRateLimited)
 	if ce.RetryAfter != 40*time.Minute || !ce.Retryable || ce.Status != 0 || !strings.Contains(ce.Message, "tokens per hour") {
 		t.Errorf("refusal = %+v, want RetryAfter 40m to the next hour", ce)
 	}
@@ -71,7 +72,7 @@ func TestQuotaDailyBudgetResetsAtPacificMidnight(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := h.report(t)
-	ce := wantCode(t, err, connectors.CodeRateLimited)
+	ce := connectortest.WantCode(t, err, connectors.CodeRateLimited)
 	// 10:20 UTC on 2 March is 02:20 PST; midnight PST is 08:00 UTC on 3 March.
 	if want := time.Date(2026, 3, 3, 8, 0, 0, 0, time.UTC).Sub(start); ce.RetryAfter != want {
 		t.Errorf("RetryAfter = %v, want %v", ce.RetryAfter, want)
@@ -91,7 +92,7 @@ func TestQuota429(t *testing.T) {
 	l.TokensPerHour = 0
 	h.fake.SetLimits(h.prop, fakeanalytics.Core, l)
 	err := h.report(t)
-	ce := wantCode(t, err, connectors.CodeRateLimited)
+	ce := connectortest.WantCode(t, err, connectors.CodeRateLimited)
 	if ce.Status != 429 || ce.RetryAfter != 40*time.Minute || !strings.Contains(ce.Message, "RESOURCE_EXHAUSTED") {
 		t.Errorf("error = %+v", ce)
 	}
@@ -100,7 +101,7 @@ func TestQuota429(t *testing.T) {
 	}
 	// What the 429 said is remembered.
 	err = h.report(t)
-	if ce := wantCode(t, err, connectors.CodeRateLimited); ce.Status != 0 {
+	if ce := connectortest.WantCode(t, err, connectors.CodeRateLimited); ce.Status != 0 {
 		t.Errorf("second call reached google: %+v", ce)
 	}
 	if n := len(h.fake.RequestsTo(fakeanalytics.RouteRunReport)); n != 1 {
@@ -175,7 +176,7 @@ func TestConcurrencyWaitEndsWithTheContext(t *testing.T) {
 		defer release()
 	}
 	_, err := h.runCtx(ctx, t, StepRunReports, `{"property":"properties/`+h.prop+`","metrics":["eventCount"]}`)
-	ce := wantCode(t, err, connectors.CodeRateLimited)
+	ce := connectortest.WantCode(t, err, connectors.CodeRateLimited)
 	if !strings.Contains(ce.Message, "in flight") || !errors.Is(err, &connectors.Error{Code: connectors.CodeRateLimited}) {
 		t.Errorf("error = %v", ce)
 	}

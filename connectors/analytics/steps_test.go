@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -15,6 +14,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/triggerd/triggerd/connectors"
+	"github.com/triggerd/triggerd/connectors/connectortest"
 	"github.com/triggerd/triggerd/internal/testenv"
 	"github.com/triggerd/triggerd/sandbox/fakeanalytics"
 )
@@ -105,7 +105,7 @@ func (h *harness) env() connectors.Env {
 func (h *harness) runCtx(ctx context.Context, t testing.TB, id, input string) (map[string]any, error) {
 	t.Helper()
 	s := h.step(t, id)
-	if err := compile(t, s.Input).Validate(mustJSON(t, input)); err != nil {
+	if err := compile(t, s.Input).Validate(connectortest.JSON(t, input)); err != nil {
 		t.Errorf("%s: input %s does not match the schema: %v", id, input, err)
 		return nil, err
 	}
@@ -117,7 +117,7 @@ func (h *harness) runCtx(ctx context.Context, t testing.TB, id, input string) (m
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := compile(t, s.Output).Validate(mustJSON(t, string(b))); err != nil {
+	if err := compile(t, s.Output).Validate(connectortest.JSON(t, string(b))); err != nil {
 		t.Errorf("%s: output %s does not match the schema: %v", id, b, err)
 	}
 	var m map[string]any
@@ -148,27 +148,6 @@ func compile(t testing.TB, raw json.RawMessage) *jsonschema.Schema {
 		t.Fatalf("schema does not compile: %v", err)
 	}
 	return s
-}
-
-func mustJSON(t testing.TB, s string) any {
-	t.Helper()
-	v, err := jsonschema.UnmarshalJSON(strings.NewReader(s))
-	if err != nil {
-		t.Fatalf("not JSON: %v: %s", err, s)
-	}
-	return v
-}
-
-func wantCode(t testing.TB, err error, code connectors.ErrorCode) *connectors.Error {
-	t.Helper()
-	var ce *connectors.Error
-	if !errors.As(err, &ce) {
-		t.Fatalf("err = %v (%T), want a *connectors.Error %s", err, err, code)
-	}
-	if ce.Code != code {
-		t.Fatalf("code = %s (%v), want %s", ce.Code, ce, code)
-	}
-	return ce
 }
 
 func rows(out map[string]any) [][]any {
@@ -287,12 +266,12 @@ func TestSchemasCompileAndExamplesValidate(t *testing.T) {
 			t.Errorf("%s: no examples", s.ID)
 		}
 		for _, g := range ex.good {
-			if err := in.Validate(mustJSON(t, g)); err != nil {
+			if err := in.Validate(connectortest.JSON(t, g)); err != nil {
 				t.Errorf("%s: %s should validate: %v", s.ID, g, err)
 			}
 		}
 		for _, b := range ex.bad {
-			if err := in.Validate(mustJSON(t, b)); err == nil {
+			if err := in.Validate(connectortest.JSON(t, b)); err == nil {
 				t.Errorf("%s: %s should not validate", s.ID, b)
 			}
 		}
@@ -411,7 +390,7 @@ func TestRunReportsRefusals(t *testing.T) {
 		{`{"property":"` + p + `","metrics":["eventCount"],"metric_filter":{"orGroup":{"expressions":[]}}}`, "non-empty expressions"},
 	} {
 		_, err := h.run(t, StepRunReports, tc.input)
-		if ce := wantCode(t, err, connectors.CodeValidation); !strings.Contains(ce.Message, tc.want) {
+		if ce := connectortest.WantCode(t, err, connectors.CodeValidation); !strings.Contains(ce.Message, tc.want) {
 			t.Errorf("%s: message %q, want %q", tc.input, ce.Message, tc.want)
 		}
 	}
@@ -420,19 +399,19 @@ func TestRunReportsRefusals(t *testing.T) {
 	}
 	// Google's own validation comes back as CodeValidation with its message.
 	_, err := h.run(t, StepRunReports, `{"property":"`+p+`","metrics":["eventCount"],"dimensions":["nonsense"]}`)
-	if ce := wantCode(t, err, connectors.CodeValidation); ce.Status != 400 || !strings.Contains(ce.Message, "Field nonsense is not a valid dimension") {
+	if ce := connectortest.WantCode(t, err, connectors.CodeValidation); ce.Status != 400 || !strings.Contains(ce.Message, "Field nonsense is not a valid dimension") {
 		t.Errorf("error = %v", ce)
 	}
 	// No access to the property.
 	other := h.fake.AddProperty(fakeanalytics.Property{Account: "200"})
 	_, err = h.run(t, StepRunReports, `{"property":"properties/`+other.ID+`","metrics":["eventCount"]}`)
-	if ce := wantCode(t, err, connectors.CodePermissionDenied); !strings.HasPrefix(ce.Message, "reading reports needs at least the Viewer role on properties/"+other.ID) {
+	if ce := connectortest.WantCode(t, err, connectors.CodePermissionDenied); !strings.HasPrefix(ce.Message, "reading reports needs at least the Viewer role on properties/"+other.ID) {
 		t.Errorf("message = %q", ce.Message)
 	}
 	// A revoked token.
 	h.token = ""
 	_, err = h.run(t, StepRunReports, `{"property":"`+p+`","metrics":["eventCount"]}`)
-	wantCode(t, err, connectors.CodeNeedsReauth)
+	connectortest.WantCode(t, err, connectors.CodeNeedsReauth)
 }
 
 func TestRunRealtimeReport(t *testing.T) {
@@ -537,7 +516,7 @@ func TestCreateKeyEventsForAnUncollectedEvent(t *testing.T) {
 	addFacts(h)
 	h.fake.AddFacts(h.prop, fakeanalytics.Fact{Date: "2026-01-01", Country: "Germany", PagePath: "/", EventName: "purchase", EventCount: 9})
 	_, err := h.run(t, StepCreateKeyEvents, `{"property":"properties/`+h.prop+`","event_name":"purchase"}`)
-	ce := wantCode(t, err, connectors.CodeValidation)
+	ce := connectortest.WantCode(t, err, connectors.CodeValidation)
 	want := "event purchase has not been collected in properties/" + h.prop + " in the last 30 days; send it first, then mark it as a key event"
 	if ce.Message != want {
 		t.Errorf("message = %q, want %q", ce.Message, want)
@@ -588,7 +567,7 @@ func TestCreateKeyEventsNeedsEditor(t *testing.T) {
 	h := newHarness(t) // Viewer only
 	h.fake.CollectEvent(h.prop, "generate_lead", 1)
 	_, err := h.run(t, StepCreateKeyEvents, `{"property":"properties/`+h.prop+`","event_name":"generate_lead"}`)
-	ce := wantCode(t, err, connectors.CodePermissionDenied)
+	ce := connectortest.WantCode(t, err, connectors.CodePermissionDenied)
 	if !strings.HasPrefix(ce.Message, "creating a key event needs the Editor role on properties/"+h.prop) {
 		t.Errorf("message = %q", ce.Message)
 	}
@@ -616,7 +595,7 @@ func TestCreateProperties(t *testing.T) {
 	h.fake.Grant(fakeanalytics.DefaultUser, "accounts/200", fakeanalytics.RoleEditor)
 	before := len(h.fake.Properties())
 	_, err = h.run(t, StepCreateProperties, `{"display_name":"Blog","time_zone":"UTC","currency_code":"USD","account":"accounts/200"}`)
-	ce := wantCode(t, err, connectors.CodePermissionDenied)
+	ce := connectortest.WantCode(t, err, connectors.CodePermissionDenied)
 	if !strings.HasPrefix(ce.Message, "creating a property needs the Administrator role on accounts/200") || ce.Status != 403 {
 		t.Errorf("error = %+v", ce)
 	}
@@ -631,7 +610,7 @@ func TestCreateProperties(t *testing.T) {
 		`{"display_name":"X","time_zone":"Local","currency_code":"USD"}`,
 	} {
 		_, err := h.run(t, StepCreateProperties, in)
-		wantCode(t, err, connectors.CodeValidation)
+		connectortest.WantCode(t, err, connectors.CodeValidation)
 	}
 	if n := len(h.fake.Requests()); n != 0 {
 		t.Errorf("%d requests", n)
@@ -677,7 +656,7 @@ func TestAdminReads(t *testing.T) {
 		t.Errorf("property = %v", got)
 	}
 	_, err = h.run(t, StepGetProperty, `{"property":"properties/999999"}`)
-	wantCode(t, err, connectors.CodeNotFound)
+	connectortest.WantCode(t, err, connectors.CodeNotFound)
 
 	h.fake.AddKeyEvent(h.prop, fakeanalytics.KeyEvent{EventName: "purchase", Deletable: true})
 	kes, err := h.run(t, StepListKeyEvents, `{"property":"properties/`+h.prop+`"}`)

@@ -14,25 +14,13 @@ import (
 
 	"github.com/triggerd/triggerd/connectors"
 	"github.com/triggerd/triggerd/connectors/codehost"
+	"github.com/triggerd/triggerd/connectors/connectortest"
 	"github.com/triggerd/triggerd/sandbox/fakeoauth"
 )
 
 const redirect = "https://app.example/oauth/codehost/callback"
 
 var requested = []string{"repo", "workflow", "gist", "read:org", "project", "admin:org_hook"}
-
-// noLeak fails if err's message contains any of secrets.
-func noLeak(t *testing.T, err error, secrets ...string) {
-	t.Helper()
-	if err == nil {
-		return
-	}
-	for _, s := range secrets {
-		if s != "" && strings.Contains(err.Error(), s) {
-			t.Errorf("error %q leaks a secret", err)
-		}
-	}
-}
 
 // connect signs in with PKCE and exchanges the code.
 func connect(t *testing.T, gh *fakeoauth.GitHub, p *codehost.Provider) *oauth2.Token {
@@ -65,7 +53,7 @@ func TestNewValidates(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "ClientID") || !strings.Contains(err.Error(), "RedirectURL") {
 		t.Fatalf("New without ClientID/RedirectURL: %v", err)
 	}
-	noLeak(t, err, "s3cr3t-value")
+	connectortest.NoLeak(t, err, "s3cr3t-value")
 	c := codehost.DefaultConfig()
 	c.ClientID, c.ClientSecret, c.RedirectURL = "id", "s3cr3t-value", "not a url"
 	if _, err := codehost.New(c); err == nil || !strings.Contains(err.Error(), "RedirectURL") {
@@ -203,7 +191,7 @@ func TestExchangePKCEMismatch(t *testing.T) {
 	if !errors.Is(err, connectors.ErrInvalidGrant) {
 		t.Fatalf("Exchange with the wrong verifier: %v, want ErrInvalidGrant", err)
 	}
-	noLeak(t, err, cb.Get("code"), wrong, gh.ClientSecret)
+	connectortest.NoLeak(t, err, cb.Get("code"), wrong, gh.ClientSecret)
 	// Without a verifier at all the code is refused too.
 	cb = gh.Authorize("st", redirect, oauth2.S256ChallengeFromVerifier(oauth2.GenerateVerifier()))
 	if _, err := p.Exchange(t.Context(), cb, ""); !errors.Is(err, connectors.ErrInvalidGrant) {
@@ -224,7 +212,7 @@ func TestExchangeReusedCode(t *testing.T) {
 	if !errors.Is(err, connectors.ErrInvalidGrant) {
 		t.Fatalf("second Exchange: %v, want ErrInvalidGrant", err)
 	}
-	noLeak(t, err, cb.Get("code"), verifier, gh.ClientSecret, tok.AccessToken, tok.RefreshToken)
+	connectortest.NoLeak(t, err, cb.Get("code"), verifier, gh.ClientSecret, tok.AccessToken, tok.RefreshToken)
 }
 
 func TestExchangeExpiredCode(t *testing.T) {
@@ -253,7 +241,7 @@ func TestExchangeWrongSecret(t *testing.T) {
 	if !strings.Contains(err.Error(), "incorrect_client_credentials") {
 		t.Errorf("error %q does not name the cause", err)
 	}
-	noLeak(t, err, c.ClientSecret, gh.ClientSecret, cb.Get("code"))
+	connectortest.NoLeak(t, err, c.ClientSecret, gh.ClientSecret, cb.Get("code"))
 }
 
 func TestExchangeCallbackError(t *testing.T) {
@@ -276,7 +264,7 @@ func TestTokenEndpointUnavailable(t *testing.T) {
 	if err == nil || errors.Is(err, connectors.ErrInvalidGrant) || !strings.Contains(err.Error(), "503") {
 		t.Fatalf("Exchange during an outage: %v", err)
 	}
-	noLeak(t, err, cb.Get("code"), gh.ClientSecret)
+	connectortest.NoLeak(t, err, cb.Get("code"), gh.ClientSecret)
 	// The code was not consumed by the failed attempt.
 	if _, err := p.Exchange(t.Context(), cb, ""); err != nil {
 		t.Fatalf("Exchange after the outage: %v", err)
@@ -307,7 +295,7 @@ func TestRefreshRotates(t *testing.T) {
 	if !errors.Is(err, connectors.ErrInvalidGrant) {
 		t.Fatalf("Refresh with the rotated-away token: %v, want ErrInvalidGrant", err)
 	}
-	noLeak(t, err, old.RefreshToken, old.AccessToken, nt.RefreshToken, gh.ClientSecret)
+	connectortest.NoLeak(t, err, old.RefreshToken, old.AccessToken, nt.RefreshToken, gh.ClientSecret)
 	if _, err := p.Refresh(t.Context(), nt); err != nil {
 		t.Fatalf("Refresh with the new token: %v", err)
 	}
@@ -325,7 +313,7 @@ func TestRefreshRefused(t *testing.T) {
 	if !errors.Is(err, connectors.ErrInvalidGrant) {
 		t.Fatalf("Refresh: %v, want ErrInvalidGrant", err)
 	}
-	noLeak(t, err, tok.RefreshToken, tok.AccessToken, gh.ClientSecret)
+	connectortest.NoLeak(t, err, tok.RefreshToken, tok.AccessToken, gh.ClientSecret)
 }
 
 func TestOAuthAppTokens(t *testing.T) {
@@ -369,7 +357,7 @@ func TestRevoke(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "401") {
 		t.Errorf("Identify after revoke: %v", err)
 	}
-	noLeak(t, err, tok.AccessToken)
+	connectortest.NoLeak(t, err, tok.AccessToken)
 	if _, err := p.Refresh(t.Context(), tok); !errors.Is(err, connectors.ErrInvalidGrant) {
 		t.Errorf("Refresh after revoke: %v", err)
 	}
@@ -417,7 +405,7 @@ func TestRevokeUnavailable(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "503") {
 		t.Fatalf("Revoke during an outage: %v", err)
 	}
-	noLeak(t, err, tok.AccessToken, gh.ClientSecret)
+	connectortest.NoLeak(t, err, tok.AccessToken, gh.ClientSecret)
 	if !gh.Live(tok.AccessToken) {
 		t.Error("the token died although revoke failed")
 	}
@@ -437,7 +425,7 @@ func TestRevokeHangs(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Revoke against a hung provider: %v", err)
 	}
-	noLeak(t, err, tok.AccessToken, gh.ClientSecret)
+	connectortest.NoLeak(t, err, tok.AccessToken, gh.ClientSecret)
 }
 
 // A GitHub App user token expires after 8 hours, and GitHub refuses to

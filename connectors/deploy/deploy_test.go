@@ -12,24 +12,12 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/triggerd/triggerd/connectors"
+	"github.com/triggerd/triggerd/connectors/connectortest"
 	"github.com/triggerd/triggerd/connectors/deploy"
 	"github.com/triggerd/triggerd/sandbox/fakeoauth"
 )
 
 const redirect = "https://app.example/oauth/deploy/callback"
-
-// noLeak fails if err's message contains any of secrets.
-func noLeak(t *testing.T, err error, secrets ...string) {
-	t.Helper()
-	if err == nil {
-		return
-	}
-	for _, s := range secrets {
-		if s != "" && strings.Contains(err.Error(), s) {
-			t.Errorf("error %q leaks a secret", err)
-		}
-	}
-}
 
 // getUser calls the fake's GET /v2/user directly and returns the status.
 func getUser(t *testing.T, v *fakeoauth.Vercel, accessToken string) int {
@@ -51,7 +39,7 @@ func TestNewValidates(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "IntegrationSlug") {
 		t.Fatalf("New without a slug: %v", err)
 	}
-	noLeak(t, err, "s3cr3t-value")
+	connectortest.NoLeak(t, err, "s3cr3t-value")
 	c.IntegrationSlug = "my-app"
 	p, err := deploy.New(c)
 	if err != nil {
@@ -165,7 +153,7 @@ func TestTeamInstall(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "401") {
 		t.Errorf("Identify after revoke: %v", err)
 	}
-	noLeak(t, err, tok.AccessToken)
+	connectortest.NoLeak(t, err, tok.AccessToken)
 }
 
 func TestTeamRevokeNeedsTeamID(t *testing.T) {
@@ -198,7 +186,7 @@ func TestExchangeReusedCode(t *testing.T) {
 	if !errors.Is(err, connectors.ErrInvalidGrant) {
 		t.Fatalf("second Exchange: %v, want ErrInvalidGrant", err)
 	}
-	noLeak(t, err, cb.Get("code"), tok.AccessToken, v.ClientSecret)
+	connectortest.NoLeak(t, err, cb.Get("code"), tok.AccessToken, v.ClientSecret)
 }
 
 func TestExchangeWrongSecret(t *testing.T) {
@@ -214,7 +202,7 @@ func TestExchangeWrongSecret(t *testing.T) {
 	if err == nil || errors.Is(err, connectors.ErrInvalidGrant) || !strings.Contains(err.Error(), "401") {
 		t.Fatalf("Exchange with a wrong secret: %v", err)
 	}
-	noLeak(t, err, c.ClientSecret, v.ClientSecret, cb.Get("code"))
+	connectortest.NoLeak(t, err, c.ClientSecret, v.ClientSecret, cb.Get("code"))
 }
 
 func TestExchangeRedirectMismatch(t *testing.T) {
@@ -246,7 +234,7 @@ func TestRevokeUnavailable(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "503") {
 		t.Fatalf("Revoke during an outage: %v", err)
 	}
-	noLeak(t, err, tok.AccessToken, v.ClientSecret)
+	connectortest.NoLeak(t, err, tok.AccessToken, v.ClientSecret)
 	if !v.Live(tok.AccessToken) {
 		t.Error("the token died although revoke failed")
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/triggerd/triggerd/connectors"
+	"github.com/triggerd/triggerd/connectors/connectortest"
 	"github.com/triggerd/triggerd/sandbox/fakedeploy"
 )
 
@@ -15,7 +16,7 @@ func TestRateLimited429(t *testing.T) {
 	h := newHarness(t)
 	h.fake.SetRateLimit(fakedeploy.RouteListDeployments, 0, time.Minute)
 	_, err := h.run(t, StepListDeployments, team, `{}`)
-	ce := wantCode(t, err, connectors.CodeRateLimited)
+	ce := connectortest.WantCode(t, err, connectors.CodeRateLimited)
 	if ce.RetryAfter != time.Minute || !ce.Retryable || ce.Status != 429 {
 		t.Errorf("error = %+v, want RetryAfter 1m from Retry-After", ce)
 	}
@@ -25,7 +26,7 @@ func TestRateLimited429(t *testing.T) {
 	// The bucket is now known to be spent: the next call is refused here.
 	h.clock.Advance(20 * time.Second)
 	_, err = h.run(t, StepListDeployments, team, `{}`)
-	ce = wantCode(t, err, connectors.CodeRateLimited)
+	ce = connectortest.WantCode(t, err, connectors.CodeRateLimited)
 	if ce.RetryAfter != 40*time.Second || ce.Status != 0 {
 		t.Errorf("refusal = %+v, want RetryAfter 40s and no upstream status", ce)
 	}
@@ -46,7 +47,7 @@ func TestRateLimitKnownSpentIsRefusedBeforeSending(t *testing.T) {
 		}
 	}
 	_, err := h.run(t, StepListDeployments, team, `{}`)
-	ce := wantCode(t, err, connectors.CodeRateLimited)
+	ce := connectortest.WantCode(t, err, connectors.CodeRateLimited)
 	if ce.RetryAfter != time.Minute {
 		t.Errorf("RetryAfter = %v, want the reset one minute on", ce.RetryAfter)
 	}
@@ -55,7 +56,7 @@ func TestRateLimitKnownSpentIsRefusedBeforeSending(t *testing.T) {
 	}
 	// Buckets are per endpoint and per account.
 	_, err = h.run(t, StepCancelDeployment, team, `{"id":"`+d.ID+`"}`)
-	wantCode(t, err, connectors.CodeValidation) // GET /v13/deployments/{id} has its own bucket
+	connectortest.WantCode(t, err, connectors.CodeValidation) // GET /v13/deployments/{id} has its own bucket
 	if _, err := h.run(t, StepListDeployments, personal, `{}`); err != nil {
 		t.Errorf("another account shares the bucket: %v", err)
 	}
@@ -79,7 +80,7 @@ func TestRetriesOn503ForReads(t *testing.T) {
 	h.fake.ClearRequests()
 	h.fake.FailNext(fakedeploy.RouteListDeployments, 3, fakedeploy.Failure{Status: 502, Empty: true})
 	_, err := h.run(t, StepListDeployments, personal, `{}`)
-	ce := wantCode(t, err, connectors.CodeUpstream)
+	ce := connectortest.WantCode(t, err, connectors.CodeUpstream)
 	if ce.Status != 502 || !ce.Retryable {
 		t.Errorf("error = %+v", ce)
 	}
@@ -93,7 +94,7 @@ func TestNoRetryForCreate(t *testing.T) {
 	linkedProject(h, fakedeploy.DefaultUserID)
 	h.fake.FailNext(fakedeploy.RouteCreateDeployment, 1, fakedeploy.Failure{Status: 503})
 	_, err := h.run(t, StepCreateDeployment, personal, `{"project":"web"}`)
-	if ce := wantCode(t, err, connectors.CodeUpstream); ce.Status != 503 || !ce.Retryable {
+	if ce := connectortest.WantCode(t, err, connectors.CodeUpstream); ce.Status != 503 || !ce.Retryable {
 		t.Errorf("error = %+v", ce)
 	}
 	if n := len(h.fake.RequestsTo(fakedeploy.RouteCreateDeployment)); n != 1 {
@@ -113,7 +114,7 @@ func TestRetryStopsAtTheDeadline(t *testing.T) {
 	env := connectors.Env{HTTP: &http.Client{Transport: tk.Wrap("a", bearer{token: "t", base: http.DefaultTransport})}, Account: personal}
 	step := tk.Steps[1]
 	_, err := step.Run(ctx, env, json.RawMessage(`{}`))
-	if ce := wantCode(t, err, connectors.CodeUpstream); ce.Status != 503 {
+	if ce := connectortest.WantCode(t, err, connectors.CodeUpstream); ce.Status != 503 {
 		t.Errorf("error = %+v", ce)
 	}
 	if n := len(h.fake.RequestsTo(fakedeploy.RouteListDeployments)); n != 1 {

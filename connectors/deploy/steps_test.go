@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/triggerd/triggerd/connectors"
+	"github.com/triggerd/triggerd/connectors/connectortest"
 	"github.com/triggerd/triggerd/internal/testenv"
 	"github.com/triggerd/triggerd/sandbox/fakedeploy"
 )
@@ -80,7 +80,7 @@ func (h *harness) env(acc connectors.AccountInfo) connectors.Env {
 func (h *harness) run(t *testing.T, id string, acc connectors.AccountInfo, input string) (map[string]any, error) {
 	t.Helper()
 	s := h.step(t, id)
-	if err := compile(t, s.Input).Validate(mustJSON(t, input)); err != nil {
+	if err := compile(t, s.Input).Validate(connectortest.JSON(t, input)); err != nil {
 		t.Fatalf("%s: input %s does not match the schema: %v", id, input, err)
 	}
 	out, err := s.Run(context.Background(), h.env(acc), json.RawMessage(input))
@@ -91,7 +91,7 @@ func (h *harness) run(t *testing.T, id string, acc connectors.AccountInfo, input
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc := mustJSON(t, string(b))
+	doc := connectortest.JSON(t, string(b))
 	if err := compile(t, s.Output).Validate(doc); err != nil {
 		t.Fatalf("%s: output %s does not match the schema: %v", id, b, err)
 	}
@@ -118,27 +118,6 @@ func compile(t testing.TB, raw json.RawMessage) *jsonschema.Schema {
 		t.Fatalf("schema does not compile: %v", err)
 	}
 	return s
-}
-
-func mustJSON(t testing.TB, s string) any {
-	t.Helper()
-	v, err := jsonschema.UnmarshalJSON(strings.NewReader(s))
-	if err != nil {
-		t.Fatalf("not JSON: %v: %s", err, s)
-	}
-	return v
-}
-
-func wantCode(t *testing.T, err error, code connectors.ErrorCode) *connectors.Error {
-	t.Helper()
-	var ce *connectors.Error
-	if !errors.As(err, &ce) {
-		t.Fatalf("err = %v (%T), want a *connectors.Error %s", err, err, code)
-	}
-	if ce.Code != code {
-		t.Fatalf("code = %s (%v), want %s", ce.Code, ce, code)
-	}
-	return ce
 }
 
 func linkedProject(h *harness, owner string, branches ...string) fakedeploy.Project {
@@ -214,12 +193,12 @@ func TestSchemasCompileAndExamplesValidate(t *testing.T) {
 			t.Errorf("%s: no examples", s.ID)
 		}
 		for _, g := range ex.good {
-			if err := in.Validate(mustJSON(t, g)); err != nil {
+			if err := in.Validate(connectortest.JSON(t, g)); err != nil {
 				t.Errorf("%s: %s should validate: %v", s.ID, g, err)
 			}
 		}
 		for _, b := range ex.bad {
-			if err := in.Validate(mustJSON(t, b)); err == nil {
+			if err := in.Validate(connectortest.JSON(t, b)); err == nil {
 				t.Errorf("%s: %s should not validate", s.ID, b)
 			}
 		}
@@ -315,7 +294,7 @@ func TestCreateDeploymentRefusals(t *testing.T) {
 	h.fake.AddProject(fakedeploy.Project{Name: "static"})
 
 	_, err := h.run(t, StepCreateDeployment, personal, `{"project":"web","environment":"development"}`)
-	if ce := wantCode(t, err, connectors.CodeValidation); !strings.Contains(ce.Message, "development") {
+	if ce := connectortest.WantCode(t, err, connectors.CodeValidation); !strings.Contains(ce.Message, "development") {
 		t.Errorf("message = %q", ce.Message)
 	}
 	if n := len(h.fake.Requests()); n != 0 {
@@ -323,17 +302,17 @@ func TestCreateDeploymentRefusals(t *testing.T) {
 	}
 
 	_, err = h.run(t, StepCreateDeployment, personal, `{"project":"web","branch":"nope"}`)
-	if ce := wantCode(t, err, connectors.CodeValidation); ce.Status != 400 || !strings.Contains(ce.Message, "nope") {
+	if ce := connectortest.WantCode(t, err, connectors.CodeValidation); ce.Status != 400 || !strings.Contains(ce.Message, "nope") {
 		t.Errorf("error = %v", ce)
 	}
 
 	_, err = h.run(t, StepCreateDeployment, personal, `{"project":"static","branch":"main"}`)
-	if ce := wantCode(t, err, connectors.CodeValidation); !strings.Contains(ce.Message, "no linked git repository") {
+	if ce := connectortest.WantCode(t, err, connectors.CodeValidation); !strings.Contains(ce.Message, "no linked git repository") {
 		t.Errorf("message = %q", ce.Message)
 	}
 
 	_, err = h.run(t, StepCreateDeployment, personal, `{"project":"missing"}`)
-	wantCode(t, err, connectors.CodeNotFound)
+	connectortest.WantCode(t, err, connectors.CodeNotFound)
 
 	// The same name in the team scope is another project.
 	tp := linkedProject(h, fakedeploy.DefaultTeamID)
@@ -359,7 +338,7 @@ func TestTeamAccessDenied(t *testing.T) {
 	other.ID = "acc_other"
 	other.Metadata = map[string]string{MetaTeamID: "team_elsewhere"}
 	_, err := h.run(t, StepListDeployments, other, `{}`)
-	if ce := wantCode(t, err, connectors.CodePermissionDenied); ce.Status != 403 {
+	if ce := connectortest.WantCode(t, err, connectors.CodePermissionDenied); ce.Status != 403 {
 		t.Errorf("error = %v", ce)
 	}
 	if r := h.fake.Requests(); len(r) != 1 || r[0].Query.Get("teamId") != "team_elsewhere" {
@@ -371,7 +350,7 @@ func TestInvalidTokenNeedsReauth(t *testing.T) {
 	h := newHarness(t)
 	h.token = ""
 	_, err := h.run(t, StepListDeployments, personal, `{}`)
-	wantCode(t, err, connectors.CodeNeedsReauth)
+	connectortest.WantCode(t, err, connectors.CodeNeedsReauth)
 }
 
 func TestListDeploymentsFiltersAndPagination(t *testing.T) {
@@ -505,7 +484,7 @@ func TestCancelDeployment(t *testing.T) {
 
 	h.fake.ClearRequests()
 	_, err := h.run(t, StepCancelDeployment, team, `{"id":"`+ready.ID+`"}`)
-	ce := wantCode(t, err, connectors.CodeValidation)
+	ce := connectortest.WantCode(t, err, connectors.CodeValidation)
 	if !strings.Contains(ce.Message, "already READY") {
 		t.Errorf("message = %q", ce.Message)
 	}
@@ -517,10 +496,10 @@ func TestCancelDeployment(t *testing.T) {
 	}
 
 	_, err = h.run(t, StepCancelDeployment, team, `{"id":"dpl_missing"}`)
-	wantCode(t, err, connectors.CodeNotFound)
+	connectortest.WantCode(t, err, connectors.CodeNotFound)
 	// Deployments are scoped: the personal scope cannot see the team's.
 	_, err = h.run(t, StepCancelDeployment, personal, `{"id":"`+queued.ID+`"}`)
-	wantCode(t, err, connectors.CodeNotFound)
+	connectortest.WantCode(t, err, connectors.CodeNotFound)
 }
 
 func TestCreateDeploymentFromFiles(t *testing.T) {
@@ -541,5 +520,5 @@ func TestCreateDeploymentFromFiles(t *testing.T) {
 		t.Errorf("body = %v", body)
 	}
 	_, err = h.run(t, StepCreateDeployment, personal, `{"project":"static","branch":"main","config":{"files":[]}}`)
-	wantCode(t, err, connectors.CodeValidation)
+	connectortest.WantCode(t, err, connectors.CodeValidation)
 }
