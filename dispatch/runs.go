@@ -210,6 +210,7 @@ func (d *Dispatcher) startRun(ctx context.Context, spec runSpec, received time.T
 		if _, err := d.update(ctx, r); err != nil {
 			return store.Run{}, err
 		}
+		d.logRun(r)
 		return store.Run{}, permanentError{msg}
 	}
 	body, err := json.Marshal(agent.Run{
@@ -242,7 +243,11 @@ func (d *Dispatcher) startRun(ctx context.Context, spec runSpec, received time.T
 	for i, s := range ag.Steps {
 		r.Steps[i] = store.StepRun{Name: s.Name, Step: s.Step, Account: s.Account, Status: store.StepPending, Input: s.Input}
 	}
-	return d.update(ctx, r)
+	r, err = d.update(ctx, r)
+	if err == nil {
+		d.logRun(r)
+	}
+	return r, err
 }
 
 // claim creates the run, or takes over a claim that expired. It returns
@@ -426,7 +431,10 @@ func (d *Dispatcher) runSteps(ctx context.Context, r store.Run, event []byte, se
 		}
 	}
 	r.Status, r.FinishedAt = store.RunSucceeded, d.o.Now()
-	_, err := d.update(ctx, r)
+	r, err := d.update(ctx, r)
+	if err == nil {
+		d.logRun(r)
+	}
 	return err
 }
 
@@ -440,7 +448,10 @@ func (d *Dispatcher) failAt(ctx context.Context, r store.Run, i int, code, msg s
 	}
 	r.Status, r.FinishedAt = store.RunFailed, d.o.Now()
 	r.Error = &store.RunError{Code: code, Message: fmt.Sprintf("step %d (%s): %s", i+1, r.Steps[i].Name, msg)}
-	_, err := d.update(ctx, r)
+	r, err := d.update(ctx, r)
+	if err == nil {
+		d.logRun(r)
+	}
 	return err
 }
 
