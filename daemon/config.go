@@ -266,3 +266,18 @@ func loadSecrets(ws SecretSource, file string, dataDir string, lookup func(strin
 	}
 	return []string{secret}, "generated into " + path + " (set " + ws.Env + " to choose your own)", nil
 }
+
+// Check refuses a configuration triggerd could only find wrong once it
+// has started (the bus's retention floors, the providers' base URLs), so
+// that a mistake is reported before anything is written into the data
+// dir. Run calls it first; cmd/triggerd calls it after reading flags.
+func (c Config) Check() error {
+	if c.ArchiveRetention > 0 && c.ArchiveRetention < bus.MinArchiveRetention {
+		return fmt.Errorf("--archive-retention %s is shorter than the promised %s: duplicates and replays must stay available that long; set it to %s or more",
+			c.ArchiveRetention, bus.MinArchiveRetention, bus.MinArchiveRetention)
+	}
+	if c.DedupWindow > 0 && c.EventRetention > 0 && c.DedupWindow > c.EventRetention {
+		return fmt.Errorf("--dedup-window %s exceeds --event-retention %s: JetStream requires the window to fit in the retention", c.DedupWindow, c.EventRetention)
+	}
+	return c.Providers.checkURLs()
+}

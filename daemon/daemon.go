@@ -47,6 +47,9 @@ func Run(ctx context.Context, cfg Config, lookup func(string) (string, bool), lo
 			log.Info().Msg("triggerd stopped")
 		}
 	}()
+	if err := cfg.Check(); err != nil {
+		return err
+	}
 	for _, phase := range []func(context.Context) error{
 		d.loadKeys, d.listen, d.startSandbox, d.openStore, d.startNATS, d.buildIngest,
 	} {

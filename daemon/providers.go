@@ -35,14 +35,8 @@ type ProviderConfig struct {
 // newStepRunner builds the tool step catalogue: each connector's toolkit
 // and its API Call step, on the configured API base URLs.
 func newStepRunner(p ProviderConfig, acct *accounts.Service, limits store.RateLimits, log zerolog.Logger) (*steps.Runner, error) {
-	for flag, v := range map[string]string{
-		"--deploy-api-base-url":          p.DeployAPIBaseURL,
-		"--analytics-data-api-base-url":  p.AnalyticsDataAPIURL,
-		"--analytics-admin-api-base-url": p.AnalyticsAdminAPIURL,
-	} {
-		if u, err := url.Parse(v); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("%s %q: want an absolute http or https URL", flag, v)
-		}
+	if err := p.checkURLs(); err != nil {
+		return nil, err
 	}
 	gh, err := codehost.NewPolicy(codehost.ToolkitOptions{APIBaseURL: p.CodeHostAPIBaseURL, RateLimits: sharedRateLimits{limits}})
 	if err != nil {
@@ -69,6 +63,20 @@ func newStepRunner(p ProviderConfig, acct *accounts.Service, limits store.RateLi
 			log.Info().Str("account", c.AccountID).Msg("the provider answers this account again; its steps run")
 		},
 	})
+}
+
+// checkURLs refuses an API base URL that is not an absolute http(s) URL.
+func (p ProviderConfig) checkURLs() error {
+	for _, u := range []struct{ flag, v string }{
+		{"--deploy-api-base-url", p.DeployAPIBaseURL},
+		{"--analytics-data-api-base-url", p.AnalyticsDataAPIURL},
+		{"--analytics-admin-api-base-url", p.AnalyticsAdminAPIURL},
+	} {
+		if pu, err := url.Parse(u.v); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+			return fmt.Errorf("%s %q: want an absolute http or https URL", u.flag, u.v)
+		}
+	}
+	return nil
 }
 
 // buildProviders returns a provider for each connector whose client id is

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"io"
+	"io/fs"
 	"maps"
 	"net"
 	"os"
@@ -321,6 +324,27 @@ func TestConnectReturnOrigins(t *testing.T) {
 		_, err := parseConfig([]string{"--connect-return-origins", bad}, none, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), "--connect-return-origins: origin") || !strings.Contains(err.Error(), "https://app.example.com") {
 			t.Errorf("--connect-return-origins %q: err %v, want one naming the flag and an example", bad, err)
+		}
+	}
+}
+
+// TestConfigErrorsWriteNothing: a configuration error is reported, with
+// exit code 2, before triggerd writes anything into its data dir (it used
+// to generate its secrets first, then fail on --archive-retention 1h).
+func TestConfigErrorsWriteNothing(t *testing.T) {
+	for _, args := range [][]string{
+		{"--archive-retention", "1h"},
+		{"--dedup-window", "3h", "--event-retention", "2h"},
+		{"--deploy-api-base-url", "vercel.example"},
+	} {
+		data := filepath.Join(t.TempDir(), "data")
+		var stderr bytes.Buffer
+		code := run(t.Context(), append(args, "--data-dir", data, "--http-addr", "127.0.0.1:0"), func(string) (string, bool) { return "", false }, &stderr)
+		if code != 2 || !strings.Contains(stderr.String(), args[0]) {
+			t.Errorf("%v: exit %d, %q; want 2 and an error naming %s", args, code, stderr.String(), args[0])
+		}
+		if _, err := os.Stat(data); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%v: the data dir was created (%v); nothing may be written before the configuration is checked", args, err)
 		}
 	}
 }

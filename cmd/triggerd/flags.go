@@ -128,6 +128,9 @@ func parseConfig(args []string, lookup func(string) (string, bool), stderr io.Wr
 	default:
 		return c, fmt.Errorf("--log-format %q: want json or console", c.LogFormat)
 	}
+	if err := c.Check(); err != nil {
+		return c, err
+	}
 	return c, nil
 }
 
