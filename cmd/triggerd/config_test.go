@@ -47,15 +47,23 @@ func TestGCPercent(t *testing.T) {
 }
 
 // runTriggerd runs triggerd in-process with env as its whole environment
-// and returns its exit code and what it wrote to stderr. GOGC is set so
-// that run leaves the test binary's collector alone.
+// and returns its exit code and what it wrote to stdout and stderr
+// together. GOGC is set so that run leaves the test binary's collector
+// alone.
 func runTriggerd(t *testing.T, env map[string]string, args ...string) (int, string) {
+	t.Helper()
+	code, stdout, stderr := runTriggerdSplit(t, env, args...)
+	return code, stdout + stderr
+}
+
+// runTriggerdSplit is runTriggerd with stdout and stderr apart.
+func runTriggerdSplit(t *testing.T, env map[string]string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	all := map[string]string{"GOGC": "100"}
 	maps.Copy(all, env)
-	var stderr strings.Builder
-	code := run(context.Background(), args, func(k string) (string, bool) { v, ok := all[k]; return v, ok }, &stderr)
-	return code, stderr.String()
+	var out, errs strings.Builder
+	code = run(context.Background(), args, func(k string) (string, bool) { v, ok := all[k]; return v, ok }, &out, &errs)
+	return code, out.String(), errs.String()
 }
 
 func TestEmptyVariableKeepsTheDefault(t *testing.T) {
@@ -98,10 +106,11 @@ func TestBadFlagIsShortAndSaysWhatIsWanted(t *testing.T) {
 
 func TestHelpListsEveryFlag(t *testing.T) {
 	for _, arg := range []string{"-h", "--help"} {
-		code, stderr := runTriggerd(t, nil, arg)
-		if code != 0 {
-			t.Errorf("%s: exit %d, want 0", arg, code)
+		code, stdout, errs := runTriggerdSplit(t, nil, arg)
+		if code != 0 || errs != "" {
+			t.Errorf("%s: exit %d, stderr %q; want 0 and the help on stdout", arg, code, errs)
 		}
+		stderr := stdout
 		for _, want := range []string{
 			"usage: triggerd [flags]",
 			"  --http-addr (env TRIGGERD_HTTP_ADDR, default \":8080\")\n",
@@ -185,7 +194,7 @@ func TestRefusingExternalNATSNamesItsSource(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			var stderr strings.Builder
-			code := run(ctx, args, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, &stderr)
+			code := run(ctx, args, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, io.Discard, &stderr)
 			if code != 1 || ctx.Err() != nil {
 				t.Fatalf("exit %d (deadline: %v), want 1 at once:\n%s", code, ctx.Err(), stderr.String())
 			}
@@ -339,12 +348,38 @@ func TestConfigErrorsWriteNothing(t *testing.T) {
 	} {
 		data := filepath.Join(t.TempDir(), "data")
 		var stderr bytes.Buffer
-		code := run(t.Context(), append(args, "--data-dir", data, "--http-addr", "127.0.0.1:0"), func(string) (string, bool) { return "", false }, &stderr)
+		code := run(t.Context(), append(args, "--data-dir", data, "--http-addr", "127.0.0.1:0"), func(string) (string, bool) { return "", false }, io.Discard, &stderr)
 		if code != 2 || !strings.Contains(stderr.String(), args[0]) {
 			t.Errorf("%v: exit %d, %q; want 2 and an error naming %s", args, code, stderr.String(), args[0])
 		}
 		if _, err := os.Stat(data); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("%v: the data dir was created (%v); nothing may be written before the configuration is checked", args, err)
+		}
+	}
+}
+
+// TestEveryFlagIsGrouped: --help shows a newcomer's flags first, then the
+// rest by area; a new flag must be placed in a group, not left to "Other".
+func TestEveryFlagIsGrouped(t *testing.T) {
+	_, stdout, _ := runTriggerdSplit(t, nil, "--help")
+	if strings.Contains(stdout, "Other flags:") {
+		t.Errorf("flags outside every group of flagGroups (cmd/triggerd/flags.go):\n%s", stdout[strings.Index(stdout, "Other flags:"):])
+	}
+	first := strings.Index(stdout, "\n  --")
+	for _, name := range []string{"--http-addr", "--data-dir", "--nats-listen", "--nats-url", "--sandbox", "--public-url", "--redis-url"} {
+		if i := strings.Index(stdout, "  "+name+" "); i < 0 || i > strings.Index(stdout, "\nWebhooks:") || i < first {
+			t.Errorf("%s is not listed first, under Start here", name)
+		}
+	}
+	seen := map[string]int{}
+	for _, g := range flagGroups {
+		for _, f := range g.Flags {
+			seen[f]++
+		}
+	}
+	for f, n := range seen {
+		if n > 1 {
+			t.Errorf("--%s is in %d groups", f, n)
 		}
 	}
 }

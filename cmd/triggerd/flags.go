@@ -38,13 +38,13 @@ func dispatchFlags(fs *flag.FlagSet, d *daemon.DispatchConfig) {
 }
 
 // parseConfig reads flags, then the environment for flags not given. On
-// --help it prints the whole flag list and returns flag.ErrHelp; a flag
+// --help it prints the flags, by group, to stdout and returns flag.ErrHelp; a flag
 // error says how to see the flags instead of listing them all.
-func parseConfig(args []string, lookup func(string) (string, bool), stderr io.Writer) (daemon.Config, error) {
+func parseConfig(args []string, lookup func(string) (string, bool), stdout io.Writer) (daemon.Config, error) {
 	var c daemon.Config
 	env := envflag.Env{Prefix: envPrefix}
 	fs := flag.NewFlagSet("triggerd", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(stdout) // --help; errors are returned
 	fs.StringVar(&c.HTTPAddr, "http-addr", ":8080", "address the HTTP server (webhooks, probes, metrics) listens on")
 	fs.StringVar(&c.DataDir, "data-dir", "./data", "directory for the embedded NATS store, the spool and generated secrets")
 	fs.StringVar(&c.NATSListen, "nats-listen", "127.0.0.1:4222", "address the embedded NATS server listens on for agents (not with --nats-url, which embeds none)")
@@ -75,8 +75,8 @@ func parseConfig(args []string, lookup func(string) (string, bool), stderr io.Wr
 	fs.StringVar(&c.DebugAddr, "debug-addr", "", "when set, serve Go's pprof profiles on this address (keep it private, e.g. 127.0.0.1:6060)")
 	fs.StringVar(&c.CodeHostSecretFile, daemon.CodeHostSecret.FileFlag, "", "file holding the code-hosting webhook secret(s), separated by commas or line breaks, read again every 10 s and on SIGHUP; overrides "+daemon.CodeHostSecret.Env)
 	fs.StringVar(&c.DeploySecretFile, daemon.DeploySecret.FileFlag, "", "file holding the deployment webhook secret(s), likewise; overrides "+daemon.DeploySecret.Env)
-	fs.Usage = env.Usage(fs, "usage: triggerd [flags]\n\nEvery flag can also be set as TRIGGERD_<FLAG_NAME> (an empty variable counts as unset). Webhook secrets come from "+
-		daemon.CodeHostSecret.Env+" and "+daemon.DeploySecret.Env+" (comma-separated for rotation); when unset, one is generated into the data dir.\n")
+	fs.Usage = env.UsageGroups(fs, "usage: triggerd [flags]\n\nEvery flag can also be set as TRIGGERD_<FLAG_NAME> (an empty variable counts as unset). Webhook secrets come from "+
+		daemon.CodeHostSecret.Env+" and "+daemon.DeploySecret.Env+" (comma-separated for rotation); when unset, one is generated into the data dir.", flagGroups)
 	src, err := env.Parse(fs, args, lookup)
 	if errors.Is(err, flag.ErrHelp) {
 		fs.Usage()
@@ -189,4 +189,22 @@ func providerFlags(fs *flag.FlagSet, p *daemon.ProviderConfig) {
 	fs.StringVar(&p.AnalyticsRevokeURL, "analytics-revoke-url", analytics.DefaultRevokeURL, "Google token revocation endpoint")
 	fs.StringVar(&p.AnalyticsDataAPIURL, "analytics-data-api-base-url", analytics.DefaultDataAPIBaseURL, "Analytics Data API base URL")
 	fs.StringVar(&p.CodeHostMediaType, "codehost-media-type", "application/vnd.codehost+json", "the accept value the code-hosting API Call step requires (application/vnd.github+json for servers that want it)")
+}
+
+// flagGroups orders triggerd --help: first what a newcomer sets, then the
+// rest by area. A new flag belongs in one of them (TestEveryFlagIsGrouped).
+var flagGroups = []envflag.Group{
+	{Title: "Start here", Flags: []string{"http-addr", "data-dir", "nats-listen", "nats-url", "sandbox", "public-url", "redis-url"}},
+	{Title: "Webhooks", Flags: []string{"codehost-webhook-secret-file", "deploy-webhook-secret-file", "max-body-bytes", "max-body-bytes-in-flight",
+		"http-read-timeout", "commit-timeout", "spool-max-bytes"}},
+	{Title: "NATS and retention", Flags: []string{"nats-drop-behind", "event-retention", "archive-retention", "dedup-window", "max-inline-bytes"}},
+	{Title: "Dispatch and agents", Flags: []string{"dispatch", "dispatch-concurrency", "dispatch-ack-wait", "dispatch-max-deliver", "step-timeout",
+		"run-retention", "reconcile-interval", "poll-interval", "allow-private-agent-urls"}},
+	{Title: "Store and keys", Flags: []string{"redis-prefix", "redis-allow-volatile", "encryption-key-file"}},
+	{Title: "Connected accounts (OAuth clients and provider URLs)", Flags: []string{"connect-return-origins",
+		"codehost-client-id", "codehost-auth-base-url", "codehost-api-base-url", "codehost-media-type",
+		"deploy-client-id", "deploy-integration-slug", "deploy-auth-base-url", "deploy-api-base-url",
+		"analytics-client-id", "analytics-auth-url", "analytics-token-url", "analytics-userinfo-url",
+		"analytics-admin-api-base-url", "analytics-data-api-base-url", "analytics-revoke-url"}},
+	{Title: "Operations", Flags: []string{"shutdown-timeout", "log-level", "log-format", "gc-percent", "debug-addr"}},
 }

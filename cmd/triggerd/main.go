@@ -26,7 +26,7 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.LookupEnv, os.Stderr)
+	code := run(ctx, os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
@@ -51,8 +51,8 @@ func gcPercent(cfg daemon.Config, lookup func(string) (string, bool)) (pct int, 
 // run starts triggerd and blocks until ctx ends or a component fails. It
 // returns the process exit code: 0 after a clean shutdown, 1 on a failure,
 // 2 on bad configuration.
-func run(ctx context.Context, args []string, lookup func(string) (string, bool), stderr io.Writer) int {
-	cfg, err := parseConfig(args, lookup, stderr)
+func run(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
+	cfg, err := parseConfig(args, lookup, stdout)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}

@@ -157,15 +157,49 @@ func parseInterspersed(fs *flag.FlagSet, args []string) error {
 // Usage returns a usage function for fs that prints synopsis, then each
 // flag with its default and, when it reads one, its environment variable.
 func (e Env) Usage(fs *flag.FlagSet, synopsis string) func() {
+	return e.UsageGroups(fs, synopsis, nil)
+}
+
+// Group is a titled set of flags, for UsageGroups.
+type Group struct {
+	Title string
+	Flags []string
+}
+
+// UsageGroups is Usage with the flags listed group by group, in the
+// groups' order and each group's own; flags no group names follow under
+// "Other flags", so that none is left out.
+func (e Env) UsageGroups(fs *flag.FlagSet, synopsis string, groups []Group) func() {
 	return func() {
 		w := fs.Output()
 		fmt.Fprintln(w, synopsis)
-		fs.VisitAll(func(f *flag.Flag) {
+		seen := map[string]bool{}
+		line := func(f *flag.Flag) {
+			seen[f.Name] = true
 			if env, ok := e.Var(f.Name); ok {
 				fmt.Fprintf(w, "  --%s (env %s, default %q)\n    \t%s\n", f.Name, env, f.DefValue, f.Usage)
 			} else {
 				fmt.Fprintf(w, "  --%s (default %q)\n    \t%s\n", f.Name, f.DefValue, f.Usage)
 			}
+		}
+		for _, g := range groups {
+			fmt.Fprintf(w, "\n%s:\n", g.Title)
+			for _, name := range g.Flags {
+				if f := fs.Lookup(name); f != nil {
+					line(f)
+				}
+			}
+		}
+		other := false
+		fs.VisitAll(func(f *flag.Flag) {
+			if seen[f.Name] {
+				return
+			}
+			if !other && len(groups) > 0 {
+				fmt.Fprint(w, "\nOther flags:\n")
+			}
+			other = true
+			line(f)
 		})
 	}
 }
