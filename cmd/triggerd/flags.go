@@ -43,40 +43,8 @@ func dispatchFlags(fs *flag.FlagSet, d *daemon.DispatchConfig) {
 func parseConfig(args []string, lookup func(string) (string, bool), stdout io.Writer) (daemon.Config, error) {
 	var c daemon.Config
 	env := envflag.Env{Prefix: envPrefix}
-	fs := flag.NewFlagSet("triggerd", flag.ContinueOnError)
+	fs, returnOrigins := newFlagSet(&c, env)
 	fs.SetOutput(stdout) // --help; errors are returned
-	fs.StringVar(&c.HTTPAddr, "http-addr", ":8080", "address the HTTP server (webhooks, probes, metrics) listens on")
-	fs.StringVar(&c.DataDir, "data-dir", "./data", "directory for the embedded NATS store, the spool and generated secrets")
-	fs.StringVar(&c.NATSListen, "nats-listen", "127.0.0.1:4222", "address the embedded NATS server listens on for agents (not with --nats-url, which embeds none)")
-	fs.BoolVar(&c.NATSDropBehind, "nats-drop-behind", bus.DropBehindSupported, "embedded NATS: write each stream's sealed blocks to disk and drop them from the page cache as soon as they are sealed, so the page cache does not grow with every event and new writes reuse its pages (Linux only; older events are then read from disk)")
-	fs.StringVar(&c.NATSURL, "nats-url", "", "URL of an external NATS server with JetStream; empty runs an embedded one")
-	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", ingest.DefaultMaxBodyBytes, "largest webhook body accepted, in bytes (413 above)")
-	fs.Int64Var(&c.MaxBodyInFlight, "max-body-bytes-in-flight", ingest.DefaultMaxBodyBytesInFlight, "bytes of webhook bodies held at once, signed or not (503 with Retry-After above)")
-	fs.DurationVar(&c.CommitTimeout, "commit-timeout", ingest.DefaultCommitTimeout, "how long a delivery may wait for NATS to make it durable before it is spooled to <data-dir>/spool (or, without a spool, answered 503)")
-	fs.Int64Var(&c.SpoolMaxBytes, "spool-max-bytes", daemon.DefaultSpoolMaxBytes, "room on local disk, in bytes, for deliveries NATS cannot take in time (unreachable or slow): they are fsync'd into <data-dir>/spool, answered 202 with \"spooled\": true and published when NATS is back; a full spool answers 503; 0 turns the spool off (503 at once)")
-	fs.DurationVar(&c.EventRetention, "event-retention", bus.DefaultEventRetention, "how long trigger events stay in JetStream")
-	fs.DurationVar(&c.ArchiveRetention, "archive-retention", bus.DefaultArchiveRetention, "how long raw deliveries are kept for replay and duplicate detection (at least 72h)")
-	fs.DurationVar(&c.DedupWindow, "dedup-window", bus.DefaultDedupWindow, "JetStream duplicate window for event ids (covers retries of interrupted deliveries)")
-	fs.IntVar(&c.MaxInlineBytes, "max-inline-bytes", bus.DefaultMaxInlineBytes, "payload bytes one delivery's events may carry inline in total; beyond, events carry payload_ref")
-	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 25*time.Second, "bound on graceful shutdown")
-	fs.DurationVar(&c.HTTPReadTimeout, "http-read-timeout", 60*time.Second, "bound on reading one HTTP request, body included: a client that sends slower is cut off (a 25 MiB delivery must arrive at 420 KiB/s or faster at the default)")
-	fs.IntVar(&c.GCPercent, "gc-percent", defaultGCPercent, "Go's garbage collection target (as GOGC, which wins when set): higher spends memory to save CPU; -1 turns the collector off (then set GOMEMLIMIT)")
-	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
-	fs.StringVar(&c.LogFormat, "log-format", "json", "json or console")
-	fs.StringVar(&c.RedisURL, "redis-url", "", "Redis for the store (redis://host:6379/0), shared by several triggerd processes; empty keeps the store in <data-dir>/triggerd.db")
-	fs.StringVar(&c.RedisPrefix, "redis-prefix", "triggerd:", "prefix of every Redis key triggerd writes")
-	fs.BoolVar(&c.RedisAllowVolatile, "redis-allow-volatile", false, "start on a --redis-url server without appendonly yes, with a warning, instead of refusing: a restart of that Redis loses run records (tool steps of redelivered events can run again) and tokens (every account must be connected again); for tests and throwaway setups only")
-	fs.StringVar(&c.PublicURL, "public-url", "", "URL at which users' browsers and providers reach this server; OAuth callbacks are <public-url>/v1/connect/<connector>/callback (default: http:// and the address --http-addr binds, on localhost when it names no host)")
-	returnOrigins := fs.String("connect-return-origins", "", "comma-separated origins (https://app.example.com) a connect flow's return_to may send the user's browser back to after signing in, besides --public-url's; any other return_to is refused")
-	fs.StringVar(&c.EncryptionKey, "encryption-key-file", "", "file holding the token encryption key(s) (base64 or hex of 32 bytes, comma-separated: the first encrypts, both decrypt); overrides a generated one, TRIGGERD_ENCRYPTION_KEY overrides both")
-	providerFlags(fs, &c.Providers)
-	dispatchFlags(fs, &c.Dispatch)
-	fs.BoolVar(&c.Sandbox, "sandbox", false, "run in-process fakes of the three providers and connect one account per connector to the default tenant, to try every tool step offline")
-	fs.StringVar(&c.DebugAddr, "debug-addr", "", "when set, serve Go's pprof profiles on this address (keep it private, e.g. 127.0.0.1:6060)")
-	fs.StringVar(&c.CodeHostSecretFile, daemon.CodeHostSecret.FileFlag, "", "file holding the code-hosting webhook secret(s), separated by commas or line breaks, read again every 10 s and on SIGHUP; overrides "+daemon.CodeHostSecret.Env)
-	fs.StringVar(&c.DeploySecretFile, daemon.DeploySecret.FileFlag, "", "file holding the deployment webhook secret(s), likewise; overrides "+daemon.DeploySecret.Env)
-	fs.Usage = env.UsageGroups(fs, "usage: triggerd [flags]\n\nEvery flag can also be set as TRIGGERD_<FLAG_NAME> (an empty variable counts as unset). Webhook secrets come from "+
-		daemon.CodeHostSecret.Env+" and "+daemon.DeploySecret.Env+" (comma-separated for rotation); when unset, one is generated into the data dir.", flagGroups)
 	src, err := env.Parse(fs, args, lookup)
 	if errors.Is(err, flag.ErrHelp) {
 		fs.Usage()
@@ -132,6 +100,47 @@ func parseConfig(args []string, lookup func(string) (string, bool), stdout io.Wr
 		return c, err
 	}
 	return c, nil
+}
+
+// newFlagSet defines triggerd's flags on a new flag set, each writing
+// into c, except --connect-return-origins, which parseConfig checks and
+// returns itself. docs/configuration.md is generated from it (see
+// reference_test.go).
+func newFlagSet(c *daemon.Config, env envflag.Env) (fs *flag.FlagSet, returnOrigins *string) {
+	fs = flag.NewFlagSet("triggerd", flag.ContinueOnError)
+	fs.StringVar(&c.HTTPAddr, "http-addr", ":8080", "address the HTTP server (webhooks, probes, metrics) listens on")
+	fs.StringVar(&c.DataDir, "data-dir", "./data", "directory for the embedded NATS store, the spool and generated secrets")
+	fs.StringVar(&c.NATSListen, "nats-listen", "127.0.0.1:4222", "address the embedded NATS server listens on for agents (not with --nats-url, which embeds none)")
+	fs.BoolVar(&c.NATSDropBehind, "nats-drop-behind", bus.DropBehindSupported, "embedded NATS: write each stream's sealed blocks to disk and drop them from the page cache as soon as they are sealed, so the page cache does not grow with every event and new writes reuse its pages (Linux only; older events are then read from disk)")
+	fs.StringVar(&c.NATSURL, "nats-url", "", "URL of an external NATS server with JetStream; empty runs an embedded one")
+	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", ingest.DefaultMaxBodyBytes, "largest webhook body accepted, in bytes (413 above)")
+	fs.Int64Var(&c.MaxBodyInFlight, "max-body-bytes-in-flight", ingest.DefaultMaxBodyBytesInFlight, "bytes of webhook bodies held at once, signed or not (503 with Retry-After above)")
+	fs.DurationVar(&c.CommitTimeout, "commit-timeout", ingest.DefaultCommitTimeout, "how long a delivery may wait for NATS to make it durable before it is spooled to <data-dir>/spool (or, without a spool, answered 503)")
+	fs.Int64Var(&c.SpoolMaxBytes, "spool-max-bytes", daemon.DefaultSpoolMaxBytes, "room on local disk, in bytes, for deliveries NATS cannot take in time (unreachable or slow): they are fsync'd into <data-dir>/spool, answered 202 with \"spooled\": true and published when NATS is back; a full spool answers 503; 0 turns the spool off (503 at once)")
+	fs.DurationVar(&c.EventRetention, "event-retention", bus.DefaultEventRetention, "how long trigger events stay in JetStream")
+	fs.DurationVar(&c.ArchiveRetention, "archive-retention", bus.DefaultArchiveRetention, "how long raw deliveries are kept for replay and duplicate detection (at least 72h)")
+	fs.DurationVar(&c.DedupWindow, "dedup-window", bus.DefaultDedupWindow, "JetStream duplicate window for event ids (covers retries of interrupted deliveries)")
+	fs.IntVar(&c.MaxInlineBytes, "max-inline-bytes", bus.DefaultMaxInlineBytes, "payload bytes one delivery's events may carry inline in total; beyond, events carry payload_ref")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 25*time.Second, "bound on graceful shutdown")
+	fs.DurationVar(&c.HTTPReadTimeout, "http-read-timeout", 60*time.Second, "bound on reading one HTTP request, body included: a client that sends slower is cut off (a 25 MiB delivery must arrive at 420 KiB/s or faster at the default)")
+	fs.IntVar(&c.GCPercent, "gc-percent", defaultGCPercent, "Go's garbage collection target (as GOGC, which wins when set): higher spends memory to save CPU; -1 turns the collector off (then set GOMEMLIMIT)")
+	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&c.LogFormat, "log-format", "json", "json or console")
+	fs.StringVar(&c.RedisURL, "redis-url", "", "Redis for the store (redis://host:6379/0), shared by several triggerd processes; empty keeps the store in <data-dir>/triggerd.db")
+	fs.StringVar(&c.RedisPrefix, "redis-prefix", "triggerd:", "prefix of every Redis key triggerd writes")
+	fs.BoolVar(&c.RedisAllowVolatile, "redis-allow-volatile", false, "start on a --redis-url server without appendonly yes, with a warning, instead of refusing: a restart of that Redis loses run records (tool steps of redelivered events can run again) and tokens (every account must be connected again); for tests and throwaway setups only")
+	fs.StringVar(&c.PublicURL, "public-url", "", "URL at which users' browsers and providers reach this server; OAuth callbacks are <public-url>/v1/connect/<connector>/callback (default: http:// and the address --http-addr binds, on localhost when it names no host)")
+	returnOrigins = fs.String("connect-return-origins", "", "comma-separated origins (https://app.example.com) a connect flow's return_to may send the user's browser back to after signing in, besides --public-url's; any other return_to is refused")
+	fs.StringVar(&c.EncryptionKey, "encryption-key-file", "", "file holding the token encryption key(s) (base64 or hex of 32 bytes, comma-separated: the first encrypts, both decrypt); overrides a generated one, TRIGGERD_ENCRYPTION_KEY overrides both")
+	providerFlags(fs, &c.Providers)
+	dispatchFlags(fs, &c.Dispatch)
+	fs.BoolVar(&c.Sandbox, "sandbox", false, "run in-process fakes of the three providers and connect one account per connector to the default tenant, to try every tool step offline")
+	fs.StringVar(&c.DebugAddr, "debug-addr", "", "when set, serve Go's pprof profiles on this address (keep it private, e.g. 127.0.0.1:6060)")
+	fs.StringVar(&c.CodeHostSecretFile, daemon.CodeHostSecret.FileFlag, "", "file holding the code-hosting webhook secret(s), separated by commas or line breaks, read again every 10 s and on SIGHUP; overrides "+daemon.CodeHostSecret.Env)
+	fs.StringVar(&c.DeploySecretFile, daemon.DeploySecret.FileFlag, "", "file holding the deployment webhook secret(s), likewise; overrides "+daemon.DeploySecret.Env)
+	fs.Usage = env.UsageGroups(fs, "usage: triggerd [flags]\n\nEvery flag can also be set as TRIGGERD_<FLAG_NAME> (an empty variable counts as unset). Webhook secrets come from "+
+		daemon.CodeHostSecret.Env+" and "+daemon.DeploySecret.Env+" (comma-separated for rotation); when unset, one is generated into the data dir.", flagGroups)
+	return fs, returnOrigins
 }
 
 // parseOrigins returns the origins listed (comma-separated) in
