@@ -56,8 +56,12 @@ func TestConfigurationReferenceIsCurrent(t *testing.T) {
 		return
 	}
 	if *update {
-		out := append(append(append(before, referenceBegin+"\n"...), want...), referenceEnd...)
-		if err := os.WriteFile(referencePath, append(out, after...), 0o644); err != nil {
+		// A new buffer: before and after share page's array.
+		var out bytes.Buffer
+		out.Write(before)
+		out.WriteString(referenceBegin + "\n" + want + referenceEnd)
+		out.Write(after)
+		if err := os.WriteFile(referencePath, out.Bytes(), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("rewrote the generated section of %s", referencePath)
@@ -68,23 +72,46 @@ func TestConfigurationReferenceIsCurrent(t *testing.T) {
 		referencePath, lineDiff(string(got), want))
 }
 
-// flagReference renders every flag of fs as a Markdown table: name,
-// environment variable, default and usage, in the flag set's order (by
-// name).
+// flagReference renders every flag of fs as Markdown tables, one per
+// group of flagGroups in --help's order (flags no group names follow under
+// "Other flags"): name, environment variable, default and usage.
 func flagReference(fs *flag.FlagSet, env envflag.Env) string {
 	var b strings.Builder
-	b.WriteString("| flag | variable | default | meaning |\n|---|---|---|---|\n")
+	seen := map[string]bool{}
+	table := func(title string, flags []*flag.Flag) {
+		fmt.Fprintf(&b, "### %s\n\n| flag | variable | default | meaning |\n|---|---|---|---|\n", title)
+		for _, f := range flags {
+			seen[f.Name] = true
+			v := "—"
+			if name, ok := env.Var(f.Name); ok {
+				v = "`" + name + "`"
+			}
+			def := "(empty)"
+			if f.DefValue != "" {
+				def = "`" + f.DefValue + "`"
+			}
+			fmt.Fprintf(&b, "| `--%s` | %s | %s | %s |\n", f.Name, v, def, markdownText(f.Usage))
+		}
+		b.WriteString("\n")
+	}
+	for _, g := range flagGroups {
+		var flags []*flag.Flag
+		for _, name := range g.Flags {
+			if f := fs.Lookup(name); f != nil {
+				flags = append(flags, f)
+			}
+		}
+		table(g.Title, flags)
+	}
+	var other []*flag.Flag
 	fs.VisitAll(func(f *flag.Flag) {
-		v := "—"
-		if name, ok := env.Var(f.Name); ok {
-			v = "`" + name + "`"
+		if !seen[f.Name] {
+			other = append(other, f)
 		}
-		def := "(empty)"
-		if f.DefValue != "" {
-			def = "`" + f.DefValue + "`"
-		}
-		fmt.Fprintf(&b, "| `--%s` | %s | %s | %s |\n", f.Name, v, def, markdownText(f.Usage))
 	})
+	if len(other) > 0 {
+		table("Other flags", other)
+	}
 	return b.String()
 }
 
