@@ -106,6 +106,18 @@ var (
 	bucketFlowExpiry = []byte("flow-expiry")
 )
 
+// buckets are the buckets Open creates: those above, and those of the
+// dispatcher's records, declared in the file of each.
+var buckets = [][]byte{
+	bucketTenants, bucketAPIKeys, bucketAPIKeyIDs, bucketAccounts, bucketAccountExt, bucketFlows, bucketFlowExpiry,
+	bucketAgents, bucketAgentTenant,
+	bucketTriggers, bucketTriggerTenant,
+	bucketHooks, bucketHookTenant, bucketHookKey, bucketHookActivity,
+	bucketRuns, bucketRunTime, bucketRunTenant, bucketRunTrigger, bucketRunAgent, bucketRunEvent,
+	bucketEvents, bucketEventTrigger, bucketEventTime,
+	bucketCursors,
+}
+
 // Options configures Open.
 type Options struct {
 	// Now returns the current time; nil means time.Now. It decides flow
@@ -166,8 +178,7 @@ func Open(path string, o Options) (*Store, error) {
 	// the writes of a busy moment.
 	db.MaxBatchDelay = batchDelay
 	err = db.Update(func(tx *bolt.Tx) error {
-		buckets := [][]byte{bucketTenants, bucketAPIKeys, bucketAPIKeyIDs, bucketAccounts, bucketAccountExt, bucketFlows, bucketFlowExpiry}
-		for _, name := range slices.Concat(buckets, dispatchBuckets) {
+		for _, name := range buckets {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("create bucket %s: %w", name, err)
 			}

@@ -209,7 +209,7 @@ func TestIndexesFollowRecords(t *testing.T) {
 
 	wantCounts := func(what string, want map[string]int) {
 		t.Helper()
-		for _, b := range dispatchBuckets {
+		for _, b := range buckets {
 			if got := count(t, s, b); got != want[string(b)] {
 				t.Errorf("%s: %s holds %d keys, want %d", what, b, got, want[string(b)])
 			}

@@ -30,7 +30,7 @@
 //	hooks:{tenant}                                sorted set of the tenant's hooks
 //	hooks                                         sorted set of every hook
 //	hook-key:{tenant}:{account}:{connector}:{scope}:{target}   hook id
-//	hook-activity:{id}                            hash of the hook's store.HookActivity (dispatch.go)
+//	hook-activity:{id}                            hash of the hook's store.HookActivity (hooks.go)
 //	run:{id}                                      store.Run (JSON)
 //	runs                                          sorted set of every run
 //	runs:{tenant}                                 sorted set of the tenant's runs

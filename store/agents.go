@@ -1,0 +1,75 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// AgentDelivery says how an agent is started.
+type AgentDelivery string
+
+// Agent deliveries.
+const (
+	// DeliverNATS publishes runs to agents.<agent-id>.runs on JetStream.
+	DeliverNATS AgentDelivery = "nats"
+	// DeliverHTTP POSTs runs to the agent's URL, signed the Standard
+	// Webhooks way.
+	DeliverHTTP AgentDelivery = "http"
+)
+
+// PipelineStep is one tool step an agent's runs execute, in order.
+type PipelineStep struct {
+	// Name identifies the step's output for later steps' templates
+	// ({{ .steps.<name>.output... }}); unique within the agent.
+	Name string `json:"name"`
+	// Step is the step id ("codehost.create_comment").
+	Step string `json:"step"`
+	// Account is the connected account the step runs as.
+	Account string `json:"account"`
+	// Input is the step's input with string values that may be templates.
+	Input json.RawMessage `json:"input,omitempty"`
+}
+
+// Agent is something triggers start.
+type Agent struct {
+	ID       string        `json:"id"`
+	TenantID string        `json:"tenant_id"`
+	Name     string        `json:"name"`
+	Delivery AgentDelivery `json:"delivery"`
+	// URL is where DeliverHTTP runs are POSTed.
+	URL string `json:"url,omitempty"`
+	// SealedSecret is the Standard Webhooks signing secret of an HTTP
+	// agent, sealed like tokens.
+	SealedSecret []byte `json:"sealed_secret,omitempty"`
+	// NATSPasswordHash is the SHA-256 of a NATS agent's password, with
+	// which it connects to the embedded NATS as itself; NATSPasswordSetAt
+	// is when that password was made. Both are unset for HTTP agents and
+	// for NATS agents made before agents had passwords.
+	NATSPasswordHash  []byte         `json:"nats_password_hash,omitempty"`
+	NATSPasswordSetAt time.Time      `json:"nats_password_set_at,omitzero"`
+	Steps             []PipelineStep `json:"steps,omitempty"`
+	CreatedAt         time.Time      `json:"created_at"`
+	UpdatedAt         time.Time      `json:"updated_at"`
+	Version           int64          `json:"version"`
+}
+
+// Agents stores agents.
+type Agents interface {
+	// CreateAgent stores a new agent with Version 1; ErrConflict if the id
+	// exists.
+	CreateAgent(ctx context.Context, a Agent) (Agent, error)
+	// GetAgent returns the tenant's agent or ErrNotFound (also for another
+	// tenant's).
+	GetAgent(ctx context.Context, tenantID, id string) (Agent, error)
+	// FindAgent returns the agent with id, whatever its tenant, or
+	// ErrNotFound: an agent connecting to NATS names only itself.
+	FindAgent(ctx context.Context, id string) (Agent, error)
+	// ListAgents returns the tenant's agents, oldest first.
+	ListAgents(ctx context.Context, tenantID string) ([]Agent, error)
+	// UpdateAgent replaces the agent if Versions match (ErrConflict
+	// otherwise) and returns it with Version increased.
+	UpdateAgent(ctx context.Context, a Agent) (Agent, error)
+	// DeleteAgent deletes the agent; ErrNotFound if absent.
+	DeleteAgent(ctx context.Context, tenantID, id string) error
+}
