@@ -54,6 +54,19 @@ type Agent struct {
 	Version           int64          `json:"version"`
 }
 
+// Validate reports the first identifier an agent to be stored lacks.
+func (a Agent) Validate() error {
+	return requireIDs("id", a.ID, "tenant id", a.TenantID)
+}
+
+// ForCreate returns a as CreateAgent stores it: Version 1, a zero
+// CreatedAt set to now, a zero UpdatedAt set to CreatedAt.
+func (a Agent) ForCreate(now time.Time) Agent {
+	Stamp(&a.CreatedAt, &a.UpdatedAt, now)
+	a.Version = 1
+	return a
+}
+
 // Agents stores agents.
 type Agents interface {
 	// CreateAgent stores a new agent with Version 1; ErrConflict if the id

@@ -16,6 +16,9 @@ type Cursor struct {
 	Version int64 `json:"version"`
 }
 
+// Validate reports whether a cursor to be stored lacks its key.
+func (c Cursor) Validate() error { return requireIDs("key", c.Key) }
+
 // Cursors stores pollers' cursors.
 type Cursors interface {
 	// GetCursor returns the cursor, or one with Version 0 and no Value

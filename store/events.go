@@ -34,6 +34,11 @@ type EventRecord struct {
 	Outcomes     []Outcome `json:"outcomes"`
 }
 
+// Validate reports the first identifier a record to be stored lacks.
+func (e EventRecord) Validate() error {
+	return requireIDs("tenant id", e.TenantID, "event id", e.EventID)
+}
+
 // HasOutcome reports whether e has an outcome for the trigger.
 func (e EventRecord) HasOutcome(triggerID string) bool {
 	return slices.ContainsFunc(e.Outcomes, func(o Outcome) bool { return o.TriggerID == triggerID })

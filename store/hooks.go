@@ -69,6 +69,20 @@ type Hook struct {
 	Version       int64     `json:"version"`
 }
 
+// Validate reports the first identifier a hook to be stored lacks. The
+// account is optional: agent endpoints have none.
+func (h Hook) Validate() error {
+	return requireIDs("id", h.ID, "tenant id", h.TenantID, "connector", h.Connector, "scope", string(h.Scope), "target", h.Target)
+}
+
+// ForCreate returns h as CreateHook stores it: Version 1, a zero
+// CreatedAt set to now, a zero UpdatedAt set to CreatedAt.
+func (h Hook) ForCreate(now time.Time) Hook {
+	Stamp(&h.CreatedAt, &h.UpdatedAt, now)
+	h.Version = 1
+	return h
+}
+
 // HookKey identifies the one hook per tenant, account and target.
 type HookKey struct {
 	TenantID  string
@@ -142,10 +156,4 @@ type HookRefusal struct {
 	Status  int       `json:"status"`
 	Code    string    `json:"code"`
 	Message string    `json:"message"`
-}
-
-// ValidateHook reports the first identifier a hook to be stored lacks. The
-// account is optional: agent endpoints have none.
-func ValidateHook(what string, h Hook) error {
-	return RequireIDs(what, "id", h.ID, "tenant id", h.TenantID, "connector", h.Connector, "scope", string(h.Scope), "target", h.Target)
 }

@@ -36,12 +36,21 @@ func PruneLimit(limit int) int {
 	return limit
 }
 
-// RequireIDs reports the first of a record's identifiers that is empty;
-// names and values alternate.
+// RequireIDs reports the first of a record's identifiers that is empty,
+// after what; names and values alternate.
 func RequireIDs(what string, nameValues ...string) error {
+	if err := requireIDs(nameValues...); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
+// requireIDs reports the first of a record's identifiers that is empty;
+// names and values alternate.
+func requireIDs(nameValues ...string) error {
 	for i := 0; i+1 < len(nameValues); i += 2 {
 		if nameValues[i+1] == "" {
-			return fmt.Errorf("%s: empty %s", what, nameValues[i])
+			return fmt.Errorf("empty %s", nameValues[i])
 		}
 	}
 	return nil

@@ -93,6 +93,19 @@ type Run struct {
 	Version       int64           `json:"version"`
 }
 
+// Validate reports the first identifier a run to be stored lacks.
+func (r Run) Validate() error {
+	return requireIDs("id", r.ID, "tenant id", r.TenantID)
+}
+
+// ForCreate returns r as CreateRun stores it: Version 1, a zero
+// CreatedAt set to now, a zero UpdatedAt set to CreatedAt.
+func (r Run) ForCreate(now time.Time) Run {
+	Stamp(&r.CreatedAt, &r.UpdatedAt, now)
+	r.Version = 1
+	return r
+}
+
 // FinishedBefore reports whether r was created and finished before t: its
 // Status is RunSucceeded or RunFailed, and its FinishedAt (its UpdatedAt
 // when FinishedAt is zero) and CreatedAt are before t. These are the runs

@@ -44,6 +44,19 @@ type Trigger struct {
 	Version      int64     `json:"version"`
 }
 
+// Validate reports the first identifier a trigger to be stored lacks.
+func (t Trigger) Validate() error {
+	return requireIDs("id", t.ID, "tenant id", t.TenantID)
+}
+
+// ForCreate returns t as CreateTrigger stores it: Version 1, a zero
+// CreatedAt set to now, a zero UpdatedAt set to CreatedAt.
+func (t Trigger) ForCreate(now time.Time) Trigger {
+	Stamp(&t.CreatedAt, &t.UpdatedAt, now)
+	t.Version = 1
+	return t
+}
+
 // TriggerFilter narrows ListTriggers; empty fields do not narrow.
 type TriggerFilter struct {
 	// TenantID "" lists every tenant's triggers (the dispatcher's index).

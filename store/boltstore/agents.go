@@ -2,11 +2,6 @@ package boltstore
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"time"
-
-	bolt "go.etcd.io/bbolt"
 
 	"github.com/triggerd/triggerd/store"
 )
@@ -18,158 +13,56 @@ var (
 	bucketAgentTenant = []byte("agent-tenant")
 )
 
-// getAgent reads the tenant's agent in tx; store.ErrNotFound if absent or
-// another tenant's.
-func getAgent(tx *bolt.Tx, tenantID, id string) (store.Agent, error) {
-	a, err := getJSON[store.Agent](tx.Bucket(bucketAgents), []byte(id))
-	if err != nil {
-		return store.Agent{}, err
-	}
-	if a.TenantID != tenantID {
-		return store.Agent{}, store.ErrNotFound
-	}
-	return a, nil
+// agents keeps agents: by id (agent ids are global: runs are published to
+// agents.<agent-id>.runs), listed per tenant by agent-tenant.
+var agents = kind[store.Agent]{
+	what:   "agent",
+	bucket: bucketAgents,
+	key:    byID,
+	fields: func(a *store.Agent) fields {
+		return fields{tenantID: a.TenantID, id: a.ID, created: a.CreatedAt, version: &a.Version}
+	},
+	reaches: ofTenant,
+	indexes: func(a store.Agent) []indexEntry {
+		return []indexEntry{{bucket: bucketAgentTenant, key: tenantIndexKey(a.TenantID, a.ID)}}
+	},
+	tenantIndex: bucketAgentTenant,
 }
 
 // CreateAgent stores a new agent with Version 1; store.ErrConflict if the
-// id exists, in any tenant (agent ids are global: runs are published to
-// agents.<agent-id>.runs).
+// id exists, in any tenant.
 func (s *Store) CreateAgent(ctx context.Context, a store.Agent) (store.Agent, error) {
-	if err := ctx.Err(); err != nil {
-		return store.Agent{}, fmt.Errorf("boltstore: create agent: %w", err)
-	}
-	if err := store.RequireIDs("boltstore: create agent", "id", a.ID, "tenant id", a.TenantID); err != nil {
-		return store.Agent{}, err
-	}
-	store.Stamp(&a.CreatedAt, &a.UpdatedAt, s.now())
-	a.Version = 1
-	v, err := json.Marshal(a)
-	if err != nil {
-		return store.Agent{}, fmt.Errorf("boltstore: create agent: %w", err)
-	}
-	err = s.db.Update(func(tx *bolt.Tx) error {
-		agents := tx.Bucket(bucketAgents)
-		if agents.Get([]byte(a.ID)) != nil {
-			return store.ErrConflict
-		}
-		if err := agents.Put([]byte(a.ID), v); err != nil {
-			return err
-		}
-		return tx.Bucket(bucketAgentTenant).Put(tenantIndexKey(a.TenantID, a.ID), nil)
-	})
-	if err != nil {
-		return store.Agent{}, fmt.Errorf("boltstore: create agent %s: %w", a.ID, err)
-	}
-	return a, nil
+	return agents.create(ctx, s, a)
 }
 
 // GetAgent returns the tenant's agent, or store.ErrNotFound (also for
 // another tenant's).
 func (s *Store) GetAgent(ctx context.Context, tenantID, id string) (store.Agent, error) {
-	if err := ctx.Err(); err != nil {
-		return store.Agent{}, fmt.Errorf("boltstore: get agent: %w", err)
-	}
-	var a store.Agent
-	err := s.db.View(func(tx *bolt.Tx) error {
-		var err error
-		a, err = getAgent(tx, tenantID, id)
-		return err
-	})
-	if err != nil {
-		return store.Agent{}, fmt.Errorf("boltstore: get agent %s: %w", id, err)
-	}
-	return a, nil
+	return agents.get(ctx, s, "get", tenantID, id)
 }
 
 // FindAgent returns the agent with id, whatever its tenant, or
 // store.ErrNotFound.
 func (s *Store) FindAgent(ctx context.Context, id string) (store.Agent, error) {
-	if err := ctx.Err(); err != nil {
-		return store.Agent{}, fmt.Errorf("boltstore: find agent: %w", err)
-	}
-	var a store.Agent
-	err := s.db.View(func(tx *bolt.Tx) error {
-		var err error
-		a, err = getJSON[store.Agent](tx.Bucket(bucketAgents), []byte(id))
-		return err
-	})
-	if err != nil {
-		return store.Agent{}, fmt.Errorf("boltstore: find agent %s: %w", id, err)
-	}
-	return a, nil
+	k := agents
+	k.reaches = anyTenant
+	return k.get(ctx, s, "find", "", id)
 }
 
 // ListAgents returns the tenant's agents, oldest first (by CreatedAt, then
 // id).
 func (s *Store) ListAgents(ctx context.Context, tenantID string) ([]store.Agent, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("boltstore: list agents: %w", err)
-	}
-	as := []store.Agent{}
-	err := s.db.View(func(tx *bolt.Tx) error {
-		all, err := tenantRecords[store.Agent](tx, bucketAgentTenant, bucketAgents, tenantID)
-		for _, a := range all {
-			if a.TenantID == tenantID {
-				as = append(as, a)
-			}
-		}
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("boltstore: list agents: %w", err)
-	}
-	store.SortOldestFirst(as, func(a store.Agent) time.Time { return a.CreatedAt }, func(a store.Agent) string { return a.ID })
-	return as, nil
+	return agents.list(ctx, s, tenantID, func(a store.Agent) bool { return a.TenantID == tenantID })
 }
 
 // UpdateAgent replaces the agent if its stored Version equals a.Version,
 // and returns it with Version increased; store.ErrConflict if another
 // write came first, store.ErrNotFound if the tenant has no such agent.
 func (s *Store) UpdateAgent(ctx context.Context, a store.Agent) (store.Agent, error) {
-	if err := ctx.Err(); err != nil {
-		return store.Agent{}, fmt.Errorf("boltstore: update agent: %w", err)
-	}
-	if err := store.RequireIDs("boltstore: update agent", "id", a.ID, "tenant id", a.TenantID); err != nil {
-		return store.Agent{}, err
-	}
-	want := a.Version
-	a.Version++
-	v, err := json.Marshal(a)
-	if err != nil {
-		return store.Agent{}, fmt.Errorf("boltstore: update agent: %w", err)
-	}
-	err = s.db.Update(func(tx *bolt.Tx) error {
-		cur, err := getAgent(tx, a.TenantID, a.ID)
-		if err != nil {
-			return err
-		}
-		if cur.Version != want {
-			return store.ErrConflict
-		}
-		return tx.Bucket(bucketAgents).Put([]byte(a.ID), v)
-	})
-	if err != nil {
-		return store.Agent{}, fmt.Errorf("boltstore: update agent %s: %w", a.ID, err)
-	}
-	return a, nil
+	return agents.update(ctx, s, a, nil)
 }
 
 // DeleteAgent deletes the tenant's agent; store.ErrNotFound if absent.
 func (s *Store) DeleteAgent(ctx context.Context, tenantID, id string) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("boltstore: delete agent: %w", err)
-	}
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		if _, err := getAgent(tx, tenantID, id); err != nil {
-			return err
-		}
-		if err := tx.Bucket(bucketAgents).Delete([]byte(id)); err != nil {
-			return err
-		}
-		return tx.Bucket(bucketAgentTenant).Delete(tenantIndexKey(tenantID, id))
-	})
-	if err != nil {
-		return fmt.Errorf("boltstore: delete agent %s: %w", id, err)
-	}
-	return nil
+	return agents.remove(ctx, s, tenantID, id, nil)
 }

@@ -423,71 +423,32 @@ func extKey(tenantID, connector, externalID string) []byte {
 	return []byte(tenantID + "\x00" + connector + "\x00" + externalID)
 }
 
-// getAccount reads the tenant's account in tx; store.ErrNotFound if absent
-// or if the key belongs to another tenant.
-func getAccount(tx *bolt.Tx, tenantID, id string) (store.Account, error) {
-	var a store.Account
-	v := tx.Bucket(bucketAccounts).Get(accountKey(tenantID, id))
-	if v == nil {
-		return a, store.ErrNotFound
-	}
-	if err := json.Unmarshal(v, &a); err != nil {
-		return a, err
-	}
+// accounts keeps accounts: by tenant and id, found by their external
+// account in account-ext, which no two accounts share.
+var accounts = kind[store.Account]{
+	what:   "account",
+	bucket: bucketAccounts,
+	key:    accountKey,
+	fields: func(a *store.Account) fields {
+		return fields{tenantID: a.TenantID, id: a.ID, created: a.CreatedAt, version: &a.Version}
+	},
 	// "t/x" + "/" + "y" and "t" + "/" + "x/y" share a key.
-	if a.TenantID != tenantID || a.ID != id {
-		return store.Account{}, store.ErrNotFound
-	}
-	return a, nil
+	reaches: ofTenant,
+	indexes: func(a store.Account) []indexEntry {
+		return []indexEntry{{bucket: bucketAccountExt, key: extKey(a.TenantID, a.Connector, a.ExternalID), value: []byte(a.ID), unique: true}}
+	},
 }
 
 // CreateAccount stores a new account with Version 1; store.ErrConflict if
 // its id, or its (tenant, connector, external id), is taken.
 func (s *Store) CreateAccount(ctx context.Context, a store.Account) (store.Account, error) {
-	if err := ctx.Err(); err != nil {
-		return store.Account{}, fmt.Errorf("boltstore: create account: %w", err)
-	}
-	if err := a.Validate(); err != nil {
-		return store.Account{}, fmt.Errorf("boltstore: create account: %w", err)
-	}
-	a = a.ForCreate(s.now())
-	v, err := json.Marshal(a)
-	if err != nil {
-		return store.Account{}, fmt.Errorf("boltstore: create account: %w", err)
-	}
-	err = s.db.Update(func(tx *bolt.Tx) error {
-		accounts, ext := tx.Bucket(bucketAccounts), tx.Bucket(bucketAccountExt)
-		ak, ek := accountKey(a.TenantID, a.ID), extKey(a.TenantID, a.Connector, a.ExternalID)
-		if accounts.Get(ak) != nil || ext.Get(ek) != nil {
-			return store.ErrConflict
-		}
-		if err := accounts.Put(ak, v); err != nil {
-			return err
-		}
-		return ext.Put(ek, []byte(a.ID))
-	})
-	if err != nil {
-		return store.Account{}, fmt.Errorf("boltstore: create account %s: %w", a.ID, err)
-	}
-	return a, nil
+	return accounts.create(ctx, s, a)
 }
 
 // GetAccount returns the tenant's account, or store.ErrNotFound (also for
 // another tenant's account).
 func (s *Store) GetAccount(ctx context.Context, tenantID, id string) (store.Account, error) {
-	if err := ctx.Err(); err != nil {
-		return store.Account{}, fmt.Errorf("boltstore: get account: %w", err)
-	}
-	var a store.Account
-	err := s.db.View(func(tx *bolt.Tx) error {
-		var err error
-		a, err = getAccount(tx, tenantID, id)
-		return err
-	})
-	if err != nil {
-		return store.Account{}, fmt.Errorf("boltstore: get account %s: %w", id, err)
-	}
-	return a, nil
+	return accounts.get(ctx, s, "get", tenantID, id)
 }
 
 // FindAccount returns the tenant's account for an external account of a
@@ -503,7 +464,7 @@ func (s *Store) FindAccount(ctx context.Context, tenantID, connector, externalID
 			return store.ErrNotFound
 		}
 		var err error
-		a, err = getAccount(tx, tenantID, string(id))
+		a, err = accounts.read(tx, tenantID, string(id))
 		return err
 	})
 	if err != nil {
@@ -545,44 +506,7 @@ func (s *Store) ListAccounts(ctx context.Context, tenantID string) ([]store.Acco
 // another write came first (or if a new connector and external id belong
 // to another account), store.ErrNotFound if it does not exist.
 func (s *Store) UpdateAccount(ctx context.Context, a store.Account) (store.Account, error) {
-	if err := ctx.Err(); err != nil {
-		return store.Account{}, fmt.Errorf("boltstore: update account: %w", err)
-	}
-	if err := a.Validate(); err != nil {
-		return store.Account{}, fmt.Errorf("boltstore: update account: %w", err)
-	}
-	want := a.Version
-	a.Version++
-	v, err := json.Marshal(a)
-	if err != nil {
-		return store.Account{}, fmt.Errorf("boltstore: update account: %w", err)
-	}
-	err = s.db.Update(func(tx *bolt.Tx) error {
-		cur, err := getAccount(tx, a.TenantID, a.ID)
-		if err != nil {
-			return err
-		}
-		if cur.Version != want {
-			return store.ErrConflict
-		}
-		ext := tx.Bucket(bucketAccountExt)
-		if oldKey, newKey := extKey(cur.TenantID, cur.Connector, cur.ExternalID), extKey(a.TenantID, a.Connector, a.ExternalID); !bytes.Equal(oldKey, newKey) {
-			if ext.Get(newKey) != nil {
-				return store.ErrConflict
-			}
-			if err := ext.Delete(oldKey); err != nil {
-				return err
-			}
-			if err := ext.Put(newKey, []byte(a.ID)); err != nil {
-				return err
-			}
-		}
-		return tx.Bucket(bucketAccounts).Put(accountKey(a.TenantID, a.ID), v)
-	})
-	if err != nil {
-		return store.Account{}, fmt.Errorf("boltstore: update account %s: %w", a.ID, err)
-	}
-	return a, nil
+	return accounts.update(ctx, s, a, nil)
 }
 
 // expiryKey is the key of a flow state in the flow-expiry index.

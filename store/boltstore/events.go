@@ -28,9 +28,9 @@ func eventKey(tenantID, eventID string) []byte {
 // eventIndexes returns e's entries in the indexes: one in event-time, and
 // one in event-trigger per trigger with an outcome.
 func eventIndexes(e store.EventRecord) []indexEntry {
-	entries := []indexEntry{{bucketEventTime, timeIndexKey("", e.DispatchedAt, string(eventKey(e.TenantID, e.EventID)))}}
+	entries := []indexEntry{{bucket: bucketEventTime, key: timeIndexKey("", e.DispatchedAt, string(eventKey(e.TenantID, e.EventID)))}}
 	for _, tr := range e.TriggerIDs() {
-		entries = append(entries, indexEntry{bucketEventTrigger, timeIndexKey(e.TenantID+sep+tr, e.DispatchedAt, e.EventID)})
+		entries = append(entries, indexEntry{bucket: bucketEventTrigger, key: timeIndexKey(e.TenantID+sep+tr, e.DispatchedAt, e.EventID)})
 	}
 	return entries
 }

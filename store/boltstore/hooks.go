@@ -1,12 +1,10 @@
 package boltstore
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -27,56 +25,35 @@ func hookKey(k store.HookKey) []byte {
 	return []byte(k.TenantID + sep + k.AccountID + sep + k.Connector + sep + string(k.Scope) + sep + k.Target)
 }
 
+// hooks keeps hooks: by id, whatever the tenant (ingest knows only the id
+// in the URL), listed per tenant by hook-tenant, and found by their Key in
+// hook-key, which no two hooks share.
+var hooks = kind[store.Hook]{
+	what:   "hook",
+	bucket: bucketHooks,
+	key:    byID,
+	fields: func(h *store.Hook) fields {
+		return fields{tenantID: h.TenantID, id: h.ID, created: h.CreatedAt, version: &h.Version}
+	},
+	reaches: anyTenant,
+	indexes: func(h store.Hook) []indexEntry {
+		return []indexEntry{
+			{bucket: bucketHookTenant, key: tenantIndexKey(h.TenantID, h.ID)},
+			{bucket: bucketHookKey, key: hookKey(h.Key()), value: []byte(h.ID), unique: true},
+		}
+	},
+	tenantIndex: bucketHookTenant,
+}
+
 // CreateHook stores a new hook with Version 1; store.ErrConflict if its id
 // or its Key is taken.
 func (s *Store) CreateHook(ctx context.Context, h store.Hook) (store.Hook, error) {
-	if err := ctx.Err(); err != nil {
-		return store.Hook{}, fmt.Errorf("boltstore: create hook: %w", err)
-	}
-	if err := store.ValidateHook("boltstore: create hook", h); err != nil {
-		return store.Hook{}, err
-	}
-	store.Stamp(&h.CreatedAt, &h.UpdatedAt, s.now())
-	h.Version = 1
-	v, err := json.Marshal(h)
-	if err != nil {
-		return store.Hook{}, fmt.Errorf("boltstore: create hook: %w", err)
-	}
-	err = s.db.Update(func(tx *bolt.Tx) error {
-		hooks, keys := tx.Bucket(bucketHooks), tx.Bucket(bucketHookKey)
-		hk := hookKey(h.Key())
-		if hooks.Get([]byte(h.ID)) != nil || keys.Get(hk) != nil {
-			return store.ErrConflict
-		}
-		if err := hooks.Put([]byte(h.ID), v); err != nil {
-			return err
-		}
-		if err := keys.Put(hk, []byte(h.ID)); err != nil {
-			return err
-		}
-		return tx.Bucket(bucketHookTenant).Put(tenantIndexKey(h.TenantID, h.ID), nil)
-	})
-	if err != nil {
-		return store.Hook{}, fmt.Errorf("boltstore: create hook %s: %w", h.ID, err)
-	}
-	return h, nil
+	return hooks.create(ctx, s, h)
 }
 
 // GetHook returns a hook by id, whatever its tenant, or store.ErrNotFound.
 func (s *Store) GetHook(ctx context.Context, id string) (store.Hook, error) {
-	if err := ctx.Err(); err != nil {
-		return store.Hook{}, fmt.Errorf("boltstore: get hook: %w", err)
-	}
-	var h store.Hook
-	err := s.db.View(func(tx *bolt.Tx) error {
-		var err error
-		h, err = getJSON[store.Hook](tx.Bucket(bucketHooks), []byte(id))
-		return err
-	})
-	if err != nil {
-		return store.Hook{}, fmt.Errorf("boltstore: get hook %s: %w", id, err)
-	}
-	return h, nil
+	return hooks.get(ctx, s, "get", "", id)
 }
 
 // FindHook returns the hook with this key, or store.ErrNotFound.
@@ -91,7 +68,7 @@ func (s *Store) FindHook(ctx context.Context, k store.HookKey) (store.Hook, erro
 			return store.ErrNotFound
 		}
 		var err error
-		h, err = getJSON[store.Hook](tx.Bucket(bucketHooks), id)
+		h, err = hooks.read(tx, "", string(id))
 		if err == nil && h.Key() != k {
 			err = store.ErrNotFound // NUL in a part made two keys one
 		}
@@ -106,30 +83,7 @@ func (s *Store) FindHook(ctx context.Context, k store.HookKey) (store.Hook, erro
 // ListHooks returns the tenant's hooks (every tenant's for ""), oldest
 // first (by CreatedAt, then id).
 func (s *Store) ListHooks(ctx context.Context, tenantID string) ([]store.Hook, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("boltstore: list hooks: %w", err)
-	}
-	hs := []store.Hook{}
-	err := s.db.View(func(tx *bolt.Tx) error {
-		var all []store.Hook
-		var err error
-		if tenantID == "" {
-			all, err = allRecords[store.Hook](tx.Bucket(bucketHooks))
-		} else {
-			all, err = tenantRecords[store.Hook](tx, bucketHookTenant, bucketHooks, tenantID)
-		}
-		for _, h := range all {
-			if tenantID == "" || h.TenantID == tenantID {
-				hs = append(hs, h)
-			}
-		}
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("boltstore: list hooks: %w", err)
-	}
-	store.SortOldestFirst(hs, func(h store.Hook) time.Time { return h.CreatedAt }, func(h store.Hook) string { return h.ID })
-	return hs, nil
+	return hooks.list(ctx, s, tenantID, func(h store.Hook) bool { return tenantID == "" || h.TenantID == tenantID })
 }
 
 // UpdateHook replaces the hook if its stored Version equals h.Version, and
@@ -137,68 +91,23 @@ func (s *Store) ListHooks(ctx context.Context, tenantID string) ([]store.Hook, e
 // came first or if h's Key differs from the stored one (the Key cannot
 // change), store.ErrNotFound if it does not exist.
 func (s *Store) UpdateHook(ctx context.Context, h store.Hook) (store.Hook, error) {
-	if err := ctx.Err(); err != nil {
-		return store.Hook{}, fmt.Errorf("boltstore: update hook: %w", err)
-	}
-	if err := store.ValidateHook("boltstore: update hook", h); err != nil {
-		return store.Hook{}, err
-	}
-	want := h.Version
-	h.Version++
-	v, err := json.Marshal(h)
-	if err != nil {
-		return store.Hook{}, fmt.Errorf("boltstore: update hook: %w", err)
-	}
-	err = s.db.Update(func(tx *bolt.Tx) error {
-		hooks := tx.Bucket(bucketHooks)
-		cur, err := getJSON[store.Hook](hooks, []byte(h.ID))
-		if err != nil {
-			return err
-		}
-		if cur.Version != want {
-			return store.ErrConflict
-		}
-		if cur.Key() != h.Key() {
-			return fmt.Errorf("the key (tenant, account, connector, scope, target) cannot change: %w", store.ErrConflict)
-		}
-		return hooks.Put([]byte(h.ID), v)
-	})
-	if err != nil {
-		return store.Hook{}, fmt.Errorf("boltstore: update hook %s: %w", h.ID, err)
-	}
-	return h, nil
+	return hooks.update(ctx, s, h, sameHookKey)
 }
 
-// DeleteHook deletes the hook, which frees its Key; store.ErrNotFound if
-// absent.
-func (s *Store) DeleteHook(ctx context.Context, id string) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("boltstore: delete hook: %w", err)
-	}
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		hooks, keys := tx.Bucket(bucketHooks), tx.Bucket(bucketHookKey)
-		cur, err := getJSON[store.Hook](hooks, []byte(id))
-		if err != nil {
-			return err
-		}
-		if err := hooks.Delete([]byte(id)); err != nil {
-			return err
-		}
-		hk := hookKey(cur.Key())
-		if bytes.Equal(keys.Get(hk), []byte(id)) {
-			if err := keys.Delete(hk); err != nil {
-				return err
-			}
-		}
-		if err := tx.Bucket(bucketHookActivity).Delete([]byte(id)); err != nil {
-			return err
-		}
-		return tx.Bucket(bucketHookTenant).Delete(tenantIndexKey(cur.TenantID, id))
-	})
-	if err != nil {
-		return fmt.Errorf("boltstore: delete hook %s: %w", id, err)
+// sameHookKey refuses an update that changes a hook's Key.
+func sameHookKey(cur, next store.Hook) error {
+	if cur.Key() != next.Key() {
+		return fmt.Errorf("the key (tenant, account, connector, scope, target) cannot change: %w", store.ErrConflict)
 	}
 	return nil
+}
+
+// DeleteHook deletes the hook, which frees its Key, and its activity;
+// store.ErrNotFound if absent.
+func (s *Store) DeleteHook(ctx context.Context, id string) error {
+	return hooks.remove(ctx, s, "", id, func(tx *bolt.Tx, _ store.Hook) error {
+		return tx.Bucket(bucketHookActivity).Delete([]byte(id))
+	})
 }
 
 // AddHookActivity merges a into the activity of hook id

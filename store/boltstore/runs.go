@@ -2,7 +2,6 @@ package boltstore
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -28,81 +27,46 @@ var (
 // run-trigger, run-agent or run-event too.
 func runIndexes(r store.Run) []indexEntry {
 	e := []indexEntry{
-		{bucketRunTime, timeIndexKey("", r.CreatedAt, r.ID)},
-		{bucketRunTenant, timeIndexKey(r.TenantID, r.CreatedAt, r.ID)},
+		{bucket: bucketRunTime, key: timeIndexKey("", r.CreatedAt, r.ID)},
+		{bucket: bucketRunTenant, key: timeIndexKey(r.TenantID, r.CreatedAt, r.ID)},
 	}
 	if r.TriggerID != "" {
-		e = append(e, indexEntry{bucketRunTrigger, timeIndexKey(r.TriggerID, r.CreatedAt, r.ID)})
+		e = append(e, indexEntry{bucket: bucketRunTrigger, key: timeIndexKey(r.TriggerID, r.CreatedAt, r.ID)})
 	}
 	if r.AgentID != "" {
-		e = append(e, indexEntry{bucketRunAgent, timeIndexKey(r.AgentID, r.CreatedAt, r.ID)})
+		e = append(e, indexEntry{bucket: bucketRunAgent, key: timeIndexKey(r.AgentID, r.CreatedAt, r.ID)})
 	}
 	if r.EventID != "" {
-		e = append(e, indexEntry{bucketRunEvent, timeIndexKey(r.TenantID+sep+r.EventID, r.CreatedAt, r.ID)})
+		e = append(e, indexEntry{bucket: bucketRunEvent, key: timeIndexKey(r.TenantID+sep+r.EventID, r.CreatedAt, r.ID)})
 	}
 	return e
 }
 
-// getRun reads a run in tx: the tenant's, or any tenant's for "";
-// store.ErrNotFound if absent or another tenant's.
-func getRun(tx *bolt.Tx, tenantID, id string) (store.Run, error) {
-	r, err := getJSON[store.Run](tx.Bucket(bucketRuns), []byte(id))
-	if err != nil {
-		return store.Run{}, err
-	}
-	if tenantID != "" && r.TenantID != tenantID {
-		return store.Run{}, store.ErrNotFound
-	}
-	return r, nil
+// runs keeps runs: by id (the same event and trigger never make two
+// runs, in any tenant), in the time-ordered indexes runIndexes lists.
+// Their writes are batched: the dispatcher's workers make them at once.
+var runs = kind[store.Run]{
+	what:   "run",
+	bucket: bucketRuns,
+	key:    byID,
+	fields: func(r *store.Run) fields {
+		return fields{tenantID: r.TenantID, id: r.ID, created: r.CreatedAt, version: &r.Version}
+	},
+	reaches: ofTenantOrAny,
+	indexes: runIndexes,
+	batch:   true,
 }
 
 // CreateRun stores a new run with Version 1; store.ErrConflict if the id
 // exists, in any tenant: the run was already claimed by someone.
 func (s *Store) CreateRun(ctx context.Context, r store.Run) (store.Run, error) {
-	if err := ctx.Err(); err != nil {
-		return store.Run{}, fmt.Errorf("boltstore: create run: %w", err)
-	}
-	if err := store.RequireIDs("boltstore: create run", "id", r.ID, "tenant id", r.TenantID); err != nil {
-		return store.Run{}, err
-	}
-	store.Stamp(&r.CreatedAt, &r.UpdatedAt, s.now())
-	r.Version = 1
-	v, err := json.Marshal(r)
-	if err != nil {
-		return store.Run{}, fmt.Errorf("boltstore: create run: %w", err)
-	}
-	err = s.db.Batch(func(tx *bolt.Tx) error {
-		runs := tx.Bucket(bucketRuns)
-		if runs.Get([]byte(r.ID)) != nil {
-			return store.ErrConflict
-		}
-		if err := runs.Put([]byte(r.ID), v); err != nil {
-			return err
-		}
-		return putIndexes(tx, runIndexes(r))
-	})
-	if err != nil {
-		return store.Run{}, fmt.Errorf("boltstore: create run %s: %w", r.ID, err)
-	}
-	return r, nil
+	return runs.create(ctx, s, r)
 }
 
 // GetRun returns the tenant's run (any tenant's for ""), or
 // store.ErrNotFound.
 func (s *Store) GetRun(ctx context.Context, tenantID, id string) (store.Run, error) {
-	if err := ctx.Err(); err != nil {
-		return store.Run{}, fmt.Errorf("boltstore: get run: %w", err)
-	}
-	var r store.Run
-	err := s.db.View(func(tx *bolt.Tx) error {
-		var err error
-		r, err = getRun(tx, tenantID, id)
-		return err
-	})
-	if err != nil {
-		return store.Run{}, fmt.Errorf("boltstore: get run %s: %w", id, err)
-	}
-	return r, nil
+	return runs.get(ctx, s, "get", tenantID, id)
 }
 
 // UpdateRun replaces the run if its stored Version equals r.Version, and
@@ -110,35 +74,7 @@ func (s *Store) GetRun(ctx context.Context, tenantID, id string) (store.Run, err
 // came first, store.ErrNotFound if the tenant has no such run. The
 // indexes follow the new run's trigger, agent, event and CreatedAt.
 func (s *Store) UpdateRun(ctx context.Context, r store.Run) (store.Run, error) {
-	if err := ctx.Err(); err != nil {
-		return store.Run{}, fmt.Errorf("boltstore: update run: %w", err)
-	}
-	if err := store.RequireIDs("boltstore: update run", "id", r.ID, "tenant id", r.TenantID); err != nil {
-		return store.Run{}, err
-	}
-	want := r.Version
-	r.Version++
-	v, err := json.Marshal(r)
-	if err != nil {
-		return store.Run{}, fmt.Errorf("boltstore: update run: %w", err)
-	}
-	err = s.db.Batch(func(tx *bolt.Tx) error {
-		cur, err := getRun(tx, r.TenantID, r.ID)
-		if err != nil {
-			return err
-		}
-		if cur.Version != want {
-			return store.ErrConflict
-		}
-		if err := moveIndexes(tx, runIndexes(cur), runIndexes(r)); err != nil {
-			return err
-		}
-		return tx.Bucket(bucketRuns).Put([]byte(r.ID), v)
-	})
-	if err != nil {
-		return store.Run{}, fmt.Errorf("boltstore: update run %s: %w", r.ID, err)
-	}
-	return r, nil
+	return runs.update(ctx, s, r, nil)
 }
 
 // PruneRuns deletes the runs of every tenant that finished before before
@@ -185,9 +121,9 @@ func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, e
 	}
 	rs := []store.Run{}
 	err := s.db.View(func(tx *bolt.Tx) error {
-		runs := tx.Bucket(bucketRuns)
+		records := tx.Bucket(bucketRuns)
 		return newestFirst(tx.Bucket(bucket), scope, func(id string) (bool, error) {
-			r, err := getJSON[store.Run](runs, []byte(id))
+			r, err := getJSON[store.Run](records, []byte(id))
 			if errors.Is(err, store.ErrNotFound) {
 				return true, nil
 			}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -87,49 +86,6 @@ func oldestFirst(b *bolt.Bucket, before time.Time, f func(id []byte) (more bool,
 		}
 	}
 	return nil
-}
-
-// indexEntry is one key of a run or event in a time-ordered index.
-type indexEntry struct {
-	bucket, key []byte
-}
-
-// putIndexes adds entries to their indexes.
-func putIndexes(tx *bolt.Tx, entries []indexEntry) error {
-	for _, e := range entries {
-		if err := tx.Bucket(e.bucket).Put(e.key, nil); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// deleteIndexes removes entries from their indexes.
-func deleteIndexes(tx *bolt.Tx, entries []indexEntry) error {
-	for _, e := range entries {
-		if err := tx.Bucket(e.bucket).Delete(e.key); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// moveIndexes replaces a record's entries old with now, touching only the
-// entries that differ: every bucket written costs pages at the commit, and
-// most updates (a run's status, an event's outcomes) leave most entries
-// where they were.
-func moveIndexes(tx *bolt.Tx, old, now []indexEntry) error {
-	if err := deleteIndexes(tx, without(old, now)); err != nil {
-		return err
-	}
-	return putIndexes(tx, without(now, old))
-}
-
-// without returns the entries of a that b does not hold.
-func without(a, b []indexEntry) []indexEntry {
-	return slices.DeleteFunc(slices.Clone(a), func(e indexEntry) bool {
-		return slices.ContainsFunc(b, func(f indexEntry) bool { return bytes.Equal(e.bucket, f.bucket) && bytes.Equal(e.key, f.key) })
-	})
 }
 
 // prune deletes, oldest first, at most limit (store.DefaultPruneLimit if

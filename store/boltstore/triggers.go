@@ -2,11 +2,6 @@ package boltstore
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"time"
-
-	bolt "go.etcd.io/bbolt"
 
 	"github.com/triggerd/triggerd/store"
 )
@@ -18,96 +13,38 @@ var (
 	bucketTriggerTenant = []byte("trigger-tenant")
 )
 
-// getTrigger reads the tenant's trigger in tx; store.ErrNotFound if absent
-// or another tenant's.
-func getTrigger(tx *bolt.Tx, tenantID, id string) (store.Trigger, error) {
-	t, err := getJSON[store.Trigger](tx.Bucket(bucketTriggers), []byte(id))
-	if err != nil {
-		return store.Trigger{}, err
-	}
-	if t.TenantID != tenantID {
-		return store.Trigger{}, store.ErrNotFound
-	}
-	return t, nil
+// triggers keeps triggers: by id (trigger ids are global: run ids are
+// derived from them), listed per tenant by trigger-tenant.
+var triggers = kind[store.Trigger]{
+	what:   "trigger",
+	bucket: bucketTriggers,
+	key:    byID,
+	fields: func(t *store.Trigger) fields {
+		return fields{tenantID: t.TenantID, id: t.ID, created: t.CreatedAt, version: &t.Version}
+	},
+	reaches: ofTenant,
+	indexes: func(t store.Trigger) []indexEntry {
+		return []indexEntry{{bucket: bucketTriggerTenant, key: tenantIndexKey(t.TenantID, t.ID)}}
+	},
+	tenantIndex: bucketTriggerTenant,
 }
 
 // CreateTrigger stores a new trigger with Version 1; store.ErrConflict if
-// the id exists, in any tenant (trigger ids are global: run ids are
-// derived from them).
+// the id exists, in any tenant.
 func (s *Store) CreateTrigger(ctx context.Context, t store.Trigger) (store.Trigger, error) {
-	if err := ctx.Err(); err != nil {
-		return store.Trigger{}, fmt.Errorf("boltstore: create trigger: %w", err)
-	}
-	if err := store.RequireIDs("boltstore: create trigger", "id", t.ID, "tenant id", t.TenantID); err != nil {
-		return store.Trigger{}, err
-	}
-	store.Stamp(&t.CreatedAt, &t.UpdatedAt, s.now())
-	t.Version = 1
-	v, err := json.Marshal(t)
-	if err != nil {
-		return store.Trigger{}, fmt.Errorf("boltstore: create trigger: %w", err)
-	}
-	err = s.db.Update(func(tx *bolt.Tx) error {
-		triggers := tx.Bucket(bucketTriggers)
-		if triggers.Get([]byte(t.ID)) != nil {
-			return store.ErrConflict
-		}
-		if err := triggers.Put([]byte(t.ID), v); err != nil {
-			return err
-		}
-		return tx.Bucket(bucketTriggerTenant).Put(tenantIndexKey(t.TenantID, t.ID), nil)
-	})
-	if err != nil {
-		return store.Trigger{}, fmt.Errorf("boltstore: create trigger %s: %w", t.ID, err)
-	}
-	return t, nil
+	return triggers.create(ctx, s, t)
 }
 
 // GetTrigger returns the tenant's trigger, or store.ErrNotFound (also for
 // another tenant's).
 func (s *Store) GetTrigger(ctx context.Context, tenantID, id string) (store.Trigger, error) {
-	if err := ctx.Err(); err != nil {
-		return store.Trigger{}, fmt.Errorf("boltstore: get trigger: %w", err)
-	}
-	var t store.Trigger
-	err := s.db.View(func(tx *bolt.Tx) error {
-		var err error
-		t, err = getTrigger(tx, tenantID, id)
-		return err
-	})
-	if err != nil {
-		return store.Trigger{}, fmt.Errorf("boltstore: get trigger %s: %w", id, err)
-	}
-	return t, nil
+	return triggers.get(ctx, s, "get", tenantID, id)
 }
 
 // ListTriggers returns the triggers f selects (every tenant's when
 // f.TenantID is empty), oldest first (by CreatedAt, then id).
 func (s *Store) ListTriggers(ctx context.Context, f store.TriggerFilter) ([]store.Trigger, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("boltstore: list triggers: %w", err)
-	}
-	ts := []store.Trigger{}
-	err := s.db.View(func(tx *bolt.Tx) error {
-		var all []store.Trigger
-		var err error
-		if f.TenantID == "" {
-			all, err = allRecords[store.Trigger](tx.Bucket(bucketTriggers))
-		} else {
-			all, err = tenantRecords[store.Trigger](tx, bucketTriggerTenant, bucketTriggers, f.TenantID)
-		}
-		for _, t := range all {
-			if f.Match(t) {
-				ts = append(ts, t)
-			}
-		}
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("boltstore: list triggers: %w", err)
-	}
-	store.SortOldestFirst(ts, func(t store.Trigger) time.Time { return t.CreatedAt }, func(t store.Trigger) string { return t.ID })
-	return ts, nil
+	return triggers.list(ctx, s, f.TenantID, f.Match)
 }
 
 // UpdateTrigger replaces the trigger if its stored Version equals
@@ -115,50 +52,10 @@ func (s *Store) ListTriggers(ctx context.Context, f store.TriggerFilter) ([]stor
 // another write came first, store.ErrNotFound if the tenant has no such
 // trigger.
 func (s *Store) UpdateTrigger(ctx context.Context, t store.Trigger) (store.Trigger, error) {
-	if err := ctx.Err(); err != nil {
-		return store.Trigger{}, fmt.Errorf("boltstore: update trigger: %w", err)
-	}
-	if err := store.RequireIDs("boltstore: update trigger", "id", t.ID, "tenant id", t.TenantID); err != nil {
-		return store.Trigger{}, err
-	}
-	want := t.Version
-	t.Version++
-	v, err := json.Marshal(t)
-	if err != nil {
-		return store.Trigger{}, fmt.Errorf("boltstore: update trigger: %w", err)
-	}
-	err = s.db.Update(func(tx *bolt.Tx) error {
-		cur, err := getTrigger(tx, t.TenantID, t.ID)
-		if err != nil {
-			return err
-		}
-		if cur.Version != want {
-			return store.ErrConflict
-		}
-		return tx.Bucket(bucketTriggers).Put([]byte(t.ID), v)
-	})
-	if err != nil {
-		return store.Trigger{}, fmt.Errorf("boltstore: update trigger %s: %w", t.ID, err)
-	}
-	return t, nil
+	return triggers.update(ctx, s, t, nil)
 }
 
 // DeleteTrigger deletes the tenant's trigger; store.ErrNotFound if absent.
 func (s *Store) DeleteTrigger(ctx context.Context, tenantID, id string) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("boltstore: delete trigger: %w", err)
-	}
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		if _, err := getTrigger(tx, tenantID, id); err != nil {
-			return err
-		}
-		if err := tx.Bucket(bucketTriggers).Delete([]byte(id)); err != nil {
-			return err
-		}
-		return tx.Bucket(bucketTriggerTenant).Delete(tenantIndexKey(tenantID, id))
-	})
-	if err != nil {
-		return fmt.Errorf("boltstore: delete trigger %s: %w", id, err)
-	}
-	return nil
+	return triggers.remove(ctx, s, tenantID, id, nil)
 }

@@ -96,8 +96,8 @@ func hookKeyArgs(k store.HookKey) []any {
 // CreateHook stores a new hook with Version 1; store.ErrConflict if its id
 // or its Key is taken.
 func (s *Store) CreateHook(ctx context.Context, h store.Hook) (store.Hook, error) {
-	if err := store.ValidateHook("redisstore: create hook", h); err != nil {
-		return store.Hook{}, err
+	if err := h.Validate(); err != nil {
+		return store.Hook{}, fmt.Errorf("redisstore: create hook: %w", err)
 	}
 	store.Stamp(&h.CreatedAt, &h.UpdatedAt, s.now())
 	h.Version = 1
@@ -173,8 +173,8 @@ func (s *Store) ListHooks(ctx context.Context, tenantID string) ([]store.Hook, e
 // came first or if h's Key differs from the stored one (the Key cannot
 // change), store.ErrNotFound if it does not exist.
 func (s *Store) UpdateHook(ctx context.Context, h store.Hook) (store.Hook, error) {
-	if err := store.ValidateHook("redisstore: update hook", h); err != nil {
-		return store.Hook{}, err
+	if err := h.Validate(); err != nil {
+		return store.Hook{}, fmt.Errorf("redisstore: update hook: %w", err)
 	}
 	want := h.Version
 	h.Version++
