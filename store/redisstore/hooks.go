@@ -93,45 +93,32 @@ func hookKeyArgs(k store.HookKey) []any {
 	return []any{k.TenantID, k.AccountID, k.Connector, string(k.Scope), k.Target}
 }
 
+// hooks keeps hooks: by id, whatever the tenant (ingest knows only the id
+// in the URL), listed per tenant by hooks:{tenant} and all together by
+// hooks, and found by their Key at hook-key, which no two hooks share.
+func (s *Store) hooks() kind[store.Hook] {
+	return kind[store.Hook]{
+		s:    s,
+		what: "hook",
+		key:  func(_, id string) string { return s.hookKey(id) },
+		fields: func(h *store.Hook) fields {
+			return fields{tenantID: h.TenantID, id: h.ID, created: h.CreatedAt, version: &h.Version}
+		},
+		reaches:    anyTenant,
+		tenantSets: func(tenant string) []string { return []string{s.hooksKey(tenant), s.allHooksKey()} },
+		unique:     func(h store.Hook) string { return s.hookKeyKey(h.Key()) },
+	}
+}
+
 // CreateHook stores a new hook with Version 1; store.ErrConflict if its id
 // or its Key is taken.
 func (s *Store) CreateHook(ctx context.Context, h store.Hook) (store.Hook, error) {
-	if err := h.Validate(); err != nil {
-		return store.Hook{}, fmt.Errorf("redisstore: create hook: %w", err)
-	}
-	store.Stamp(&h.CreatedAt, &h.UpdatedAt, s.now())
-	h.Version = 1
-	v, err := json.Marshal(h)
-	if err != nil {
-		return store.Hook{}, fmt.Errorf("redisstore: create hook: %w", err)
-	}
-	// KEYS: hook, hook-key, hooks:{tenant}, hooks. ARGV: JSON, id, score.
-	keys := []string{s.hookKey(h.ID), s.hookKeyKey(h.Key()), s.hooksKey(h.TenantID), s.allHooksKey()}
-	if err := createResult(createUniqueScript.Run(ctx, s.rdb, keys, v, h.ID, score(h.CreatedAt)).Int()); err != nil {
-		return store.Hook{}, fmt.Errorf("redisstore: create hook %s: %w", h.ID, err)
-	}
-	return h, nil
-}
-
-// getHook reads a hook by id; store.ErrNotFound if absent.
-func (s *Store) getHook(ctx context.Context, id string) (store.Hook, error) {
-	var h store.Hook
-	if err := s.getJSON(ctx, s.hookKey(id), &h); err != nil {
-		return store.Hook{}, err
-	}
-	if h.ID != id {
-		return store.Hook{}, store.ErrNotFound
-	}
-	return h, nil
+	return s.hooks().create(ctx, h)
 }
 
 // GetHook returns a hook by id, whatever its tenant, or store.ErrNotFound.
 func (s *Store) GetHook(ctx context.Context, id string) (store.Hook, error) {
-	h, err := s.getHook(ctx, id)
-	if err != nil {
-		return store.Hook{}, fmt.Errorf("redisstore: get hook %s: %w", id, err)
-	}
-	return h, nil
+	return s.hooks().get(ctx, "get", "", id)
 }
 
 // FindHook returns the hook with this key, or store.ErrNotFound.
@@ -142,7 +129,7 @@ func (s *Store) FindHook(ctx context.Context, k store.HookKey) (store.Hook, erro
 	}
 	var h store.Hook
 	if err == nil {
-		h, err = s.getHook(ctx, id)
+		h, err = s.hooks().read(ctx, "", id)
 	}
 	if err == nil && h.Key() != k {
 		err = store.ErrNotFound // ':' in a part made two keys one
@@ -160,12 +147,7 @@ func (s *Store) ListHooks(ctx context.Context, tenantID string) ([]store.Hook, e
 	if tenantID != "" {
 		zkey = s.hooksKey(tenantID)
 	}
-	hs, err := listSet(ctx, s, zkey, s.hookKey, func(h store.Hook) bool { return tenantID == "" || h.TenantID == tenantID })
-	if err != nil {
-		return nil, fmt.Errorf("redisstore: list hooks: %w", err)
-	}
-	store.SortOldestFirst(hs, func(h store.Hook) time.Time { return h.CreatedAt }, func(h store.Hook) string { return h.ID })
-	return hs, nil
+	return s.hooks().list(ctx, tenantID, zkey, func(h store.Hook) bool { return tenantID == "" || h.TenantID == tenantID })
 }
 
 // UpdateHook replaces the hook if its stored Version equals h.Version, and
@@ -205,7 +187,7 @@ func (s *Store) DeleteHook(ctx context.Context, id string) error {
 	// first; the script checks that the key is still the one read (the
 	// hook may have been deleted and created again in between).
 	for {
-		h, err := s.getHook(ctx, id)
+		h, err := s.hooks().read(ctx, "", id)
 		if err != nil {
 			return fmt.Errorf("redisstore: delete hook %s: %w", id, err)
 		}

@@ -1,13 +1,111 @@
 package redisstore
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/triggerd/triggerd/store"
 )
+
+// createRecordScript stores a new record and adds its id to sorted
+// sets. KEYS: record, sorted sets. ARGV: JSON, id, score. Returns 1
+// when written, 0 when the record exists.
+var createRecordScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('SET', KEYS[1], ARGV[1])
+for i = 2, #KEYS do redis.call('ZADD', KEYS[i], ARGV[3], ARGV[2]) end
+return 1`)
+
+// createUniqueScript stores a new record and a second key that finds
+// it (an account's external id, a hook's key, an API key's id), and
+// adds ARGV[2] to sorted sets. KEYS: record, second key, sorted sets.
+// ARGV: JSON, the second key's value (the record's id, or an API key's
+// hash), score. Returns 1 when written, 0 when either key exists.
+var createUniqueScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('SET', KEYS[2], ARGV[2])
+for i = 3, #KEYS do redis.call('ZADD', KEYS[i], ARGV[3], ARGV[2]) end
+return 1`)
+
+// createResult turns the result of a create script (1: written, 0: a key
+// was taken) into an error.
+func createResult(n int, err error) error {
+	if err == nil && n != 1 {
+		return store.ErrConflict
+	}
+	return err
+}
+
+// getJSON decodes the value at key into v; store.ErrNotFound if absent.
+func (s *Store) getJSON(ctx context.Context, key string, v any) error {
+	b, err := s.rdb.Get(ctx, key).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return store.ErrNotFound
+	}
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("decode %s: %w", key, err)
+	}
+	return nil
+}
+
+// mgetJSON reads the records of ids, at recordKey(id), with one MGET and
+// calls found with the index in ids and the decoded value of each that
+// exists.
+func mgetJSON[T any](ctx context.Context, rdb *redis.Client, ids []string, recordKey func(id string) string, found func(i int, v T)) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	keys := make([]string, len(ids))
+	for i, id := range ids {
+		keys[i] = recordKey(id)
+	}
+	vals, err := rdb.MGet(ctx, keys...).Result()
+	if err != nil {
+		return err
+	}
+	for i, val := range vals {
+		str, ok := val.(string)
+		if !ok {
+			continue // absent (deleted since the ids were read)
+		}
+		var v T
+		if err := json.Unmarshal([]byte(str), &v); err != nil {
+			return fmt.Errorf("decode %s: %w", keys[i], err)
+		}
+		found(i, v)
+	}
+	return nil
+}
+
+// listSet returns the records whose ids the sorted set zkey holds, read
+// at recordKey(id), that keep accepts.
+func listSet[T any](ctx context.Context, s *Store, zkey string, recordKey func(id string) string, keep func(T) bool) ([]T, error) {
+	ids, err := s.rdb.ZRange(ctx, zkey, 0, -1).Result()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]T, 0, len(ids))
+	err = mgetJSON(ctx, s.rdb, ids, recordKey, func(_ int, x T) {
+		if keep(x) {
+			out = append(out, x)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
 
 // updateRecordScript replaces a tenant's record if its version field
 // is the expected one, removes its id from the sorted sets it leaves
@@ -70,4 +168,191 @@ func globEscape(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
+}
+
+// versioned is what the versioned records (accounts, agents, triggers,
+// hooks, runs) have in common for kind: they check their own ids and are
+// stamped on creation (package store defines both, for every backend).
+type versioned[T any] interface {
+	Validate() error
+	ForCreate(now time.Time) T
+}
+
+// fields are the parts of a versioned record that kind needs.
+type fields struct {
+	tenantID, id string
+	created      time.Time
+	version      *int64
+}
+
+// kind says how one kind of versioned record is kept: its key, which
+// stored record a request reaches, the sorted sets that list it (scored
+// by its CreatedAt) and the second key that finds it, if any. Its methods
+// are the create, get, list, update (with a version check, in
+// updateRecordScript) and delete (deleteRecordScript) that these records
+// share; each entity's methods are thin calls to them. A Store makes its
+// kinds (their keys carry its prefix).
+type kind[T versioned[T]] struct {
+	s *Store
+	// what names the kind in errors ("agent").
+	what string
+	// key is the key of the record tenantID and id name.
+	key func(tenantID, id string) string
+	// fields gives access to a record's common fields.
+	fields func(*T) fields
+	// reaches reports whether stored, found at key(tenantID, id), is the
+	// record asked for: of that tenant, where the kind's ids are per
+	// tenant or the caller names one, and with that id (':' in ids can
+	// make two keys one).
+	reaches func(stored fields, tenantID, id string) bool
+	// tenantSets returns the sorted sets that list the tenant's records,
+	// for kinds whose sets depend on the tenant alone; sets returns those
+	// that list a record, for the others. One of them is set.
+	tenantSets func(tenantID string) []string
+	sets       func(T) []string
+	// unique returns the second key that finds a record (its value the
+	// record's id), which no other record may hold; nil for none.
+	unique func(T) string
+}
+
+// ofTenant reaches the record with the id only in its tenant.
+func ofTenant(f fields, tenantID, id string) bool { return f.tenantID == tenantID && f.id == id }
+
+// ofTenantOrAny reaches the record with the id in its tenant, or in any
+// tenant for "".
+func ofTenantOrAny(f fields, tenantID, id string) bool {
+	return f.id == id && (tenantID == "" || f.tenantID == tenantID)
+}
+
+// anyTenant reaches the record with the id whatever its tenant.
+func anyTenant(f fields, _, id string) bool { return f.id == id }
+
+// setsOf returns the sorted sets that list v.
+func (k kind[T]) setsOf(v T) []string {
+	if k.sets != nil {
+		return k.sets(v)
+	}
+	return k.tenantSets(k.fields(&v).tenantID)
+}
+
+// create stores v with Version 1 (v.ForCreate), its second key if the
+// kind has one, and adds its id to its sorted sets, in one script;
+// store.ErrConflict if its key or its second key is taken.
+func (k kind[T]) create(ctx context.Context, v T) (T, error) {
+	var zero T
+	if err := v.Validate(); err != nil {
+		return zero, fmt.Errorf("redisstore: create %s: %w", k.what, err)
+	}
+	v = v.ForCreate(k.s.now())
+	f := k.fields(&v)
+	data, err := json.Marshal(v)
+	if err != nil {
+		return zero, fmt.Errorf("redisstore: create %s: %w", k.what, err)
+	}
+	// KEYS: record, [second key,] sorted sets. ARGV: JSON, id, score.
+	script, keys := createRecordScript, []string{k.key(f.tenantID, f.id)}
+	if k.unique != nil {
+		script, keys = createUniqueScript, append(keys, k.unique(v))
+	}
+	keys = append(keys, k.setsOf(v)...)
+	if err := createResult(script.Run(ctx, k.s.rdb, keys, data, f.id, score(f.created)).Int()); err != nil {
+		return zero, fmt.Errorf("redisstore: create %s %s: %w", k.what, f.id, err)
+	}
+	return v, nil
+}
+
+// read reads the record tenantID and id name; store.ErrNotFound if it is
+// absent or does not reach it.
+func (k kind[T]) read(ctx context.Context, tenantID, id string) (T, error) {
+	var v T
+	if err := k.s.getJSON(ctx, k.key(tenantID, id), &v); err != nil {
+		var zero T
+		return zero, err
+	}
+	if !k.reaches(k.fields(&v), tenantID, id) {
+		var zero T
+		return zero, store.ErrNotFound
+	}
+	return v, nil
+}
+
+// get returns the record tenantID and id name, or store.ErrNotFound; op
+// names the call in errors ("get", "find").
+func (k kind[T]) get(ctx context.Context, op, tenantID, id string) (T, error) {
+	v, err := k.read(ctx, tenantID, id)
+	if err != nil {
+		return v, fmt.Errorf("redisstore: %s %s %s: %w", op, k.what, id, err)
+	}
+	return v, nil
+}
+
+// list returns the records whose ids the sorted set zkey holds (read at
+// key(tenantID, id)) that keep accepts, oldest first (by CreatedAt, then
+// id): scores are float64, too coarse for nanoseconds, so the records
+// are sorted exactly here.
+func (k kind[T]) list(ctx context.Context, tenantID, zkey string, keep func(T) bool) ([]T, error) {
+	recordKey := func(id string) string { return k.key(tenantID, id) }
+	out, err := listSet(ctx, k.s, zkey, recordKey, keep)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: list %ss: %w", k.what, err)
+	}
+	store.SortOldestFirst(out, func(v T) time.Time { return k.fields(&v).created }, func(v T) string { return k.fields(&v).id })
+	return out, nil
+}
+
+// update replaces the record v names if its stored Version equals
+// v.Version and it is of v's tenant, moves its id between its sorted
+// sets, and returns it with Version increased; store.ErrNotFound if it is
+// absent or another tenant's, store.ErrConflict if another write came
+// first. A kind with sets (whose sets depend on fields an update may
+// change) reads the stored record first, to name the sets it leaves; the
+// script's version check makes that read safe, and a record deleted
+// since is store.ErrNotFound.
+func (k kind[T]) update(ctx context.Context, v T) (T, error) {
+	var zero T
+	if err := v.Validate(); err != nil {
+		return zero, fmt.Errorf("redisstore: update %s: %w", k.what, err)
+	}
+	f := k.fields(&v)
+	var leave []string
+	if k.sets != nil {
+		cur, err := k.read(ctx, f.tenantID, f.id)
+		if err != nil {
+			return zero, fmt.Errorf("redisstore: update %s %s: %w", k.what, f.id, err)
+		}
+		if *k.fields(&cur).version != *f.version {
+			return zero, fmt.Errorf("redisstore: update %s %s: %w", k.what, f.id, store.ErrConflict)
+		}
+		leave = leaving(k.sets(cur), k.sets(v))
+	}
+	want := *f.version
+	*f.version++
+	data, err := json.Marshal(v)
+	if err != nil {
+		return zero, fmt.Errorf("redisstore: update %s: %w", k.what, err)
+	}
+	// KEYS: record, sets to leave, sets to be in (to refresh the score).
+	// ARGV: tenant, expected version, JSON, id, score, number of sets to leave.
+	keys := slices.Concat([]string{k.key(f.tenantID, f.id)}, leave, k.setsOf(v))
+	err = updateResult(updateRecordScript.Run(ctx, k.s.rdb, keys, f.tenantID, want, data, f.id, score(f.created), len(leave)).Int())
+	if err != nil {
+		return zero, fmt.Errorf("redisstore: update %s %s: %w", k.what, f.id, err)
+	}
+	return v, nil
+}
+
+// remove deletes the tenant's record id and removes it from the tenant's
+// sorted sets, in one script; store.ErrNotFound if it is absent or
+// another tenant's. The kind's sets depend on the tenant alone.
+func (k kind[T]) remove(ctx context.Context, tenantID, id string) error {
+	// KEYS: record, sorted sets. ARGV: tenant, id.
+	keys := append([]string{k.key(tenantID, id)}, k.tenantSets(tenantID)...)
+	n, err := deleteRecordScript.Run(ctx, k.s.rdb, keys, tenantID, id).Int()
+	if err == nil && n != 1 {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("redisstore: delete %s %s: %w", k.what, id, err)
+	}
+	return nil
 }

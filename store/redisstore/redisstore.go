@@ -126,27 +126,6 @@ const releaseTimeout = 5 * time.Second
 
 // Scripts. KEYS and ARGV are documented at each call.
 var (
-	// createRecordScript stores a new record and adds its id to sorted
-	// sets. KEYS: record, sorted sets. ARGV: JSON, id, score. Returns 1
-	// when written, 0 when the record exists.
-	createRecordScript = redis.NewScript(`
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('SET', KEYS[1], ARGV[1])
-for i = 2, #KEYS do redis.call('ZADD', KEYS[i], ARGV[3], ARGV[2]) end
-return 1`)
-
-	// createUniqueScript stores a new record and a second key that finds
-	// it (an account's external id, a hook's key, an API key's id), and
-	// adds ARGV[2] to sorted sets. KEYS: record, second key, sorted sets.
-	// ARGV: JSON, the second key's value (the record's id, or an API key's
-	// hash), score. Returns 1 when written, 0 when either key exists.
-	createUniqueScript = redis.NewScript(`
-if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
-redis.call('SET', KEYS[1], ARGV[1])
-redis.call('SET', KEYS[2], ARGV[2])
-for i = 3, #KEYS do redis.call('ZADD', KEYS[i], ARGV[3], ARGV[2]) end
-return 1`)
-
 	// Returns 1 when written, 0 on a version mismatch, -1 when the account
 	// does not exist, -2 when the new external id is another account's.
 	updateAccountScript = redis.NewScript(`
@@ -654,46 +633,34 @@ func (s *Store) indexAPIKeyKeys(ctx context.Context, keys []string) error {
 	return err
 }
 
+// accounts keeps accounts: by tenant and id, listed by accounts:{tenant},
+// and found by their external account at account-ext, which no two
+// accounts share.
+func (s *Store) accounts() kind[store.Account] {
+	return kind[store.Account]{
+		s:    s,
+		what: "account",
+		key:  s.accountKey,
+		fields: func(a *store.Account) fields {
+			return fields{tenantID: a.TenantID, id: a.ID, created: a.CreatedAt, version: &a.Version}
+		},
+		// ids may contain ':', so a key can be another tenant's.
+		reaches:    ofTenant,
+		tenantSets: func(tenant string) []string { return []string{s.accountsKey(tenant)} },
+		unique:     func(a store.Account) string { return s.extKey(a.TenantID, a.Connector, a.ExternalID) },
+	}
+}
+
 // CreateAccount stores a new account with Version 1; store.ErrConflict if
 // its id, or its (tenant, connector, external id), is taken.
 func (s *Store) CreateAccount(ctx context.Context, a store.Account) (store.Account, error) {
-	if err := a.Validate(); err != nil {
-		return store.Account{}, fmt.Errorf("redisstore: create account: %w", err)
-	}
-	a = a.ForCreate(s.now())
-	v, err := json.Marshal(a)
-	if err != nil {
-		return store.Account{}, fmt.Errorf("redisstore: create account: %w", err)
-	}
-	// KEYS: account, account-ext, accounts. ARGV: JSON, id, score.
-	keys := []string{s.accountKey(a.TenantID, a.ID), s.extKey(a.TenantID, a.Connector, a.ExternalID), s.accountsKey(a.TenantID)}
-	if err := createResult(createUniqueScript.Run(ctx, s.rdb, keys, v, a.ID, score(a.CreatedAt)).Int()); err != nil {
-		return store.Account{}, fmt.Errorf("redisstore: create account %s: %w", a.ID, err)
-	}
-	return a, nil
-}
-
-// getAccount reads the tenant's account; store.ErrNotFound if absent or if
-// the key belongs to another tenant (ids may contain ':').
-func (s *Store) getAccount(ctx context.Context, tenantID, id string) (store.Account, error) {
-	var a store.Account
-	if err := s.getJSON(ctx, s.accountKey(tenantID, id), &a); err != nil {
-		return store.Account{}, err
-	}
-	if a.TenantID != tenantID || a.ID != id {
-		return store.Account{}, store.ErrNotFound
-	}
-	return a, nil
+	return s.accounts().create(ctx, a)
 }
 
 // GetAccount returns the tenant's account, or store.ErrNotFound (also for
 // another tenant's account).
 func (s *Store) GetAccount(ctx context.Context, tenantID, id string) (store.Account, error) {
-	a, err := s.getAccount(ctx, tenantID, id)
-	if err != nil {
-		return store.Account{}, fmt.Errorf("redisstore: get account %s: %w", id, err)
-	}
-	return a, nil
+	return s.accounts().get(ctx, "get", tenantID, id)
 }
 
 // FindAccount returns the tenant's account for an external account of a
@@ -705,7 +672,7 @@ func (s *Store) FindAccount(ctx context.Context, tenantID, connector, externalID
 	}
 	var a store.Account
 	if err == nil {
-		a, err = s.getAccount(ctx, tenantID, id)
+		a, err = s.accounts().read(ctx, tenantID, id)
 	}
 	if err == nil && (a.Connector != connector || a.ExternalID != externalID) {
 		err = store.ErrNotFound
@@ -719,14 +686,7 @@ func (s *Store) FindAccount(ctx context.Context, tenantID, connector, externalID
 // ListAccounts returns the tenant's accounts, oldest first (by CreatedAt,
 // then id).
 func (s *Store) ListAccounts(ctx context.Context, tenantID string) ([]store.Account, error) {
-	accountKey := func(id string) string { return s.accountKey(tenantID, id) }
-	as, err := listSet(ctx, s, s.accountsKey(tenantID), accountKey, func(a store.Account) bool { return a.TenantID == tenantID })
-	if err != nil {
-		return nil, fmt.Errorf("redisstore: list accounts: %w", err)
-	}
-	// Scores are float64, too coarse for nanoseconds: sort exactly here.
-	store.SortOldestFirst(as, func(a store.Account) time.Time { return a.CreatedAt }, func(a store.Account) string { return a.ID })
-	return as, nil
+	return s.accounts().list(ctx, tenantID, s.accountsKey(tenantID), func(a store.Account) bool { return a.TenantID == tenantID })
 }
 
 // UpdateAccount replaces the account if its stored Version equals
@@ -740,7 +700,7 @@ func (s *Store) UpdateAccount(ctx context.Context, a store.Account) (store.Accou
 	// The script must name every key it touches, so read the current
 	// external id first. The script checks that the version (and so the
 	// external id) is still the one read.
-	cur, err := s.getAccount(ctx, a.TenantID, a.ID)
+	cur, err := s.accounts().read(ctx, a.TenantID, a.ID)
 	if err != nil {
 		return store.Account{}, fmt.Errorf("redisstore: update account %s: %w", a.ID, err)
 	}
@@ -853,78 +813,6 @@ func (s *Store) TryLock(ctx context.Context, key string, ttl time.Duration) (rel
 			_ = unlockScript.Run(ctx, s.rdb, []string{k}, token).Err()
 		})
 	}, true, nil
-}
-
-// createResult turns the result of a create script (1: written, 0: a key
-// was taken) into an error.
-func createResult(n int, err error) error {
-	if err == nil && n != 1 {
-		return store.ErrConflict
-	}
-	return err
-}
-
-// getJSON decodes the value at key into v; store.ErrNotFound if absent.
-func (s *Store) getJSON(ctx context.Context, key string, v any) error {
-	b, err := s.rdb.Get(ctx, key).Bytes()
-	if errors.Is(err, redis.Nil) {
-		return store.ErrNotFound
-	}
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("decode %s: %w", key, err)
-	}
-	return nil
-}
-
-// mgetJSON reads the records of ids, at recordKey(id), with one MGET and
-// calls found with the index in ids and the decoded value of each that
-// exists.
-func mgetJSON[T any](ctx context.Context, rdb *redis.Client, ids []string, recordKey func(id string) string, found func(i int, v T)) error {
-	if len(ids) == 0 {
-		return nil
-	}
-	keys := make([]string, len(ids))
-	for i, id := range ids {
-		keys[i] = recordKey(id)
-	}
-	vals, err := rdb.MGet(ctx, keys...).Result()
-	if err != nil {
-		return err
-	}
-	for i, val := range vals {
-		str, ok := val.(string)
-		if !ok {
-			continue // absent (deleted since the ids were read)
-		}
-		var v T
-		if err := json.Unmarshal([]byte(str), &v); err != nil {
-			return fmt.Errorf("decode %s: %w", keys[i], err)
-		}
-		found(i, v)
-	}
-	return nil
-}
-
-// listSet returns the records whose ids the sorted set zkey holds, read
-// at recordKey(id), that keep accepts.
-func listSet[T any](ctx context.Context, s *Store, zkey string, recordKey func(id string) string, keep func(T) bool) ([]T, error) {
-	ids, err := s.rdb.ZRange(ctx, zkey, 0, -1).Result()
-	if err != nil {
-		return nil, err
-	}
-	out := make([]T, 0, len(ids))
-	err = mgetJSON(ctx, s.rdb, ids, recordKey, func(_ int, x T) {
-		if keep(x) {
-			out = append(out, x)
-		}
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
 // putRateLimitScript stores a budget by store.MergeRateLimit's rule in one

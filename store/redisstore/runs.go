@@ -3,9 +3,7 @@ package redisstore
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/triggerd/triggerd/store"
@@ -45,47 +43,32 @@ func newerRun(a, b store.Run) int {
 	return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), cmp.Compare(b.ID, a.ID))
 }
 
+// runs keeps runs: by id (the same event and trigger never make two
+// runs, in any tenant), in the sorted sets runSets lists, which follow
+// the run's trigger, agent, event and CreatedAt.
+func (s *Store) runs() kind[store.Run] {
+	return kind[store.Run]{
+		s:    s,
+		what: "run",
+		key:  func(_, id string) string { return s.runKey(id) },
+		fields: func(r *store.Run) fields {
+			return fields{tenantID: r.TenantID, id: r.ID, created: r.CreatedAt, version: &r.Version}
+		},
+		reaches: ofTenantOrAny,
+		sets:    s.runSets,
+	}
+}
+
 // CreateRun stores a new run with Version 1; store.ErrConflict if the id
 // exists, in any tenant: the run was already claimed by someone.
 func (s *Store) CreateRun(ctx context.Context, r store.Run) (store.Run, error) {
-	if err := store.RequireIDs("redisstore: create run", "id", r.ID, "tenant id", r.TenantID); err != nil {
-		return store.Run{}, err
-	}
-	store.Stamp(&r.CreatedAt, &r.UpdatedAt, s.now())
-	r.Version = 1
-	v, err := json.Marshal(r)
-	if err != nil {
-		return store.Run{}, fmt.Errorf("redisstore: create run: %w", err)
-	}
-	// KEYS: run, its sorted sets. ARGV: JSON, id, score.
-	keys := append([]string{s.runKey(r.ID)}, s.runSets(r)...)
-	if err := createResult(createRecordScript.Run(ctx, s.rdb, keys, v, r.ID, score(r.CreatedAt)).Int()); err != nil {
-		return store.Run{}, fmt.Errorf("redisstore: create run %s: %w", r.ID, err)
-	}
-	return r, nil
-}
-
-// getRun reads the tenant's run (any tenant's for ""); store.ErrNotFound
-// if absent or another tenant's.
-func (s *Store) getRun(ctx context.Context, tenantID, id string) (store.Run, error) {
-	var r store.Run
-	if err := s.getJSON(ctx, s.runKey(id), &r); err != nil {
-		return store.Run{}, err
-	}
-	if r.ID != id || (tenantID != "" && r.TenantID != tenantID) {
-		return store.Run{}, store.ErrNotFound
-	}
-	return r, nil
+	return s.runs().create(ctx, r)
 }
 
 // GetRun returns the tenant's run (any tenant's for ""), or
 // store.ErrNotFound.
 func (s *Store) GetRun(ctx context.Context, tenantID, id string) (store.Run, error) {
-	r, err := s.getRun(ctx, tenantID, id)
-	if err != nil {
-		return store.Run{}, fmt.Errorf("redisstore: get run %s: %w", id, err)
-	}
-	return r, nil
+	return s.runs().get(ctx, "get", tenantID, id)
 }
 
 // UpdateRun replaces the run if its stored Version equals r.Version, and
@@ -93,35 +76,7 @@ func (s *Store) GetRun(ctx context.Context, tenantID, id string) (store.Run, err
 // came first, store.ErrNotFound if the tenant has no such run. The sorted
 // sets follow the new run's trigger, agent, event and CreatedAt.
 func (s *Store) UpdateRun(ctx context.Context, r store.Run) (store.Run, error) {
-	if err := store.RequireIDs("redisstore: update run", "id", r.ID, "tenant id", r.TenantID); err != nil {
-		return store.Run{}, err
-	}
-	// The script must name the sets the run leaves, so read it first; the
-	// script's version check makes that read safe: the stored run is
-	// still the one read. A run that PruneRuns deleted since the read is
-	// missing, which the script answers with -1 (store.ErrNotFound).
-	cur, err := s.getRun(ctx, r.TenantID, r.ID)
-	if err != nil {
-		return store.Run{}, fmt.Errorf("redisstore: update run %s: %w", r.ID, err)
-	}
-	if cur.Version != r.Version {
-		return store.Run{}, fmt.Errorf("redisstore: update run %s: %w", r.ID, store.ErrConflict)
-	}
-	want := r.Version
-	r.Version++
-	v, err := json.Marshal(r)
-	if err != nil {
-		return store.Run{}, fmt.Errorf("redisstore: update run: %w", err)
-	}
-	sets := s.runSets(r)
-	leave := leaving(s.runSets(cur), sets)
-	// KEYS: run, sets to leave, sets to be in.
-	// ARGV: tenant, expected version, JSON, id, score, number of sets to leave.
-	keys := slices.Concat([]string{s.runKey(r.ID)}, leave, sets)
-	if err := updateResult(updateRecordScript.Run(ctx, s.rdb, keys, r.TenantID, want, v, r.ID, score(r.CreatedAt), len(leave)).Int()); err != nil {
-		return store.Run{}, fmt.Errorf("redisstore: update run %s: %w", r.ID, err)
-	}
-	return r, nil
+	return s.runs().update(ctx, r)
 }
 
 // ListRuns returns the runs f selects, newest first (by CreatedAt, then
