@@ -19,6 +19,16 @@ type Cursor struct {
 // Validate reports whether a cursor to be stored lacks its key.
 func (c Cursor) Validate() error { return requireIDs("key", c.Key) }
 
+// ForPut returns c as PutCursor stores it: Version increased, a zero
+// UpdatedAt set to now.
+func (c Cursor) ForPut(now time.Time) Cursor {
+	if c.UpdatedAt.IsZero() {
+		c.UpdatedAt = now
+	}
+	c.Version++
+	return c
+}
+
 // Cursors stores pollers' cursors.
 type Cursors interface {
 	// GetCursor returns the cursor, or one with Version 0 and no Value

@@ -39,6 +39,14 @@ func (e EventRecord) Validate() error {
 	return requireIDs("tenant id", e.TenantID, "event id", e.EventID)
 }
 
+// ForPut returns e as PutEvent stores it: a zero DispatchedAt set to now.
+func (e EventRecord) ForPut(now time.Time) EventRecord {
+	if e.DispatchedAt.IsZero() {
+		e.DispatchedAt = now
+	}
+	return e
+}
+
 // HasOutcome reports whether e has an outcome for the trigger.
 func (e EventRecord) HasOutcome(triggerID string) bool {
 	return slices.ContainsFunc(e.Outcomes, func(o Outcome) bool { return o.TriggerID == triggerID })

@@ -20,11 +20,8 @@ func (s *Store) GetCursor(ctx context.Context, key string) (store.Cursor, error)
 	if err := ctx.Err(); err != nil {
 		return store.Cursor{}, fmt.Errorf("boltstore: get cursor: %w", err)
 	}
-	var c store.Cursor
-	err := s.db.View(func(tx *bolt.Tx) error {
-		var err error
-		c, err = getJSON[store.Cursor](tx.Bucket(bucketCursors), []byte(key))
-		return err
+	c, err := view(s, func(tx *bolt.Tx) (store.Cursor, error) {
+		return getJSON[store.Cursor](tx.Bucket(bucketCursors), []byte(key))
 	})
 	if errors.Is(err, store.ErrNotFound) {
 		return store.Cursor{Key: key}, nil
@@ -42,14 +39,11 @@ func (s *Store) PutCursor(ctx context.Context, c store.Cursor) (store.Cursor, er
 	if err := ctx.Err(); err != nil {
 		return store.Cursor{}, fmt.Errorf("boltstore: put cursor: %w", err)
 	}
-	if err := store.RequireIDs("boltstore: put cursor", "key", c.Key); err != nil {
-		return store.Cursor{}, err
-	}
-	if c.UpdatedAt.IsZero() {
-		c.UpdatedAt = s.now()
+	if err := c.Validate(); err != nil {
+		return store.Cursor{}, fmt.Errorf("boltstore: put cursor: %w", err)
 	}
 	want := c.Version
-	c.Version++
+	c = c.ForPut(s.now())
 	v, err := json.Marshal(c)
 	if err != nil {
 		return store.Cursor{}, fmt.Errorf("boltstore: put cursor: %w", err)

@@ -60,12 +60,10 @@ func (s *Store) PutEvent(ctx context.Context, e store.EventRecord) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("boltstore: put event: %w", err)
 	}
-	if err := store.RequireIDs("boltstore: put event", "tenant id", e.TenantID, "event id", e.EventID); err != nil {
-		return err
+	if err := e.Validate(); err != nil {
+		return fmt.Errorf("boltstore: put event: %w", err)
 	}
-	if e.DispatchedAt.IsZero() {
-		e.DispatchedAt = s.now()
-	}
+	e = e.ForPut(s.now())
 	v, err := json.Marshal(e)
 	if err != nil {
 		return fmt.Errorf("boltstore: put event: %w", err)
@@ -113,12 +111,7 @@ func (s *Store) GetEvent(ctx context.Context, tenantID, eventID string) (store.E
 	if err := ctx.Err(); err != nil {
 		return store.EventRecord{}, fmt.Errorf("boltstore: get event: %w", err)
 	}
-	var e store.EventRecord
-	err := s.db.View(func(tx *bolt.Tx) error {
-		var err error
-		e, err = getEvent(tx, tenantID, eventID)
-		return err
-	})
+	e, err := view(s, func(tx *bolt.Tx) (store.EventRecord, error) { return getEvent(tx, tenantID, eventID) })
 	if err != nil {
 		return store.EventRecord{}, fmt.Errorf("boltstore: get event %s: %w", eventID, err)
 	}

@@ -183,6 +183,17 @@ func byID(_, id string) []byte { return []byte(id) }
 // ofTenant reaches the record with the id only in its tenant.
 func ofTenant(f fields, tenantID, id string) bool { return f.tenantID == tenantID && f.id == id }
 
+// view returns what read returns in a read transaction.
+func view[T any](s *Store, read func(*bolt.Tx) (T, error)) (T, error) {
+	var v T
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		v, err = read(tx)
+		return err
+	})
+	return v, err
+}
+
 // write runs fn in a write transaction (a batched one for batch).
 func (s *Store) write(batch bool, fn func(*bolt.Tx) error) error {
 	if batch {
@@ -253,11 +264,7 @@ func (k kind[T]) get(ctx context.Context, s *Store, op, tenantID, id string) (T,
 	if err := ctx.Err(); err != nil {
 		return v, fmt.Errorf("boltstore: %s %s: %w", op, k.what, err)
 	}
-	err := s.db.View(func(tx *bolt.Tx) error {
-		var err error
-		v, err = k.read(tx, tenantID, id)
-		return err
-	})
+	v, err := view(s, func(tx *bolt.Tx) (T, error) { return k.read(tx, tenantID, id) })
 	if err != nil {
 		var zero T
 		return zero, fmt.Errorf("boltstore: %s %s %s: %w", op, k.what, id, err)

@@ -43,14 +43,11 @@ func (s *Store) GetCursor(ctx context.Context, key string) (store.Cursor, error)
 // stored), store.ErrConflict otherwise, and returns it with Version
 // increased. A zero UpdatedAt is stored as the time of the write.
 func (s *Store) PutCursor(ctx context.Context, c store.Cursor) (store.Cursor, error) {
-	if err := store.RequireIDs("redisstore: put cursor", "key", c.Key); err != nil {
-		return store.Cursor{}, err
-	}
-	if c.UpdatedAt.IsZero() {
-		c.UpdatedAt = s.now()
+	if err := c.Validate(); err != nil {
+		return store.Cursor{}, fmt.Errorf("redisstore: put cursor: %w", err)
 	}
 	want := c.Version
-	c.Version++
+	c = c.ForPut(s.now())
 	v, err := json.Marshal(c)
 	if err != nil {
 		return store.Cursor{}, fmt.Errorf("redisstore: put cursor: %w", err)

@@ -70,12 +70,10 @@ func (s *Store) eventSets(e store.EventRecord) []string {
 // sets: a trigger no longer among the outcomes no longer lists it. A zero
 // DispatchedAt is stored as the time of the write.
 func (s *Store) PutEvent(ctx context.Context, e store.EventRecord) error {
-	if err := store.RequireIDs("redisstore: put event", "tenant id", e.TenantID, "event id", e.EventID); err != nil {
-		return err
+	if err := e.Validate(); err != nil {
+		return fmt.Errorf("redisstore: put event: %w", err)
 	}
-	if e.DispatchedAt.IsZero() {
-		e.DispatchedAt = s.now()
-	}
+	e = e.ForPut(s.now())
 	v, err := json.Marshal(e)
 	if err != nil {
 		return fmt.Errorf("redisstore: put event: %w", err)
