@@ -169,8 +169,8 @@ type kind[T versioned[T]] struct {
 	reaches func(stored fields, tenantID, id string) bool
 	// indexes returns a record's entries in other buckets (nil: none).
 	indexes func(T) []indexEntry
-	// tenantIndex is the per-tenant index that lists records (nil: list
-	// by a prefix of bucket, tenant id + "/").
+	// tenantIndex is the per-tenant index that list walks for a tenant's
+	// records (kinds that list them).
 	tenantIndex []byte
 	// batch writes through db.Batch, whose concurrent writers share one
 	// commit (the dispatcher's runs); others through db.Update.
@@ -182,6 +182,15 @@ func byID(_, id string) []byte { return []byte(id) }
 
 // ofTenant reaches the record with the id only in its tenant.
 func ofTenant(f fields, tenantID, id string) bool { return f.tenantID == tenantID && f.id == id }
+
+// anyTenant reaches the record with the id whatever its tenant.
+func anyTenant(f fields, _, id string) bool { return f.id == id }
+
+// ofTenantOrAny reaches the record with the id in its tenant, or in any
+// tenant for "".
+func ofTenantOrAny(f fields, tenantID, id string) bool {
+	return f.id == id && (tenantID == "" || f.tenantID == tenantID)
+}
 
 // view returns what read returns in a read transaction.
 func view[T any](s *Store, read func(*bolt.Tx) (T, error)) (T, error) {
@@ -373,13 +382,4 @@ func (k kind[T]) remove(ctx context.Context, s *Store, tenantID, id string, also
 		return fmt.Errorf("boltstore: delete %s %s: %w", k.what, id, err)
 	}
 	return nil
-}
-
-// anyTenant reaches the record with the id whatever its tenant.
-func anyTenant(f fields, _, id string) bool { return f.id == id }
-
-// ofTenantOrAny reaches the record with the id in its tenant, or in any
-// tenant for "".
-func ofTenantOrAny(f fields, tenantID, id string) bool {
-	return f.id == id && (tenantID == "" || f.tenantID == tenantID)
 }
