@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Helpers the backends share. Besides accounts (store.go), the records
+// Helpers the backends share. Besides accounts (accounts.go), the records
 // the dispatcher persists each have their file: agents, triggers, hooks
 // (the webhooks registered for triggers), runs, events (the outcome of
 // every event for every candidate trigger) and cursors (pollers' state).
