@@ -10,6 +10,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/triggerd/triggerd/store"
+	"github.com/triggerd/triggerd/store/internal/record"
 )
 
 // Buckets of accounts and their external-id index
@@ -35,11 +36,9 @@ var accounts = kind[store.Account]{
 	what:   "account",
 	bucket: bucketAccounts,
 	key:    accountKey,
-	fields: func(a *store.Account) fields {
-		return fields{tenantID: a.TenantID, id: a.ID, created: a.CreatedAt, version: &a.Version}
-	},
+	fields: record.OfAccount,
 	// "t/x" + "/" + "y" and "t" + "/" + "x/y" share a key.
-	reaches: ofTenant,
+	reaches: record.InTenant,
 	indexes: func(a store.Account) []indexEntry {
 		return []indexEntry{{bucket: bucketAccountExt, key: extKey(a.TenantID, a.Connector, a.ExternalID), value: []byte(a.ID), unique: true}}
 	},

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/triggerd/triggerd/store"
+	"github.com/triggerd/triggerd/store/internal/record"
 )
 
 // Buckets of agents and their per-tenant index
@@ -16,13 +17,11 @@ var (
 // agents keeps agents: by id (agent ids are global: runs are published to
 // agents.<agent-id>.runs), listed per tenant by agent-tenant.
 var agents = kind[store.Agent]{
-	what:   "agent",
-	bucket: bucketAgents,
-	key:    byID,
-	fields: func(a *store.Agent) fields {
-		return fields{tenantID: a.TenantID, id: a.ID, created: a.CreatedAt, version: &a.Version}
-	},
-	reaches: ofTenant,
+	what:    "agent",
+	bucket:  bucketAgents,
+	key:     byID,
+	fields:  record.OfAgent,
+	reaches: record.InTenant,
 	indexes: func(a store.Agent) []indexEntry {
 		return []indexEntry{{bucket: bucketAgentTenant, key: tenantIndexKey(a.TenantID, a.ID)}}
 	},
@@ -45,7 +44,7 @@ func (s *Store) GetAgent(ctx context.Context, tenantID, id string) (store.Agent,
 // store.ErrNotFound.
 func (s *Store) FindAgent(ctx context.Context, id string) (store.Agent, error) {
 	k := agents
-	k.reaches = anyTenant
+	k.reaches = record.AnyTenant
 	return k.get(ctx, s, "find", "", id)
 }
 

@@ -9,6 +9,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/triggerd/triggerd/store"
+	"github.com/triggerd/triggerd/store/internal/record"
 )
 
 // Buckets of hooks, their indexes and their activity
@@ -29,13 +30,11 @@ func hookKey(k store.HookKey) []byte {
 // in the URL), listed per tenant by hook-tenant, and found by their Key in
 // hook-key, which no two hooks share.
 var hooks = kind[store.Hook]{
-	what:   "hook",
-	bucket: bucketHooks,
-	key:    byID,
-	fields: func(h *store.Hook) fields {
-		return fields{tenantID: h.TenantID, id: h.ID, created: h.CreatedAt, version: &h.Version}
-	},
-	reaches: anyTenant,
+	what:    "hook",
+	bucket:  bucketHooks,
+	key:     byID,
+	fields:  record.OfHook,
+	reaches: record.AnyTenant,
 	indexes: func(h store.Hook) []indexEntry {
 		return []indexEntry{
 			{bucket: bucketHookTenant, key: tenantIndexKey(h.TenantID, h.ID)},

@@ -12,6 +12,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/triggerd/triggerd/store"
+	"github.com/triggerd/triggerd/store/internal/record"
 )
 
 // sep separates the parts of index keys.
@@ -134,39 +135,24 @@ func without(a, b []indexEntry) []indexEntry {
 	})
 }
 
-// versioned is what the versioned records (accounts, agents, triggers,
-// hooks, runs) have in common for kind: they check their own ids and are
-// stamped on creation (package store defines both, for every backend).
-type versioned[T any] interface {
-	Validate() error
-	ForCreate(now time.Time) T
-}
-
-// fields are the parts of a versioned record that kind needs.
-type fields struct {
-	tenantID, id string
-	created      time.Time
-	version      *int64
-}
-
 // kind says how one kind of versioned record is kept: its bucket and its
 // key there, which stored record a request reaches, and the index entries
 // that follow it. Its methods are the create, get, list, update (with a
 // version check) and delete that these records share; each entity's
 // methods are thin calls to them.
-type kind[T versioned[T]] struct {
+type kind[T record.Versioned[T]] struct {
 	// what names the kind in errors ("agent").
 	what   string
 	bucket []byte
 	// key is the key in bucket of the record tenantID and id name.
 	key func(tenantID, id string) []byte
 	// fields gives access to a record's common fields.
-	fields func(*T) fields
+	fields func(*T) record.Fields
 	// reaches reports whether stored, found at key(tenantID, id), is the
 	// record asked for: of that tenant, where the kind's ids are per
 	// tenant or the caller names one, and with that id, where keys of
 	// joined parts can collide.
-	reaches func(stored fields, tenantID, id string) bool
+	reaches record.Reach
 	// indexes returns a record's entries in other buckets (nil: none).
 	indexes func(T) []indexEntry
 	// tenantIndex is the per-tenant index that list walks for a tenant's
@@ -179,18 +165,6 @@ type kind[T versioned[T]] struct {
 
 // byID is the key of records whose ids are global.
 func byID(_, id string) []byte { return []byte(id) }
-
-// ofTenant reaches the record with the id only in its tenant.
-func ofTenant(f fields, tenantID, id string) bool { return f.tenantID == tenantID && f.id == id }
-
-// anyTenant reaches the record with the id whatever its tenant.
-func anyTenant(f fields, _, id string) bool { return f.id == id }
-
-// ofTenantOrAny reaches the record with the id in its tenant, or in any
-// tenant for "".
-func ofTenantOrAny(f fields, tenantID, id string) bool {
-	return f.id == id && (tenantID == "" || f.tenantID == tenantID)
-}
 
 // view returns what read returns in a read transaction.
 func view[T any](s *Store, read func(*bolt.Tx) (T, error)) (T, error) {
@@ -251,7 +225,7 @@ func (k kind[T]) create(ctx context.Context, s *Store, v T) (T, error) {
 		return zero, fmt.Errorf("boltstore: create %s: %w", k.what, err)
 	}
 	err = s.write(k.batch, func(tx *bolt.Tx) error {
-		b, key, entries := tx.Bucket(k.bucket), k.key(f.tenantID, f.id), k.entries(v)
+		b, key, entries := tx.Bucket(k.bucket), k.key(f.TenantID, f.ID), k.entries(v)
 		if b.Get(key) != nil || taken(tx, entries) {
 			return store.ErrConflict
 		}
@@ -261,7 +235,7 @@ func (k kind[T]) create(ctx context.Context, s *Store, v T) (T, error) {
 		return putIndexes(tx, entries)
 	})
 	if err != nil {
-		return zero, fmt.Errorf("boltstore: create %s %s: %w", k.what, f.id, err)
+		return zero, fmt.Errorf("boltstore: create %s %s: %w", k.what, f.ID, err)
 	}
 	return v, nil
 }
@@ -307,7 +281,7 @@ func (k kind[T]) list(ctx context.Context, s *Store, tenantID string, keep func(
 	if err != nil {
 		return nil, fmt.Errorf("boltstore: list %ss: %w", k.what, err)
 	}
-	store.SortOldestFirst(out, func(v T) time.Time { return k.fields(&v).created }, func(v T) string { return k.fields(&v).id })
+	store.SortOldestFirst(out, func(v T) time.Time { return k.fields(&v).Created }, func(v T) string { return k.fields(&v).ID })
 	return out, nil
 }
 
@@ -325,18 +299,18 @@ func (k kind[T]) update(ctx context.Context, s *Store, v T, check func(cur, next
 		return zero, fmt.Errorf("boltstore: update %s: %w", k.what, err)
 	}
 	f := k.fields(&v)
-	want := *f.version
-	*f.version++
+	want := *f.Version
+	*f.Version++
 	data, err := json.Marshal(v)
 	if err != nil {
 		return zero, fmt.Errorf("boltstore: update %s: %w", k.what, err)
 	}
 	err = s.write(k.batch, func(tx *bolt.Tx) error {
-		cur, err := k.read(tx, f.tenantID, f.id)
+		cur, err := k.read(tx, f.TenantID, f.ID)
 		if err != nil {
 			return err
 		}
-		if *k.fields(&cur).version != want {
+		if *k.fields(&cur).Version != want {
 			return store.ErrConflict
 		}
 		if check != nil {
@@ -347,10 +321,10 @@ func (k kind[T]) update(ctx context.Context, s *Store, v T, check func(cur, next
 		if err := moveIndexes(tx, k.entries(cur), k.entries(v)); err != nil {
 			return err
 		}
-		return tx.Bucket(k.bucket).Put(k.key(f.tenantID, f.id), data)
+		return tx.Bucket(k.bucket).Put(k.key(f.TenantID, f.ID), data)
 	})
 	if err != nil {
-		return zero, fmt.Errorf("boltstore: update %s %s: %w", k.what, f.id, err)
+		return zero, fmt.Errorf("boltstore: update %s %s: %w", k.what, f.ID, err)
 	}
 	return v, nil
 }

@@ -9,6 +9,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/triggerd/triggerd/store"
+	"github.com/triggerd/triggerd/store/internal/record"
 )
 
 // Buckets of runs and their time-ordered indexes
@@ -46,13 +47,11 @@ func runIndexes(r store.Run) []indexEntry {
 // runs, in any tenant), in the time-ordered indexes runIndexes lists.
 // Their writes are batched: the dispatcher's workers make them at once.
 var runs = kind[store.Run]{
-	what:   "run",
-	bucket: bucketRuns,
-	key:    byID,
-	fields: func(r *store.Run) fields {
-		return fields{tenantID: r.TenantID, id: r.ID, created: r.CreatedAt, version: &r.Version}
-	},
-	reaches: ofTenantOrAny,
+	what:    "run",
+	bucket:  bucketRuns,
+	key:     byID,
+	fields:  record.OfRun,
+	reaches: record.InTenantOrAny,
 	indexes: runIndexes,
 	batch:   true,
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/triggerd/triggerd/store"
+	"github.com/triggerd/triggerd/store/internal/record"
 )
 
 // Buckets of triggers and their per-tenant index
@@ -16,13 +17,11 @@ var (
 // triggers keeps triggers: by id (trigger ids are global: run ids are
 // derived from them), listed per tenant by trigger-tenant.
 var triggers = kind[store.Trigger]{
-	what:   "trigger",
-	bucket: bucketTriggers,
-	key:    byID,
-	fields: func(t *store.Trigger) fields {
-		return fields{tenantID: t.TenantID, id: t.ID, created: t.CreatedAt, version: &t.Version}
-	},
-	reaches: ofTenant,
+	what:    "trigger",
+	bucket:  bucketTriggers,
+	key:     byID,
+	fields:  record.OfTrigger,
+	reaches: record.InTenant,
 	indexes: func(t store.Trigger) []indexEntry {
 		return []indexEntry{{bucket: bucketTriggerTenant, key: tenantIndexKey(t.TenantID, t.ID)}}
 	},

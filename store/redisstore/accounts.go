@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/triggerd/triggerd/store"
+	"github.com/triggerd/triggerd/store/internal/record"
 )
 
 // updateAccountScript replaces an account if its version, connector and
@@ -45,14 +46,12 @@ func (s *Store) extKey(tenant, connector, externalID string) string {
 // accounts share.
 func (s *Store) accounts() kind[store.Account] {
 	return kind[store.Account]{
-		s:    s,
-		what: "account",
-		key:  s.accountKey,
-		fields: func(a *store.Account) fields {
-			return fields{tenantID: a.TenantID, id: a.ID, created: a.CreatedAt, version: &a.Version}
-		},
+		s:      s,
+		what:   "account",
+		key:    s.accountKey,
+		fields: record.OfAccount,
 		// ids may contain ':', so a key can be another tenant's.
-		reaches:    ofTenant,
+		reaches:    record.InTenant,
 		tenantSets: func(tenant string) []string { return []string{s.accountsKey(tenant)} },
 		unique:     func(a store.Account) string { return s.extKey(a.TenantID, a.Connector, a.ExternalID) },
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/triggerd/triggerd/store"
+	"github.com/triggerd/triggerd/store/internal/record"
 )
 
 // Key names (the package doc lists them).
@@ -14,13 +15,11 @@ func (s *Store) agentsKey(tenant string) string { return s.prefix + "agents:" + 
 // agents.<agent-id>.runs), listed per tenant by agents:{tenant}.
 func (s *Store) agents() kind[store.Agent] {
 	return kind[store.Agent]{
-		s:    s,
-		what: "agent",
-		key:  func(_, id string) string { return s.agentKey(id) },
-		fields: func(a *store.Agent) fields {
-			return fields{tenantID: a.TenantID, id: a.ID, created: a.CreatedAt, version: &a.Version}
-		},
-		reaches:    ofTenant,
+		s:          s,
+		what:       "agent",
+		key:        func(_, id string) string { return s.agentKey(id) },
+		fields:     record.OfAgent,
+		reaches:    record.InTenant,
 		tenantSets: func(tenant string) []string { return []string{s.agentsKey(tenant)} },
 	}
 }
@@ -41,7 +40,7 @@ func (s *Store) GetAgent(ctx context.Context, tenantID, id string) (store.Agent,
 // store.ErrNotFound.
 func (s *Store) FindAgent(ctx context.Context, id string) (store.Agent, error) {
 	k := s.agents()
-	k.reaches = anyTenant
+	k.reaches = record.AnyTenant
 	return k.get(ctx, "find", "", id)
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/triggerd/triggerd/store"
+	"github.com/triggerd/triggerd/store/internal/record"
 )
 
 // updateHookScript replaces a hook if its version is the expected one
@@ -98,13 +99,11 @@ func hookKeyArgs(k store.HookKey) []any {
 // hooks, and found by their Key at hook-key, which no two hooks share.
 func (s *Store) hooks() kind[store.Hook] {
 	return kind[store.Hook]{
-		s:    s,
-		what: "hook",
-		key:  func(_, id string) string { return s.hookKey(id) },
-		fields: func(h *store.Hook) fields {
-			return fields{tenantID: h.TenantID, id: h.ID, created: h.CreatedAt, version: &h.Version}
-		},
-		reaches:    anyTenant,
+		s:          s,
+		what:       "hook",
+		key:        func(_, id string) string { return s.hookKey(id) },
+		fields:     record.OfHook,
+		reaches:    record.AnyTenant,
 		tenantSets: func(tenant string) []string { return []string{s.hooksKey(tenant), s.allHooksKey()} },
 		unique:     func(h store.Hook) string { return s.hookKeyKey(h.Key()) },
 	}

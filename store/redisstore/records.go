@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/triggerd/triggerd/store"
+	"github.com/triggerd/triggerd/store/internal/record"
 )
 
 // createRecordScript stores a new record and adds its id to sorted
@@ -170,21 +171,6 @@ func globEscape(s string) string {
 	return b.String()
 }
 
-// versioned is what the versioned records (accounts, agents, triggers,
-// hooks, runs) have in common for kind: they check their own ids and are
-// stamped on creation (package store defines both, for every backend).
-type versioned[T any] interface {
-	Validate() error
-	ForCreate(now time.Time) T
-}
-
-// fields are the parts of a versioned record that kind needs.
-type fields struct {
-	tenantID, id string
-	created      time.Time
-	version      *int64
-}
-
 // kind says how one kind of versioned record is kept: its key, which
 // stored record a request reaches, the sorted sets that list it (scored
 // by its CreatedAt) and the second key that finds it, if any. Its methods
@@ -192,19 +178,19 @@ type fields struct {
 // updateRecordScript) and delete (deleteRecordScript) that these records
 // share; each entity's methods are thin calls to them. A Store makes its
 // kinds (their keys carry its prefix).
-type kind[T versioned[T]] struct {
+type kind[T record.Versioned[T]] struct {
 	s *Store
 	// what names the kind in errors ("agent").
 	what string
 	// key is the key of the record tenantID and id name.
 	key func(tenantID, id string) string
 	// fields gives access to a record's common fields.
-	fields func(*T) fields
+	fields func(*T) record.Fields
 	// reaches reports whether stored, found at key(tenantID, id), is the
 	// record asked for: of that tenant, where the kind's ids are per
 	// tenant or the caller names one, and with that id (':' in ids can
 	// make two keys one).
-	reaches func(stored fields, tenantID, id string) bool
+	reaches record.Reach
 	// tenantSets returns the sorted sets that list the tenant's records,
 	// for kinds whose sets depend on the tenant alone; sets returns those
 	// that list a record, for the others. One of them is set.
@@ -215,24 +201,12 @@ type kind[T versioned[T]] struct {
 	unique func(T) string
 }
 
-// ofTenant reaches the record with the id only in its tenant.
-func ofTenant(f fields, tenantID, id string) bool { return f.tenantID == tenantID && f.id == id }
-
-// ofTenantOrAny reaches the record with the id in its tenant, or in any
-// tenant for "".
-func ofTenantOrAny(f fields, tenantID, id string) bool {
-	return f.id == id && (tenantID == "" || f.tenantID == tenantID)
-}
-
-// anyTenant reaches the record with the id whatever its tenant.
-func anyTenant(f fields, _, id string) bool { return f.id == id }
-
 // setsOf returns the sorted sets that list v.
 func (k kind[T]) setsOf(v T) []string {
 	if k.sets != nil {
 		return k.sets(v)
 	}
-	return k.tenantSets(k.fields(&v).tenantID)
+	return k.tenantSets(k.fields(&v).TenantID)
 }
 
 // create stores v with Version 1 (v.ForCreate), its second key if the
@@ -250,13 +224,13 @@ func (k kind[T]) create(ctx context.Context, v T) (T, error) {
 		return zero, fmt.Errorf("redisstore: create %s: %w", k.what, err)
 	}
 	// KEYS: record, [second key,] sorted sets. ARGV: JSON, id, score.
-	script, keys := createRecordScript, []string{k.key(f.tenantID, f.id)}
+	script, keys := createRecordScript, []string{k.key(f.TenantID, f.ID)}
 	if k.unique != nil {
 		script, keys = createUniqueScript, append(keys, k.unique(v))
 	}
 	keys = append(keys, k.setsOf(v)...)
-	if err := createResult(script.Run(ctx, k.s.rdb, keys, data, f.id, score(f.created)).Int()); err != nil {
-		return zero, fmt.Errorf("redisstore: create %s %s: %w", k.what, f.id, err)
+	if err := createResult(script.Run(ctx, k.s.rdb, keys, data, f.ID, score(f.Created)).Int()); err != nil {
+		return zero, fmt.Errorf("redisstore: create %s %s: %w", k.what, f.ID, err)
 	}
 	return v, nil
 }
@@ -296,7 +270,7 @@ func (k kind[T]) list(ctx context.Context, tenantID, zkey string, keep func(T) b
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: list %ss: %w", k.what, err)
 	}
-	store.SortOldestFirst(out, func(v T) time.Time { return k.fields(&v).created }, func(v T) string { return k.fields(&v).id })
+	store.SortOldestFirst(out, func(v T) time.Time { return k.fields(&v).Created }, func(v T) string { return k.fields(&v).ID })
 	return out, nil
 }
 
@@ -316,27 +290,27 @@ func (k kind[T]) update(ctx context.Context, v T) (T, error) {
 	f := k.fields(&v)
 	var leave []string
 	if k.sets != nil {
-		cur, err := k.read(ctx, f.tenantID, f.id)
+		cur, err := k.read(ctx, f.TenantID, f.ID)
 		if err != nil {
-			return zero, fmt.Errorf("redisstore: update %s %s: %w", k.what, f.id, err)
+			return zero, fmt.Errorf("redisstore: update %s %s: %w", k.what, f.ID, err)
 		}
-		if *k.fields(&cur).version != *f.version {
-			return zero, fmt.Errorf("redisstore: update %s %s: %w", k.what, f.id, store.ErrConflict)
+		if *k.fields(&cur).Version != *f.Version {
+			return zero, fmt.Errorf("redisstore: update %s %s: %w", k.what, f.ID, store.ErrConflict)
 		}
 		leave = leaving(k.sets(cur), k.sets(v))
 	}
-	want := *f.version
-	*f.version++
+	want := *f.Version
+	*f.Version++
 	data, err := json.Marshal(v)
 	if err != nil {
 		return zero, fmt.Errorf("redisstore: update %s: %w", k.what, err)
 	}
 	// KEYS: record, sets to leave, sets to be in (to refresh the score).
 	// ARGV: tenant, expected version, JSON, id, score, number of sets to leave.
-	keys := slices.Concat([]string{k.key(f.tenantID, f.id)}, leave, k.setsOf(v))
-	err = updateResult(updateRecordScript.Run(ctx, k.s.rdb, keys, f.tenantID, want, data, f.id, score(f.created), len(leave)).Int())
+	keys := slices.Concat([]string{k.key(f.TenantID, f.ID)}, leave, k.setsOf(v))
+	err = updateResult(updateRecordScript.Run(ctx, k.s.rdb, keys, f.TenantID, want, data, f.ID, score(f.Created), len(leave)).Int())
 	if err != nil {
-		return zero, fmt.Errorf("redisstore: update %s %s: %w", k.what, f.id, err)
+		return zero, fmt.Errorf("redisstore: update %s %s: %w", k.what, f.ID, err)
 	}
 	return v, nil
 }

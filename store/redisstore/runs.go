@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/triggerd/triggerd/store"
+	"github.com/triggerd/triggerd/store/internal/record"
 )
 
 // Key names (the package doc lists them).
@@ -48,13 +49,11 @@ func newerRun(a, b store.Run) int {
 // the run's trigger, agent, event and CreatedAt.
 func (s *Store) runs() kind[store.Run] {
 	return kind[store.Run]{
-		s:    s,
-		what: "run",
-		key:  func(_, id string) string { return s.runKey(id) },
-		fields: func(r *store.Run) fields {
-			return fields{tenantID: r.TenantID, id: r.ID, created: r.CreatedAt, version: &r.Version}
-		},
-		reaches: ofTenantOrAny,
+		s:       s,
+		what:    "run",
+		key:     func(_, id string) string { return s.runKey(id) },
+		fields:  record.OfRun,
+		reaches: record.InTenantOrAny,
 		sets:    s.runSets,
 	}
 }

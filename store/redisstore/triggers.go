@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/triggerd/triggerd/store"
+	"github.com/triggerd/triggerd/store/internal/record"
 )
 
 // Key names (the package doc lists them).
@@ -16,13 +17,11 @@ func (s *Store) allTriggersKey() string           { return s.prefix + "triggers"
 // together by triggers.
 func (s *Store) triggers() kind[store.Trigger] {
 	return kind[store.Trigger]{
-		s:    s,
-		what: "trigger",
-		key:  func(_, id string) string { return s.triggerKey(id) },
-		fields: func(t *store.Trigger) fields {
-			return fields{tenantID: t.TenantID, id: t.ID, created: t.CreatedAt, version: &t.Version}
-		},
-		reaches:    ofTenant,
+		s:          s,
+		what:       "trigger",
+		key:        func(_, id string) string { return s.triggerKey(id) },
+		fields:     record.OfTrigger,
+		reaches:    record.InTenant,
 		tenantSets: func(tenant string) []string { return []string{s.triggersKey(tenant), s.allTriggersKey()} },
 	}
 }
