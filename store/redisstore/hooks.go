@@ -184,8 +184,12 @@ func (s *Store) UpdateHook(ctx context.Context, h store.Hook) (store.Hook, error
 func (s *Store) DeleteHook(ctx context.Context, id string) error {
 	// The script must name the hook's key and tenant set, so read the hook
 	// first; the script checks that the key is still the one read (the
-	// hook may have been deleted and created again in between).
-	for {
+	// hook may have been deleted and created again in between). Each try
+	// that loses that race means another writer succeeded; a few tries are
+	// plenty, and a bound keeps a pathological writer from pinning this
+	// one.
+	const tries = 10
+	for range tries {
 		h, err := s.hooks().read(ctx, "", id)
 		if err != nil {
 			return fmt.Errorf("redisstore: delete hook %s: %w", id, err)
@@ -203,6 +207,7 @@ func (s *Store) DeleteHook(ctx context.Context, id string) error {
 			return fmt.Errorf("redisstore: delete hook %s: %w", id, store.ErrNotFound)
 		}
 	}
+	return fmt.Errorf("redisstore: delete hook %s: its key changed under %d tries in a row: %w", id, tries, store.ErrConflict)
 }
 
 // Hook activity. The hash at hook-activity:{id} holds a hook's
