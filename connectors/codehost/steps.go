@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/triggerd/triggerd/connectors"
+	"github.com/triggerd/triggerd/connectors/schema"
 )
 
 // The named steps of the code-hosting connector are defined in the
@@ -56,14 +57,14 @@ type checker interface{ check() error }
 func define[I any, P interface {
 	*I
 	checker
-}](k *kit, id, title, desc string, in, out schema, run func(context.Context, *client, P) (any, error)) connectors.Step {
+}](k *kit, id, title, desc string, in, out schema.Schema, run func(context.Context, *client, P) (any, error)) connectors.Step {
 	return connectors.Step{
 		ID:          name + "." + id,
 		Name:        title,
 		Connector:   name,
 		Description: desc,
-		Input:       in.root(),
-		Output:      out.root(),
+		Input:       schema.Root(in),
+		Output:      schema.Root(out),
 		Run: func(ctx context.Context, env connectors.Env, raw json.RawMessage) (any, error) {
 			v := P(new(I))
 			if err := decodeInput(raw, v); err != nil {
@@ -201,104 +202,29 @@ func (l *listInput) checkList(p *problems) {
 	}
 }
 
-// schema is a JSON Schema (draft 2020-12) under construction.
-type schema map[string]any
-
-const draft = "https://json-schema.org/draft/2020-12/schema"
-
-func (s schema) root() json.RawMessage {
-	out := schema{"$schema": draft}
-	for k, v := range s {
-		out[k] = v
-	}
-	b, err := json.Marshal(out)
-	if err != nil {
-		panic(fmt.Sprintf("codehost: schema: %v", err))
-	}
-	return b
-}
-
-type props map[string]schema
-
-// object is a closed object: no properties beyond props.
-func object(p props, required ...string) schema {
-	s := schema{"type": "object", "properties": p, "additionalProperties": false}
-	if len(required) > 0 {
-		s["required"] = required
-	}
-	return s
-}
-
-func str(desc string) schema { return schema{"type": "string", "description": desc} }
-
-func text(desc string) schema { return schema{"type": "string", "minLength": 1, "description": desc} }
-
-func ghName(desc string) schema {
-	return schema{"type": "string", "pattern": namePattern, "description": desc}
-}
-
-func integer(desc string) schema { return schema{"type": "integer", "description": desc} }
-
-func positive(desc string) schema {
-	return schema{"type": "integer", "minimum": 1, "description": desc}
-}
-
-func boolean(desc string) schema { return schema{"type": "boolean", "description": desc} }
-
-func dateTime(desc string) schema {
-	return schema{"type": "string", "format": "date-time", "description": desc}
-}
-
-func enum(desc string, values ...string) schema {
-	return schema{"type": "string", "enum": values, "description": desc}
-}
-
-func array(items schema, desc string) schema {
-	return schema{"type": "array", "items": items, "description": desc}
-}
-
-func stringArray(desc string) schema { return array(schema{"type": "string"}, desc) }
-
-// orNull lets s also be null.
-func orNull(s schema) schema {
-	out := schema{}
-	for k, v := range s {
-		out[k] = v
-	}
-	out["type"] = []any{s["type"], "null"}
-	return out
-}
-
-// with adds fields to a copy of base.
-func with(base props, more props) props {
-	out := props{}
-	for k, v := range base {
-		out[k] = v
-	}
-	for k, v := range more {
-		out[k] = v
-	}
-	return out
-}
+// ghName is a GitHub owner, repository or user name.
+func ghName(desc string) schema.Schema { return schema.String(desc).Pattern(namePattern) }
 
 var (
 	// Read-only schema fragments.
-	repoProps = props{
+	repoProps = schema.Props{
 		"owner": ghName("Account or organisation that owns the repository."),
 		"repo":  ghName("Repository name."),
 	}
-	maxItemsProp = props{"max_items": schema{
-		"type": "integer", "minimum": 1, "maximum": maxMaxItems, "default": defaultMaxItems,
-		"description": "Most items to return (default 30, at most 1000); pages are followed until then.",
-	}}
-	hasMoreProp = boolean("Whether GitHub had more items than max_items.")
+	maxItemsProp = schema.Props{"max_items": schema.Integer("Most items to return (default 30, at most 1000); pages are followed until then.").
+			Min(1).Max(maxMaxItems).Default(defaultMaxItems)}
+	hasMoreProp = schema.Boolean("Whether GitHub had more items than max_items.")
 )
 
 // listOutput is the schema of a list step's output: {key: [item],
 // count, has_more}.
-func listOutput(key string, item schema, extra props) schema {
-	p := with(props{key: array(item, ""), "count": integer("Items returned."), "has_more": hasMoreProp}, extra)
-	return object(p, key, "count", "has_more")
+func listOutput(key string, item schema.Schema, extra schema.Props) schema.Schema {
+	p := schema.Merge(schema.Props{
+		key:        schema.Array(item, "").Describe(""), // served with an empty description since it was written
+		"count":    schema.Integer("Items returned."),
+		"has_more": hasMoreProp,
+	}, extra)
+	return schema.Object(p, key, "count", "has_more")
 }
 
 // ----- GitHub's answers, as far as the steps read them -----
@@ -333,9 +259,9 @@ type Person struct {
 	Login string `json:"login,omitempty"`
 }
 
-var personSchema = object(props{
-	"name": str("Name."), "email": str("Email address."), "date": str("When (RFC 3339)."),
-	"login": str("GitHub login, when GitHub could match the email to an account."),
+var personSchema = schema.Object(schema.Props{
+	"name": schema.String("Name."), "email": schema.String("Email address."), "date": schema.String("When (RFC 3339)."),
+	"login": schema.String("GitHub login, when GitHub could match the email to an account."),
 }, "name", "email", "date")
 
 // AssignedUser is a user assigned to an issue.
@@ -344,4 +270,4 @@ type AssignedUser struct {
 	ID    int64  `json:"id"`
 }
 
-var assignedUserSchema = object(props{"login": str("Login."), "id": integer("User id.")}, "login", "id")
+var assignedUserSchema = schema.Object(schema.Props{"login": schema.String("Login."), "id": schema.Integer("User id.")}, "login", "id")

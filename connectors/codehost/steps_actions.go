@@ -10,6 +10,7 @@ import (
 	"strconv"
 
 	"github.com/triggerd/triggerd/connectors"
+	"github.com/triggerd/triggerd/connectors/schema"
 )
 
 // workflowID is a workflow's numeric id or its file name (ci.yml); the
@@ -37,10 +38,8 @@ func (w *workflowID) UnmarshalJSON(b []byte) error {
 
 var workflowIDRE = regexp.MustCompile(`^([0-9]+|[A-Za-z0-9_.-]+\.ya?ml)$`)
 
-var workflowIDSchema = schema{
-	"type": []any{"integer", "string"}, "minimum": 1, "pattern": `^([0-9]+|[A-Za-z0-9_.-]+\.ya?ml)$`,
-	"description": "The workflow's numeric id or its file name, e.g. ci.yml.",
-}
+var workflowIDSchema = schema.Any("The workflow's numeric id or its file name, e.g. ci.yml.").
+	Types("integer", "string").Min(1).Pattern(`^([0-9]+|[A-Za-z0-9_.-]+\.ya?ml)$`)
 
 type workflowInput struct {
 	repoInput
@@ -159,15 +158,15 @@ func (g ghRun) out() Run {
 	return r
 }
 
-var runSchema = object(props{
-	"id": integer("Run id."), "name": str("Workflow name."), "workflow_id": integer("Workflow id."),
-	"run_number": integer("Run number within the workflow."), "run_attempt": integer("Attempt."),
-	"event":       str("What triggered it: push, workflow_dispatch, ..."),
-	"status":      str("queued, in_progress, completed, waiting, requested or pending."),
-	"conclusion":  str("Once completed: success, failure, cancelled, skipped, timed_out, action_required, neutral or stale."),
-	"head_branch": str("Branch."), "head_sha": str("Commit sha."), "actor": str("Login that triggered it."),
-	"display_title": str("Title shown for the run."), "html_url": str("Web page."),
-	"created_at": str("Created (RFC 3339)."), "updated_at": str("Last updated (RFC 3339)."),
+var runSchema = schema.Object(schema.Props{
+	"id": schema.Integer("Run id."), "name": schema.String("Workflow name."), "workflow_id": schema.Integer("Workflow id."),
+	"run_number": schema.Integer("Run number within the workflow."), "run_attempt": schema.Integer("Attempt."),
+	"event":       schema.String("What triggered it: push, workflow_dispatch, ..."),
+	"status":      schema.String("queued, in_progress, completed, waiting, requested or pending."),
+	"conclusion":  schema.String("Once completed: success, failure, cancelled, skipped, timed_out, action_required, neutral or stale."),
+	"head_branch": schema.String("Branch."), "head_sha": schema.String("Commit sha."), "actor": schema.String("Login that triggered it."),
+	"display_title": schema.String("Title shown for the run."), "html_url": schema.String("Web page."),
+	"created_at": schema.String("Created (RFC 3339)."), "updated_at": schema.String("Last updated (RFC 3339)."),
 }, "id", "name", "workflow_id", "run_number", "run_attempt", "event", "status", "head_branch", "head_sha", "actor",
 	"display_title", "html_url", "created_at", "updated_at")
 
@@ -175,9 +174,9 @@ func (k *kit) actionSteps() []connectors.Step {
 	workflowRequired := []string{"owner", "repo", "workflow_id"}
 	workflowState := func(id, title, desc, state string) connectors.Step {
 		return define(k, id, title, desc,
-			object(with(repoProps, props{"workflow_id": workflowIDSchema}), workflowRequired...),
-			object(props{
-				"workflow_id": str("The workflow."), "state": enum("Its state now.", "active", "disabled_manually"),
+			schema.Object(schema.Merge(repoProps, schema.Props{"workflow_id": workflowIDSchema}), workflowRequired...),
+			schema.Object(schema.Props{
+				"workflow_id": schema.String("The workflow."), "state": schema.Enum("Its state now.", "active", "disabled_manually"),
 			}, "workflow_id", "state"),
 			func(ctx context.Context, c *client, in *workflowInput) (any, error) {
 				action := "/enable"
@@ -196,17 +195,16 @@ func (k *kit) actionSteps() []connectors.Step {
 	return []connectors.Step{
 		define(k, "create_workflow_dispatch", "Create Workflow Dispatch",
 			"Triggers a GitHub Actions workflow that accepts workflow_dispatch, on a branch or tag, with inputs.",
-			object(with(repoProps, props{
-				"workflow_id": workflowIDSchema,
-				"ref":         text("Branch or tag to run on."),
-				"inputs": schema{"type": "object", "maxProperties": 25, "description": "Workflow inputs (at most 25).",
-					"additionalProperties": schema{"type": []any{"string", "number", "boolean"}}},
-				"return_run_details": boolean("Ask GitHub for the new run's id (newer GitHub only)."),
+			schema.Object(schema.Merge(repoProps, schema.Props{
+				"workflow_id":        workflowIDSchema,
+				"ref":                schema.Text("Branch or tag to run on."),
+				"inputs":             schema.Map(schema.Any("").Types("string", "number", "boolean"), "Workflow inputs (at most 25).").MaxProperties(25),
+				"return_run_details": schema.Boolean("Ask GitHub for the new run's id (newer GitHub only)."),
 			}), "owner", "repo", "workflow_id", "ref"),
-			object(props{
-				"workflow_id": str("The workflow."), "ref": str("The ref it runs on."), "dispatched": boolean("Always true."),
-				"run_id": integer("The new run's id, with return_run_details."), "run_url": str("The new run's API URL, with return_run_details."),
-				"html_url": str("The new run's web page, with return_run_details."),
+			schema.Object(schema.Props{
+				"workflow_id": schema.String("The workflow."), "ref": schema.String("The ref it runs on."), "dispatched": schema.Boolean("Always true."),
+				"run_id": schema.Integer("The new run's id, with return_run_details."), "run_url": schema.String("The new run's API URL, with return_run_details."),
+				"html_url": schema.String("The new run's web page, with return_run_details."),
 			}, "workflow_id", "ref", "dispatched"),
 			func(ctx context.Context, c *client, in *dispatchInput) (any, error) {
 				body := map[string]any{"ref": in.Ref}
@@ -237,7 +235,7 @@ func (k *kit) actionSteps() []connectors.Step {
 		workflowState("disable_workflow", "Disable Workflow", "Disables a GitHub Actions workflow so that nothing triggers it.", "disabled_manually"),
 		define(k, "get_workflow_run", "Get Workflow Run",
 			"Reads one GitHub Actions workflow run: its status and, once completed, its conclusion.",
-			object(with(repoProps, props{"run_id": positive("Run id.")}), "owner", "repo", "run_id"),
+			schema.Object(schema.Merge(repoProps, schema.Props{"run_id": schema.Integer("Run id.").Min(1)}), "owner", "repo", "run_id"),
 			runSchema,
 			func(ctx context.Context, c *client, in *runInput) (any, error) {
 				var g ghRun
@@ -248,15 +246,15 @@ func (k *kit) actionSteps() []connectors.Step {
 			}),
 		define(k, "list_workflow_runs", "List Workflow Runs",
 			"Lists a repository's (or one workflow's) GitHub Actions runs, newest first, filtered by branch, event, status or actor.",
-			object(with(with(repoProps, maxItemsProp), props{
+			schema.Object(schema.Merge(repoProps, maxItemsProp, schema.Props{
 				"workflow_id": workflowIDSchema,
-				"branch":      str("Only runs on this branch."),
-				"event":       str("Only runs triggered by this event, e.g. push."),
-				"status":      enum("Only runs with this status or conclusion.", runStatuses...),
-				"actor":       str("Only runs triggered by this login."),
-				"created":     str("Only runs created in this range, GitHub search date syntax, e.g. >=2026-01-01."),
+				"branch":      schema.String("Only runs on this branch."),
+				"event":       schema.String("Only runs triggered by this event, e.g. push."),
+				"status":      schema.Enum("Only runs with this status or conclusion.", runStatuses...),
+				"actor":       schema.String("Only runs triggered by this login."),
+				"created":     schema.String("Only runs created in this range, GitHub search date syntax, e.g. >=2026-01-01."),
 			}), "owner", "repo"),
-			listOutput("runs", runSchema, props{"total_count": integer("Runs GitHub found.")}),
+			listOutput("runs", runSchema, schema.Props{"total_count": schema.Integer("Runs GitHub found.")}),
 			func(ctx context.Context, c *client, in *listRunsInput) (any, error) {
 				q := url.Values{}
 				setQuery(q, "branch", in.Branch)

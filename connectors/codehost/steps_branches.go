@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/triggerd/triggerd/connectors"
+	"github.com/triggerd/triggerd/connectors/schema"
 )
 
 // validRefName reports whether a branch name passes git's ref-format
@@ -187,21 +188,21 @@ type ghBranch struct {
 	} `json:"commit"`
 }
 
-var branchSchema = object(props{
-	"name": str("Branch name."), "sha": str("Head commit sha."), "protected": boolean("Whether branch protection is on."),
+var branchSchema = schema.Object(schema.Props{
+	"name": schema.String("Branch name."), "sha": schema.String("Head commit sha."), "protected": schema.Boolean("Whether branch protection is on."),
 }, "name", "sha", "protected")
 
 func (k *kit) branchSteps() []connectors.Step {
 	return []connectors.Step{
 		define(k, "create_branch", "Create Branch",
 			"Creates a branch from another branch, a commit sha, or (by default) the head of the default branch.",
-			object(with(repoProps, props{
-				"branch": schema{"type": "string", "minLength": 1, "pattern": refPattern, "description": "Name of the new branch."},
-				"from":   str("Branch name or 40-hex commit sha to start from (default: the default branch)."),
+			schema.Object(schema.Merge(repoProps, schema.Props{
+				"branch": schema.Text("Name of the new branch.").Pattern(refPattern),
+				"from":   schema.String("Branch name or 40-hex commit sha to start from (default: the default branch)."),
 			}), "owner", "repo", "branch"),
-			object(props{
-				"branch": str("The new branch."), "ref": str("Its fully qualified ref, refs/heads/<branch>."),
-				"sha": str("The commit it points at."), "from": str("The branch or sha it was created from."),
+			schema.Object(schema.Props{
+				"branch": schema.String("The new branch."), "ref": schema.String("Its fully qualified ref, refs/heads/<branch>."),
+				"sha": schema.String("The commit it points at."), "from": schema.String("The branch or sha it was created from."),
 			}, "branch", "ref", "sha", "from"),
 			func(ctx context.Context, c *client, in *createBranchInput) (any, error) {
 				from, sha := in.From, ""
@@ -248,15 +249,15 @@ func (k *kit) branchSteps() []connectors.Step {
 			}),
 		define(k, "get_commit", "Get Commit",
 			"Reads one commit: message, author, parents, line stats and changed files.",
-			object(with(repoProps, props{"ref": text("Commit sha, branch or tag.")}), "owner", "repo", "ref"),
-			object(props{
-				"sha": str("Commit sha."), "message": str("Message."), "author": personSchema, "committer": personSchema,
-				"parents": stringArray("Parent shas."), "html_url": str("Web page."),
-				"stats": object(props{"additions": integer("Lines added."), "deletions": integer("Lines deleted."), "total": integer("Lines changed.")},
+			schema.Object(schema.Merge(repoProps, schema.Props{"ref": schema.Text("Commit sha, branch or tag.")}), "owner", "repo", "ref"),
+			schema.Object(schema.Props{
+				"sha": schema.String("Commit sha."), "message": schema.String("Message."), "author": personSchema, "committer": personSchema,
+				"parents": schema.Array(schema.String(""), "Parent shas."), "html_url": schema.String("Web page."),
+				"stats": schema.Object(schema.Props{"additions": schema.Integer("Lines added."), "deletions": schema.Integer("Lines deleted."), "total": schema.Integer("Lines changed.")},
 					"additions", "deletions", "total"),
-				"files": array(object(props{
-					"filename": str("Path."), "status": str("added, removed, modified, renamed, ..."),
-					"additions": integer("Lines added."), "deletions": integer("Lines deleted."), "changes": integer("Lines changed."),
+				"files": schema.Array(schema.Object(schema.Props{
+					"filename": schema.String("Path."), "status": schema.String("added, removed, modified, renamed, ..."),
+					"additions": schema.Integer("Lines added."), "deletions": schema.Integer("Lines deleted."), "changes": schema.Integer("Lines changed."),
 				}, "filename", "status", "additions", "deletions", "changes"), "Changed files (GitHub lists at most 300)."),
 			}, "sha", "message", "author", "committer", "parents", "html_url", "stats", "files"),
 			func(ctx context.Context, c *client, in *commitInput) (any, error) {
@@ -280,17 +281,17 @@ func (k *kit) branchSteps() []connectors.Step {
 			}),
 		define(k, "list_commits", "List Commits",
 			"Lists a repository's commits, newest first, optionally from a branch or sha, touching a path, by an author or within dates.",
-			object(with(with(repoProps, maxItemsProp), props{
-				"sha":    str("Branch or commit sha to list from (default: the default branch)."),
-				"path":   str("Only commits touching this file or directory."),
-				"author": str("Only commits by this login or email."),
-				"since":  dateTime("Only commits after this time (RFC 3339)."),
-				"until":  dateTime("Only commits before this time (RFC 3339)."),
+			schema.Object(schema.Merge(repoProps, maxItemsProp, schema.Props{
+				"sha":    schema.String("Branch or commit sha to list from (default: the default branch)."),
+				"path":   schema.String("Only commits touching this file or directory."),
+				"author": schema.String("Only commits by this login or email."),
+				"since":  schema.DateTime("Only commits after this time (RFC 3339)."),
+				"until":  schema.DateTime("Only commits before this time (RFC 3339)."),
 			}), "owner", "repo"),
-			listOutput("commits", object(props{
-				"sha": str("Commit sha."), "message": str("Message."), "author_name": str("Author's name."),
-				"author_email": str("Author's email."), "author_login": str("Author's login, when GitHub knows it."),
-				"date": str("Authored (RFC 3339)."), "html_url": str("Web page."),
+			listOutput("commits", schema.Object(schema.Props{
+				"sha": schema.String("Commit sha."), "message": schema.String("Message."), "author_name": schema.String("Author's name."),
+				"author_email": schema.String("Author's email."), "author_login": schema.String("Author's login, when GitHub knows it."),
+				"date": schema.String("Authored (RFC 3339)."), "html_url": schema.String("Web page."),
 			}, "sha", "message", "author_name", "author_email", "date", "html_url"), nil),
 			func(ctx context.Context, c *client, in *listCommitsInput) (any, error) {
 				q := url.Values{}
@@ -316,8 +317,8 @@ func (k *kit) branchSteps() []connectors.Step {
 			}),
 		define(k, "list_branches", "List Branches",
 			"Lists a repository's branches with their head commits.",
-			object(with(with(repoProps, maxItemsProp), props{
-				"protected": boolean("Only protected (true) or only unprotected (false) branches."),
+			schema.Object(schema.Merge(repoProps, maxItemsProp, schema.Props{
+				"protected": schema.Boolean("Only protected (true) or only unprotected (false) branches."),
 			}), "owner", "repo"),
 			listOutput("branches", branchSchema, nil),
 			func(ctx context.Context, c *client, in *listBranchesInput) (any, error) {
@@ -341,7 +342,7 @@ func (k *kit) branchSteps() []connectors.Step {
 			}),
 		define(k, "get_branch", "Get Branch",
 			"Reads one branch: its head commit sha and whether it is protected.",
-			object(with(repoProps, props{"branch": text("Branch name.")}), "owner", "repo", "branch"),
+			schema.Object(schema.Merge(repoProps, schema.Props{"branch": schema.Text("Branch name.")}), "owner", "repo", "branch"),
 			branchSchema,
 			func(ctx context.Context, c *client, in *branchInput) (any, error) {
 				var b ghBranch

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/triggerd/triggerd/connectors"
+	"github.com/triggerd/triggerd/connectors/schema"
 )
 
 // collaboratorPermissions are the permissions a collaborator can be
@@ -41,16 +42,16 @@ func (in *addCollaboratorInput) check() error {
 }
 
 func (k *kit) collaboratorSteps() []connectors.Step {
-	collabProps := with(repoProps, props{"username": ghName("The user's login.")})
+	collabProps := schema.Merge(repoProps, schema.Props{"username": ghName("The user's login.")})
 	required := []string{"owner", "repo", "username"}
 	return []connectors.Step{
 		define(k, "check_collaborator_permission", "Check Collaborator Permission",
 			"Reads a user's permission on a repository: admin, write, read or none.",
-			object(collabProps, required...),
-			object(props{
-				"username":   str("The user."),
-				"permission": enum("Permission.", "admin", "write", "read", "none"),
-				"role_name":  str("Role: admin, maintain, write, triage, read or a custom role (empty for none)."),
+			schema.Object(collabProps, required...),
+			schema.Object(schema.Props{
+				"username":   schema.String("The user."),
+				"permission": schema.Enum("Permission.", "admin", "write", "read", "none"),
+				"role_name":  schema.String("Role: admin, maintain, write, triage, read or a custom role (empty for none)."),
 			}, "username", "permission", "role_name"),
 			func(ctx context.Context, c *client, in *collaboratorInput) (any, error) {
 				var r struct {
@@ -68,13 +69,13 @@ func (k *kit) collaboratorSteps() []connectors.Step {
 			}),
 		define(k, "add_collaborator", "Add Collaborator",
 			"Invites a user to collaborate on a repository, or changes an existing collaborator's permission.",
-			object(with(collabProps, props{
-				"permission": enum("Permission to grant (default push).", collaboratorPermissions...),
+			schema.Object(schema.Merge(collabProps, schema.Props{
+				"permission": schema.Enum("Permission to grant (default push).", collaboratorPermissions...),
 			}), required...),
-			object(props{
-				"username": str("The user."), "permission": enum("Permission granted.", collaboratorPermissions...),
-				"invited":       boolean("True when an invitation was sent (the user must accept it); false when an existing collaborator's permission changed."),
-				"invitation_id": integer("The invitation's id, when one was sent."),
+			schema.Object(schema.Props{
+				"username": schema.String("The user."), "permission": schema.Enum("Permission granted.", collaboratorPermissions...),
+				"invited":       schema.Boolean("True when an invitation was sent (the user must accept it); false when an existing collaborator's permission changed."),
+				"invitation_id": schema.Integer("The invitation's id, when one was sent."),
 			}, "username", "permission", "invited"),
 			func(ctx context.Context, c *client, in *addCollaboratorInput) (any, error) {
 				perm := in.Permission
@@ -97,8 +98,8 @@ func (k *kit) collaboratorSteps() []connectors.Step {
 			}),
 		define(k, "remove_collaborator", "Remove Collaborator",
 			"Removes a user's collaborator access to a repository (and any pending invitation).",
-			object(collabProps, required...),
-			object(props{"username": str("The user."), "removed": boolean("Always true.")}, "username", "removed"),
+			schema.Object(collabProps, required...),
+			schema.Object(schema.Props{"username": schema.String("The user."), "removed": schema.Boolean("Always true.")}, "username", "removed"),
 			func(ctx context.Context, c *client, in *collaboratorInput) (any, error) {
 				if _, err := c.sendJSON(ctx, http.MethodDelete, in.collaboratorPath(""), nil, nil); err != nil {
 					return nil, err

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/triggerd/triggerd/connectors"
+	"github.com/triggerd/triggerd/connectors/schema"
 )
 
 // Gist is the structured output of the gist steps.
@@ -52,13 +53,13 @@ func (g ghGist) out() Gist {
 	return out
 }
 
-var gistSchema = object(props{
-	"id": str("Gist id."), "description": str("Description."), "public": boolean("Whether it is public."),
-	"owner": str("Owner's login."), "html_url": str("Web page."),
-	"files": array(object(props{
-		"filename": str("File name."), "language": str("Language GitHub detected."), "size": integer("Size in bytes."), "raw_url": str("Raw content URL."),
+var gistSchema = schema.Object(schema.Props{
+	"id": schema.String("Gist id."), "description": schema.String("Description."), "public": schema.Boolean("Whether it is public."),
+	"owner": schema.String("Owner's login."), "html_url": schema.String("Web page."),
+	"files": schema.Array(schema.Object(schema.Props{
+		"filename": schema.String("File name."), "language": schema.String("Language GitHub detected."), "size": schema.Integer("Size in bytes."), "raw_url": schema.String("Raw content URL."),
 	}, "filename", "size", "raw_url"), "Files, by name."),
-	"created_at": str("Created (RFC 3339)."), "updated_at": str("Last updated (RFC 3339)."),
+	"created_at": schema.String("Created (RFC 3339)."), "updated_at": schema.String("Last updated (RFC 3339)."),
 }, "id", "description", "public", "owner", "html_url", "files", "created_at", "updated_at")
 
 // gistFileName refuses names GitHub would refuse or that would be
@@ -141,11 +142,10 @@ func (k *kit) gistSteps() []connectors.Step {
 	return []connectors.Step{
 		define(k, "create_gist", "Create Gist",
 			"Creates a gist with one or more files, secret unless public is true.",
-			object(props{
-				"description": str("Description."),
-				"public":      boolean("Make it public (default: secret)."),
-				"files": schema{"type": "object", "minProperties": 1, "description": "Files by name.",
-					"additionalProperties": object(props{"content": text("File content.")}, "content")},
+			schema.Object(schema.Props{
+				"description": schema.String("Description."),
+				"public":      schema.Boolean("Make it public (default: secret)."),
+				"files":       schema.Map(schema.Object(schema.Props{"content": schema.Text("File content.")}, "content"), "Files by name.").MinProperties(1),
 			}, "files"),
 			gistSchema,
 			func(ctx context.Context, c *client, in *createGistInput) (any, error) {
@@ -159,14 +159,13 @@ func (k *kit) gistSteps() []connectors.Step {
 			}),
 		define(k, "update_gist", "Update Gist",
 			"Changes a gist's description or files: new content, a new name, new files, or null to delete a file.",
-			object(props{
-				"gist_id":     schema{"type": "string", "pattern": `^[0-9a-fA-F]{1,64}$`, "description": "Gist id."},
-				"description": str("New description."),
-				"files": schema{"type": "object", "description": "Changes by current file name; null deletes the file.",
-					"additionalProperties": orNull(object(props{
-						"content":  str("New content."),
-						"filename": text("New name."),
-					}))},
+			schema.Object(schema.Props{
+				"gist_id":     schema.String("Gist id.").Pattern(`^[0-9a-fA-F]{1,64}$`),
+				"description": schema.String("New description."),
+				"files": schema.Map(schema.Object(schema.Props{
+					"content":  schema.String("New content."),
+					"filename": schema.Text("New name."),
+				}).Nullable(), "Changes by current file name; null deletes the file."),
 			}, "gist_id"),
 			gistSchema,
 			func(ctx context.Context, c *client, in *updateGistInput) (any, error) {
@@ -193,9 +192,9 @@ func (k *kit) gistSteps() []connectors.Step {
 			}),
 		define(k, "list_gists_for_a_user", "List Gists for a User",
 			"Lists a user's public gists; for the connected account's own login, all of its gists, secret ones included.",
-			object(with(maxItemsProp, props{
+			schema.Object(schema.Merge(maxItemsProp, schema.Props{
 				"username": ghName("The user's login; the connected account's own login lists its secret gists too."),
-				"since":    dateTime("Only gists updated after this time (RFC 3339)."),
+				"since":    schema.DateTime("Only gists updated after this time (RFC 3339)."),
 			}), "username"),
 			listOutput("gists", gistSchema, nil),
 			func(ctx context.Context, c *client, in *listGistsInput) (any, error) {

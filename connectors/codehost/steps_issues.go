@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/triggerd/triggerd/connectors"
+	"github.com/triggerd/triggerd/connectors/schema"
 )
 
 // Issue is the structured output of the issue steps (a pull request seen
@@ -93,19 +94,19 @@ func repoFromURL(u string) string {
 	return owner + "/" + name
 }
 
-var issueSchema = object(props{
-	"number": integer("Issue number."), "id": integer("Issue id."), "repository": str("owner/name."),
-	"title": str("Title."), "body": str("Body (may be empty)."), "state": enum("State.", "open", "closed"),
-	"state_reason": str("Why it is closed or was reopened: completed, not_planned, duplicate or reopened."),
-	"user":         str("Author's login."), "labels": stringArray("Label names."), "assignees": stringArray("Assignees' logins."),
-	"milestone": object(props{"number": integer("Milestone number."), "title": str("Milestone title.")}, "number", "title"),
-	"comments":  integer("Number of comments."), "is_pull_request": boolean("Whether this is a pull request."),
-	"html_url": str("Web page."), "created_at": str("Created (RFC 3339)."), "updated_at": str("Last updated (RFC 3339)."),
-	"closed_at": str("Closed (RFC 3339); absent while open."),
+var issueSchema = schema.Object(schema.Props{
+	"number": schema.Integer("Issue number."), "id": schema.Integer("Issue id."), "repository": schema.String("owner/name."),
+	"title": schema.String("Title."), "body": schema.String("Body (may be empty)."), "state": schema.Enum("State.", "open", "closed"),
+	"state_reason": schema.String("Why it is closed or was reopened: completed, not_planned, duplicate or reopened."),
+	"user":         schema.String("Author's login."), "labels": schema.Array(schema.String(""), "Label names."), "assignees": schema.Array(schema.String(""), "Assignees' logins."),
+	"milestone": schema.Object(schema.Props{"number": schema.Integer("Milestone number."), "title": schema.String("Milestone title.")}, "number", "title"),
+	"comments":  schema.Integer("Number of comments."), "is_pull_request": schema.Boolean("Whether this is a pull request."),
+	"html_url": schema.String("Web page."), "created_at": schema.String("Created (RFC 3339)."), "updated_at": schema.String("Last updated (RFC 3339)."),
+	"closed_at": schema.String("Closed (RFC 3339); absent while open."),
 }, "number", "id", "repository", "title", "body", "state", "user", "labels", "assignees", "comments", "is_pull_request",
 	"html_url", "created_at", "updated_at")
 
-var issueNumberProp = props{"issue_number": positive("Issue number.")}
+var issueNumberProp = schema.Props{"issue_number": schema.Integer("Issue number.").Min(1)}
 
 type createIssueInput struct {
 	repoInput
@@ -257,12 +258,12 @@ func (k *kit) issueSteps() []connectors.Step {
 	return []connectors.Step{
 		define(k, "create_issue", "Create Issue",
 			"Opens an issue in a repository, optionally with labels, assignees and a milestone.",
-			object(with(repoProps, props{
-				"title":     text("Title."),
-				"body":      str("Body (Markdown)."),
-				"labels":    stringArray("Label names; missing labels are created."),
-				"assignees": array(ghName("Login."), "Logins to assign (at most 10)."),
-				"milestone": positive("Milestone number."),
+			schema.Object(schema.Merge(repoProps, schema.Props{
+				"title":     schema.Text("Title."),
+				"body":      schema.String("Body (Markdown)."),
+				"labels":    schema.Array(schema.String(""), "Label names; missing labels are created."),
+				"assignees": schema.Array(ghName("Login."), "Logins to assign (at most 10)."),
+				"milestone": schema.Integer("Milestone number.").Min(1),
 			}), "owner", "repo", "title"),
 			issueSchema,
 			func(ctx context.Context, c *client, in *createIssueInput) (any, error) {
@@ -280,10 +281,10 @@ func (k *kit) issueSteps() []connectors.Step {
 			}),
 		define(k, "create_issue_comment", "Create Issue Comment",
 			"Comments on an existing issue or pull request.",
-			object(with(with(repoProps, issueNumberProp), props{"body": text("Comment (Markdown).")}), "owner", "repo", "issue_number", "body"),
-			object(props{
-				"id": integer("Comment id."), "issue_number": integer("Issue number."), "body": str("Comment."),
-				"user": str("Author's login."), "html_url": str("Web page."), "created_at": str("Created (RFC 3339)."),
+			schema.Object(schema.Merge(repoProps, issueNumberProp, schema.Props{"body": schema.Text("Comment (Markdown).")}), "owner", "repo", "issue_number", "body"),
+			schema.Object(schema.Props{
+				"id": schema.Integer("Comment id."), "issue_number": schema.Integer("Issue number."), "body": schema.String("Comment."),
+				"user": schema.String("Author's login."), "html_url": schema.String("Web page."), "created_at": schema.String("Created (RFC 3339)."),
 			}, "id", "issue_number", "body", "user", "html_url", "created_at"),
 			func(ctx context.Context, c *client, in *commentInput) (any, error) {
 				var g struct {
@@ -307,14 +308,14 @@ func (k *kit) issueSteps() []connectors.Step {
 			}),
 		define(k, "update_issue", "Update Issue",
 			"Changes an issue's title, body, state, labels, assignees or milestone; lists given replace the current ones.",
-			object(with(with(repoProps, issueNumberProp), props{
-				"title":        text("New title."),
-				"body":         str("New body."),
-				"state":        enum("New state.", "open", "closed"),
-				"state_reason": enum("Why it is closed or reopened.", "completed", "not_planned", "duplicate", "reopened"),
-				"labels":       stringArray("Label names, replacing the current ones ([] removes all)."),
-				"assignees":    array(ghName("Login."), "Logins, replacing the current assignees ([] removes all)."),
-				"milestone":    orNull(positive("Milestone number, or null to remove it.")),
+			schema.Object(schema.Merge(repoProps, issueNumberProp, schema.Props{
+				"title":        schema.Text("New title."),
+				"body":         schema.String("New body."),
+				"state":        schema.Enum("New state.", "open", "closed"),
+				"state_reason": schema.Enum("Why it is closed or reopened.", "completed", "not_planned", "duplicate", "reopened"),
+				"labels":       schema.Array(schema.String(""), "Label names, replacing the current ones ([] removes all)."),
+				"assignees":    schema.Array(ghName("Login."), "Logins, replacing the current assignees ([] removes all)."),
+				"milestone":    schema.Integer("Milestone number, or null to remove it.").Min(1).Nullable(),
 			}), issueRequired...),
 			issueSchema,
 			func(ctx context.Context, c *client, in *updateIssueInput) (any, error) {
@@ -344,10 +345,10 @@ func (k *kit) issueSteps() []connectors.Step {
 			}),
 		define(k, "get_issue_assignees", "Get Issue Assignees",
 			"Lists the users assigned to an issue.",
-			object(with(repoProps, issueNumberProp), issueRequired...),
-			object(props{
-				"issue_number": integer("Issue number."),
-				"assignees":    array(assignedUserSchema, "Assigned users."),
+			schema.Object(schema.Merge(repoProps, issueNumberProp), issueRequired...),
+			schema.Object(schema.Props{
+				"issue_number": schema.Integer("Issue number."),
+				"assignees":    schema.Array(assignedUserSchema, "Assigned users."),
 			}, "issue_number", "assignees"),
 			func(ctx context.Context, c *client, in *issueNumberInput) (any, error) {
 				var g ghIssue
@@ -365,14 +366,14 @@ func (k *kit) issueSteps() []connectors.Step {
 			}),
 		define(k, "search_issues_and_pull_requests", "Search Issues and Pull Requests",
 			"Searches issues and pull requests across repositories with GitHub's search syntax (it has its own, smaller rate limit).",
-			object(with(maxItemsProp, props{
-				"q":     schema{"type": "string", "minLength": 1, "maxLength": 256, "description": "Search query, e.g. repo:octocat/hello-world is:issue is:open label:bug."},
-				"sort":  enum("Sort by (default: best match).", searchSorts...),
-				"order": enum("Sort order (default desc).", "asc", "desc"),
+			schema.Object(schema.Merge(maxItemsProp, schema.Props{
+				"q":     schema.Text("Search query, e.g. repo:octocat/hello-world is:issue is:open label:bug.").MaxLength(256),
+				"sort":  schema.Enum("Sort by (default: best match).", searchSorts...),
+				"order": schema.Enum("Sort order (default desc).", "asc", "desc"),
 			}), "q"),
-			listOutput("items", issueSchema, props{
-				"total_count":        integer("Matches GitHub found (it returns at most 1000)."),
-				"incomplete_results": boolean("Whether GitHub's search timed out before finding everything."),
+			listOutput("items", issueSchema, schema.Props{
+				"total_count":        schema.Integer("Matches GitHub found (it returns at most 1000)."),
+				"incomplete_results": schema.Boolean("Whether GitHub's search timed out before finding everything."),
 			}),
 			func(ctx context.Context, c *client, in *searchInput) (any, error) {
 				q := url.Values{"q": {in.Q}}
@@ -402,15 +403,15 @@ func (k *kit) issueSteps() []connectors.Step {
 			}),
 		define(k, "list_issues", "List Issues",
 			"Lists a repository's issues (pull requests included, flagged is_pull_request), filtered by state, labels, assignee, creator or date.",
-			object(with(with(repoProps, maxItemsProp), props{
-				"state":     enum("Which issues (default open).", "open", "closed", "all"),
-				"labels":    stringArray("Only issues with all these labels."),
-				"assignee":  str("Only issues assigned to this login; none for unassigned, * for any."),
-				"creator":   str("Only issues opened by this login."),
-				"mentioned": str("Only issues mentioning this login."),
-				"since":     dateTime("Only issues updated after this time (RFC 3339)."),
-				"sort":      enum("Sort by (default created).", "created", "updated", "comments"),
-				"direction": enum("Sort direction (default desc).", "asc", "desc"),
+			schema.Object(schema.Merge(repoProps, maxItemsProp, schema.Props{
+				"state":     schema.Enum("Which issues (default open).", "open", "closed", "all"),
+				"labels":    schema.Array(schema.String(""), "Only issues with all these labels."),
+				"assignee":  schema.String("Only issues assigned to this login; none for unassigned, * for any."),
+				"creator":   schema.String("Only issues opened by this login."),
+				"mentioned": schema.String("Only issues mentioning this login."),
+				"since":     schema.DateTime("Only issues updated after this time (RFC 3339)."),
+				"sort":      schema.Enum("Sort by (default created).", "created", "updated", "comments"),
+				"direction": schema.Enum("Sort direction (default desc).", "asc", "desc"),
 			}), "owner", "repo"),
 			listOutput("issues", issueSchema, nil),
 			func(ctx context.Context, c *client, in *listIssuesInput) (any, error) {
@@ -435,7 +436,7 @@ func (k *kit) issueSteps() []connectors.Step {
 			}),
 		define(k, "get_issue", "Get Issue",
 			"Reads one issue (or pull request, through the issues API).",
-			object(with(repoProps, issueNumberProp), issueRequired...),
+			schema.Object(schema.Merge(repoProps, issueNumberProp), issueRequired...),
 			issueSchema,
 			func(ctx context.Context, c *client, in *issueNumberInput) (any, error) {
 				var g ghIssue

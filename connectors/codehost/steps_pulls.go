@@ -10,6 +10,7 @@ import (
 
 	"github.com/triggerd/triggerd/connectors"
 	"github.com/triggerd/triggerd/connectors/internal/provhttp"
+	"github.com/triggerd/triggerd/connectors/schema"
 )
 
 // PullRequest is the structured output of the pull request steps.
@@ -83,19 +84,19 @@ func (g ghPull) out() PullRequest {
 	return p
 }
 
-var pullSchema = object(props{
-	"number": integer("Pull request number."), "id": integer("Pull request id."), "title": str("Title."), "body": str("Body."),
-	"state": enum("State.", "open", "closed"), "draft": boolean("Whether it is a draft."), "merged": boolean("Whether it is merged."),
-	"mergeable": boolean("Whether GitHub can merge it; absent while GitHub is still computing it, and in lists."),
-	"user":      str("Author's login."), "head": str("Head branch."), "head_sha": str("Head commit sha."),
-	"base": str("Base branch."), "base_sha": str("Base commit sha."), "labels": stringArray("Label names."),
-	"assignees": stringArray("Assignees' logins."), "requested_reviewers": stringArray("Logins asked to review."),
-	"html_url": str("Web page."), "created_at": str("Created (RFC 3339)."), "updated_at": str("Last updated (RFC 3339)."),
-	"closed_at": str("Closed (RFC 3339)."), "merged_at": str("Merged (RFC 3339)."), "merge_commit_sha": str("The merge commit's sha."),
+var pullSchema = schema.Object(schema.Props{
+	"number": schema.Integer("Pull request number."), "id": schema.Integer("Pull request id."), "title": schema.String("Title."), "body": schema.String("Body."),
+	"state": schema.Enum("State.", "open", "closed"), "draft": schema.Boolean("Whether it is a draft."), "merged": schema.Boolean("Whether it is merged."),
+	"mergeable": schema.Boolean("Whether GitHub can merge it; absent while GitHub is still computing it, and in lists."),
+	"user":      schema.String("Author's login."), "head": schema.String("Head branch."), "head_sha": schema.String("Head commit sha."),
+	"base": schema.String("Base branch."), "base_sha": schema.String("Base commit sha."), "labels": schema.Array(schema.String(""), "Label names."),
+	"assignees": schema.Array(schema.String(""), "Assignees' logins."), "requested_reviewers": schema.Array(schema.String(""), "Logins asked to review."),
+	"html_url": schema.String("Web page."), "created_at": schema.String("Created (RFC 3339)."), "updated_at": schema.String("Last updated (RFC 3339)."),
+	"closed_at": schema.String("Closed (RFC 3339)."), "merged_at": schema.String("Merged (RFC 3339)."), "merge_commit_sha": schema.String("The merge commit's sha."),
 }, "number", "id", "title", "body", "state", "draft", "merged", "user", "head", "head_sha", "base", "base_sha", "labels",
 	"assignees", "requested_reviewers", "html_url", "created_at", "updated_at")
 
-var pullNumberProp = props{"pull_number": positive("Pull request number.")}
+var pullNumberProp = schema.Props{"pull_number": schema.Integer("Pull request number.").Min(1)}
 
 type pullNumberInput struct {
 	repoInput
@@ -328,13 +329,13 @@ func (k *kit) pullSteps() []connectors.Step {
 	return []connectors.Step{
 		define(k, "create_pull_request", "Create Pull Request",
 			"Opens a pull request from a head branch into a base branch.",
-			object(with(repoProps, props{
-				"head":                  text("Branch with the changes; owner:branch for a fork."),
-				"base":                  text("Branch to merge into."),
-				"title":                 text("Title."),
-				"body":                  str("Description (Markdown)."),
-				"draft":                 boolean("Open it as a draft."),
-				"maintainer_can_modify": boolean("Let maintainers push to the head branch (default true)."),
+			schema.Object(schema.Merge(repoProps, schema.Props{
+				"head":                  schema.Text("Branch with the changes; owner:branch for a fork."),
+				"base":                  schema.Text("Branch to merge into."),
+				"title":                 schema.Text("Title."),
+				"body":                  schema.String("Description (Markdown)."),
+				"draft":                 schema.Boolean("Open it as a draft."),
+				"maintainer_can_modify": schema.Boolean("Let maintainers push to the head branch (default true)."),
 			}), "owner", "repo", "head", "base", "title"),
 			pullSchema,
 			func(ctx context.Context, c *client, in *createPullInput) (any, error) {
@@ -353,16 +354,16 @@ func (k *kit) pullSteps() []connectors.Step {
 			}),
 		define(k, "get_reviewers", "Get Reviewers",
 			"Lists who is asked to review a pull request and the reviews submitted, with their state.",
-			object(with(with(repoProps, pullNumberProp), maxItemsProp), pullRequired...),
-			object(props{
-				"pull_number":     integer("Pull request number."),
-				"requested_users": stringArray("Logins asked to review."),
-				"requested_teams": stringArray("Team slugs asked to review."),
-				"reviews": array(object(props{
-					"id": integer("Review id."), "reviewer": str("Reviewer's login."),
-					"state":        enum("Review state.", "APPROVED", "CHANGES_REQUESTED", "COMMENTED", "DISMISSED", "PENDING"),
-					"body":         str("Review comment."),
-					"submitted_at": str("Submitted (RFC 3339); absent while pending."),
+			schema.Object(schema.Merge(repoProps, pullNumberProp, maxItemsProp), pullRequired...),
+			schema.Object(schema.Props{
+				"pull_number":     schema.Integer("Pull request number."),
+				"requested_users": schema.Array(schema.String(""), "Logins asked to review."),
+				"requested_teams": schema.Array(schema.String(""), "Team slugs asked to review."),
+				"reviews": schema.Array(schema.Object(schema.Props{
+					"id": schema.Integer("Review id."), "reviewer": schema.String("Reviewer's login."),
+					"state":        schema.Enum("Review state.", "APPROVED", "CHANGES_REQUESTED", "COMMENTED", "DISMISSED", "PENDING"),
+					"body":         schema.String("Review comment."),
+					"submitted_at": schema.String("Submitted (RFC 3339); absent while pending."),
 				}, "id", "reviewer", "state", "body"), "Submitted reviews, oldest first."),
 				"has_more": hasMoreProp,
 			}, "pull_number", "requested_users", "requested_teams", "reviews", "has_more"),
@@ -405,13 +406,13 @@ func (k *kit) pullSteps() []connectors.Step {
 			}),
 		define(k, "get_project_v2_field", "Get Project (V2) Field",
 			"Reads a Projects (v2) field by its node id: its name, type and, for a single-select field such as Status, its options (GraphQL node).",
-			object(props{
-				"field_id": text("Node id of the field (PVTSSF_... or PVTF_...), as a projects_v2_item event's resource.field_id gives it."),
+			schema.Object(schema.Props{
+				"field_id": schema.Text("Node id of the field (PVTSSF_... or PVTF_...), as a projects_v2_item event's resource.field_id gives it."),
 			}, "field_id"),
-			object(props{
-				"id": str("Field node id."), "name": str("Field name, e.g. Status."),
-				"data_type": str("Field type: SINGLE_SELECT, TEXT, NUMBER, DATE, ITERATION, ..."),
-				"options": array(object(props{"id": str("Option id."), "name": str("Option name.")}, "id", "name"),
+			schema.Object(schema.Props{
+				"id": schema.String("Field node id."), "name": schema.String("Field name, e.g. Status."),
+				"data_type": schema.String("Field type: SINGLE_SELECT, TEXT, NUMBER, DATE, ITERATION, ..."),
+				"options": schema.Array(schema.Object(schema.Props{"id": schema.String("Option id."), "name": schema.String("Option name.")}, "id", "name"),
 					"The options of a single-select field; empty for other types."),
 			}, "id", "name", "data_type", "options"),
 			func(ctx context.Context, c *client, in *projectFieldInput) (any, error) {
@@ -442,15 +443,15 @@ func (k *kit) pullSteps() []connectors.Step {
 			}),
 		define(k, "update_project_v2_item_status", "Update Project (V2) Item Status",
 			"Sets a Projects (v2) item's single-select field, such as Status, to one of its options (GraphQL updateProjectV2ItemFieldValue).",
-			object(props{
-				"project_id": text("Node id of the project (PVT_...)."),
-				"item_id":    text("Node id of the item (PVTI_...)."),
-				"field_id":   text("Node id of the single-select field, e.g. Status (PVTSSF_...)."),
-				"option_id":  text("Id of the option to set."),
+			schema.Object(schema.Props{
+				"project_id": schema.Text("Node id of the project (PVT_...)."),
+				"item_id":    schema.Text("Node id of the item (PVTI_...)."),
+				"field_id":   schema.Text("Node id of the single-select field, e.g. Status (PVTSSF_...)."),
+				"option_id":  schema.Text("Id of the option to set."),
 			}, "project_id", "item_id", "field_id", "option_id"),
-			object(props{
-				"project_id": str("Project node id."), "item_id": str("Item node id."),
-				"field_id": str("Field node id."), "option_id": str("The option now set."),
+			schema.Object(schema.Props{
+				"project_id": schema.String("Project node id."), "item_id": schema.String("Item node id."),
+				"field_id": schema.String("Field node id."), "option_id": schema.String("The option now set."),
 			}, "project_id", "item_id", "field_id", "option_id"),
 			func(ctx context.Context, c *client, in *projectItemInput) (any, error) {
 				vars := map[string]any{"input": map[string]any{
@@ -474,15 +475,15 @@ func (k *kit) pullSteps() []connectors.Step {
 			}),
 		define(k, "merge_pull_request", "Merge Pull Request",
 			"Merges a pull request by merge commit, squash or rebase, optionally only if its head is still the given sha.",
-			object(with(with(repoProps, pullNumberProp), props{
-				"merge_method":   enum("How to merge (default merge).", "merge", "squash", "rebase"),
-				"commit_title":   str("Title of the merge commit."),
-				"commit_message": str("Extra detail for the merge commit."),
-				"sha":            schema{"type": "string", "pattern": shaPattern, "description": "Merge only if the head is still this sha."},
+			schema.Object(schema.Merge(repoProps, pullNumberProp, schema.Props{
+				"merge_method":   schema.Enum("How to merge (default merge).", "merge", "squash", "rebase"),
+				"commit_title":   schema.String("Title of the merge commit."),
+				"commit_message": schema.String("Extra detail for the merge commit."),
+				"sha":            schema.String("Merge only if the head is still this sha.").Pattern(shaPattern),
 			}), pullRequired...),
-			object(props{
-				"pull_number": integer("Pull request number."), "merged": boolean("Whether it was merged."),
-				"sha": str("The merge commit's sha."), "message": str("GitHub's message."),
+			schema.Object(schema.Props{
+				"pull_number": schema.Integer("Pull request number."), "merged": schema.Boolean("Whether it was merged."),
+				"sha": schema.String("The merge commit's sha."), "message": schema.String("GitHub's message."),
 			}, "pull_number", "merged", "sha", "message"),
 			func(ctx context.Context, c *client, in *mergeInput) (any, error) {
 				body := map[string]any{}
@@ -507,12 +508,12 @@ func (k *kit) pullSteps() []connectors.Step {
 			}),
 		define(k, "list_pull_requests", "List Pull Requests",
 			"Lists a repository's pull requests, filtered by state, head or base branch.",
-			object(with(with(repoProps, maxItemsProp), props{
-				"state":     enum("Which pull requests (default open).", "open", "closed", "all"),
-				"head":      str("Only this head, as owner:branch."),
-				"base":      str("Only into this base branch."),
-				"sort":      enum("Sort by (default created).", "created", "updated", "popularity", "long-running"),
-				"direction": enum("Sort direction (default desc).", "asc", "desc"),
+			schema.Object(schema.Merge(repoProps, maxItemsProp, schema.Props{
+				"state":     schema.Enum("Which pull requests (default open).", "open", "closed", "all"),
+				"head":      schema.String("Only this head, as owner:branch."),
+				"base":      schema.String("Only into this base branch."),
+				"sort":      schema.Enum("Sort by (default created).", "created", "updated", "popularity", "long-running"),
+				"direction": schema.Enum("Sort direction (default desc).", "asc", "desc"),
 			}), "owner", "repo"),
 			listOutput("pull_requests", pullSchema, nil),
 			func(ctx context.Context, c *client, in *listPullsInput) (any, error) {
@@ -538,7 +539,7 @@ func (k *kit) pullSteps() []connectors.Step {
 			}),
 		define(k, "get_pull_request", "Get Pull Request",
 			"Reads one pull request, including whether it is merged and mergeable.",
-			object(with(repoProps, pullNumberProp), pullRequired...),
+			schema.Object(schema.Merge(repoProps, pullNumberProp), pullRequired...),
 			pullSchema,
 			func(ctx context.Context, c *client, in *pullNumberInput) (any, error) {
 				var g ghPull
@@ -549,12 +550,12 @@ func (k *kit) pullSteps() []connectors.Step {
 			}),
 		define(k, "update_pull_request", "Update Pull Request",
 			"Changes a pull request's title, body, base branch or state (close or reopen).",
-			object(with(with(repoProps, pullNumberProp), props{
-				"title":                 text("New title."),
-				"body":                  str("New body."),
-				"state":                 enum("New state.", "open", "closed"),
-				"base":                  str("New base branch."),
-				"maintainer_can_modify": boolean("Let maintainers push to the head branch."),
+			schema.Object(schema.Merge(repoProps, pullNumberProp, schema.Props{
+				"title":                 schema.Text("New title."),
+				"body":                  schema.String("New body."),
+				"state":                 schema.Enum("New state.", "open", "closed"),
+				"base":                  schema.String("New base branch."),
+				"maintainer_can_modify": schema.Boolean("Let maintainers push to the head branch."),
 			}), pullRequired...),
 			pullSchema,
 			func(ctx context.Context, c *client, in *updatePullInput) (any, error) {

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/triggerd/triggerd/connectors"
+	"github.com/triggerd/triggerd/connectors/schema"
 )
 
 // Repository is the structured output of the repository steps.
@@ -58,15 +59,15 @@ func (g ghRepo) out() Repository {
 	return r
 }
 
-var repositorySchema = object(props{
-	"id": integer("Repository id."), "name": str("Name."), "full_name": str("owner/name."), "owner": str("Owner's login."),
-	"private": boolean("Whether it is private."), "visibility": enum("Visibility.", "public", "private", "internal"),
-	"description": str("Description (may be empty)."), "homepage": str("Homepage URL (may be empty)."),
-	"html_url": str("Web page."), "default_branch": str("Default branch."), "fork": boolean("Whether it is a fork."),
-	"archived": boolean("Whether it is archived."), "is_template": boolean("Whether it is a template."),
-	"stargazers_count": integer("Stars."), "forks_count": integer("Forks."), "open_issues_count": integer("Open issues and pull requests."),
-	"topics": stringArray("Topics."), "created_at": str("Created (RFC 3339)."), "updated_at": str("Last updated (RFC 3339)."),
-	"pushed_at": str("Last push (RFC 3339), absent for a repository never pushed to."),
+var repositorySchema = schema.Object(schema.Props{
+	"id": schema.Integer("Repository id."), "name": schema.String("Name."), "full_name": schema.String("owner/name."), "owner": schema.String("Owner's login."),
+	"private": schema.Boolean("Whether it is private."), "visibility": schema.Enum("Visibility.", "public", "private", "internal"),
+	"description": schema.String("Description (may be empty)."), "homepage": schema.String("Homepage URL (may be empty)."),
+	"html_url": schema.String("Web page."), "default_branch": schema.String("Default branch."), "fork": schema.Boolean("Whether it is a fork."),
+	"archived": schema.Boolean("Whether it is archived."), "is_template": schema.Boolean("Whether it is a template."),
+	"stargazers_count": schema.Integer("Stars."), "forks_count": schema.Integer("Forks."), "open_issues_count": schema.Integer("Open issues and pull requests."),
+	"topics": schema.Array(schema.String(""), "Topics."), "created_at": schema.String("Created (RFC 3339)."), "updated_at": schema.String("Last updated (RFC 3339)."),
+	"pushed_at": schema.String("Last push (RFC 3339), absent for a repository never pushed to."),
 }, "id", "name", "full_name", "owner", "private", "visibility", "description", "homepage", "html_url", "default_branch",
 	"fork", "archived", "is_template", "stargazers_count", "forks_count", "open_issues_count", "topics", "created_at", "updated_at")
 
@@ -367,31 +368,31 @@ type Budget struct {
 	Reset     string `json:"reset"`
 }
 
-var repoOnlySchema = object(repoProps, "owner", "repo")
+var repoOnlySchema = schema.Object(repoProps, "owner", "repo")
 
 func (k *kit) repoSteps() []connectors.Step {
-	entrySchema := object(props{
-		"type": enum("Entry type.", "file", "dir", "symlink", "submodule"), "name": str("Name."), "path": str("Path."),
-		"sha": str("Git sha."), "size": integer("Size in bytes (0 for a directory)."),
+	entrySchema := schema.Object(schema.Props{
+		"type": schema.Enum("Entry type.", "file", "dir", "symlink", "submodule"), "name": schema.String("Name."), "path": schema.String("Path."),
+		"sha": schema.String("Git sha."), "size": schema.Integer("Size in bytes (0 for a directory)."),
 	}, "type", "name", "path", "sha", "size")
-	encoding := enum("utf-8: content is the text; base64: the file is binary and content is base64; none: the file is over 1 MB and GitHub sent no content.", "utf-8", "base64", "none")
+	encoding := schema.Enum("utf-8: content is the text; base64: the file is binary and content is base64; none: the file is over 1 MB and GitHub sent no content.", "utf-8", "base64", "none")
 	return []connectors.Step{
 		define(k, "create_repository", "Create Repository",
 			"Creates a repository for the account, or in an organisation when org is given.",
-			object(props{
+			schema.Object(schema.Props{
 				"name":               ghName("Repository name."),
 				"org":                ghName("Organisation to create it in; omit for the account's own repository."),
-				"description":        str("Short description."),
-				"homepage":           str("Homepage URL."),
-				"private":            boolean("Create it private (default false)."),
-				"visibility":         enum("Visibility; internal needs an org on GitHub Enterprise Cloud.", "public", "private", "internal"),
-				"auto_init":          boolean("Create an initial commit with a README."),
-				"gitignore_template": str("A .gitignore template name, e.g. Go."),
-				"license_template":   str("A license keyword, e.g. mit."),
-				"has_issues":         boolean("Enable issues (default true)."),
-				"has_projects":       boolean("Enable projects (default true)."),
-				"has_wiki":           boolean("Enable the wiki (default true)."),
-				"is_template":        boolean("Make it a template repository."),
+				"description":        schema.String("Short description."),
+				"homepage":           schema.String("Homepage URL."),
+				"private":            schema.Boolean("Create it private (default false)."),
+				"visibility":         schema.Enum("Visibility; internal needs an org on GitHub Enterprise Cloud.", "public", "private", "internal"),
+				"auto_init":          schema.Boolean("Create an initial commit with a README."),
+				"gitignore_template": schema.String("A .gitignore template name, e.g. Go."),
+				"license_template":   schema.String("A license keyword, e.g. mit."),
+				"has_issues":         schema.Boolean("Enable issues (default true)."),
+				"has_projects":       schema.Boolean("Enable projects (default true)."),
+				"has_wiki":           schema.Boolean("Enable the wiki (default true)."),
+				"is_template":        schema.Boolean("Make it a template repository."),
 			}, "name"),
 			repositorySchema,
 			func(ctx context.Context, c *client, in *createRepoInput) (any, error) {
@@ -419,16 +420,16 @@ func (k *kit) repoSteps() []connectors.Step {
 			}),
 		define(k, "get_repository_content", "Get Repository Content",
 			"Reads a file (decoded content and blob sha) or lists a directory of a repository.",
-			object(with(repoProps, props{
-				"path": str("Path of the file or directory; empty for the repository root."),
-				"ref":  str("Branch, tag or commit sha (default: the default branch)."),
+			schema.Object(schema.Merge(repoProps, schema.Props{
+				"path": schema.String("Path of the file or directory; empty for the repository root."),
+				"ref":  schema.String("Branch, tag or commit sha (default: the default branch)."),
 			}), "owner", "repo"),
-			object(props{
-				"type": enum("What the path is.", "file", "dir", "symlink", "submodule"),
-				"path": str("Path."), "name": str("Name (empty for the root)."), "sha": str("Blob sha of a file: pass it to update or delete it."),
-				"size": integer("Size in bytes."), "encoding": encoding, "content": str("A file's content."),
-				"target": str("A symlink's target."), "submodule_git_url": str("A submodule's URL."),
-				"html_url": str("Web page."), "entries": array(entrySchema, "A directory's entries."),
+			schema.Object(schema.Props{
+				"type": schema.Enum("What the path is.", "file", "dir", "symlink", "submodule"),
+				"path": schema.String("Path."), "name": schema.String("Name (empty for the root)."), "sha": schema.String("Blob sha of a file: pass it to update or delete it."),
+				"size": schema.Integer("Size in bytes."), "encoding": encoding, "content": schema.String("A file's content."),
+				"target": schema.String("A symlink's target."), "submodule_git_url": schema.String("A submodule's URL."),
+				"html_url": schema.String("Web page."), "entries": schema.Array(entrySchema, "A directory's entries."),
 			}, "type", "path", "name", "size"),
 			func(ctx context.Context, c *client, in *contentInput) (any, error) {
 				file, dir, err := in.get(ctx, c)
@@ -455,13 +456,13 @@ func (k *kit) repoSteps() []connectors.Step {
 			}),
 		define(k, "get_file", "Get File",
 			"Reads one file of a repository: its decoded content and the blob sha needed to update or delete it.",
-			object(with(repoProps, props{
-				"path": text("Path of the file."),
-				"ref":  str("Branch, tag or commit sha (default: the default branch)."),
+			schema.Object(schema.Merge(repoProps, schema.Props{
+				"path": schema.Text("Path of the file."),
+				"ref":  schema.String("Branch, tag or commit sha (default: the default branch)."),
 			}), "owner", "repo", "path"),
-			object(props{
-				"path": str("Path."), "name": str("File name."), "sha": str("Blob sha."), "size": integer("Size in bytes."),
-				"encoding": encoding, "content": str("Content (see encoding)."), "html_url": str("Web page."),
+			schema.Object(schema.Props{
+				"path": schema.String("Path."), "name": schema.String("File name."), "sha": schema.String("Blob sha."), "size": schema.Integer("Size in bytes."),
+				"encoding": encoding, "content": schema.String("Content (see encoding)."), "html_url": schema.String("Web page."),
 			}, "path", "name", "sha", "size", "encoding", "content", "html_url"),
 			func(ctx context.Context, c *client, in *fileInput) (any, error) {
 				file, _, err := in.get(ctx, c)
@@ -480,7 +481,7 @@ func (k *kit) repoSteps() []connectors.Step {
 		define(k, "star_repo", "Star Repo",
 			"Stars a repository as the account.",
 			repoOnlySchema,
-			object(props{"repository": str("owner/name."), "starred": boolean("Always true.")}, "repository", "starred"),
+			schema.Object(schema.Props{"repository": schema.String("owner/name."), "starred": schema.Boolean("Always true.")}, "repository", "starred"),
 			func(ctx context.Context, c *client, in *repoOnlyInput) (any, error) {
 				if _, err := c.sendJSON(ctx, http.MethodPut, "/user/starred/"+seg(in.Owner)+"/"+seg(in.Repo), nil, nil); err != nil {
 					return nil, err
@@ -492,20 +493,20 @@ func (k *kit) repoSteps() []connectors.Step {
 			}),
 		define(k, "create_or_update_file_contents", "Create or Update File Contents",
 			"Commits a new file, or a new version of a file (pass its current blob sha), to a branch.",
-			object(with(repoProps, props{
-				"path":      text("Path of the file."),
-				"content":   str("New content: text, or base64 when encoding is base64."),
-				"encoding":  enum("How content is given (default utf-8).", "utf-8", "base64"),
-				"message":   text("Commit message."),
-				"branch":    str("Branch to commit to (default: the default branch)."),
-				"sha":       schema{"type": "string", "pattern": shaPattern, "description": "Blob sha of the file being replaced; required to update an existing file."},
+			schema.Object(schema.Merge(repoProps, schema.Props{
+				"path":      schema.Text("Path of the file."),
+				"content":   schema.String("New content: text, or base64 when encoding is base64."),
+				"encoding":  schema.Enum("How content is given (default utf-8).", "utf-8", "base64"),
+				"message":   schema.Text("Commit message."),
+				"branch":    schema.String("Branch to commit to (default: the default branch)."),
+				"sha":       schema.String("Blob sha of the file being replaced; required to update an existing file.").Pattern(shaPattern),
 				"committer": gitPersonaSchema("Committer (default: the account)."),
 				"author":    gitPersonaSchema("Author (default: the committer)."),
 			}), "owner", "repo", "path", "content", "message"),
-			object(props{
-				"created": boolean("True for a new file, false for an update."), "path": str("Path."), "sha": str("The new blob sha."),
-				"size": integer("Size in bytes."), "html_url": str("The file's web page."),
-				"commit_sha": str("The commit's sha."), "commit_html_url": str("The commit's web page."),
+			schema.Object(schema.Props{
+				"created": schema.Boolean("True for a new file, false for an update."), "path": schema.String("Path."), "sha": schema.String("The new blob sha."),
+				"size": schema.Integer("Size in bytes."), "html_url": schema.String("The file's web page."),
+				"commit_sha": schema.String("The commit's sha."), "commit_html_url": schema.String("The commit's web page."),
 			}, "created", "path", "sha", "size", "html_url", "commit_sha", "commit_html_url"),
 			func(ctx context.Context, c *client, in *putFileInput) (any, error) {
 				content := in.Content
@@ -534,16 +535,16 @@ func (k *kit) repoSteps() []connectors.Step {
 			}),
 		define(k, "delete_file", "Delete File",
 			"Deletes a file from a branch with a commit; needs the file's current blob sha.",
-			object(with(repoProps, props{
-				"path":      text("Path of the file."),
-				"message":   text("Commit message."),
-				"sha":       schema{"type": "string", "pattern": shaPattern, "description": "Blob sha of the file being deleted."},
-				"branch":    str("Branch (default: the default branch)."),
+			schema.Object(schema.Merge(repoProps, schema.Props{
+				"path":      schema.Text("Path of the file."),
+				"message":   schema.Text("Commit message."),
+				"sha":       schema.String("Blob sha of the file being deleted.").Pattern(shaPattern),
+				"branch":    schema.String("Branch (default: the default branch)."),
 				"committer": gitPersonaSchema("Committer (default: the account)."),
 			}), "owner", "repo", "path", "message", "sha"),
-			object(props{
-				"path": str("Path."), "deleted": boolean("Always true."),
-				"commit_sha": str("The commit's sha."), "commit_html_url": str("The commit's web page."),
+			schema.Object(schema.Props{
+				"path": schema.String("Path."), "deleted": schema.Boolean("Always true."),
+				"commit_sha": schema.String("The commit's sha."), "commit_html_url": schema.String("The commit's web page."),
 			}, "path", "deleted", "commit_sha", "commit_html_url"),
 			func(ctx context.Context, c *client, in *deleteFileInput) (any, error) {
 				body := map[string]any{"message": in.Message, "sha": in.SHA}
@@ -564,12 +565,12 @@ func (k *kit) repoSteps() []connectors.Step {
 			}),
 		define(k, "list_releases", "List Releases",
 			"Lists a repository's releases, newest first.",
-			object(with(repoProps, maxItemsProp), "owner", "repo"),
-			listOutput("releases", object(props{
-				"id": integer("Release id."), "tag_name": str("Tag."), "name": str("Title."), "body": str("Notes."),
-				"draft": boolean("Draft."), "prerelease": boolean("Pre-release."), "target_commitish": str("Branch or sha tagged."),
-				"html_url": str("Web page."), "author": str("Author's login."), "created_at": str("Created (RFC 3339)."),
-				"published_at": str("Published (RFC 3339); absent for drafts."),
+			schema.Object(schema.Merge(repoProps, maxItemsProp), "owner", "repo"),
+			listOutput("releases", schema.Object(schema.Props{
+				"id": schema.Integer("Release id."), "tag_name": schema.String("Tag."), "name": schema.String("Title."), "body": schema.String("Notes."),
+				"draft": schema.Boolean("Draft."), "prerelease": schema.Boolean("Pre-release."), "target_commitish": schema.String("Branch or sha tagged."),
+				"html_url": schema.String("Web page."), "author": schema.String("Author's login."), "created_at": schema.String("Created (RFC 3339)."),
+				"published_at": schema.String("Published (RFC 3339); absent for drafts."),
 			}, "id", "tag_name", "name", "body", "draft", "prerelease", "target_commitish", "html_url", "author", "created_at"), nil),
 			func(ctx context.Context, c *client, in *releasesInput) (any, error) {
 				rs, _, more, err := listPages[ghRelease](ctx, c, in.path("/releases"), nil, in.MaxItems, nil)
@@ -589,14 +590,11 @@ func (k *kit) repoSteps() []connectors.Step {
 			}),
 		define(k, "get_rate_limit_status", "Get Rate Limit Status",
 			"Reads the account's GitHub rate limit budgets (core, search, graphql, ...); the call itself costs nothing.",
-			object(props{}),
-			object(props{"resources": schema{
-				"type": "object", "description": "Budgets by resource.",
-				"additionalProperties": object(props{
-					"limit": integer("Requests per window."), "remaining": integer("Requests left."),
-					"used": integer("Requests used."), "reset": str("When the window resets (RFC 3339)."),
-				}, "limit", "remaining", "used", "reset"),
-			}}, "resources"),
+			schema.Object(schema.Props{}),
+			schema.Object(schema.Props{"resources": schema.Map(schema.Object(schema.Props{
+				"limit": schema.Integer("Requests per window."), "remaining": schema.Integer("Requests left."),
+				"used": schema.Integer("Requests used."), "reset": schema.String("When the window resets (RFC 3339)."),
+			}, "limit", "remaining", "used", "reset"), "Budgets by resource.")}, "resources"),
 			func(ctx context.Context, c *client, _ *noInput) (any, error) {
 				var r struct {
 					Resources map[string]struct {
@@ -620,10 +618,8 @@ func (k *kit) repoSteps() []connectors.Step {
 	}
 }
 
-func gitPersonaSchema(desc string) schema {
-	s := object(props{"name": text("Name."), "email": schema{"type": "string", "format": "email", "description": "Email address."}}, "name", "email")
-	s["description"] = desc
-	return s
+func gitPersonaSchema(desc string) schema.Schema {
+	return schema.Object(schema.Props{"name": schema.Text("Name."), "email": schema.String("Email address.").Format("email")}, "name", "email").Describe(desc)
 }
 
 func setIf(m map[string]any, k, v string) {
