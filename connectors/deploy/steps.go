@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/triggerd/triggerd/connectors"
+	"github.com/triggerd/triggerd/connectors/schema"
 )
 
 // Step ids of the deploy toolkit.
@@ -99,8 +100,8 @@ func NewToolkit(o ToolkitOptions) connectors.Toolkit {
 				Name:        "Create Deployment",
 				Connector:   name,
 				Description: "Creates a new deployment of a project from a branch of its linked Git repository, to production or preview, with optional custom configuration.",
-				Input:       json.RawMessage(createDeploymentInput),
-				Output:      json.RawMessage(deploymentOutput),
+				Input:       schema.Root(createDeploymentInput),
+				Output:      schema.Root(deploymentOutput),
 				Run:         tk.createDeployment,
 			},
 			{
@@ -108,8 +109,8 @@ func NewToolkit(o ToolkitOptions) connectors.Toolkit {
 				Name:        "List Deployments",
 				Connector:   name,
 				Description: "Lists deployments, newest first, filtered by project, environment, state, branch and creation time.",
-				Input:       json.RawMessage(listDeploymentsInput),
-				Output:      json.RawMessage(listDeploymentsOutput),
+				Input:       schema.Root(listDeploymentsInput),
+				Output:      schema.Root(listDeploymentsOutput),
 				Run:         tk.listDeployments,
 			},
 			{
@@ -117,8 +118,8 @@ func NewToolkit(o ToolkitOptions) connectors.Toolkit {
 				Name:        "Cancel Deployment",
 				Connector:   name,
 				Description: "Cancels a queued or ongoing deployment by its id.",
-				Input:       json.RawMessage(cancelDeploymentInput),
-				Output:      json.RawMessage(deploymentOutput),
+				Input:       schema.Root(cancelDeploymentInput),
+				Output:      schema.Root(deploymentOutput),
 				Run:         tk.cancelDeployment,
 			},
 		},

@@ -1,146 +1,69 @@
 package deploy
 
-// JSON Schemas (draft 2020-12) of the deploy steps' inputs and outputs.
-const (
-	createDeploymentInput = `{
-  "$schema": "https://json-schema.org/draft/2020-12/schema",
-  "title": "Create Deployment input",
-  "type": "object",
-  "additionalProperties": false,
-  "required": ["project"],
-  "properties": {
-    "project": {
-      "type": "string", "minLength": 1, "maxLength": 100,
-      "description": "The project to deploy: its name or id (prj_…). Its linked Git repository is deployed."
-    },
-    "branch": {
-      "type": "string", "minLength": 1, "maxLength": 255,
-      "description": "Git branch (or tag) of the linked repository to deploy; default: the project's production branch."
-    },
-    "sha": {
-      "type": "string", "pattern": "^[0-9a-f]{7,40}$",
-      "description": "Commit to deploy; default: the head of branch."
-    },
-    "environment": {
-      "type": "string", "enum": ["production", "preview", "development"], "default": "preview",
-      "description": "Where to deploy. production and preview (the default) are deployable; development is refused, as Vercel's Development environment is local (vercel dev)."
-    },
-    "name": {
-      "type": "string", "minLength": 1, "maxLength": 100,
-      "description": "Deployment name; default: the project's name."
-    },
-    "meta": {
-      "type": "object", "maxProperties": 100,
-      "additionalProperties": {"type": "string", "maxLength": 65536},
-      "description": "Metadata to attach to the deployment (string values)."
-    },
-    "config": {
-      "type": "object",
-      "propertyNames": {"not": {"enum": ["name", "project", "target", "gitSource", "meta"]}},
-      "description": "Custom configuration merged into the POST /v13/deployments body, e.g. {\"projectSettings\": {\"buildCommand\": \"npm run build\"}}. It may not set name, project, target, gitSource or meta; files or deploymentId here deploy a project without a Git link."
-    }
-  }
-}`
+import "github.com/triggerd/triggerd/connectors/schema"
 
-	listDeploymentsInput = `{
-  "$schema": "https://json-schema.org/draft/2020-12/schema",
-  "title": "List Deployments input",
-  "type": "object",
-  "additionalProperties": false,
-  "properties": {
-    "project": {
-      "type": "string", "minLength": 1, "maxLength": 100,
-      "description": "Only deployments of this project (name or id)."
-    },
-    "environment": {
-      "type": "string", "enum": ["production", "preview"],
-      "description": "Only deployments to this environment (Vercel's target)."
-    },
-    "state": {
-      "type": "array", "uniqueItems": true, "minItems": 1,
-      "items": {"type": "string", "enum": ["BUILDING", "ERROR", "INITIALIZING", "QUEUED", "READY", "CANCELED"]},
-      "description": "Only deployments in one of these states."
-    },
-    "branch": {
-      "type": "string", "minLength": 1, "maxLength": 255,
-      "description": "Only deployments of this Git branch."
-    },
-    "since": {
-      "type": ["integer", "string"], "minimum": 0, "format": "date-time",
-      "description": "Only deployments created at or after this time: epoch milliseconds or an RFC 3339 time."
-    },
-    "until": {
-      "type": ["integer", "string"], "minimum": 0, "format": "date-time",
-      "description": "Only deployments created before this time: epoch milliseconds or an RFC 3339 time. To continue a list, pass the previous output's next."
-    },
-    "limit": {
-      "type": "integer", "minimum": 1, "maximum": 1000, "default": 20,
-      "description": "How many deployments to return at most; pages are followed until this many are read."
-    }
-  }
-}`
+// The JSON Schemas of the deploy steps' inputs and outputs.
+var (
+	createDeploymentInput = schema.Object(schema.Props{
+		"project": schema.Text("The project to deploy: its name or id (prj_…). Its linked Git repository is deployed.").MaxLength(100),
+		"branch":  schema.Text("Git branch (or tag) of the linked repository to deploy; default: the project's production branch.").MaxLength(255),
+		"sha":     schema.String("Commit to deploy; default: the head of branch.").Pattern(`^[0-9a-f]{7,40}$`),
+		"environment": schema.Enum("Where to deploy. production and preview (the default) are deployable; development is refused, as Vercel's Development environment is local (vercel dev).",
+			"production", "preview", "development").Default("preview"),
+		"name": schema.Text("Deployment name; default: the project's name.").MaxLength(100),
+		"meta": schema.Map(schema.String("").MaxLength(65536), "Metadata to attach to the deployment (string values).").MaxProperties(100),
+		"config": schema.AnyObject(`Custom configuration merged into the POST /v13/deployments body, e.g. {"projectSettings": {"buildCommand": "npm run build"}}. It may not set name, project, target, gitSource or meta; files or deploymentId here deploy a project without a Git link.`).
+			With("propertyNames", schema.Schema{"not": schema.Schema{"enum": []string{"name", "project", "target", "gitSource", "meta"}}}),
+	}, "project").Title("Create Deployment input")
 
-	cancelDeploymentInput = `{
-  "$schema": "https://json-schema.org/draft/2020-12/schema",
-  "title": "Cancel Deployment input",
-  "type": "object",
-  "additionalProperties": false,
-  "required": ["id"],
-  "properties": {
-    "id": {
-      "type": "string", "minLength": 1, "maxLength": 255,
-      "description": "The deployment id (dpl_…), as returned by Create Deployment or List Deployments."
-    }
-  }
-}`
+	listDeploymentsInput = schema.Object(schema.Props{
+		"project":     schema.Text("Only deployments of this project (name or id).").MaxLength(100),
+		"environment": schema.Enum("Only deployments to this environment (Vercel's target).", "production", "preview"),
+		"state": schema.Array(schema.Enum("", "BUILDING", "ERROR", "INITIALIZING", "QUEUED", "READY", "CANCELED"),
+			"Only deployments in one of these states.").Unique().MinItems(1),
+		"branch": schema.Text("Only deployments of this Git branch.").MaxLength(255),
+		"since":  timeBound("Only deployments created at or after this time: epoch milliseconds or an RFC 3339 time."),
+		"until":  timeBound("Only deployments created before this time: epoch milliseconds or an RFC 3339 time. To continue a list, pass the previous output's next."),
+		"limit": schema.Integer("How many deployments to return at most; pages are followed until this many are read.").
+			Min(1).Max(1000).Default(20),
+	}).Title("List Deployments input")
 
-	deploymentDef = `{
-      "type": "object",
-      "additionalProperties": false,
-      "required": ["id", "name", "url", "state", "target", "project_id", "created_at", "creator", "meta"],
-      "properties": {
-        "id": {"type": "string", "description": "Deployment id (dpl_…)."},
-        "name": {"type": "string"},
-        "url": {"type": ["string", "null"], "description": "https://<deployment host>; null while Vercel has none."},
-        "state": {"type": "string", "description": "QUEUED, INITIALIZING, BUILDING, READY, ERROR or CANCELED (DELETED in lists)."},
-        "target": {"type": "string", "description": "production, preview or a custom environment."},
-        "project_id": {"type": "string"},
-        "created_at": {"type": "string", "format": "date-time"},
-        "ready_at": {"type": "string", "format": "date-time"},
-        "canceled_at": {"type": "string", "format": "date-time"},
-        "creator": {
-          "type": ["object", "null"],
-          "additionalProperties": false,
-          "required": ["id"],
-          "properties": {"id": {"type": "string"}, "username": {"type": "string"}}
-        },
-        "meta": {"type": "object", "additionalProperties": {"type": "string"}},
-        "branch": {"type": "string"},
-        "commit_sha": {"type": "string"},
-        "inspector_url": {"type": "string"},
-        "error_code": {"type": "string"},
-        "error_message": {"type": "string"}
-      }
-    }`
+	cancelDeploymentInput = schema.Object(schema.Props{
+		"id": schema.Text("The deployment id (dpl_…), as returned by Create Deployment or List Deployments.").MaxLength(255),
+	}, "id").Title("Cancel Deployment input")
 
-	deploymentOutput = `{
-  "$schema": "https://json-schema.org/draft/2020-12/schema",
-  "title": "Deployment",
-  "$ref": "#/$defs/deployment",
-  "$defs": {"deployment": ` + deploymentDef + `}
-}`
+	deploymentOutput = schema.Ref("deployment").Title("Deployment").Defs(deploymentDefs)
 
-	listDeploymentsOutput = `{
-  "$schema": "https://json-schema.org/draft/2020-12/schema",
-  "title": "List Deployments output",
-  "type": "object",
-  "additionalProperties": false,
-  "required": ["deployments", "count", "next"],
-  "properties": {
-    "deployments": {"type": "array", "items": {"$ref": "#/$defs/deployment"}},
-    "count": {"type": "integer", "minimum": 0},
-    "next": {"type": ["integer", "null"], "description": "Pass as until to continue the list; null at its end."}
-  },
-  "$defs": {"deployment": ` + deploymentDef + `}
-}`
+	listDeploymentsOutput = schema.Object(schema.Props{
+		"deployments": schema.Array(schema.Ref("deployment"), ""),
+		"count":       schema.Integer("").Min(0),
+		"next":        schema.Integer("Pass as until to continue the list; null at its end.").Nullable(),
+	}, "deployments", "count", "next").Title("List Deployments output").Defs(deploymentDefs)
+
+	// deploymentDefs defines the Deployment the outputs refer to.
+	deploymentDefs = schema.Props{"deployment": schema.Object(schema.Props{
+		"id":          schema.String("Deployment id (dpl_…)."),
+		"name":        schema.String(""),
+		"url":         schema.String("https://<deployment host>; null while Vercel has none.").Nullable(),
+		"state":       schema.String("QUEUED, INITIALIZING, BUILDING, READY, ERROR or CANCELED (DELETED in lists)."),
+		"target":      schema.String("production, preview or a custom environment."),
+		"project_id":  schema.String(""),
+		"created_at":  schema.DateTime(""),
+		"ready_at":    schema.DateTime(""),
+		"canceled_at": schema.DateTime(""),
+		"creator": schema.Object(schema.Props{
+			"id": schema.String(""), "username": schema.String(""),
+		}, "id").Nullable(),
+		"meta":          schema.Map(schema.String(""), ""),
+		"branch":        schema.String(""),
+		"commit_sha":    schema.String(""),
+		"inspector_url": schema.String(""),
+		"error_code":    schema.String(""),
+		"error_message": schema.String(""),
+	}, "id", "name", "url", "state", "target", "project_id", "created_at", "creator", "meta")}
 )
+
+// timeBound is a list bound: epoch milliseconds or an RFC 3339 time.
+func timeBound(desc string) schema.Schema {
+	return schema.DateTime(desc).Types("integer", "string").Min(0)
+}

@@ -1,0 +1,38 @@
+package deploy
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/triggerd/triggerd/connectors/schema"
+)
+
+// TestSchemasMatchTheirOldDocuments compares every schema written with the
+// schema package with the JSON document it replaces, both read as any.
+func TestSchemasMatchTheirOldDocuments(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		dsl  schema.Schema
+		old  string
+	}{
+		{"createDeploymentInput", createDeploymentInput, oldCreateDeploymentInput},
+		{"listDeploymentsInput", listDeploymentsInput, oldListDeploymentsInput},
+		{"cancelDeploymentInput", cancelDeploymentInput, oldCancelDeploymentInput},
+		{"deploymentOutput", deploymentOutput, oldDeploymentOutput},
+		{"listDeploymentsOutput", listDeploymentsOutput, oldListDeploymentsOutput},
+	} {
+		var got, want any
+		if err := json.Unmarshal(schema.Root(c.dsl), &got); err != nil {
+			t.Fatal(c.name, err)
+		}
+		if err := json.Unmarshal([]byte(c.old), &want); err != nil {
+			t.Fatal(c.name, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			g, _ := json.MarshalIndent(got, "", " ")
+			w, _ := json.MarshalIndent(want, "", " ")
+			t.Errorf("%s differs:\n got %s\nwant %s", c.name, g, w)
+		}
+	}
+}
