@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/triggerd/triggerd/connectors"
+	"github.com/triggerd/triggerd/connectors/schema"
 )
 
 // DefaultDataAPIBaseURL is the GA4 Data API root (the Admin API root is
@@ -111,10 +112,10 @@ func newToolkit(o ToolkitOptions) *toolkit {
 }
 
 func (tk *toolkit) steps() []connectors.Step {
-	step := func(id, title, desc, in, out string, run func(context.Context, connectors.Env, json.RawMessage) (any, error)) connectors.Step {
+	step := func(id, title, desc string, in, out schema.Schema, run func(context.Context, connectors.Env, json.RawMessage) (any, error)) connectors.Step {
 		return connectors.Step{
 			ID: id, Name: title, Connector: name, Description: desc,
-			Input: json.RawMessage(in), Output: json.RawMessage(out), Run: run,
+			Input: schema.Root(in), Output: schema.Root(out), Run: run,
 		}
 	}
 	return []connectors.Step{

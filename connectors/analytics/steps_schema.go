@@ -1,445 +1,256 @@
 package analytics
 
-// Reusable JSON Schema fragments (draft 2020-12).
-const (
-	schemaHeader = `"$schema": "https://json-schema.org/draft/2020-12/schema",`
+import "github.com/triggerd/triggerd/connectors/schema"
 
-	propertySchema = `{"type": "string", "pattern": "^properties/[0-9]+$",
-      "description": "The GA4 property as properties/<numeric property id>, e.g. properties/123456789."}`
+// Reusable schema fragments.
+var (
+	propertySchema = schema.String("The GA4 property as properties/<numeric property id>, e.g. properties/123456789.").
+			Pattern(`^properties/[0-9]+$`)
 
-	fieldNamesSchema = `{"type": "array", "uniqueItems": true,
-      "items": {"type": "string", "pattern": "^[A-Za-z][A-Za-z0-9_:]{0,99}$"}`
+	filterSchema = schema.AnyObject(`A GA4 FilterExpression, passed through as it is: exactly one of andGroup, orGroup, notExpression or filter. Example: {"filter": {"fieldName": "country", "stringFilter": {"matchType": "EXACT", "value": "Germany"}}}.`).
+			MinProperties(1).MaxProperties(1)
 
-	filterSchema = `{"type": "object", "minProperties": 1, "maxProperties": 1,
-      "description": "A GA4 FilterExpression, passed through as it is: exactly one of andGroup, orGroup, notExpression or filter. Example: {\"filter\": {\"fieldName\": \"country\", \"stringFilter\": {\"matchType\": \"EXACT\", \"value\": \"Germany\"}}}."}`
+	orderBysSchema = schema.Array(schema.Object(schema.Props{
+		"metric":     schema.Text(""),
+		"dimension":  schema.Text(""),
+		"desc":       schema.Boolean("").Default(false),
+		"order_type": schema.Enum("How dimension values compare (dimensions only).", "ALPHANUMERIC", "CASE_INSENSITIVE_ALPHANUMERIC", "NUMERIC"),
+	}).With("oneOf", []schema.Schema{
+		{"required": []string{"metric"}, "not": schema.Schema{"required": []string{"dimension"}}},
+		{"required": []string{"dimension"}, "not": schema.Schema{"required": []string{"metric"}}},
+	}), "Row order: each entry names a requested metric or dimension, with desc for descending.").MaxItems(20)
 
-	orderBysSchema = `{"type": "array", "maxItems": 20,
-      "description": "Row order: each entry names a requested metric or dimension, with desc for descending.",
-      "items": {
-        "type": "object", "additionalProperties": false,
-        "properties": {
-          "metric": {"type": "string", "minLength": 1},
-          "dimension": {"type": "string", "minLength": 1},
-          "desc": {"type": "boolean", "default": false},
-          "order_type": {"type": "string", "enum": ["ALPHANUMERIC", "CASE_INSENSITIVE_ALPHANUMERIC", "NUMERIC"],
-            "description": "How dimension values compare (dimensions only)."}
-        },
-        "oneOf": [
-          {"required": ["metric"], "not": {"required": ["dimension"]}},
-          {"required": ["dimension"], "not": {"required": ["metric"]}}
-        ]
-      }}`
+	limitSchema = schema.Integer("Rows to return at most (GA4's default 10,000).").Min(1).Max(250000)
 
-	limitSchema = `{"type": "integer", "minimum": 1, "maximum": 250000,
-      "description": "Rows to return at most (GA4's default 10,000)."}`
+	listLimitSchema = schema.Integer("Items to return at most; pages are followed until this many are read.").
+			Min(1).Max(1000).Default(200)
 
-	listLimitSchema = `{"type": "integer", "minimum": 1, "maximum": 1000, "default": 200,
-      "description": "Items to return at most; pages are followed until this many are read."}`
+	pageTokenSchema = schema.Text("Continue a previous list: its next_page_token.")
 
-	pageTokenSchema = `{"type": "string", "minLength": 1,
-      "description": "Continue a previous list: its next_page_token."}`
+	nextPageTokenSchema = schema.String("Pass as page_token to continue; null at the end.").Nullable()
 
-	nextPageTokenSchema = `{"type": ["string", "null"], "description": "Pass as page_token to continue; null at the end."}`
+	// listProps are a list input's paging properties.
+	listProps = schema.Props{"limit": listLimitSchema, "page_token": pageTokenSchema}
 )
 
+// accountSchema is an analytics account, accounts/<id>.
+func accountSchema(desc string) schema.Schema {
+	return schema.String(desc).Pattern(`^accounts/[0-9]+$`)
+}
+
+// fieldNames lists metrics or dimensions by API name.
+func fieldNames(desc string) schema.Schema {
+	return schema.Array(schema.String("").Pattern(`^[A-Za-z][A-Za-z0-9_:]{0,99}$`), desc).Unique()
+}
+
+// reportDate is a report date: YYYY-MM-DD, NdaysAgo, yesterday or today.
+func reportDate(desc string) schema.Schema {
+	return schema.String(desc).Pattern(`^([0-9]{4}-[0-9]{2}-[0-9]{2}|today|yesterday|[0-9]{1,4}daysAgo)$`)
+}
+
 // Input schemas.
-const (
-	runReportsInput = `{
-  ` + schemaHeader + `
-  "title": "Run Reports input",
-  "type": "object",
-  "additionalProperties": false,
-  "required": ["property", "metrics"],
-  "properties": {
-    "property": ` + propertySchema + `,
-    "metrics": ` + fieldNamesSchema + `, "minItems": 1, "maxItems": 10,
-      "description": "Metrics (at most 10), e.g. activeUsers, sessions, screenPageViews, eventCount, keyEvents."},
-    "dimensions": ` + fieldNamesSchema + `, "maxItems": 9,
-      "description": "Dimensions (at most 9), e.g. date, country, sessionSource, pagePath, eventName."},
-    "date_ranges": {
-      "type": "array", "minItems": 1, "maxItems": 4,
-      "description": "Date ranges (at most 4), in the property's time zone; default 28daysAgo to yesterday. Several ranges add a dateRange dimension.",
-      "items": {
-        "type": "object", "additionalProperties": false, "required": ["start_date", "end_date"],
-        "properties": {
-          "start_date": {"type": "string", "pattern": "^([0-9]{4}-[0-9]{2}-[0-9]{2}|today|yesterday|[0-9]{1,4}daysAgo)$",
-            "description": "YYYY-MM-DD, NdaysAgo, yesterday or today."},
-          "end_date": {"type": "string", "pattern": "^([0-9]{4}-[0-9]{2}-[0-9]{2}|today|yesterday|[0-9]{1,4}daysAgo)$",
-            "description": "YYYY-MM-DD, NdaysAgo, yesterday or today; not before start_date."},
-          "name": {"type": "string", "maxLength": 100, "description": "The range's value of the dateRange dimension."}
-        }
-      }
-    },
-    "dimension_filter": ` + filterSchema + `,
-    "metric_filter": ` + filterSchema + `,
-    "order_bys": ` + orderBysSchema + `,
-    "limit": ` + limitSchema + `,
-    "offset": {"type": "integer", "minimum": 0, "description": "Rows to skip (paging with limit)."},
-    "keep_empty_rows": {"type": "boolean", "default": false, "description": "Keep rows whose metrics are all zero."}
-  }
-}`
+var (
+	runReportsInput = schema.Object(schema.Props{
+		"property":   propertySchema,
+		"metrics":    fieldNames("Metrics (at most 10), e.g. activeUsers, sessions, screenPageViews, eventCount, keyEvents.").MinItems(1).MaxItems(10),
+		"dimensions": fieldNames("Dimensions (at most 9), e.g. date, country, sessionSource, pagePath, eventName.").MaxItems(9),
+		"date_ranges": schema.Array(schema.Object(schema.Props{
+			"start_date": reportDate("YYYY-MM-DD, NdaysAgo, yesterday or today."),
+			"end_date":   reportDate("YYYY-MM-DD, NdaysAgo, yesterday or today; not before start_date."),
+			"name":       schema.String("The range's value of the dateRange dimension.").MaxLength(100),
+		}, "start_date", "end_date"),
+			"Date ranges (at most 4), in the property's time zone; default 28daysAgo to yesterday. Several ranges add a dateRange dimension.").
+			MinItems(1).MaxItems(4),
+		"dimension_filter": filterSchema,
+		"metric_filter":    filterSchema,
+		"order_bys":        orderBysSchema,
+		"limit":            limitSchema,
+		"offset":           schema.Integer("Rows to skip (paging with limit).").Min(0),
+		"keep_empty_rows":  schema.Boolean("Keep rows whose metrics are all zero.").Default(false),
+	}, "property", "metrics").Title("Run Reports input")
 
-	runRealtimeInput = `{
-  ` + schemaHeader + `
-  "title": "Run Realtime Report input",
-  "type": "object",
-  "additionalProperties": false,
-  "required": ["property", "metrics"],
-  "properties": {
-    "property": ` + propertySchema + `,
-    "metrics": ` + fieldNamesSchema + `, "minItems": 1, "maxItems": 10,
-      "description": "Realtime metrics, e.g. activeUsers, eventCount, screenPageViews, keyEvents."},
-    "dimensions": ` + fieldNamesSchema + `, "maxItems": 9,
-      "description": "Realtime dimensions, e.g. country, eventName, unifiedScreenName, minutesAgo."},
-    "minute_ranges": {
-      "type": "array", "minItems": 1, "maxItems": 2,
-      "description": "Minute ranges (at most 2); default the last 30 minutes.",
-      "items": {
-        "type": "object", "additionalProperties": false,
-        "properties": {
-          "start_minutes_ago": {"type": "integer", "minimum": 0, "maximum": 59, "default": 29},
-          "end_minutes_ago": {"type": "integer", "minimum": 0, "maximum": 59, "default": 0},
-          "name": {"type": "string", "maxLength": 100}
-        }
-      }
-    },
-    "dimension_filter": ` + filterSchema + `,
-    "metric_filter": ` + filterSchema + `,
-    "order_bys": ` + orderBysSchema + `,
-    "limit": ` + limitSchema + `
-  }
-}`
+	runRealtimeInput = schema.Object(schema.Props{
+		"property":   propertySchema,
+		"metrics":    fieldNames("Realtime metrics, e.g. activeUsers, eventCount, screenPageViews, keyEvents.").MinItems(1).MaxItems(10),
+		"dimensions": fieldNames("Realtime dimensions, e.g. country, eventName, unifiedScreenName, minutesAgo.").MaxItems(9),
+		"minute_ranges": schema.Array(schema.Object(schema.Props{
+			"start_minutes_ago": schema.Integer("").Min(0).Max(59).Default(29),
+			"end_minutes_ago":   schema.Integer("").Min(0).Max(59).Default(0),
+			"name":              schema.String("").MaxLength(100),
+		}), "Minute ranges (at most 2); default the last 30 minutes.").MinItems(1).MaxItems(2),
+		"dimension_filter": filterSchema,
+		"metric_filter":    filterSchema,
+		"order_bys":        orderBysSchema,
+		"limit":            limitSchema,
+	}, "property", "metrics").Title("Run Realtime Report input")
 
-	getMetadataInput = `{
-  ` + schemaHeader + `
-  "title": "Get Metadata input",
-  "type": "object",
-  "additionalProperties": false,
-  "required": ["property"],
-  "properties": {
-    "property": {"type": "string", "pattern": "^properties/[0-9]+$",
-      "description": "The GA4 property as properties/<id>; properties/0 lists the fields common to all properties."}
-  }
-}`
+	getMetadataInput = schema.Object(schema.Props{
+		"property": schema.String("The GA4 property as properties/<id>; properties/0 lists the fields common to all properties.").
+			Pattern(`^properties/[0-9]+$`),
+	}, "property").Title("Get Metadata input")
 
-	createKeyEventInput = `{
-  ` + schemaHeader + `
-  "title": "Create Key Events input",
-  "type": "object",
-  "additionalProperties": false,
-  "required": ["property", "event_name"],
-  "properties": {
-    "property": ` + propertySchema + `,
-    "event_name": {"type": "string", "pattern": "^[A-Za-z][A-Za-z0-9_]{0,39}$",
-      "description": "An event already collected in the property (in the last 30 days), e.g. purchase, sign_up, generate_lead."},
-    "counting_method": {"type": "string", "enum": ["ONCE_PER_EVENT", "ONCE_PER_SESSION"], "default": "ONCE_PER_EVENT",
-      "description": "Count every occurrence, or once per session."}
-  }
-}`
+	createKeyEventInput = schema.Object(schema.Props{
+		"property": propertySchema,
+		"event_name": schema.String("An event already collected in the property (in the last 30 days), e.g. purchase, sign_up, generate_lead.").
+			Pattern(`^[A-Za-z][A-Za-z0-9_]{0,39}$`),
+		"counting_method": schema.Enum("Count every occurrence, or once per session.", "ONCE_PER_EVENT", "ONCE_PER_SESSION").
+			Default("ONCE_PER_EVENT"),
+	}, "property", "event_name").Title("Create Key Events input")
 
-	createPropertyInput = `{
-  ` + schemaHeader + `
-  "title": "Create properties input",
-  "type": "object",
-  "additionalProperties": false,
-  "required": ["display_name", "time_zone", "currency_code"],
-  "properties": {
-    "display_name": {"type": "string", "minLength": 1, "maxLength": 100, "description": "The property's name."},
-    "time_zone": {"type": "string", "minLength": 1, "maxLength": 64,
-      "description": "The reporting time zone, an IANA name such as America/Los_Angeles or Europe/Berlin."},
-    "currency_code": {"type": "string", "pattern": "^[A-Z]{3}$", "description": "ISO 4217 currency, e.g. USD, EUR."},
-    "industry_category": {"type": "string", "description": "Optional, used for benchmarking.",
-      "enum": ["INDUSTRY_CATEGORY_UNSPECIFIED", "AUTOMOTIVE", "BUSINESS_AND_INDUSTRIAL_MARKETS", "FINANCE", "HEALTHCARE",
-        "TECHNOLOGY", "TRAVEL", "OTHER", "ARTS_AND_ENTERTAINMENT", "BEAUTY_AND_FITNESS", "BOOKS_AND_LITERATURE",
-        "FOOD_AND_DRINK", "GAMES", "HOBBIES_AND_LEISURE", "HOME_AND_GARDEN", "INTERNET_AND_TELECOM",
-        "LAW_AND_GOVERNMENT", "NEWS", "ONLINE_COMMUNITIES", "PEOPLE_AND_SOCIETY", "PETS_AND_ANIMALS",
-        "REAL_ESTATE", "REFERENCE", "SCIENCE", "SPORTS", "JOBS_AND_EDUCATION", "SHOPPING"]},
-    "account": {"type": "string", "pattern": "^accounts/[0-9]+$",
-      "description": "The analytics account as accounts/<id>; default: the connected account's first. Needs the Administrator role on it."}
-  }
-}`
+	createPropertyInput = schema.Object(schema.Props{
+		"display_name":  schema.Text("The property's name.").MaxLength(100),
+		"time_zone":     schema.Text("The reporting time zone, an IANA name such as America/Los_Angeles or Europe/Berlin.").MaxLength(64),
+		"currency_code": schema.String("ISO 4217 currency, e.g. USD, EUR.").Pattern(`^[A-Z]{3}$`),
+		"industry_category": schema.Enum("Optional, used for benchmarking.",
+			"INDUSTRY_CATEGORY_UNSPECIFIED", "AUTOMOTIVE", "BUSINESS_AND_INDUSTRIAL_MARKETS", "FINANCE", "HEALTHCARE",
+			"TECHNOLOGY", "TRAVEL", "OTHER", "ARTS_AND_ENTERTAINMENT", "BEAUTY_AND_FITNESS", "BOOKS_AND_LITERATURE",
+			"FOOD_AND_DRINK", "GAMES", "HOBBIES_AND_LEISURE", "HOME_AND_GARDEN", "INTERNET_AND_TELECOM",
+			"LAW_AND_GOVERNMENT", "NEWS", "ONLINE_COMMUNITIES", "PEOPLE_AND_SOCIETY", "PETS_AND_ANIMALS",
+			"REAL_ESTATE", "REFERENCE", "SCIENCE", "SPORTS", "JOBS_AND_EDUCATION", "SHOPPING"),
+		"account": accountSchema("The analytics account as accounts/<id>; default: the connected account's first. Needs the Administrator role on it."),
+	}, "display_name", "time_zone", "currency_code").Title("Create properties input")
 
-	listPropertiesInput = `{
-  ` + schemaHeader + `
-  "title": "List Properties input",
-  "type": "object",
-  "additionalProperties": false,
-  "properties": {
-    "account": {"type": "string", "pattern": "^accounts/[0-9]+$",
-      "description": "The analytics account as accounts/<id>; default: the connected account's first."},
-    "show_deleted": {"type": "boolean", "default": false, "description": "Include properties in the trash."},
-    "limit": ` + listLimitSchema + `,
-    "page_token": ` + pageTokenSchema + `
-  }
-}`
+	listPropertiesInput = schema.Object(schema.Merge(schema.Props{
+		"account":      accountSchema("The analytics account as accounts/<id>; default: the connected account's first."),
+		"show_deleted": schema.Boolean("Include properties in the trash.").Default(false),
+	}, listProps)).Title("List Properties input")
 
-	getPropertyInput = `{
-  ` + schemaHeader + `
-  "title": "Get Property input",
-  "type": "object",
-  "additionalProperties": false,
-  "required": ["property"],
-  "properties": {"property": ` + propertySchema + `}
-}`
+	getPropertyInput = schema.Object(schema.Props{"property": propertySchema}, "property").Title("Get Property input")
 
-	listKeyEventsInput = `{
-  ` + schemaHeader + `
-  "title": "List Key Events input",
-  "type": "object",
-  "additionalProperties": false,
-  "required": ["property"],
-  "properties": {
-    "property": ` + propertySchema + `,
-    "limit": ` + listLimitSchema + `,
-    "page_token": ` + pageTokenSchema + `
-  }
-}`
+	listKeyEventsInput = schema.Object(schema.Merge(schema.Props{"property": propertySchema}, listProps), "property").
+				Title("List Key Events input")
 
-	listDataStreamsInput = `{
-  ` + schemaHeader + `
-  "title": "List Data Streams input",
-  "type": "object",
-  "additionalProperties": false,
-  "required": ["property"],
-  "properties": {
-    "property": ` + propertySchema + `,
-    "limit": ` + listLimitSchema + `,
-    "page_token": ` + pageTokenSchema + `
-  }
-}`
+	listDataStreamsInput = schema.Object(schema.Merge(schema.Props{"property": propertySchema}, listProps), "property").
+				Title("List Data Streams input")
 
-	getDataStreamInput = `{
-  ` + schemaHeader + `
-  "title": "Get Data Stream input",
-  "type": "object",
-  "additionalProperties": false,
-  "required": ["property", "data_stream_id"],
-  "properties": {
-    "property": ` + propertySchema + `,
-    "data_stream_id": {"type": "string", "pattern": "^[0-9]+$", "description": "The data stream's numeric id."}
-  }
-}`
+	getDataStreamInput = schema.Object(schema.Props{
+		"property":       propertySchema,
+		"data_stream_id": schema.String("The data stream's numeric id.").Pattern(`^[0-9]+$`),
+	}, "property", "data_stream_id").Title("Get Data Stream input")
 
-	listAccountSummariesInput = `{
-  ` + schemaHeader + `
-  "title": "List Account Summaries input",
-  "type": "object",
-  "additionalProperties": false,
-  "properties": {
-    "limit": ` + listLimitSchema + `,
-    "page_token": ` + pageTokenSchema + `
-  }
-}`
+	listAccountSummariesInput = schema.Object(listProps).Title("List Account Summaries input")
 )
 
 // Output schemas.
-const (
-	quotaDefs = `"quotaStatus": {
-      "type": "object", "additionalProperties": false, "required": ["consumed", "remaining"],
-      "properties": {"consumed": {"type": "integer"}, "remaining": {"type": "integer"}}
-    },
-    "propertyQuota": {
-      "type": "object", "additionalProperties": false,
-      "properties": {
-        "tokens_per_day": {"$ref": "#/$defs/quotaStatus"},
-        "tokens_per_hour": {"$ref": "#/$defs/quotaStatus"},
-        "concurrent_requests": {"$ref": "#/$defs/quotaStatus"},
-        "server_errors_per_project_per_hour": {"$ref": "#/$defs/quotaStatus"},
-        "potentially_thresholded_requests_per_hour": {"$ref": "#/$defs/quotaStatus"},
-        "tokens_per_project_per_hour": {"$ref": "#/$defs/quotaStatus"}
-      }
-    }`
+var (
+	quotaDefs = schema.Props{
+		"quotaStatus": schema.Object(schema.Props{"consumed": schema.Integer(""), "remaining": schema.Integer("")}, "consumed", "remaining"),
+		"propertyQuota": schema.Object(schema.Props{
+			"tokens_per_day":                            schema.Ref("quotaStatus"),
+			"tokens_per_hour":                           schema.Ref("quotaStatus"),
+			"concurrent_requests":                       schema.Ref("quotaStatus"),
+			"server_errors_per_project_per_hour":        schema.Ref("quotaStatus"),
+			"potentially_thresholded_requests_per_hour": schema.Ref("quotaStatus"),
+			"tokens_per_project_per_hour":               schema.Ref("quotaStatus"),
+		}),
+	}
 
-	reportOutput = `{
-  ` + schemaHeader + `
-  "title": "Report",
-  "type": "object",
-  "additionalProperties": false,
-  "required": ["dimension_headers", "metric_headers", "rows", "row_count", "property_quota"],
-  "properties": {
-    "dimension_headers": {"type": "array", "items": {"type": "string"}},
-    "metric_headers": {"type": "array", "items": {
-      "type": "object", "additionalProperties": false, "required": ["name", "type"],
-      "properties": {"name": {"type": "string"}, "type": {"type": "string"}}
-    }},
-    "rows": {"type": "array", "description": "Empty when the report has no data.", "items": {
-      "type": "object", "additionalProperties": false, "required": ["dimensions", "metrics"],
-      "properties": {
-        "dimensions": {"type": "array", "items": {"type": "string"}},
-        "metrics": {"type": "array", "items": {"type": "number"}}
-      }
-    }},
-    "row_count": {"type": "integer", "minimum": 0, "description": "Rows in the whole report, regardless of limit and offset."},
-    "property_quota": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/propertyQuota"}]},
-    "time_zone": {"type": "string"},
-    "currency_code": {"type": "string"},
-    "subject_to_thresholding": {"type": "boolean"},
-    "data_loss_from_other_row": {"type": "boolean"}
-  },
-  "$defs": {` + quotaDefs + `}
-}`
+	// stringList is a list of strings.
+	stringList = schema.Array(schema.String(""), "")
 
-	metadataOutput = `{
-  ` + schemaHeader + `
-  "title": "Metadata",
-  "type": "object",
-  "additionalProperties": false,
-  "required": ["dimensions", "metrics"],
-  "properties": {
-    "dimensions": {"type": "array", "items": {
-      "type": "object", "additionalProperties": false, "required": ["api_name", "ui_name", "description", "custom_definition"],
-      "properties": {
-        "api_name": {"type": "string"}, "ui_name": {"type": "string"}, "description": {"type": "string"},
-        "category": {"type": "string"}, "custom_definition": {"type": "boolean"},
-        "deprecated_api_names": {"type": "array", "items": {"type": "string"}}
-      }
-    }},
-    "metrics": {"type": "array", "items": {
-      "type": "object", "additionalProperties": false, "required": ["api_name", "ui_name", "description", "type", "custom_definition"],
-      "properties": {
-        "api_name": {"type": "string"}, "ui_name": {"type": "string"}, "description": {"type": "string"},
-        "type": {"type": "string"}, "expression": {"type": "string"}, "category": {"type": "string"},
-        "custom_definition": {"type": "boolean"},
-        "blocked_reasons": {"type": "array", "items": {"type": "string"}}
-      }
-    }}
-  }
-}`
+	reportOutput = schema.Object(schema.Props{
+		"dimension_headers": stringList,
+		"metric_headers":    schema.Array(schema.Object(schema.Props{"name": schema.String(""), "type": schema.String("")}, "name", "type"), ""),
+		"rows": schema.Array(schema.Object(schema.Props{
+			"dimensions": stringList,
+			"metrics":    schema.Array(schema.Number(""), ""),
+		}, "dimensions", "metrics"), "Empty when the report has no data."),
+		"row_count":                schema.Integer("Rows in the whole report, regardless of limit and offset.").Min(0),
+		"property_quota":           schema.OneOf(schema.Schema{"type": "null"}, schema.Ref("propertyQuota")),
+		"time_zone":                schema.String(""),
+		"currency_code":            schema.String(""),
+		"subject_to_thresholding":  schema.Boolean(""),
+		"data_loss_from_other_row": schema.Boolean(""),
+	}, "dimension_headers", "metric_headers", "rows", "row_count", "property_quota").Title("Report").Defs(quotaDefs)
 
-	keyEventDef = `{
-      "type": "object", "additionalProperties": false,
-      "required": ["name", "key_event_id", "property", "event_name", "counting_method", "deletable", "custom"],
-      "properties": {
-        "name": {"type": "string", "description": "properties/<id>/keyEvents/<id>."},
-        "key_event_id": {"type": "string"},
-        "property": {"type": "string"},
-        "event_name": {"type": "string"},
-        "counting_method": {"type": "string"},
-        "create_time": {"type": "string", "format": "date-time"},
-        "deletable": {"type": "boolean"},
-        "custom": {"type": "boolean"},
-        "event_count_30d": {"type": "integer", "minimum": 0, "description": "Occurrences in the last 30 days (Create Key Events)."},
-        "already_existed": {"type": "boolean", "description": "The event was a key event before the step ran."}
-      }
-    }`
+	metadataOutput = schema.Object(schema.Props{
+		"dimensions": schema.Array(schema.Object(schema.Props{
+			"api_name": schema.String(""), "ui_name": schema.String(""), "description": schema.String(""),
+			"category": schema.String(""), "custom_definition": schema.Boolean(""),
+			"deprecated_api_names": stringList,
+		}, "api_name", "ui_name", "description", "custom_definition"), ""),
+		"metrics": schema.Array(schema.Object(schema.Props{
+			"api_name": schema.String(""), "ui_name": schema.String(""), "description": schema.String(""),
+			"type": schema.String(""), "expression": schema.String(""), "category": schema.String(""),
+			"custom_definition": schema.Boolean(""),
+			"blocked_reasons":   stringList,
+		}, "api_name", "ui_name", "description", "type", "custom_definition"), ""),
+	}, "dimensions", "metrics").Title("Metadata")
 
-	keyEventOutput = `{
-  ` + schemaHeader + `
-  "title": "Key event",
-  "$ref": "#/$defs/keyEvent",
-  "$defs": {"keyEvent": ` + keyEventDef + `}
-}`
+	keyEventDefs = schema.Props{"keyEvent": schema.Object(schema.Props{
+		"name":            schema.String("properties/<id>/keyEvents/<id>."),
+		"key_event_id":    schema.String(""),
+		"property":        schema.String(""),
+		"event_name":      schema.String(""),
+		"counting_method": schema.String(""),
+		"create_time":     schema.DateTime(""),
+		"deletable":       schema.Boolean(""),
+		"custom":          schema.Boolean(""),
+		"event_count_30d": schema.Integer("Occurrences in the last 30 days (Create Key Events).").Min(0),
+		"already_existed": schema.Boolean("The event was a key event before the step ran."),
+	}, "name", "key_event_id", "property", "event_name", "counting_method", "deletable", "custom")}
 
-	listKeyEventsOutput = `{
-  ` + schemaHeader + `
-  "title": "Key events",
-  "type": "object", "additionalProperties": false,
-  "required": ["key_events", "next_page_token"],
-  "properties": {
-    "key_events": {"type": "array", "items": {"$ref": "#/$defs/keyEvent"}},
-    "next_page_token": ` + nextPageTokenSchema + `
-  },
-  "$defs": {"keyEvent": ` + keyEventDef + `}
-}`
+	keyEventOutput = schema.Ref("keyEvent").Title("Key event").Defs(keyEventDefs)
 
-	propertyDef = `{
-      "type": "object", "additionalProperties": false,
-      "required": ["property", "property_id", "display_name", "time_zone", "parent"],
-      "properties": {
-        "property": {"type": "string", "description": "properties/<id>."},
-        "property_id": {"type": "string"},
-        "display_name": {"type": "string"},
-        "time_zone": {"type": "string"},
-        "currency_code": {"type": "string"},
-        "industry_category": {"type": "string"},
-        "parent": {"type": "string"},
-        "account": {"type": "string"},
-        "property_type": {"type": "string"},
-        "service_level": {"type": "string"},
-        "create_time": {"type": "string", "format": "date-time"},
-        "update_time": {"type": "string", "format": "date-time"},
-        "delete_time": {"type": "string", "format": "date-time"}
-      }
-    }`
+	listKeyEventsOutput = schema.Object(schema.Props{
+		"key_events":      schema.Array(schema.Ref("keyEvent"), ""),
+		"next_page_token": nextPageTokenSchema,
+	}, "key_events", "next_page_token").Title("Key events").Defs(keyEventDefs)
 
-	propertyOutput = `{
-  ` + schemaHeader + `
-  "title": "Property",
-  "$ref": "#/$defs/property",
-  "$defs": {"property": ` + propertyDef + `}
-}`
+	propertyDefs = schema.Props{"property": schema.Object(schema.Props{
+		"property":          schema.String("properties/<id>."),
+		"property_id":       schema.String(""),
+		"display_name":      schema.String(""),
+		"time_zone":         schema.String(""),
+		"currency_code":     schema.String(""),
+		"industry_category": schema.String(""),
+		"parent":            schema.String(""),
+		"account":           schema.String(""),
+		"property_type":     schema.String(""),
+		"service_level":     schema.String(""),
+		"create_time":       schema.DateTime(""),
+		"update_time":       schema.DateTime(""),
+		"delete_time":       schema.DateTime(""),
+	}, "property", "property_id", "display_name", "time_zone", "parent")}
 
-	listPropertiesOutput = `{
-  ` + schemaHeader + `
-  "title": "Properties",
-  "type": "object", "additionalProperties": false,
-  "required": ["properties", "next_page_token"],
-  "properties": {
-    "properties": {"type": "array", "items": {"$ref": "#/$defs/property"}},
-    "next_page_token": ` + nextPageTokenSchema + `
-  },
-  "$defs": {"property": ` + propertyDef + `}
-}`
+	propertyOutput = schema.Ref("property").Title("Property").Defs(propertyDefs)
 
-	dataStreamDef = `{
-      "type": "object", "additionalProperties": false,
-      "required": ["data_stream", "data_stream_id", "property", "type"],
-      "properties": {
-        "data_stream": {"type": "string", "description": "properties/<id>/dataStreams/<id>."},
-        "data_stream_id": {"type": "string"},
-        "property": {"type": "string"},
-        "type": {"type": "string"},
-        "display_name": {"type": "string"},
-        "measurement_id": {"type": "string", "description": "G-… (web streams)."},
-        "default_uri": {"type": "string"},
-        "package_name": {"type": "string"},
-        "bundle_id": {"type": "string"},
-        "firebase_app_id": {"type": "string"},
-        "create_time": {"type": "string", "format": "date-time"},
-        "update_time": {"type": "string", "format": "date-time"}
-      }
-    }`
+	listPropertiesOutput = schema.Object(schema.Props{
+		"properties":      schema.Array(schema.Ref("property"), ""),
+		"next_page_token": nextPageTokenSchema,
+	}, "properties", "next_page_token").Title("Properties").Defs(propertyDefs)
 
-	dataStreamOutput = `{
-  ` + schemaHeader + `
-  "title": "Data stream",
-  "$ref": "#/$defs/dataStream",
-  "$defs": {"dataStream": ` + dataStreamDef + `}
-}`
+	dataStreamDefs = schema.Props{"dataStream": schema.Object(schema.Props{
+		"data_stream":     schema.String("properties/<id>/dataStreams/<id>."),
+		"data_stream_id":  schema.String(""),
+		"property":        schema.String(""),
+		"type":            schema.String(""),
+		"display_name":    schema.String(""),
+		"measurement_id":  schema.String("G-… (web streams)."),
+		"default_uri":     schema.String(""),
+		"package_name":    schema.String(""),
+		"bundle_id":       schema.String(""),
+		"firebase_app_id": schema.String(""),
+		"create_time":     schema.DateTime(""),
+		"update_time":     schema.DateTime(""),
+	}, "data_stream", "data_stream_id", "property", "type")}
 
-	listDataStreamsOutput = `{
-  ` + schemaHeader + `
-  "title": "Data streams",
-  "type": "object", "additionalProperties": false,
-  "required": ["data_streams", "next_page_token"],
-  "properties": {
-    "data_streams": {"type": "array", "items": {"$ref": "#/$defs/dataStream"}},
-    "next_page_token": ` + nextPageTokenSchema + `
-  },
-  "$defs": {"dataStream": ` + dataStreamDef + `}
-}`
+	dataStreamOutput = schema.Ref("dataStream").Title("Data stream").Defs(dataStreamDefs)
 
-	listAccountSummariesOutput = `{
-  ` + schemaHeader + `
-  "title": "Account summaries",
-  "type": "object", "additionalProperties": false,
-  "required": ["account_summaries", "next_page_token"],
-  "properties": {
-    "account_summaries": {"type": "array", "items": {
-      "type": "object", "additionalProperties": false, "required": ["account", "display_name", "properties"],
-      "properties": {
-        "account": {"type": "string"},
-        "display_name": {"type": "string"},
-        "properties": {"type": "array", "items": {
-          "type": "object", "additionalProperties": false, "required": ["property", "display_name"],
-          "properties": {
-            "property": {"type": "string"}, "display_name": {"type": "string"},
-            "property_type": {"type": "string"}, "parent": {"type": "string"}
-          }
-        }}
-      }
-    }},
-    "next_page_token": ` + nextPageTokenSchema + `
-  }
-}`
+	listDataStreamsOutput = schema.Object(schema.Props{
+		"data_streams":    schema.Array(schema.Ref("dataStream"), ""),
+		"next_page_token": nextPageTokenSchema,
+	}, "data_streams", "next_page_token").Title("Data streams").Defs(dataStreamDefs)
+
+	listAccountSummariesOutput = schema.Object(schema.Props{
+		"account_summaries": schema.Array(schema.Object(schema.Props{
+			"account":      schema.String(""),
+			"display_name": schema.String(""),
+			"properties": schema.Array(schema.Object(schema.Props{
+				"property": schema.String(""), "display_name": schema.String(""),
+				"property_type": schema.String(""), "parent": schema.String(""),
+			}, "property", "display_name"), ""),
+		}, "account", "display_name", "properties"), ""),
+		"next_page_token": nextPageTokenSchema,
+	}, "account_summaries", "next_page_token").Title("Account summaries")
 )
