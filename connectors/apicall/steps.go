@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/triggerd/triggerd/connectors"
+	"github.com/triggerd/triggerd/connectors/schema"
 )
 
 // Defaults used when an option is empty.
@@ -98,20 +99,13 @@ func CodeHost(o CodeHostOptions) connectors.Step {
 		Name:        "GitHub-style API Call",
 		Connector:   "codehost",
 		Description: "Sends a request to any endpoint of the code host's REST API as the connected account; the platform adds authentication and the headers must contain \"accept\": \"" + mediaType + "\".",
-		Input: schema(map[string]any{
-			"required": []string{"method", "endpoint", "headers"},
-			"properties": map[string]any{
-				"method":   methodSchema(restMethods),
-				"endpoint": endpointSchema("API path such as "+codeHostEndpointExample+", optionally with a query; the host is always the code host's API.", MaxEndpointLength),
-				"headers": map[string]any{
-					"type":                 "object",
-					"additionalProperties": map[string]any{"type": "string"},
-					"description":          "Request headers. Must contain \"accept\": \"" + mediaType + "\". Authorization, Cookie, Host, Proxy-*, X-Forwarded-* and hop-by-hop headers are refused.",
-				},
-				"body": bodySchema(),
-			},
-		}),
-		Output: outputSchema(),
+		Input: schema.Root(schema.Object(schema.Props{
+			"method":   methodSchema(restMethods),
+			"endpoint": endpointSchema("API path such as "+codeHostEndpointExample+", optionally with a query; the host is always the code host's API.", MaxEndpointLength),
+			"headers":  headersSchema("Request headers. Must contain \"accept\": \"" + mediaType + "\". Authorization, Cookie, Host, Proxy-*, X-Forwarded-* and hop-by-hop headers are refused."),
+			"body":     bodySchema,
+		}, "method", "endpoint", "headers")),
+		Output: schema.Root(outputSchema),
 		Run: func(ctx context.Context, env connectors.Env, input json.RawMessage) (any, error) {
 			var in codeHostInput
 			if err := decodeInput(input, &in); err != nil {
@@ -170,20 +164,13 @@ func Deploy(o DeployOptions) connectors.Step {
 		Name:        "Vercel-style API Call",
 		Connector:   "deploy",
 		Description: "Sends a request to any endpoint of the deployment platform's REST API as the connected account; the platform adds authentication and, for team accounts, the teamId.",
-		Input: schema(map[string]any{
-			"required": []string{"method", "path"},
-			"properties": map[string]any{
-				"method": methodSchema(restMethods),
-				"path":   endpointSchema("Versioned API path such as "+deployPathExample+", optionally with a query; the host is always the deployment platform's API.", MaxEndpointLength),
-				"headers": map[string]any{
-					"type":                 "object",
-					"additionalProperties": map[string]any{"type": "string"},
-					"description":          "Custom request headers. Authorization, Cookie, Host, Proxy-*, X-Forwarded-* and hop-by-hop headers are refused.",
-				},
-				"body": bodySchema(),
-			},
-		}),
-		Output: outputSchema(),
+		Input: schema.Root(schema.Object(schema.Props{
+			"method":  methodSchema(restMethods),
+			"path":    endpointSchema("Versioned API path such as "+deployPathExample+", optionally with a query; the host is always the deployment platform's API.", MaxEndpointLength),
+			"headers": headersSchema("Custom request headers. Authorization, Cookie, Host, Proxy-*, X-Forwarded-* and hop-by-hop headers are refused."),
+			"body":    bodySchema,
+		}, "method", "path")),
+		Output: schema.Root(outputSchema),
 		Run: func(ctx context.Context, env connectors.Env, input json.RawMessage) (any, error) {
 			var in deployInput
 			if err := decodeInput(input, &in); err != nil {
@@ -241,20 +228,13 @@ func Analytics(o AnalyticsOptions) connectors.Step {
 		Name:        "Analytics API Call",
 		Connector:   "analytics",
 		Description: "Sends a request to any endpoint of the analytics Data or Admin API as the connected account; the platform adds authentication.",
-		Input: schema(map[string]any{
-			"required": []string{"method", "api", "endpoint"},
-			"properties": map[string]any{
-				"method": methodSchema(analyticsMethods),
-				"api": map[string]any{
-					"type":        "string",
-					"enum":        []string{analyticsAPIData, analyticsAPIAdmin},
-					"description": "Which API: \"data\" (reports) or \"admin\" (properties, key events, data streams).",
-				},
-				"endpoint": endpointSchema("Path relative to the chosen API's base, starting at the version segment and without a leading slash, e.g. "+analyticsEndpointExample+"; it may carry a query.", MaxEndpointLength-1),
-				"body":     bodySchema(),
-			},
-		}),
-		Output: outputSchema(),
+		Input: schema.Root(schema.Object(schema.Props{
+			"method":   methodSchema(analyticsMethods),
+			"api":      schema.Enum("Which API: \"data\" (reports) or \"admin\" (properties, key events, data streams).", analyticsAPIData, analyticsAPIAdmin),
+			"endpoint": endpointSchema("Path relative to the chosen API's base, starting at the version segment and without a leading slash, e.g. "+analyticsEndpointExample+"; it may carry a query.", MaxEndpointLength-1),
+			"body":     bodySchema,
+		}, "method", "api", "endpoint")),
+		Output: schema.Root(outputSchema),
 		Run: func(ctx context.Context, env connectors.Env, input json.RawMessage) (any, error) {
 			var in analyticsInput
 			if err := decodeInput(input, &in); err != nil {
@@ -303,46 +283,24 @@ func checkAnalyticsEndpoint(e string) error {
 	return nil
 }
 
-// schema returns a draft 2020-12 object schema with the given keywords
-// and no additional properties.
-func schema(keywords map[string]any) json.RawMessage {
-	s := map[string]any{
-		"$schema":              "https://json-schema.org/draft/2020-12/schema",
-		"type":                 "object",
-		"additionalProperties": false,
-	}
-	for k, v := range keywords {
-		s[k] = v
-	}
-	b, err := json.Marshal(s)
-	if err != nil {
-		panic("apicall: schema: " + err.Error())
-	}
-	return b
-}
-
-func methodSchema(methods []string) map[string]any {
-	return map[string]any{"type": "string", "enum": methods, "description": "HTTP method."}
-}
+func methodSchema(methods []string) schema.Schema { return schema.Enum("HTTP method.", methods...) }
 
 // endpointSchema describes an endpoint string. It has no pattern on
 // purpose: Run's refusals name the fix, a pattern mismatch would not.
-func endpointSchema(description string, maxLength int) map[string]any {
-	return map[string]any{"type": "string", "minLength": 1, "maxLength": maxLength, "description": description}
+func endpointSchema(description string, maxLength int) schema.Schema {
+	return schema.Text(description).MaxLength(maxLength)
 }
 
-func bodySchema() map[string]any {
-	return map[string]any{"type": "object", "description": "JSON request body, where the endpoint needs one (not for GET)."}
+func headersSchema(description string) schema.Schema {
+	return schema.Map(schema.String(""), description)
 }
 
-func outputSchema() json.RawMessage {
-	return schema(map[string]any{
-		"required":    []string{"status", "headers", "body"},
-		"description": "The upstream answer: status, a safe subset of the headers, and the body (JSON when the answer is JSON, else text).",
-		"properties": map[string]any{
-			"status":  map[string]any{"type": "integer", "description": "Upstream HTTP status."},
-			"headers": map[string]any{"type": "object", "additionalProperties": map[string]any{"type": "string"}, "description": "Safe subset of the response headers, by lower-case name."},
-			"body":    map[string]any{"description": "Response body: JSON when the answer is JSON, else text; null when empty."},
-		},
-	})
-}
+var (
+	bodySchema = schema.AnyObject("JSON request body, where the endpoint needs one (not for GET).")
+
+	outputSchema = schema.Object(schema.Props{
+		"status":  schema.Integer("Upstream HTTP status."),
+		"headers": schema.Map(schema.String(""), "Safe subset of the response headers, by lower-case name."),
+		"body":    schema.Any("Response body: JSON when the answer is JSON, else text; null when empty."),
+	}, "status", "headers", "body").Describe("The upstream answer: status, a safe subset of the headers, and the body (JSON when the answer is JSON, else text).")
+)
