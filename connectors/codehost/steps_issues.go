@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
@@ -267,14 +266,8 @@ func (k *kit) issueSteps() []connectors.Step {
 			}), "owner", "repo", "title"),
 			issueSchema,
 			func(ctx context.Context, c *client, in *createIssueInput) (any, error) {
-				var g ghIssue
-				if _, err := c.sendJSON(ctx, http.MethodPost, in.path("/issues"), struct {
-					Title     string   `json:"title"`
-					Body      string   `json:"body,omitempty"`
-					Labels    []string `json:"labels,omitempty"`
-					Assignees []string `json:"assignees,omitempty"`
-					Milestone *int     `json:"milestone,omitempty"`
-				}{in.Title, in.Body, in.Labels, in.Assignees, in.Milestone}, &g); err != nil {
+				g, err := c.CreateIssue(ctx, in.Owner, in.Repo, issueCreate{in.Title, in.Body, in.Labels, in.Assignees, in.Milestone})
+				if err != nil {
 					return nil, err
 				}
 				return g.out(), nil
@@ -287,14 +280,8 @@ func (k *kit) issueSteps() []connectors.Step {
 				"user": schema.String("Author's login."), "html_url": schema.String("Web page."), "created_at": schema.String("Created (RFC 3339)."),
 			}, "id", "issue_number", "body", "user", "html_url", "created_at"),
 			func(ctx context.Context, c *client, in *commentInput) (any, error) {
-				var g struct {
-					ID        int64   `json:"id"`
-					Body      string  `json:"body"`
-					User      *ghUser `json:"user"`
-					HTMLURL   string  `json:"html_url"`
-					CreatedAt string  `json:"created_at"`
-				}
-				if _, err := c.sendJSON(ctx, http.MethodPost, in.issuePath("/comments"), map[string]string{"body": in.Body}, &g); err != nil {
+				g, err := c.CreateIssueComment(ctx, in.Owner, in.Repo, in.IssueNumber, in.Body)
+				if err != nil {
 					return nil, err
 				}
 				return struct {
@@ -319,26 +306,11 @@ func (k *kit) issueSteps() []connectors.Step {
 			}), issueRequired...),
 			issueSchema,
 			func(ctx context.Context, c *client, in *updateIssueInput) (any, error) {
-				body := map[string]any{}
-				if in.Title != nil {
-					body["title"] = *in.Title
-				}
-				if in.Body != nil {
-					body["body"] = *in.Body
-				}
-				setIf(body, "state", in.State)
-				setIf(body, "state_reason", in.StateReason)
-				if in.Labels != nil {
-					body["labels"] = *in.Labels
-				}
-				if in.Assignees != nil {
-					body["assignees"] = *in.Assignees
-				}
-				if in.Milestone != nil {
-					body["milestone"] = in.Milestone
-				}
-				var g ghIssue
-				if _, err := c.sendJSON(ctx, http.MethodPatch, in.issuePath(), body, &g); err != nil {
+				g, err := c.UpdateIssue(ctx, in.Owner, in.Repo, in.IssueNumber, issueUpdate{
+					Title: in.Title, Body: in.Body, State: in.State, StateReason: in.StateReason,
+					Labels: in.Labels, Assignees: in.Assignees, Milestone: in.Milestone,
+				})
+				if err != nil {
 					return nil, err
 				}
 				return g.out(), nil
@@ -351,8 +323,8 @@ func (k *kit) issueSteps() []connectors.Step {
 				"assignees":    schema.Array(assignedUserSchema, "Assigned users."),
 			}, "issue_number", "assignees"),
 			func(ctx context.Context, c *client, in *issueNumberInput) (any, error) {
-				var g ghIssue
-				if err := c.getJSON(ctx, in.issuePath(), nil, &g); err != nil {
+				g, err := c.GetIssue(ctx, in.Owner, in.Repo, in.IssueNumber)
+				if err != nil {
 					return nil, err
 				}
 				out := make([]AssignedUser, len(g.Assignees))
@@ -376,20 +348,7 @@ func (k *kit) issueSteps() []connectors.Step {
 				"incomplete_results": schema.Boolean("Whether GitHub's search timed out before finding everything."),
 			}),
 			func(ctx context.Context, c *client, in *searchInput) (any, error) {
-				q := url.Values{"q": {in.Q}}
-				setQuery(q, "sort", in.Sort)
-				setQuery(q, "order", in.Order)
-				incomplete := false
-				items, total, more, err := listPages(ctx, c, "/search/issues", q, in.MaxItems, func(b []byte) (page[ghIssue], error) {
-					var r struct {
-						TotalCount        int       `json:"total_count"`
-						IncompleteResults bool      `json:"incomplete_results"`
-						Items             []ghIssue `json:"items"`
-					}
-					err := json.Unmarshal(b, &r)
-					incomplete = incomplete || r.IncompleteResults
-					return page[ghIssue]{items: r.Items, total: r.TotalCount}, err
-				})
+				r, err := c.SearchIssues(ctx, in.Q, in.Sort, in.Order, in.MaxItems)
 				if err != nil {
 					return nil, err
 				}
@@ -399,7 +358,7 @@ func (k *kit) issueSteps() []connectors.Step {
 					Items             []Issue `json:"items"`
 					Count             int     `json:"count"`
 					HasMore           bool    `json:"has_more"`
-				}{total, incomplete, issuesOut(items), len(items), more}, nil
+				}{r.Total, r.Incomplete, issuesOut(r.Items), len(r.Items), r.More}, nil
 			}),
 		define(k, "list_issues", "List Issues",
 			"Lists a repository's issues (pull requests included, flagged is_pull_request), filtered by state, labels, assignee, creator or date.",
@@ -415,16 +374,10 @@ func (k *kit) issueSteps() []connectors.Step {
 			}), "owner", "repo"),
 			listOutput("issues", issueSchema, nil),
 			func(ctx context.Context, c *client, in *listIssuesInput) (any, error) {
-				q := url.Values{}
-				setQuery(q, "state", in.State)
-				setQuery(q, "labels", strings.Join(in.Labels, ","))
-				setQuery(q, "assignee", in.Assignee)
-				setQuery(q, "creator", in.Creator)
-				setQuery(q, "mentioned", in.Mentioned)
-				setQuery(q, "since", in.Since)
-				setQuery(q, "sort", in.Sort)
-				setQuery(q, "direction", in.Direction)
-				items, _, more, err := listPages[ghIssue](ctx, c, in.path("/issues"), q, in.MaxItems, nil)
+				items, more, err := c.ListIssues(ctx, in.Owner, in.Repo, issueListOptions{
+					State: in.State, Labels: in.Labels, Assignee: in.Assignee, Creator: in.Creator,
+					Mentioned: in.Mentioned, Since: in.Since, Sort: in.Sort, Direction: in.Direction,
+				}, in.MaxItems)
 				if err != nil {
 					return nil, err
 				}
@@ -439,8 +392,8 @@ func (k *kit) issueSteps() []connectors.Step {
 			schema.Object(schema.Merge(repoProps, issueNumberProp), issueRequired...),
 			issueSchema,
 			func(ctx context.Context, c *client, in *issueNumberInput) (any, error) {
-				var g ghIssue
-				if err := c.getJSON(ctx, in.issuePath(), nil, &g); err != nil {
+				g, err := c.GetIssue(ctx, in.Owner, in.Repo, in.IssueNumber)
+				if err != nil {
 					return nil, err
 				}
 				return g.out(), nil
