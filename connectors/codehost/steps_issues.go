@@ -151,10 +151,6 @@ func (in *issueNumberInput) check() error {
 	return p.err()
 }
 
-func (in *issueNumberInput) issuePath(rest ...string) string {
-	return in.path(append([]string{"/issues/", strconv.Itoa(in.IssueNumber)}, rest...)...)
-}
-
 type commentInput struct {
 	issueNumberInput
 	Body string `json:"body"`

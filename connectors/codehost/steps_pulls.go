@@ -2,14 +2,9 @@ package codehost
 
 import (
 	"context"
-	"encoding/json"
-	"net/http"
-	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/triggerd/triggerd/connectors"
-	"github.com/triggerd/triggerd/connectors/internal/provhttp"
 	"github.com/triggerd/triggerd/connectors/schema"
 )
 
@@ -37,34 +32,6 @@ type PullRequest struct {
 	ClosedAt           string   `json:"closed_at,omitempty"`
 	MergedAt           string   `json:"merged_at,omitempty"`
 	MergeCommitSHA     string   `json:"merge_commit_sha,omitempty"`
-}
-
-type ghRef struct {
-	Ref string `json:"ref"`
-	SHA string `json:"sha"`
-}
-
-type ghPull struct {
-	Number             int       `json:"number"`
-	ID                 int64     `json:"id"`
-	Title              string    `json:"title"`
-	Body               string    `json:"body"`
-	State              string    `json:"state"`
-	Draft              bool      `json:"draft"`
-	Merged             bool      `json:"merged"`
-	Mergeable          *bool     `json:"mergeable"`
-	User               *ghUser   `json:"user"`
-	Head               ghRef     `json:"head"`
-	Base               ghRef     `json:"base"`
-	Labels             []ghLabel `json:"labels"`
-	Assignees          []ghUser  `json:"assignees"`
-	RequestedReviewers []ghUser  `json:"requested_reviewers"`
-	HTMLURL            string    `json:"html_url"`
-	CreatedAt          string    `json:"created_at"`
-	UpdatedAt          string    `json:"updated_at"`
-	ClosedAt           string    `json:"closed_at"`
-	MergedAt           string    `json:"merged_at"`
-	MergeCommitSHA     string    `json:"merge_commit_sha"`
 }
 
 func (g ghPull) out() PullRequest {
@@ -108,10 +75,6 @@ func (in *pullNumberInput) check() error {
 	in.checkRepo(&p)
 	p.positive("pull_number", int64(in.PullNumber))
 	return p.err()
-}
-
-func (in *pullNumberInput) pullPath(rest ...string) string {
-	return in.path(append([]string{"/pulls/", strconv.Itoa(in.PullNumber)}, rest...)...)
 }
 
 type createPullInput struct {
@@ -264,66 +227,6 @@ type ProjectOption struct {
 	Name string `json:"name"`
 }
 
-// projectFieldQuery reads a field by node id. ProjectV2FieldCommon is the
-// interface every field type implements; only single-select fields have
-// options.
-const projectFieldQuery = `query($id: ID!) {
-  node(id: $id) {
-    __typename
-    ... on ProjectV2FieldCommon { id name dataType }
-    ... on ProjectV2SingleSelectField { options { id name } }
-  }
-}`
-
-// updateItemMutation sets a single-select field (a Status) of a Projects
-// (v2) item.
-const updateItemMutation = `mutation($input: UpdateProjectV2ItemFieldValueInput!) {
-  updateProjectV2ItemFieldValue(input: $input) { projectV2Item { id } }
-}`
-
-// gqlError is one of the errors[] of a GraphQL answer.
-type gqlError struct {
-	Type    string `json:"type"`
-	Message string `json:"message"`
-}
-
-// graphql posts a GraphQL query or mutation and decodes the answer's data
-// into data. GitHub answers GraphQL errors with HTTP 200 and errors[]:
-// they become a *connectors.Error (graphqlError).
-func (c *client) graphql(ctx context.Context, query string, vars map[string]any, data any) error {
-	var r struct {
-		Data   json.RawMessage `json:"data"`
-		Errors []gqlError      `json:"errors"`
-	}
-	if _, err := c.sendJSON(ctx, http.MethodPost, "/graphql", map[string]any{"query": query, "variables": vars}, &r); err != nil {
-		return err
-	}
-	if len(r.Errors) > 0 {
-		return graphqlError(r.Errors)
-	}
-	if err := json.Unmarshal(r.Data, data); err != nil {
-		return connectors.Errorf(connectors.CodeUpstream, "GitHub GraphQL answered with data that does not decode: %v", err)
-	}
-	return nil
-}
-
-// graphqlError maps the errors[] of a GraphQL answer (sent with HTTP 200).
-func graphqlError(errs []gqlError) error {
-	e := errs[0]
-	code := connectors.CodeUpstream
-	switch e.Type {
-	case "NOT_FOUND":
-		code = connectors.CodeNotFound
-	case "FORBIDDEN", "INSUFFICIENT_SCOPES":
-		code = connectors.CodePermissionDenied
-	case "RATE_LIMITED":
-		return &connectors.Error{Code: connectors.CodeRateLimited, Message: "GitHub GraphQL: " + e.Message, RetryAfter: secondaryWait, Retryable: true}
-	case "UNPROCESSABLE", "":
-		code = connectors.CodeValidation
-	}
-	return &connectors.Error{Code: code, Message: "GitHub GraphQL: " + provhttp.Clip(e.Message)}
-}
-
 func (k *kit) pullSteps() []connectors.Step {
 	pullRequired := []string{"owner", "repo", "pull_number"}
 	return []connectors.Step{
@@ -339,15 +242,8 @@ func (k *kit) pullSteps() []connectors.Step {
 			}), "owner", "repo", "head", "base", "title"),
 			pullSchema,
 			func(ctx context.Context, c *client, in *createPullInput) (any, error) {
-				var g ghPull
-				if _, err := c.sendJSON(ctx, http.MethodPost, in.path("/pulls"), struct {
-					Head                string `json:"head"`
-					Base                string `json:"base"`
-					Title               string `json:"title"`
-					Body                string `json:"body,omitempty"`
-					Draft               bool   `json:"draft,omitempty"`
-					MaintainerCanModify *bool  `json:"maintainer_can_modify,omitempty"`
-				}{in.Head, in.Base, in.Title, in.Body, in.Draft, in.MaintainerCanModify}, &g); err != nil {
+				g, err := c.CreatePullRequest(ctx, in.Owner, in.Repo, pullCreate{in.Head, in.Base, in.Title, in.Body, in.Draft, in.MaintainerCanModify})
+				if err != nil {
 					return nil, err
 				}
 				return g.out(), nil
@@ -368,23 +264,11 @@ func (k *kit) pullSteps() []connectors.Step {
 				"has_more": hasMoreProp,
 			}, "pull_number", "requested_users", "requested_teams", "reviews", "has_more"),
 			func(ctx context.Context, c *client, in *reviewersInput) (any, error) {
-				var req struct {
-					Users []ghUser `json:"users"`
-					Teams []struct {
-						Slug string `json:"slug"`
-					} `json:"teams"`
-				}
-				if err := c.getJSON(ctx, in.pullPath("/requested_reviewers"), nil, &req); err != nil {
+				req, err := c.ListRequestedReviewers(ctx, in.Owner, in.Repo, in.PullNumber)
+				if err != nil {
 					return nil, err
 				}
-				type ghReview struct {
-					ID          int64   `json:"id"`
-					User        *ghUser `json:"user"`
-					State       string  `json:"state"`
-					Body        string  `json:"body"`
-					SubmittedAt string  `json:"submitted_at"`
-				}
-				rs, _, more, err := listPages[ghReview](ctx, c, in.pullPath("/reviews"), nil, in.MaxItems, nil)
+				rs, more, err := c.ListReviews(ctx, in.Owner, in.Repo, in.PullNumber, in.MaxItems)
 				if err != nil {
 					return nil, err
 				}
@@ -416,30 +300,11 @@ func (k *kit) pullSteps() []connectors.Step {
 					"The options of a single-select field; empty for other types."),
 			}, "id", "name", "data_type", "options"),
 			func(ctx context.Context, c *client, in *projectFieldInput) (any, error) {
-				var data struct {
-					Node *struct {
-						Typename string          `json:"__typename"`
-						ID       string          `json:"id"`
-						Name     string          `json:"name"`
-						DataType string          `json:"dataType"`
-						Options  []ProjectOption `json:"options"`
-					} `json:"node"`
-				}
-				if err := c.graphql(ctx, projectFieldQuery, map[string]any{"id": in.FieldID}, &data); err != nil {
+				f, err := c.GetProjectV2Field(ctx, in.FieldID)
+				if err != nil {
 					return nil, err
 				}
-				n := data.Node
-				switch {
-				case n == nil:
-					return nil, connectors.Errorf(connectors.CodeNotFound, "GitHub GraphQL: no node with the global id %q", in.FieldID)
-				case n.Name == "":
-					return nil, connectors.Errorf(connectors.CodeValidation, "%q is a %s, not a Projects (v2) field", in.FieldID, n.Typename)
-				}
-				f := ProjectField{ID: n.ID, Name: n.Name, DataType: n.DataType, Options: n.Options}
-				if f.Options == nil {
-					f.Options = []ProjectOption{}
-				}
-				return f, nil
+				return *f, nil
 			}),
 		define(k, "update_project_v2_item_status", "Update Project (V2) Item Status",
 			"Sets a Projects (v2) item's single-select field, such as Status, to one of its options (GraphQL updateProjectV2ItemFieldValue).",
@@ -454,24 +319,11 @@ func (k *kit) pullSteps() []connectors.Step {
 				"field_id": schema.String("Field node id."), "option_id": schema.String("The option now set."),
 			}, "project_id", "item_id", "field_id", "option_id"),
 			func(ctx context.Context, c *client, in *projectItemInput) (any, error) {
-				vars := map[string]any{"input": map[string]any{
-					"projectId": in.ProjectID, "itemId": in.ItemID, "fieldId": in.FieldID,
-					"value": map[string]string{"singleSelectOptionId": in.OptionID},
-				}}
-				var data struct {
-					Update *struct {
-						Item struct {
-							ID string `json:"id"`
-						} `json:"projectV2Item"`
-					} `json:"updateProjectV2ItemFieldValue"`
-				}
-				if err := c.graphql(ctx, updateItemMutation, vars, &data); err != nil {
+				itemID, err := c.SetProjectV2ItemOption(ctx, in.ProjectID, in.ItemID, in.FieldID, in.OptionID)
+				if err != nil {
 					return nil, err
 				}
-				if data.Update == nil {
-					return nil, connectors.Errorf(connectors.CodeUpstream, "GitHub GraphQL answered without the updated item")
-				}
-				return projectItemInput{ProjectID: in.ProjectID, ItemID: data.Update.Item.ID, FieldID: in.FieldID, OptionID: in.OptionID}, nil
+				return projectItemInput{ProjectID: in.ProjectID, ItemID: itemID, FieldID: in.FieldID, OptionID: in.OptionID}, nil
 			}),
 		define(k, "merge_pull_request", "Merge Pull Request",
 			"Merges a pull request by merge commit, squash or rebase, optionally only if its head is still the given sha.",
@@ -486,17 +338,10 @@ func (k *kit) pullSteps() []connectors.Step {
 				"sha": schema.String("The merge commit's sha."), "message": schema.String("GitHub's message."),
 			}, "pull_number", "merged", "sha", "message"),
 			func(ctx context.Context, c *client, in *mergeInput) (any, error) {
-				body := map[string]any{}
-				setIf(body, "merge_method", in.MergeMethod)
-				setIf(body, "commit_title", in.CommitTitle)
-				setIf(body, "commit_message", in.CommitMessage)
-				setIf(body, "sha", in.SHA)
-				var r struct {
-					SHA     string `json:"sha"`
-					Merged  bool   `json:"merged"`
-					Message string `json:"message"`
-				}
-				if _, err := c.sendJSON(ctx, http.MethodPut, in.pullPath("/merge"), body, &r); err != nil {
+				r, err := c.MergePullRequest(ctx, in.Owner, in.Repo, in.PullNumber, pullMerge{
+					MergeMethod: in.MergeMethod, CommitTitle: in.CommitTitle, CommitMessage: in.CommitMessage, SHA: in.SHA,
+				})
+				if err != nil {
 					return nil, err
 				}
 				return struct {
@@ -517,13 +362,9 @@ func (k *kit) pullSteps() []connectors.Step {
 			}), "owner", "repo"),
 			listOutput("pull_requests", pullSchema, nil),
 			func(ctx context.Context, c *client, in *listPullsInput) (any, error) {
-				q := url.Values{}
-				setQuery(q, "state", in.State)
-				setQuery(q, "head", in.Head)
-				setQuery(q, "base", in.Base)
-				setQuery(q, "sort", in.Sort)
-				setQuery(q, "direction", in.Direction)
-				ps, _, more, err := listPages[ghPull](ctx, c, in.path("/pulls"), q, in.MaxItems, nil)
+				ps, more, err := c.ListPullRequests(ctx, in.Owner, in.Repo, pullListOptions{
+					State: in.State, Head: in.Head, Base: in.Base, Sort: in.Sort, Direction: in.Direction,
+				}, in.MaxItems)
 				if err != nil {
 					return nil, err
 				}
@@ -542,8 +383,8 @@ func (k *kit) pullSteps() []connectors.Step {
 			schema.Object(schema.Merge(repoProps, pullNumberProp), pullRequired...),
 			pullSchema,
 			func(ctx context.Context, c *client, in *pullNumberInput) (any, error) {
-				var g ghPull
-				if err := c.getJSON(ctx, in.pullPath(), nil, &g); err != nil {
+				g, err := c.GetPullRequest(ctx, in.Owner, in.Repo, in.PullNumber)
+				if err != nil {
 					return nil, err
 				}
 				return g.out(), nil
@@ -559,20 +400,10 @@ func (k *kit) pullSteps() []connectors.Step {
 			}), pullRequired...),
 			pullSchema,
 			func(ctx context.Context, c *client, in *updatePullInput) (any, error) {
-				body := map[string]any{}
-				if in.Title != nil {
-					body["title"] = *in.Title
-				}
-				if in.Body != nil {
-					body["body"] = *in.Body
-				}
-				setIf(body, "state", in.State)
-				setIf(body, "base", in.Base)
-				if in.MaintainerCanModify != nil {
-					body["maintainer_can_modify"] = *in.MaintainerCanModify
-				}
-				var g ghPull
-				if _, err := c.sendJSON(ctx, http.MethodPatch, in.pullPath(), body, &g); err != nil {
+				g, err := c.UpdatePullRequest(ctx, in.Owner, in.Repo, in.PullNumber, pullUpdate{
+					Title: in.Title, Body: in.Body, State: in.State, Base: in.Base, MaintainerCanModify: in.MaintainerCanModify,
+				})
+				if err != nil {
 					return nil, err
 				}
 				return g.out(), nil
