@@ -3,8 +3,6 @@ package codehost
 import (
 	"context"
 	"encoding/base64"
-	"net/http"
-	"net/url"
 	"regexp"
 	"strings"
 	"time"
@@ -195,34 +193,6 @@ func (in *fileInput) check() error {
 	return p.err()
 }
 
-// getContent GETs contents/{path}; the answer is an object (file, symlink,
-// submodule) or an array (directory).
-func (in *contentInput) get(ctx context.Context, c *client) (file *ghContent, dir []ghContent, err error) {
-	path := in.path("/contents")
-	if in.Path != "" {
-		path += "/" + segs(in.Path)
-	}
-	var q url.Values
-	if in.Ref != "" {
-		q = url.Values{"ref": {in.Ref}}
-	}
-	a, err := c.do(ctx, http.MethodGet, path, q, nil)
-	if err != nil {
-		return nil, nil, err
-	}
-	if b := strings.TrimSpace(string(a.body)); strings.HasPrefix(b, "[") {
-		if err := decodeAnswer(a, "directory listing", &dir); err != nil {
-			return nil, nil, err
-		}
-		return nil, dir, nil
-	}
-	file = &ghContent{}
-	if err := decodeAnswer(a, "content", file); err != nil {
-		return nil, nil, err
-	}
-	return file, nil, nil
-}
-
 type putFileInput struct {
 	repoInput
 	Path      string      `json:"path"`
@@ -396,14 +366,8 @@ func (k *kit) repoSteps() []connectors.Step {
 			}, "name"),
 			repositorySchema,
 			func(ctx context.Context, c *client, in *createRepoInput) (any, error) {
-				path := "/user/repos"
-				if in.Org != "" {
-					path = "/orgs/" + seg(in.Org) + "/repos"
-				}
-				body := *in
-				body.Org = ""
-				var r ghRepo
-				if _, err := c.sendJSON(ctx, http.MethodPost, path, body, &r); err != nil {
+				r, err := c.CreateRepository(ctx, in.Org, *in)
+				if err != nil {
 					return nil, err
 				}
 				return r.out(), nil
@@ -412,8 +376,8 @@ func (k *kit) repoSteps() []connectors.Step {
 			"Reads a repository's details: visibility, default branch, counts and timestamps.",
 			repoOnlySchema, repositorySchema,
 			func(ctx context.Context, c *client, in *repoOnlyInput) (any, error) {
-				var r ghRepo
-				if err := c.getJSON(ctx, in.path(), nil, &r); err != nil {
+				r, err := c.GetRepository(ctx, in.Owner, in.Repo)
+				if err != nil {
 					return nil, err
 				}
 				return r.out(), nil
@@ -432,7 +396,7 @@ func (k *kit) repoSteps() []connectors.Step {
 				"html_url": schema.String("Web page."), "entries": schema.Array(entrySchema, "A directory's entries."),
 			}, "type", "path", "name", "size"),
 			func(ctx context.Context, c *client, in *contentInput) (any, error) {
-				file, dir, err := in.get(ctx, c)
+				file, dir, err := c.GetContents(ctx, in.Owner, in.Repo, in.Path, in.Ref)
 				if err != nil {
 					return nil, err
 				}
@@ -465,7 +429,7 @@ func (k *kit) repoSteps() []connectors.Step {
 				"encoding": encoding, "content": schema.String("Content (see encoding)."), "html_url": schema.String("Web page."),
 			}, "path", "name", "sha", "size", "encoding", "content", "html_url"),
 			func(ctx context.Context, c *client, in *fileInput) (any, error) {
-				file, _, err := in.get(ctx, c)
+				file, _, err := c.GetContents(ctx, in.Owner, in.Repo, in.Path, in.Ref)
 				if err != nil {
 					return nil, err
 				}
@@ -483,7 +447,7 @@ func (k *kit) repoSteps() []connectors.Step {
 			repoOnlySchema,
 			schema.Object(schema.Props{"repository": schema.String("owner/name."), "starred": schema.Boolean("Always true.")}, "repository", "starred"),
 			func(ctx context.Context, c *client, in *repoOnlyInput) (any, error) {
-				if _, err := c.sendJSON(ctx, http.MethodPut, "/user/starred/"+seg(in.Owner)+"/"+seg(in.Repo), nil, nil); err != nil {
+				if err := c.StarRepository(ctx, in.Owner, in.Repo); err != nil {
 					return nil, err
 				}
 				return struct {
@@ -513,24 +477,13 @@ func (k *kit) repoSteps() []connectors.Step {
 				if in.Encoding != "base64" {
 					content = base64.StdEncoding.EncodeToString([]byte(in.Content))
 				}
-				body := map[string]any{"message": in.Message, "content": content}
-				setIf(body, "branch", in.Branch)
-				setIf(body, "sha", in.SHA)
-				if in.Committer != nil {
-					body["committer"] = in.Committer
-				}
-				if in.Author != nil {
-					body["author"] = in.Author
-				}
-				var r ghFileCommit
-				status, err := c.sendJSON(ctx, http.MethodPut, in.path("/contents/", segs(in.Path)), body, &r)
+				r, created, err := c.CreateOrUpdateFile(ctx, in.Owner, in.Repo, in.Path, fileUpdate{
+					Message: in.Message, Content: content, Branch: in.Branch, SHA: in.SHA, Committer: in.Committer, Author: in.Author,
+				})
 				if err != nil {
 					return nil, err
 				}
-				if r.Content == nil {
-					return nil, &connectors.Error{Code: connectors.CodeUpstream, Status: status, Message: "GitHub's answer has no content"}
-				}
-				return FileCommit{Created: status == http.StatusCreated, Path: r.Content.Path, SHA: r.Content.SHA, Size: r.Content.Size,
+				return FileCommit{Created: created, Path: r.Content.Path, SHA: r.Content.SHA, Size: r.Content.Size,
 					HTMLURL: r.Content.HTMLURL, CommitSHA: r.Commit.SHA, CommitHTMLURL: r.Commit.HTMLURL}, nil
 			}),
 		define(k, "delete_file", "Delete File",
@@ -547,13 +500,8 @@ func (k *kit) repoSteps() []connectors.Step {
 				"commit_sha": schema.String("The commit's sha."), "commit_html_url": schema.String("The commit's web page."),
 			}, "path", "deleted", "commit_sha", "commit_html_url"),
 			func(ctx context.Context, c *client, in *deleteFileInput) (any, error) {
-				body := map[string]any{"message": in.Message, "sha": in.SHA}
-				setIf(body, "branch", in.Branch)
-				if in.Committer != nil {
-					body["committer"] = in.Committer
-				}
-				var r ghFileCommit
-				if _, err := c.sendJSON(ctx, http.MethodDelete, in.path("/contents/", segs(in.Path)), body, &r); err != nil {
+				r, err := c.DeleteFile(ctx, in.Owner, in.Repo, in.Path, fileDelete{Message: in.Message, SHA: in.SHA, Branch: in.Branch, Committer: in.Committer})
+				if err != nil {
 					return nil, err
 				}
 				return struct {
@@ -573,7 +521,7 @@ func (k *kit) repoSteps() []connectors.Step {
 				"published_at": schema.String("Published (RFC 3339); absent for drafts."),
 			}, "id", "tag_name", "name", "body", "draft", "prerelease", "target_commitish", "html_url", "author", "created_at"), nil),
 			func(ctx context.Context, c *client, in *releasesInput) (any, error) {
-				rs, _, more, err := listPages[ghRelease](ctx, c, in.path("/releases"), nil, in.MaxItems, nil)
+				rs, more, err := c.ListReleases(ctx, in.Owner, in.Repo, in.MaxItems)
 				if err != nil {
 					return nil, err
 				}
@@ -596,15 +544,8 @@ func (k *kit) repoSteps() []connectors.Step {
 				"used": schema.Integer("Requests used."), "reset": schema.String("When the window resets (RFC 3339)."),
 			}, "limit", "remaining", "used", "reset"), "Budgets by resource.")}, "resources"),
 			func(ctx context.Context, c *client, _ *noInput) (any, error) {
-				var r struct {
-					Resources map[string]struct {
-						Limit     int   `json:"limit"`
-						Remaining int   `json:"remaining"`
-						Used      int   `json:"used"`
-						Reset     int64 `json:"reset"`
-					} `json:"resources"`
-				}
-				if err := c.getJSON(ctx, "/rate_limit", nil, &r); err != nil {
+				r, err := c.GetRateLimit(ctx)
+				if err != nil {
 					return nil, err
 				}
 				out := map[string]Budget{}
