@@ -3,8 +3,6 @@ package codehost
 import (
 	"context"
 	"errors"
-	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 
@@ -210,18 +208,14 @@ func (k *kit) branchSteps() []connectors.Step {
 					sha = from
 				} else {
 					if from == "" {
-						var r ghRepo
-						if err := c.getJSON(ctx, in.path(), nil, &r); err != nil {
+						r, err := c.GetRepository(ctx, in.Owner, in.Repo)
+						if err != nil {
 							return nil, err
 						}
 						from = r.DefaultBranch
 					}
-					var ref struct {
-						Object struct {
-							SHA string `json:"sha"`
-						} `json:"object"`
-					}
-					if err := c.getJSON(ctx, in.path("/git/ref/heads/", segs(from)), nil, &ref); err != nil {
+					ref, err := c.GetBranchRef(ctx, in.Owner, in.Repo, from)
+					if err != nil {
 						var ce *connectors.Error
 						if errors.As(err, &ce) && ce.Code == connectors.CodeNotFound {
 							ce.Message = "branch " + strconv.Quote(from) + " to create from: " + ce.Message
@@ -230,14 +224,8 @@ func (k *kit) branchSteps() []connectors.Step {
 					}
 					sha = ref.Object.SHA
 				}
-				var created struct {
-					Ref    string `json:"ref"`
-					Object struct {
-						SHA string `json:"sha"`
-					} `json:"object"`
-				}
-				if _, err := c.sendJSON(ctx, http.MethodPost, in.path("/git/refs"),
-					map[string]string{"ref": "refs/heads/" + in.Branch, "sha": sha}, &created); err != nil {
+				created, err := c.CreateRef(ctx, in.Owner, in.Repo, "refs/heads/"+in.Branch, sha)
+				if err != nil {
 					return nil, err
 				}
 				return struct {
@@ -261,8 +249,8 @@ func (k *kit) branchSteps() []connectors.Step {
 				}, "filename", "status", "additions", "deletions", "changes"), "Changed files (GitHub lists at most 300)."),
 			}, "sha", "message", "author", "committer", "parents", "html_url", "stats", "files"),
 			func(ctx context.Context, c *client, in *commitInput) (any, error) {
-				var g ghGitCommit
-				if err := c.getJSON(ctx, in.path("/commits/", seg(in.Ref)), nil, &g); err != nil {
+				g, err := c.GetCommit(ctx, in.Owner, in.Repo, in.Ref)
+				if err != nil {
 					return nil, err
 				}
 				out := Commit{SHA: g.SHA, Message: g.Commit.Message, Author: g.Commit.Author, Committer: g.Commit.Committer,
@@ -294,13 +282,9 @@ func (k *kit) branchSteps() []connectors.Step {
 				"date": schema.String("Authored (RFC 3339)."), "html_url": schema.String("Web page."),
 			}, "sha", "message", "author_name", "author_email", "date", "html_url"), nil),
 			func(ctx context.Context, c *client, in *listCommitsInput) (any, error) {
-				q := url.Values{}
-				for k, v := range map[string]string{"sha": in.SHA, "path": in.Path, "author": in.Author, "since": in.Since, "until": in.Until} {
-					if v != "" {
-						q.Set(k, v)
-					}
-				}
-				cs, _, more, err := listPages[ghGitCommit](ctx, c, in.path("/commits"), q, in.MaxItems, nil)
+				cs, more, err := c.ListCommits(ctx, in.Owner, in.Repo, commitListOptions{
+					SHA: in.SHA, Path: in.Path, Author: in.Author, Since: in.Since, Until: in.Until,
+				}, in.MaxItems)
 				if err != nil {
 					return nil, err
 				}
@@ -322,11 +306,7 @@ func (k *kit) branchSteps() []connectors.Step {
 			}), "owner", "repo"),
 			listOutput("branches", branchSchema, nil),
 			func(ctx context.Context, c *client, in *listBranchesInput) (any, error) {
-				q := url.Values{}
-				if in.Protected != nil {
-					q.Set("protected", strconv.FormatBool(*in.Protected))
-				}
-				bs, _, more, err := listPages[ghBranch](ctx, c, in.path("/branches"), q, in.MaxItems, nil)
+				bs, more, err := c.ListBranches(ctx, in.Owner, in.Repo, in.Protected, in.MaxItems)
 				if err != nil {
 					return nil, err
 				}
@@ -345,8 +325,8 @@ func (k *kit) branchSteps() []connectors.Step {
 			schema.Object(schema.Merge(repoProps, schema.Props{"branch": schema.Text("Branch name.")}), "owner", "repo", "branch"),
 			branchSchema,
 			func(ctx context.Context, c *client, in *branchInput) (any, error) {
-				var b ghBranch
-				if err := c.getJSON(ctx, in.path("/branches/", seg(in.Branch)), nil, &b); err != nil {
+				b, err := c.GetBranch(ctx, in.Owner, in.Repo, in.Branch)
+				if err != nil {
 					return nil, err
 				}
 				return Branch{Name: b.Name, SHA: b.Commit.SHA, Protected: b.Protected}, nil
