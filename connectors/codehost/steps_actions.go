@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net/http"
-	"net/url"
 	"regexp"
 	"strconv"
 
@@ -57,10 +55,6 @@ func (in *workflowInput) check() error {
 	var p problems
 	in.checkWorkflow(&p)
 	return p.err()
-}
-
-func (in *workflowInput) workflowPath(rest string) string {
-	return in.path("/actions/workflows/", seg(string(in.WorkflowID)), rest)
 }
 
 type dispatchInput struct {
@@ -172,18 +166,14 @@ var runSchema = schema.Object(schema.Props{
 
 func (k *kit) actionSteps() []connectors.Step {
 	workflowRequired := []string{"owner", "repo", "workflow_id"}
-	workflowState := func(id, title, desc, state string) connectors.Step {
+	workflowState := func(id, title, desc, state string, set func(*client, context.Context, string, string, workflowID) error) connectors.Step {
 		return define(k, id, title, desc,
 			schema.Object(schema.Merge(repoProps, schema.Props{"workflow_id": workflowIDSchema}), workflowRequired...),
 			schema.Object(schema.Props{
 				"workflow_id": schema.String("The workflow."), "state": schema.Enum("Its state now.", "active", "disabled_manually"),
 			}, "workflow_id", "state"),
 			func(ctx context.Context, c *client, in *workflowInput) (any, error) {
-				action := "/enable"
-				if state != "active" {
-					action = "/disable"
-				}
-				if _, err := c.sendJSON(ctx, http.MethodPut, in.workflowPath(action), nil, nil); err != nil {
+				if err := set(c, ctx, in.Owner, in.Repo, in.WorkflowID); err != nil {
 					return nil, err
 				}
 				return struct {
@@ -207,19 +197,10 @@ func (k *kit) actionSteps() []connectors.Step {
 				"html_url": schema.String("The new run's web page, with return_run_details."),
 			}, "workflow_id", "ref", "dispatched"),
 			func(ctx context.Context, c *client, in *dispatchInput) (any, error) {
-				body := map[string]any{"ref": in.Ref}
-				if len(in.Inputs) > 0 {
-					body["inputs"] = in.Inputs
-				}
-				if in.ReturnRunDetails {
-					body["return_run_details"] = true
-				}
-				var r struct {
-					RunID   int64  `json:"workflow_run_id"`
-					RunURL  string `json:"run_url"`
-					HTMLURL string `json:"html_url"`
-				}
-				if _, err := c.sendJSON(ctx, http.MethodPost, in.workflowPath("/dispatches"), body, &r); err != nil {
+				r, err := c.CreateWorkflowDispatch(ctx, in.Owner, in.Repo, in.WorkflowID, workflowDispatch{
+					Ref: in.Ref, Inputs: in.Inputs, ReturnRunDetails: in.ReturnRunDetails,
+				})
+				if err != nil {
 					return nil, err
 				}
 				return struct {
@@ -231,15 +212,15 @@ func (k *kit) actionSteps() []connectors.Step {
 					HTMLURL    string `json:"html_url,omitempty"`
 				}{string(in.WorkflowID), in.Ref, true, r.RunID, r.RunURL, r.HTMLURL}, nil
 			}),
-		workflowState("enable_workflow", "Enable Workflow", "Enables a GitHub Actions workflow so that its triggers run it again.", "active"),
-		workflowState("disable_workflow", "Disable Workflow", "Disables a GitHub Actions workflow so that nothing triggers it.", "disabled_manually"),
+		workflowState("enable_workflow", "Enable Workflow", "Enables a GitHub Actions workflow so that its triggers run it again.", "active", (*client).EnableWorkflow),
+		workflowState("disable_workflow", "Disable Workflow", "Disables a GitHub Actions workflow so that nothing triggers it.", "disabled_manually", (*client).DisableWorkflow),
 		define(k, "get_workflow_run", "Get Workflow Run",
 			"Reads one GitHub Actions workflow run: its status and, once completed, its conclusion.",
 			schema.Object(schema.Merge(repoProps, schema.Props{"run_id": schema.Integer("Run id.").Min(1)}), "owner", "repo", "run_id"),
 			runSchema,
 			func(ctx context.Context, c *client, in *runInput) (any, error) {
-				var g ghRun
-				if err := c.getJSON(ctx, in.path("/actions/runs/", strconv.FormatInt(in.RunID, 10)), nil, &g); err != nil {
+				g, err := c.GetWorkflowRun(ctx, in.Owner, in.Repo, in.RunID)
+				if err != nil {
 					return nil, err
 				}
 				return g.out(), nil
@@ -256,24 +237,9 @@ func (k *kit) actionSteps() []connectors.Step {
 			}), "owner", "repo"),
 			listOutput("runs", runSchema, schema.Props{"total_count": schema.Integer("Runs GitHub found.")}),
 			func(ctx context.Context, c *client, in *listRunsInput) (any, error) {
-				q := url.Values{}
-				setQuery(q, "branch", in.Branch)
-				setQuery(q, "event", in.Event)
-				setQuery(q, "status", in.Status)
-				setQuery(q, "actor", in.Actor)
-				setQuery(q, "created", in.Created)
-				path := in.path("/actions/runs")
-				if in.WorkflowID != "" {
-					path = in.path("/actions/workflows/", seg(string(in.WorkflowID)), "/runs")
-				}
-				rs, total, more, err := listPages(ctx, c, path, q, in.MaxItems, func(b []byte) (page[ghRun], error) {
-					var r struct {
-						TotalCount   int     `json:"total_count"`
-						WorkflowRuns []ghRun `json:"workflow_runs"`
-					}
-					err := json.Unmarshal(b, &r)
-					return page[ghRun]{items: r.WorkflowRuns, total: r.TotalCount}, err
-				})
+				rs, total, more, err := c.ListWorkflowRuns(ctx, in.Owner, in.Repo, in.WorkflowID, runListOptions{
+					Branch: in.Branch, Event: in.Event, Status: in.Status, Actor: in.Actor, Created: in.Created,
+				}, in.MaxItems)
 				if err != nil {
 					return nil, err
 				}
