@@ -2,7 +2,6 @@ package codehost
 
 import (
 	"context"
-	"net/http"
 
 	"github.com/triggerd/triggerd/connectors"
 	"github.com/triggerd/triggerd/connectors/schema"
@@ -22,10 +21,6 @@ func (in *collaboratorInput) check() error {
 	in.checkRepo(&p)
 	p.name("username", in.Username)
 	return p.err()
-}
-
-func (in *collaboratorInput) collaboratorPath(rest string) string {
-	return in.path("/collaborators/", seg(in.Username), rest)
 }
 
 type addCollaboratorInput struct {
@@ -54,11 +49,8 @@ func (k *kit) collaboratorSteps() []connectors.Step {
 				"role_name":  schema.String("Role: admin, maintain, write, triage, read or a custom role (empty for none)."),
 			}, "username", "permission", "role_name"),
 			func(ctx context.Context, c *client, in *collaboratorInput) (any, error) {
-				var r struct {
-					Permission string `json:"permission"`
-					RoleName   string `json:"role_name"`
-				}
-				if err := c.getJSON(ctx, in.collaboratorPath("/permission"), nil, &r); err != nil {
+				r, err := c.GetCollaboratorPermission(ctx, in.Owner, in.Repo, in.Username)
+				if err != nil {
 					return nil, err
 				}
 				return struct {
@@ -82,10 +74,7 @@ func (k *kit) collaboratorSteps() []connectors.Step {
 				if perm == "" {
 					perm = "push"
 				}
-				var inv struct {
-					ID int64 `json:"id"`
-				}
-				status, err := c.sendJSON(ctx, http.MethodPut, in.collaboratorPath(""), map[string]string{"permission": perm}, &inv)
+				invited, invitationID, err := c.AddCollaborator(ctx, in.Owner, in.Repo, in.Username, perm)
 				if err != nil {
 					return nil, err
 				}
@@ -94,14 +83,14 @@ func (k *kit) collaboratorSteps() []connectors.Step {
 					Permission   string `json:"permission"`
 					Invited      bool   `json:"invited"`
 					InvitationID int64  `json:"invitation_id,omitempty"`
-				}{in.Username, perm, status == http.StatusCreated, inv.ID}, nil
+				}{in.Username, perm, invited, invitationID}, nil
 			}),
 		define(k, "remove_collaborator", "Remove Collaborator",
 			"Removes a user's collaborator access to a repository (and any pending invitation).",
 			schema.Object(collabProps, required...),
 			schema.Object(schema.Props{"username": schema.String("The user."), "removed": schema.Boolean("Always true.")}, "username", "removed"),
 			func(ctx context.Context, c *client, in *collaboratorInput) (any, error) {
-				if _, err := c.sendJSON(ctx, http.MethodDelete, in.collaboratorPath(""), nil, nil); err != nil {
+				if err := c.RemoveCollaborator(ctx, in.Owner, in.Repo, in.Username); err != nil {
 					return nil, err
 				}
 				return struct {

@@ -2,9 +2,6 @@ package codehost
 
 import (
 	"context"
-	"encoding/json"
-	"net/http"
-	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -71,11 +68,9 @@ func (p *problems) gistFileName(name string) {
 }
 
 type createGistInput struct {
-	Description string `json:"description,omitempty"`
-	Public      bool   `json:"public,omitempty"`
-	Files       map[string]struct {
-		Content string `json:"content"`
-	} `json:"files"`
+	Description string              `json:"description,omitempty"`
+	Public      bool                `json:"public,omitempty"`
+	Files       map[string]gistFile `json:"files"`
 }
 
 func (in *createGistInput) check() error {
@@ -149,10 +144,8 @@ func (k *kit) gistSteps() []connectors.Step {
 			}, "files"),
 			gistSchema,
 			func(ctx context.Context, c *client, in *createGistInput) (any, error) {
-				var g ghGist
-				if _, err := c.sendJSON(ctx, http.MethodPost, "/gists", map[string]any{
-					"description": in.Description, "public": in.Public, "files": in.Files,
-				}, &g); err != nil {
+				g, err := c.CreateGist(ctx, in.Description, in.Public, in.Files)
+				if err != nil {
 					return nil, err
 				}
 				return g.out(), nil
@@ -169,23 +162,8 @@ func (k *kit) gistSteps() []connectors.Step {
 			}, "gist_id"),
 			gistSchema,
 			func(ctx context.Context, c *client, in *updateGistInput) (any, error) {
-				body := map[string]any{}
-				if in.Description != nil {
-					body["description"] = *in.Description
-				}
-				if len(in.Files) > 0 {
-					files := map[string]json.RawMessage{}
-					for name, f := range in.Files {
-						b := []byte("null")
-						if f != nil {
-							b, _ = json.Marshal(f)
-						}
-						files[name] = b
-					}
-					body["files"] = files
-				}
-				var g ghGist
-				if _, err := c.sendJSON(ctx, http.MethodPatch, "/gists/"+seg(in.GistID), body, &g); err != nil {
+				g, err := c.UpdateGist(ctx, in.GistID, in.Description, in.Files)
+				if err != nil {
 					return nil, err
 				}
 				return g.out(), nil
@@ -198,17 +176,19 @@ func (k *kit) gistSteps() []connectors.Step {
 			}), "username"),
 			listOutput("gists", gistSchema, nil),
 			func(ctx context.Context, c *client, in *listGistsInput) (any, error) {
-				q := url.Values{}
-				setQuery(q, "since", in.Since)
-				// GET /users/{u}/gists lists public gists only, even to
-				// their owner; the account's own secret gists come only
-				// from GET /gists (the authenticated user's). Logins are
-				// case-insensitive.
-				path := "/users/" + seg(in.Username) + "/gists"
+				// A user's gists list public gists only, even to their
+				// owner; the account's own secret gists come only from
+				// its own list. Logins are case-insensitive.
+				var (
+					gs   []ghGist
+					more bool
+					err  error
+				)
 				if c.login != "" && strings.EqualFold(in.Username, c.login) {
-					path = "/gists"
+					gs, more, err = c.ListOwnGists(ctx, in.Since, in.MaxItems)
+				} else {
+					gs, more, err = c.ListUserGists(ctx, in.Username, in.Since, in.MaxItems)
 				}
-				gs, _, more, err := listPages[ghGist](ctx, c, path, q, in.MaxItems, nil)
 				if err != nil {
 					return nil, err
 				}
