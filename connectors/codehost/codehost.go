@@ -188,6 +188,8 @@ func (p *Provider) Exchange(ctx context.Context, callback url.Values, verifier s
 // Identify reads the authenticated user (GET /user): ExternalID is the
 // numeric user id, Login the login. Scopes come from the token response's
 // "scope" or, failing that, the X-OAuth-Scopes response header.
+//
+// GitHub API docs: https://docs.github.com/rest/users/users#get-the-authenticated-user
 func (p *Provider) Identify(ctx context.Context, tok *oauth2.Token) (connectors.Identity, error) {
 	const op = "identify"
 	if tok == nil || tok.AccessToken == "" {
@@ -239,6 +241,8 @@ func (p *Provider) CanRefresh(tok *oauth2.Token) bool {
 // refresh tokens: the result carries the new one and the old one stops
 // working. A refused refresh token is an error wrapping
 // connectors.ErrInvalidGrant.
+//
+// GitHub docs: https://docs.github.com/apps/creating-github-apps/authenticating-with-a-github-app/refreshing-user-access-tokens
 func (p *Provider) Refresh(ctx context.Context, tok *oauth2.Token) (*oauth2.Token, error) {
 	const op = "refresh token"
 	if !p.CanRefresh(tok) {
@@ -292,6 +296,8 @@ func (p *Provider) Revoke(ctx context.Context, tok *oauth2.Token, _ map[string]s
 
 // revokeToken sends DELETE /applications/{client_id}/token for the access
 // token v with the app's credentials, and returns GitHub's answer.
+//
+// GitHub API docs: https://docs.github.com/rest/apps/oauth-applications#delete-an-app-token
 func (p *Provider) revokeToken(ctx context.Context, v string) (int, []byte, error) {
 	payload, err := json.Marshal(map[string]string{"access_token": v})
 	if err != nil {

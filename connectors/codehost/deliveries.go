@@ -77,6 +77,9 @@ type Deliveries struct {
 // back to the first one older than since (GitHub keeps about 30 days), by
 // following the cursor in GitHub's Link rel="next". A 404 is
 // ErrHookNotFound.
+//
+// GitHub API docs: https://docs.github.com/rest/repos/webhooks#list-deliveries-for-a-repository-webhook
+// and https://docs.github.com/rest/orgs/webhooks#list-deliveries-for-an-organization-webhook
 func (h Hooks) Deliveries(ctx context.Context, t HookTarget, id int64, since time.Time) (Deliveries, error) {
 	what := fmt.Sprintf("list the deliveries of webhook %d of %s", id, t)
 	if err := t.check(); err != nil {
@@ -108,6 +111,9 @@ func (h Hooks) Deliveries(ctx context.Context, t HookTarget, id int64, since tim
 // Redeliver asks GitHub to send delivery attempt deliveryID of hook id
 // again, with the same X-GitHub-Delivery; GitHub answers 202 and sends it
 // shortly after. A 404 (no such hook or attempt) is ErrHookNotFound.
+//
+// GitHub API docs: https://docs.github.com/rest/repos/webhooks#redeliver-a-delivery-for-a-repository-webhook
+// and https://docs.github.com/rest/orgs/webhooks#redeliver-a-delivery-for-an-organization-webhook
 func (h Hooks) Redeliver(ctx context.Context, t HookTarget, id, deliveryID int64) error {
 	what := fmt.Sprintf("redeliver delivery %d of webhook %d of %s", deliveryID, id, t)
 	if err := t.check(); err != nil {

@@ -185,6 +185,9 @@ func (j hookJSON) hook() Hook {
 
 // List returns every hook of t, following GitHub's Link rel="next" pages
 // (100 a page) to the end.
+//
+// GitHub API docs: https://docs.github.com/rest/repos/webhooks#list-repository-webhooks
+// and https://docs.github.com/rest/orgs/webhooks#list-organization-webhooks
 func (h Hooks) List(ctx context.Context, t HookTarget) ([]Hook, error) {
 	what := "list the webhooks of " + t.String()
 	if err := t.check(); err != nil {
@@ -244,6 +247,9 @@ func hookPages[T any](ctx context.Context, h Hooks, c *client, what, noun, path 
 }
 
 // Get returns hook id of t; a 404 is ErrHookNotFound.
+//
+// GitHub API docs: https://docs.github.com/rest/repos/webhooks#get-a-repository-webhook
+// and https://docs.github.com/rest/orgs/webhooks#get-an-organization-webhook
 func (h Hooks) Get(ctx context.Context, t HookTarget, id int64) (Hook, error) {
 	what := fmt.Sprintf("read webhook %d of %s", id, t)
 	return h.one(ctx, what, t, http.MethodGet, id, nil, ErrHookNotFound, "")
@@ -252,6 +258,9 @@ func (h Hooks) Get(ctx context.Context, t HookTarget, id int64) (Hook, error) {
 // Create adds a hook to t as spec says and returns it. GitHub pings the
 // new hook when it is active. A duplicate URL is ErrHookExists, the limit
 // ErrHookLimit, missing rights ErrHookPermission.
+//
+// GitHub API docs: https://docs.github.com/rest/repos/webhooks#create-a-repository-webhook
+// and https://docs.github.com/rest/orgs/webhooks#create-an-organization-webhook
 func (h Hooks) Create(ctx context.Context, t HookTarget, spec HookSpec) (Hook, error) {
 	what := "create a webhook on " + t.String()
 	if err := spec.check(); err != nil {
@@ -263,6 +272,9 @@ func (h Hooks) Create(ctx context.Context, t HookTarget, spec HookSpec) (Hook, e
 // Update sets hook id of t to spec: active, events (when given) and the
 // whole config, secret included (an empty Secret removes it). A 404 is
 // ErrHookNotFound; a URL another hook has is ErrHookExists.
+//
+// GitHub API docs: https://docs.github.com/rest/repos/webhooks#update-a-repository-webhook
+// and https://docs.github.com/rest/orgs/webhooks#update-an-organization-webhook
 func (h Hooks) Update(ctx context.Context, t HookTarget, id int64, spec HookSpec) (Hook, error) {
 	what := fmt.Sprintf("update webhook %d of %s", id, t)
 	if err := spec.check(); err != nil {
@@ -273,6 +285,9 @@ func (h Hooks) Update(ctx context.Context, t HookTarget, id int64, spec HookSpec
 
 // Delete removes hook id of t. A hook already gone (404) is success; note
 // that GitHub answers 404 as well to an account that lost admin rights.
+//
+// GitHub API docs: https://docs.github.com/rest/repos/webhooks#delete-a-repository-webhook
+// and https://docs.github.com/rest/orgs/webhooks#delete-an-organization-webhook
 func (h Hooks) Delete(ctx context.Context, t HookTarget, id int64) error {
 	what := fmt.Sprintf("delete webhook %d of %s", id, t)
 	if err := t.check(); err != nil {

@@ -46,6 +46,8 @@ type PolledGist struct {
 // etag, when set, is sent as If-None-Match: an unchanged list answers
 // notModified (and costs no rate limit budget), with newETag = etag.
 // Otherwise newETag is the answer's ETag, to pass on the next call.
+//
+// GitHub API docs: https://docs.github.com/rest/gists/gists#list-gists-for-the-authenticated-user
 func (h Hooks) ListGists(ctx context.Context, since time.Time, etag string) (gists []PolledGist, newETag string, notModified bool, err error) {
 	const what = "list the user's gists"
 	c, err := h.client()
@@ -141,6 +143,8 @@ type Notification struct {
 // pass on the next call. Last-Modified has a one-second granularity, so
 // overlap since with the previous poll and drop threads already seen.
 // pollInterval is GitHub's X-Poll-Interval: poll no more often.
+//
+// GitHub API docs: https://docs.github.com/rest/activity/notifications#list-notifications-for-the-authenticated-user
 func (h Hooks) Notifications(ctx context.Context, lastModified string, since time.Time) (threads []Notification, newLastModified string, pollInterval time.Duration, notModified bool, err error) {
 	const what = "list the user's notifications"
 	c, err := h.client()
