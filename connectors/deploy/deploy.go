@@ -171,6 +171,8 @@ func (p *Provider) AuthCodeURL(state, _ string) string {
 // token's installation_id), "installation_id" and "user_id". The verifier
 // is ignored. A refused code is an error wrapping
 // connectors.ErrInvalidGrant.
+//
+// Vercel docs: https://vercel.com/docs/rest-api/vercel-api-integrations
 func (p *Provider) Exchange(ctx context.Context, callback url.Values, _ string) (*oauth2.Token, error) {
 	// Vercel integrations have no PKCE: no verifier.
 	tok, err := provhttp.ExchangeCode(ctx, upstream, &p.oauth, p.client, callback, "")
@@ -204,6 +206,9 @@ func (p *Provider) Exchange(ctx context.Context, callback url.Values, _ string) 
 // (GET /v2/teams/{id}: ExternalID is the team id, Login its slug), else the
 // user (GET /v2/user: ExternalID is the user id, Login the username).
 // Metadata holds team_id (team installs), configuration_id and user_id.
+//
+// Vercel API docs: https://vercel.com/docs/rest-api/teams/get-a-team
+// and https://vercel.com/docs/rest-api/user/get-the-user
 func (p *Provider) Identify(ctx context.Context, tok *oauth2.Token) (connectors.Identity, error) {
 	const op = "identify"
 	if tok == nil || tok.AccessToken == "" {
@@ -274,6 +279,8 @@ func (p *Provider) Refresh(context.Context, *oauth2.Token) (*oauth2.Token, error
 // (DELETE /v1/integrations/configuration/{id}, with ?teamId= for team
 // installs), which revokes the token. The configuration and team ids come
 // from metadata (Identity.Metadata), falling back to tok's extra fields.
+//
+// Vercel API docs: https://vercel.com/docs/rest-api/integrations/delete-an-integration-configuration
 func (p *Provider) Revoke(ctx context.Context, tok *oauth2.Token, metadata map[string]string) error {
 	const op = "revoke configuration"
 	if tok == nil || tok.AccessToken == "" {

@@ -3,9 +3,7 @@ package deploy
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"maps"
-	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
@@ -384,8 +382,8 @@ func (tk *toolkit) createDeployment(ctx context.Context, env connectors.Env, inp
 	if err != nil {
 		return nil, err
 	}
-	var proj vercelProject
-	if err := c.do(ctx, "read project "+in.Project, http.MethodGet, "/v9/projects/"+url.PathEscape(in.Project), nil, nil, &proj); err != nil {
+	proj, err := c.GetProject(ctx, in.Project)
+	if err != nil {
 		return nil, err
 	}
 	body := maps.Clone(in.Config)
@@ -418,11 +416,11 @@ func (tk *toolkit) createDeployment(ctx context.Context, env connectors.Env, inp
 	default:
 		return nil, connectors.Errorf(connectors.CodeValidation, "project %s has no linked git repository; link one in vercel, or pass files or deploymentId in config", in.Project)
 	}
-	var d vercelDeployment
-	if err := c.do(ctx, "create deployment of project "+in.Project, http.MethodPost, "/v13/deployments", nil, body, &d); err != nil {
+	d, err := c.CreateDeployment(ctx, in.Project, body)
+	if err != nil {
 		return nil, err
 	}
-	return toDeployment(d), nil
+	return toDeployment(*d), nil
 }
 
 type listInput struct {
@@ -524,13 +522,8 @@ func (tk *toolkit) listDeployments(ctx context.Context, env connectors.Env, inpu
 		if hasCursor {
 			q.Set("until", strconv.FormatInt(cursor, 10))
 		}
-		var page struct {
-			Deployments []vercelDeployment `json:"deployments"`
-			Pagination  struct {
-				Next *int64 `json:"next"`
-			} `json:"pagination"`
-		}
-		if err := c.do(ctx, "list deployments", http.MethodGet, "/v6/deployments", q, nil, &page); err != nil {
+		page, err := c.ListDeployments(ctx, q)
+		if err != nil {
 			return nil, err
 		}
 		for _, d := range page.Deployments {
@@ -574,18 +567,17 @@ func (tk *toolkit) cancelDeployment(ctx context.Context, env connectors.Env, inp
 	if err != nil {
 		return nil, err
 	}
-	var cur vercelDeployment
-	if err := c.do(ctx, "read deployment "+id, http.MethodGet, "/v13/deployments/"+url.PathEscape(id), nil, nil, &cur); err != nil {
+	cur, err := c.GetDeployment(ctx, id)
+	if err != nil {
 		return nil, err
 	}
 	state := firstOf(cur.ReadyState, cur.State, cur.Status)
 	if !slices.Contains(cancelable, state) {
 		return nil, connectors.Errorf(connectors.CodeValidation, "deployment %s is already %s; only QUEUED, INITIALIZING or BUILDING deployments can be canceled", id, state)
 	}
-	var d vercelDeployment
-	path := fmt.Sprintf("/v12/deployments/%s/cancel", url.PathEscape(firstOf(cur.ID, cur.UID, id)))
-	if err := c.do(ctx, "cancel deployment "+id, http.MethodPatch, path, nil, nil, &d); err != nil {
+	d, err := c.CancelDeployment(ctx, firstOf(cur.ID, cur.UID, id), id)
+	if err != nil {
 		return nil, err
 	}
-	return toDeployment(d), nil
+	return toDeployment(*d), nil
 }

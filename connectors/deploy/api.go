@@ -1,0 +1,80 @@
+package deploy
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+)
+
+// The Vercel REST API endpoints the deploy steps call: one client method
+// per upstream request, each linking Vercel's documentation of it. Every
+// request carries ?teamId= for a team account (see client.do).
+
+// GetProject reads a project by id or name, with its Git link.
+//
+// Vercel API docs: https://vercel.com/docs/rest-api/projects/find-a-project-by-id-or-name
+func (c *client) GetProject(ctx context.Context, idOrName string) (*vercelProject, error) {
+	var p vercelProject
+	if err := c.do(ctx, "read project "+idOrName, http.MethodGet, "/v9/projects/"+url.PathEscape(idOrName), nil, nil, &p); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// CreateDeployment creates a deployment from body, the whole POST body
+// (name, project, target, meta, gitSource and any custom configuration);
+// project names the project in error messages.
+//
+// Vercel API docs: https://vercel.com/docs/rest-api/deployments/create-a-new-deployment
+func (c *client) CreateDeployment(ctx context.Context, project string, body map[string]any) (*vercelDeployment, error) {
+	var d vercelDeployment
+	if err := c.do(ctx, "create deployment of project "+project, http.MethodPost, "/v13/deployments", nil, body, &d); err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
+
+// deploymentPage is one page of ListDeployments; Next, when not nil, is
+// the until of the next page.
+type deploymentPage struct {
+	Deployments []vercelDeployment `json:"deployments"`
+	Pagination  struct {
+		Next *int64 `json:"next"`
+	} `json:"pagination"`
+}
+
+// ListDeployments reads one page of deployments; q holds the filters
+// (projectId, target, state, branch, since), the page's limit and until.
+//
+// Vercel API docs: https://vercel.com/docs/rest-api/deployments/list-deployments
+func (c *client) ListDeployments(ctx context.Context, q url.Values) (*deploymentPage, error) {
+	var p deploymentPage
+	if err := c.do(ctx, "list deployments", http.MethodGet, "/v6/deployments", q, nil, &p); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// GetDeployment reads a deployment by id or URL.
+//
+// Vercel API docs: https://vercel.com/docs/rest-api/deployments/get-a-deployment-by-id-or-url
+func (c *client) GetDeployment(ctx context.Context, idOrURL string) (*vercelDeployment, error) {
+	var d vercelDeployment
+	if err := c.do(ctx, "read deployment "+idOrURL, http.MethodGet, "/v13/deployments/"+url.PathEscape(idOrURL), nil, nil, &d); err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
+
+// CancelDeployment cancels the deployment id (dpl_…), one Vercel is still
+// queueing or building; asked is how the caller named it (an id or URL),
+// for error messages.
+//
+// Vercel API docs: https://vercel.com/docs/rest-api/deployments/cancel-a-deployment
+func (c *client) CancelDeployment(ctx context.Context, id, asked string) (*vercelDeployment, error) {
+	var d vercelDeployment
+	if err := c.do(ctx, "cancel deployment "+asked, http.MethodPatch, "/v12/deployments/"+url.PathEscape(id)+"/cancel", nil, nil, &d); err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
