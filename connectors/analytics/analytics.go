@@ -197,6 +197,8 @@ func (p *Provider) Exchange(ctx context.Context, callback url.Values, verifier s
 // Login the e-mail) and the Analytics accounts it can see (GA4 Admin
 // accountSummaries, every page), kept in Metadata[MetaAccounts]. Scopes
 // come from the token response's "scope".
+//
+// Google docs: https://developers.google.com/identity/openid-connect/openid-connect#obtaininguserprofileinformation
 func (p *Provider) Identify(ctx context.Context, tok *oauth2.Token) (connectors.Identity, error) {
 	const op = "identify"
 	if tok == nil || tok.AccessToken == "" {
@@ -229,6 +231,8 @@ func (p *Provider) Identify(ctx context.Context, tok *oauth2.Token) (connectors.
 }
 
 // accounts walks accountSummaries and renders MetaAccounts.
+//
+// Google API docs: https://developers.google.com/analytics/devguides/config/admin/v1/rest/v1beta/accountSummaries/list
 func (p *Provider) accounts(ctx context.Context, tok *oauth2.Token) (string, error) {
 	var b strings.Builder
 	seen := map[string]bool{}
@@ -288,6 +292,8 @@ func (p *Provider) CanRefresh(tok *oauth2.Token) bool {
 // usually omits refresh_token from the answer; the result then keeps tok's.
 // A refused refresh token (invalid_grant: revoked, expired or unused for
 // six months) is an error wrapping connectors.ErrInvalidGrant.
+//
+// Google docs: https://developers.google.com/identity/protocols/oauth2/web-server#offline
 func (p *Provider) Refresh(ctx context.Context, tok *oauth2.Token) (*oauth2.Token, error) {
 	const op = "refresh token"
 	if !p.CanRefresh(tok) {
@@ -309,6 +315,8 @@ func (p *Provider) Refresh(ctx context.Context, tok *oauth2.Token) (*oauth2.Toke
 // for a token already revoked or expired; that error wraps
 // connectors.ErrInvalidGrant so callers can treat the grant as gone.
 // metadata is not used.
+//
+// Google docs: https://developers.google.com/identity/protocols/oauth2/web-server#tokenrevoke
 func (p *Provider) Revoke(ctx context.Context, tok *oauth2.Token, _ map[string]string) error {
 	const op = "revoke token"
 	if tok == nil || (tok.RefreshToken == "" && tok.AccessToken == "") {

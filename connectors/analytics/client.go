@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -203,4 +205,51 @@ func decodeInput(input json.RawMessage, v any) error {
 		return connectors.Errorf(connectors.CodeValidation, "input: %v", err)
 	}
 	return nil
+}
+
+// listPages GETs a token-paginated Admin list, following nextPageToken
+// until limit items are read; it returns the items and the token of the
+// rest ("" at the end).
+func listPages[T any](ctx context.Context, c *client, base call, key string, limit int, pageToken string) ([]T, string, error) {
+	var items []T
+	seen := map[string]bool{}
+	u, err := url.Parse(base.url)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", base.op, err)
+	}
+	q := u.Query()
+	for range maxListPages {
+		q.Set("pageSize", strconv.Itoa(min(limit-len(items), maxAdminPageSize)))
+		q.Del("pageToken")
+		if pageToken != "" {
+			q.Set("pageToken", pageToken)
+		}
+		u.RawQuery = q.Encode()
+		cl := base
+		cl.url = u.String()
+		var page map[string]json.RawMessage
+		if err := c.do(ctx, cl, &page); err != nil {
+			return nil, "", err
+		}
+		if raw, ok := page[key]; ok {
+			var got []T
+			if err := json.Unmarshal(raw, &got); err != nil {
+				return nil, "", connectors.Errorf(connectors.CodeUpstream, "%s: decode %s: %v", base.op, key, err)
+			}
+			items = append(items, got...)
+		}
+		next := ""
+		if raw, ok := page["nextPageToken"]; ok {
+			json.Unmarshal(raw, &next)
+		}
+		if next == "" || len(items) >= limit {
+			return items[:min(len(items), limit)], next, nil
+		}
+		if seen[next] {
+			return nil, "", connectors.Errorf(connectors.CodeUpstream, "%s: google repeated a page token", base.op)
+		}
+		seen[next] = true
+		pageToken = next
+	}
+	return nil, "", connectors.Errorf(connectors.CodeUpstream, "%s: more than %d pages", base.op, maxListPages)
 }

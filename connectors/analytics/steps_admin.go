@@ -3,12 +3,8 @@ package analytics
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"net/http"
-	"net/url"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf16"
@@ -46,53 +42,6 @@ func splitName(name, collection string) (string, string) {
 		return "", ""
 	}
 	return prop, id
-}
-
-// listPages GETs a token-paginated Admin list, following nextPageToken
-// until limit items are read; it returns the items and the token of the
-// rest ("" at the end).
-func listPages[T any](ctx context.Context, c *client, base call, key string, limit int, pageToken string) ([]T, string, error) {
-	var items []T
-	seen := map[string]bool{}
-	u, err := url.Parse(base.url)
-	if err != nil {
-		return nil, "", fmt.Errorf("%s: %w", base.op, err)
-	}
-	q := u.Query()
-	for range maxListPages {
-		q.Set("pageSize", strconv.Itoa(min(limit-len(items), maxAdminPageSize)))
-		q.Del("pageToken")
-		if pageToken != "" {
-			q.Set("pageToken", pageToken)
-		}
-		u.RawQuery = q.Encode()
-		cl := base
-		cl.url = u.String()
-		var page map[string]json.RawMessage
-		if err := c.do(ctx, cl, &page); err != nil {
-			return nil, "", err
-		}
-		if raw, ok := page[key]; ok {
-			var got []T
-			if err := json.Unmarshal(raw, &got); err != nil {
-				return nil, "", connectors.Errorf(connectors.CodeUpstream, "%s: decode %s: %v", base.op, key, err)
-			}
-			items = append(items, got...)
-		}
-		next := ""
-		if raw, ok := page["nextPageToken"]; ok {
-			json.Unmarshal(raw, &next)
-		}
-		if next == "" || len(items) >= limit {
-			return items[:min(len(items), limit)], next, nil
-		}
-		if seen[next] {
-			return nil, "", connectors.Errorf(connectors.CodeUpstream, "%s: google repeated a page token", base.op)
-		}
-		seen[next] = true
-		pageToken = next
-	}
-	return nil, "", connectors.Errorf(connectors.CodeUpstream, "%s: more than %d pages", base.op, maxListPages)
 }
 
 // listLimit validates an optional list limit.
@@ -185,22 +134,13 @@ func (tk *toolkit) createProperty(ctx context.Context, env connectors.Env, input
 	if err != nil {
 		return nil, err
 	}
-	body := map[string]string{"parent": account, "displayName": name, "timeZone": in.TimeZone, "currencyCode": in.CurrencyCode}
-	if in.IndustryCategory != "" {
-		body["industryCategory"] = in.IndustryCategory
-	}
 	c, err := tk.newClient(env)
 	if err != nil {
 		return nil, err
 	}
-	var p gaProperty
-	err = c.do(ctx, call{
-		op:     "create property in " + account,
-		denied: "creating a property needs the Administrator role on " + account,
-		method: http.MethodPost,
-		url:    c.admin + "/v1beta/properties",
-		body:   body,
-	}, &p)
+	p, err := c.CreateProperty(ctx, propertyCreate{
+		Account: account, DisplayName: name, TimeZone: in.TimeZone, CurrencyCode: in.CurrencyCode, IndustryCategory: in.IndustryCategory,
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -248,16 +188,7 @@ func (tk *toolkit) listProperties(ctx context.Context, env connectors.Env, input
 	if err != nil {
 		return nil, err
 	}
-	q := url.Values{"filter": {"parent:" + account}}
-	if in.ShowDeleted {
-		q.Set("showDeleted", "true")
-	}
-	items, next, err := listPages[gaProperty](ctx, c, call{
-		op:     "list properties of " + account,
-		denied: "listing properties needs access to " + account,
-		method: http.MethodGet,
-		url:    c.admin + "/v1beta/properties?" + q.Encode(),
-	}, "properties", limit, in.PageToken)
+	items, next, err := c.ListProperties(ctx, account, in.ShowDeleted, limit, in.PageToken)
 	if err != nil {
 		return nil, err
 	}
@@ -286,13 +217,7 @@ func (tk *toolkit) getProperty(ctx context.Context, env connectors.Env, input js
 	if err != nil {
 		return nil, err
 	}
-	var p gaProperty
-	err = c.do(ctx, call{
-		op:     "read properties/" + id,
-		denied: "reading a property needs at least the Viewer role on properties/" + id,
-		method: http.MethodGet,
-		url:    fmt.Sprintf("%s/v1beta/properties/%s", c.admin, id),
-	}, &p)
+	p, err := c.GetProperty(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -313,7 +238,7 @@ type KeyEventList struct {
 
 // listKeyEvents runs List Key Events: GET v1beta/properties/{id}/keyEvents.
 func (tk *toolkit) listKeyEvents(ctx context.Context, env connectors.Env, input json.RawMessage) (any, error) {
-	items, next, err := listInProperty(ctx, tk, env, input, "key events", "keyEvents", gaKeyEvent.out)
+	items, next, err := listInProperty(ctx, tk, env, input, (*client).ListKeyEvents, gaKeyEvent.out)
 	if err != nil {
 		return nil, err
 	}
@@ -385,7 +310,7 @@ type DataStreamList struct {
 // listDataStreams runs List Data Streams: GET
 // v1beta/properties/{id}/dataStreams.
 func (tk *toolkit) listDataStreams(ctx context.Context, env connectors.Env, input json.RawMessage) (any, error) {
-	items, next, err := listInProperty(ctx, tk, env, input, "data streams", "dataStreams", gaDataStream.out)
+	items, next, err := listInProperty(ctx, tk, env, input, (*client).ListDataStreams, gaDataStream.out)
 	if err != nil {
 		return nil, err
 	}
@@ -393,10 +318,10 @@ func (tk *toolkit) listDataStreams(ctx context.Context, env connectors.Env, inpu
 }
 
 // listInProperty runs a list step over one property's children: it reads
-// the property, limit and page token from input, GETs every page of
-// v1beta/properties/{id}/{key} up to the limit (what names the children in
-// messages), and converts each item.
-func listInProperty[T, O any](ctx context.Context, tk *toolkit, env connectors.Env, input json.RawMessage, what, key string, conv func(T) O) ([]O, *string, error) {
+// the property, limit and page token from input, lists the children with
+// list up to the limit, and converts each item.
+func listInProperty[T, O any](ctx context.Context, tk *toolkit, env connectors.Env, input json.RawMessage,
+	list func(c *client, ctx context.Context, id string, limit int, pageToken string) ([]T, string, error), conv func(T) O) ([]O, *string, error) {
 	var in listInPropertyIn
 	if err := decodeInput(input, &in); err != nil {
 		return nil, nil, err
@@ -413,12 +338,7 @@ func listInProperty[T, O any](ctx context.Context, tk *toolkit, env connectors.E
 	if err != nil {
 		return nil, nil, err
 	}
-	items, next, err := listPages[T](ctx, c, call{
-		op:     "list " + what + " of properties/" + id,
-		denied: "listing " + what + " needs at least the Viewer role on properties/" + id,
-		method: http.MethodGet,
-		url:    fmt.Sprintf("%s/v1beta/properties/%s/%s", c.admin, id, key),
-	}, key, limit, in.PageToken)
+	items, next, err := list(c, ctx, id, limit, in.PageToken)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -452,13 +372,7 @@ func (tk *toolkit) getDataStream(ctx context.Context, env connectors.Env, input 
 	if err != nil {
 		return nil, err
 	}
-	var d gaDataStream
-	err = c.do(ctx, call{
-		op:     fmt.Sprintf("read data stream %s of properties/%s", in.DataStreamID, id),
-		denied: "reading a data stream needs at least the Viewer role on properties/" + id,
-		method: http.MethodGet,
-		url:    fmt.Sprintf("%s/v1beta/properties/%s/dataStreams/%s", c.admin, id, in.DataStreamID),
-	}, &d)
+	d, err := c.GetDataStream(ctx, id, in.DataStreamID)
 	if err != nil {
 		return nil, err
 	}
@@ -507,21 +421,7 @@ func (tk *toolkit) listAccountSummaries(ctx context.Context, env connectors.Env,
 	if err != nil {
 		return nil, err
 	}
-	type summary struct {
-		Account           string `json:"account"`
-		DisplayName       string `json:"displayName"`
-		PropertySummaries []struct {
-			Property     string `json:"property"`
-			DisplayName  string `json:"displayName"`
-			PropertyType string `json:"propertyType"`
-			Parent       string `json:"parent"`
-		} `json:"propertySummaries"`
-	}
-	items, next, err := listPages[summary](ctx, c, call{
-		op:     "list account summaries",
-		method: http.MethodGet,
-		url:    c.admin + "/v1beta/accountSummaries",
-	}, "accountSummaries", limit, in.PageToken)
+	items, next, err := c.ListAccountSummaries(ctx, limit, in.PageToken)
 	if err != nil {
 		return nil, err
 	}

@@ -442,21 +442,11 @@ func checkFilter(path string, v any, depth int) error {
 
 // report sends a report request and shapes its answer.
 func (c *client) report(ctx context.Context, id, method string, req *gaReportRequest) (*Report, error) {
-	cat := categoryOf(method)
-	var resp gaReportResponse
-	err := c.do(ctx, call{
-		op:       fmt.Sprintf("run %s report on properties/%s", cat, id),
-		denied:   fmt.Sprintf("reading reports needs at least the Viewer role on properties/%s", id),
-		method:   http.MethodPost,
-		url:      fmt.Sprintf("%s/v1beta/properties/%s:%s", c.data, id, method),
-		body:     req,
-		property: id,
-		category: cat,
-	}, &resp)
+	resp, err := c.RunReport(ctx, id, method, req)
 	if err != nil {
 		return nil, err
 	}
-	return toReport(id, &resp)
+	return toReport(id, resp)
 }
 
 // toReport shapes a report answer; missing rows (GA4 leaves them out when
@@ -585,33 +575,7 @@ func (tk *toolkit) getMetadata(ctx context.Context, env connectors.Env, input js
 	if err != nil {
 		return nil, err
 	}
-	var resp struct {
-		Dimensions []struct {
-			APIName            string   `json:"apiName"`
-			UIName             string   `json:"uiName"`
-			Description        string   `json:"description"`
-			Category           string   `json:"category"`
-			CustomDefinition   bool     `json:"customDefinition"`
-			DeprecatedAPINames []string `json:"deprecatedApiNames"`
-		} `json:"dimensions"`
-		Metrics []struct {
-			APIName          string   `json:"apiName"`
-			UIName           string   `json:"uiName"`
-			Description      string   `json:"description"`
-			Type             string   `json:"type"`
-			Expression       string   `json:"expression"`
-			Category         string   `json:"category"`
-			CustomDefinition bool     `json:"customDefinition"`
-			BlockedReasons   []string `json:"blockedReasons"`
-		} `json:"metrics"`
-	}
-	err = c.do(ctx, call{
-		op:       "read metadata of properties/" + id,
-		denied:   "reading metadata needs at least the Viewer role on properties/" + id,
-		method:   http.MethodGet,
-		url:      fmt.Sprintf("%s/v1beta/properties/%s/metadata", c.data, id),
-		property: id,
-	}, &resp)
+	resp, err := c.GetMetadata(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -722,14 +686,7 @@ func (tk *toolkit) createKeyEvent(ctx context.Context, env connectors.Env, input
 	if count <= 0 {
 		return nil, connectors.Errorf(connectors.CodeValidation, "event %s has not been collected in properties/%s in the last 30 days; send it first, then mark it as a key event", in.EventName, id)
 	}
-	var ke gaKeyEvent
-	err = c.do(ctx, call{
-		op:     fmt.Sprintf("create key event %s in properties/%s", in.EventName, id),
-		denied: fmt.Sprintf("creating a key event needs the Editor role on properties/%s", id),
-		method: http.MethodPost,
-		url:    fmt.Sprintf("%s/v1beta/properties/%s/keyEvents", c.admin, id),
-		body:   map[string]string{"eventName": in.EventName, "countingMethod": method},
-	}, &ke)
+	ke, err := c.CreateKeyEvent(ctx, id, in.EventName, method)
 	// Google's status for a duplicate is not documented (409 ALREADY_EXISTS
 	// or 400 INVALID_ARGUMENT): on either, look for the event among the
 	// key events before reporting the error.
@@ -772,12 +729,7 @@ func (c *client) eventCount(ctx context.Context, id, method string, check *gaRep
 
 // findKeyEvent looks an event's key event up among the property's.
 func (c *client) findKeyEvent(ctx context.Context, id, event string) (*gaKeyEvent, error) {
-	items, _, err := listPages[gaKeyEvent](ctx, c, call{
-		op:     "list key events of properties/" + id,
-		denied: "listing key events needs at least the Viewer role on properties/" + id,
-		method: http.MethodGet,
-		url:    fmt.Sprintf("%s/v1beta/properties/%s/keyEvents", c.admin, id),
-	}, "keyEvents", maxListLimit, "")
+	items, _, err := c.ListKeyEvents(ctx, id, maxListLimit, "")
 	if err != nil {
 		return nil, err
 	}
