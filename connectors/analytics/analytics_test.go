@@ -26,32 +26,6 @@ var requested = []string{
 	"email",
 }
 
-// connect signs in with PKCE and exchanges the code.
-func connect(t *testing.T, g *fakeoauth.Google, p *analytics.Provider, scopes ...string) *oauth2.Token {
-	t.Helper()
-	verifier := oauth2.GenerateVerifier()
-	cb := g.Authorize("st", redirect, oauth2.S256ChallengeFromVerifier(verifier), scopes...)
-	tok, err := p.Exchange(t.Context(), cb, verifier)
-	if err != nil {
-		t.Fatalf("Exchange: %v", err)
-	}
-	return tok
-}
-
-// userInfo calls the fake's userinfo endpoint directly and returns the
-// status.
-func userInfo(t *testing.T, g *fakeoauth.Google, accessToken string) int {
-	t.Helper()
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, g.URL()+"/v1/userinfo", nil)
-	req.Header.Set("Authorization", "Bearer "+accessToken)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	return resp.StatusCode
-}
-
 func TestNewValidates(t *testing.T) {
 	_, err := analytics.New(analytics.Config{ClientID: "id", ClientSecret: "s3cr3t-value"})
 	if err == nil || !strings.Contains(err.Error(), "RedirectURL") {
@@ -144,7 +118,7 @@ func TestIdentifyEscapesNames(t *testing.T) {
 	g := fakeoauth.NewGoogle(t)
 	g.SetAccounts(fakeoauth.GoogleAccount{Name: "accounts/7", DisplayName: "Acme, Inc. 100%"})
 	p := g.Provider(redirect)
-	id, err := p.Identify(t.Context(), connect(t, g, p, requested...))
+	id, err := p.Identify(t.Context(), connectortest.ConnectPKCE(t, g, p, redirect, requested...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +135,7 @@ func TestIdentifyEscapesNames(t *testing.T) {
 func TestIdentifyWithoutAnalyticsScope(t *testing.T) {
 	g := fakeoauth.NewGoogle(t)
 	p := g.Provider(redirect)
-	tok := connect(t, g, p, "openid", "email")
+	tok := connectortest.ConnectPKCE(t, g, p, redirect, "openid", "email")
 	_, err := p.Identify(t.Context(), tok)
 	if err == nil || !strings.Contains(err.Error(), "403") {
 		t.Fatalf("Identify without analytics scopes: %v", err)
@@ -217,7 +191,7 @@ func TestExchangeWrongSecret(t *testing.T) {
 func TestRefreshKeepsRefreshToken(t *testing.T) {
 	g := fakeoauth.NewGoogle(t)
 	p := g.Provider(redirect)
-	old := connect(t, g, p, requested...)
+	old := connectortest.ConnectPKCE(t, g, p, redirect, requested...)
 	nt, err := p.Refresh(t.Context(), old)
 	if err != nil {
 		t.Fatalf("Refresh: %v", err)
@@ -239,7 +213,7 @@ func TestRefreshKeepsRefreshToken(t *testing.T) {
 func TestRefreshRefused(t *testing.T) {
 	g := fakeoauth.NewGoogle(t)
 	p := g.Provider(redirect)
-	tok := connect(t, g, p, requested...)
+	tok := connectortest.ConnectPKCE(t, g, p, redirect, requested...)
 	g.RefuseRefresh(true)
 	_, err := p.Refresh(t.Context(), tok)
 	if !errors.Is(err, connectors.ErrInvalidGrant) {
@@ -251,14 +225,14 @@ func TestRefreshRefused(t *testing.T) {
 func TestRevoke(t *testing.T) {
 	g := fakeoauth.NewGoogle(t)
 	p := g.Provider(redirect)
-	tok := connect(t, g, p, requested...)
+	tok := connectortest.ConnectPKCE(t, g, p, redirect, requested...)
 	if err := p.Revoke(t.Context(), tok, nil); err != nil {
 		t.Fatalf("Revoke: %v", err)
 	}
 	if got, _ := url.ParseQuery(string(g.RequestsTo(fakeoauth.RouteGoogleRevoke)[0].Body)); got.Get("token") != tok.RefreshToken {
 		t.Error("revoke did not send the refresh token")
 	}
-	if got := userInfo(t, g, tok.AccessToken); got != http.StatusUnauthorized {
+	if got := connectortest.BearerStatus(t, g.URL()+"/v1/userinfo", tok.AccessToken); got != http.StatusUnauthorized {
 		t.Errorf("userinfo after revoke = %d, want 401", got)
 	}
 	_, err := p.Identify(t.Context(), tok)
@@ -278,7 +252,7 @@ func TestRevoke(t *testing.T) {
 func TestRevokeUnavailable(t *testing.T) {
 	g := fakeoauth.NewGoogle(t)
 	p := g.Provider(redirect)
-	tok := connect(t, g, p, requested...)
+	tok := connectortest.ConnectPKCE(t, g, p, redirect, requested...)
 	g.FailNext(fakeoauth.RouteGoogleRevoke, 1, http.StatusServiceUnavailable)
 	err := p.Revoke(t.Context(), tok, nil)
 	if err == nil || errors.Is(err, connectors.ErrInvalidGrant) || !strings.Contains(err.Error(), "503") {
@@ -299,7 +273,7 @@ func TestRevokeUnavailable(t *testing.T) {
 func TestRefreshUnavailable(t *testing.T) {
 	g := fakeoauth.NewGoogle(t)
 	p := g.Provider(redirect)
-	tok := connect(t, g, p, requested...)
+	tok := connectortest.ConnectPKCE(t, g, p, redirect, requested...)
 	g.FailNext(fakeoauth.RouteGoogleToken, 1, http.StatusServiceUnavailable)
 	_, err := p.Refresh(t.Context(), tok)
 	if err == nil || errors.Is(err, connectors.ErrInvalidGrant) || !strings.Contains(err.Error(), "503") {

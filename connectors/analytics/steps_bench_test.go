@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/triggerd/triggerd/connectors"
+	"github.com/triggerd/triggerd/connectors/connectortest"
 	"github.com/triggerd/triggerd/sandbox/fakeanalytics"
 )
 
@@ -85,7 +86,7 @@ func BenchmarkRunReportCanned(b *testing.B) {
 	defer srv.Close()
 	kit := newToolkit(ToolkitOptions{DataBaseURL: srv.URL, AdminBaseURL: srv.URL})
 	tk := kit.steps()
-	env := connectors.Env{HTTP: &http.Client{Transport: kit.policy.wrap("a", bearer{token: "t", base: http.DefaultTransport})}, Account: account}
+	env := connectors.Env{HTTP: &http.Client{Transport: kit.policy.wrap("a", connectortest.Bearer{Token: "t", Base: http.DefaultTransport})}, Account: account}
 	input := json.RawMessage(`{"property":"properties/1","metrics":["activeUsers","eventCount","screenPageViews"],
 		"dimensions":["date","country"],"date_ranges":[{"start_date":"6daysAgo","end_date":"today"}]}`)
 	ctx := context.Background()

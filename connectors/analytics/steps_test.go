@@ -1,7 +1,6 @@
 package analytics
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -11,25 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
-
 	"github.com/triggerd/triggerd/connectors"
 	"github.com/triggerd/triggerd/connectors/connectortest"
 	"github.com/triggerd/triggerd/internal/testenv"
 	"github.com/triggerd/triggerd/sandbox/fakeanalytics"
 )
-
-// bearer adds a token as the platform's account client does.
-type bearer struct {
-	token string
-	base  http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.base.RoundTrip(r)
-}
 
 // start is 2026-03-02 10:20 UTC: 02:20 in Los Angeles, 11:20 in Berlin.
 var start = time.Date(2026, 3, 2, 10, 20, 0, 0, time.UTC)
@@ -94,7 +79,7 @@ func (h *harness) step(t testing.TB, id string) connectors.Step {
 
 func (h *harness) env() connectors.Env {
 	return connectors.Env{
-		HTTP:    &http.Client{Transport: h.tk.Wrap(account.ID, bearer{token: h.token, base: http.DefaultTransport})},
+		HTTP:    &http.Client{Transport: h.tk.Wrap(account.ID, connectortest.Bearer{Token: h.token, Base: http.DefaultTransport})},
 		Account: account,
 	}
 }
@@ -105,7 +90,7 @@ func (h *harness) env() connectors.Env {
 func (h *harness) runCtx(ctx context.Context, t testing.TB, id, input string) (map[string]any, error) {
 	t.Helper()
 	s := h.step(t, id)
-	if err := compile(t, s.Input).Validate(connectortest.JSON(t, input)); err != nil {
+	if err := connectortest.CompileSchema(t, s.ID+" input", s.Input).Validate(connectortest.JSON(t, input)); err != nil {
 		t.Errorf("%s: input %s does not match the schema: %v", id, input, err)
 		return nil, err
 	}
@@ -117,7 +102,7 @@ func (h *harness) runCtx(ctx context.Context, t testing.TB, id, input string) (m
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := compile(t, s.Output).Validate(connectortest.JSON(t, string(b))); err != nil {
+	if err := connectortest.CompileSchema(t, s.ID+" output", s.Output).Validate(connectortest.JSON(t, string(b))); err != nil {
 		t.Errorf("%s: output %s does not match the schema: %v", id, b, err)
 	}
 	var m map[string]any
@@ -130,24 +115,6 @@ func (h *harness) runCtx(ctx context.Context, t testing.TB, id, input string) (m
 func (h *harness) run(t testing.TB, id, input string) (map[string]any, error) {
 	t.Helper()
 	return h.runCtx(context.Background(), t, id, input)
-}
-
-func compile(t testing.TB, raw json.RawMessage) *jsonschema.Schema {
-	t.Helper()
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		t.Fatalf("schema is not JSON: %v", err)
-	}
-	c := jsonschema.NewCompiler()
-	c.AssertFormat()
-	if err := c.AddResource("mem:schema.json", doc); err != nil {
-		t.Fatal(err)
-	}
-	s, err := c.Compile("mem:schema.json")
-	if err != nil {
-		t.Fatalf("schema does not compile: %v", err)
-	}
-	return s
 }
 
 func rows(out map[string]any) [][]any {
@@ -259,8 +226,8 @@ func TestSchemasCompileAndExamplesValidate(t *testing.T) {
 		},
 	}
 	for _, s := range NewToolkit(ToolkitOptions{}).Steps {
-		in := compile(t, s.Input)
-		compile(t, s.Output)
+		in := connectortest.CompileSchema(t, s.ID+" input", s.Input)
+		connectortest.CompileSchema(t, s.ID+" output", s.Output)
 		ex := examples[s.ID]
 		if len(ex.good) == 0 || len(ex.bad) == 0 {
 			t.Errorf("%s: no examples", s.ID)

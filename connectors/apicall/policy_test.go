@@ -10,6 +10,7 @@ import (
 	"github.com/triggerd/triggerd/connectors"
 	"github.com/triggerd/triggerd/connectors/analytics"
 	"github.com/triggerd/triggerd/connectors/codehost"
+	"github.com/triggerd/triggerd/connectors/connectortest"
 	"github.com/triggerd/triggerd/connectors/deploy"
 	"github.com/triggerd/triggerd/internal/testenv"
 	"github.com/triggerd/triggerd/sandbox/fakeanalytics"
@@ -23,24 +24,12 @@ import (
 
 var policyStart = time.Date(2026, 3, 2, 10, 20, 0, 0, time.UTC)
 
-// bearer adds the account's token, as the platform's transport does.
-type bearer struct {
-	token string
-	base  http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r2 := r.Clone(r.Context())
-	r2.Header.Set("Authorization", "Bearer "+b.token)
-	return b.base.RoundTrip(r2)
-}
-
 // policyEnv is an Env whose client runs under wrap, as steps.Runner builds
 // it.
 func policyEnv(wrap func(string, http.RoundTripper) http.RoundTripper, acc connectors.AccountInfo) connectors.Env {
 	return connectors.Env{
 		HTTP: &http.Client{
-			Transport:     wrap(acc.ID, bearer{token: testToken, base: http.DefaultTransport}),
+			Transport:     wrap(acc.ID, connectortest.Bearer{Token: testToken, Base: http.DefaultTransport}),
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
 		Account: acc,

@@ -22,32 +22,6 @@ const redirect = "https://app.example/oauth/codehost/callback"
 
 var requested = []string{"repo", "workflow", "gist", "read:org", "project", "admin:org_hook"}
 
-// connect signs in with PKCE and exchanges the code.
-func connect(t *testing.T, gh *fakeoauth.GitHub, p *codehost.Provider) *oauth2.Token {
-	t.Helper()
-	verifier := oauth2.GenerateVerifier()
-	cb := gh.Authorize("st", redirect, oauth2.S256ChallengeFromVerifier(verifier), requested...)
-	tok, err := p.Exchange(t.Context(), cb, verifier)
-	if err != nil {
-		t.Fatalf("Exchange: %v", err)
-	}
-	return tok
-}
-
-// getUser calls the fake's GET /user directly and returns the status.
-func getUser(t *testing.T, gh *fakeoauth.GitHub, accessToken string) int {
-	t.Helper()
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, gh.URL()+"/user", nil)
-	req.Header.Set("Authorization", "Bearer "+accessToken)
-	req.Header.Set("User-Agent", "test")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	return resp.StatusCode
-}
-
 func TestNewValidates(t *testing.T) {
 	_, err := codehost.New(codehost.Config{ClientSecret: "s3cr3t-value"})
 	if err == nil || !strings.Contains(err.Error(), "ClientID") || !strings.Contains(err.Error(), "RedirectURL") {
@@ -171,7 +145,7 @@ func TestIdentifyScopes(t *testing.T) {
 	gh.SetGrantedScopes("repo", "read:org")
 	gh.SetUser(fakeoauth.GitHubUser{ID: 42, Login: "hubot"})
 	p := gh.Provider(redirect)
-	tok := connect(t, gh, p)
+	tok := connectortest.ConnectPKCE(t, gh, p, redirect, requested...)
 	// A stored token has no token-response extras: the header answers.
 	id, err := p.Identify(t.Context(), &oauth2.Token{AccessToken: tok.AccessToken})
 	if err != nil {
@@ -274,7 +248,7 @@ func TestTokenEndpointUnavailable(t *testing.T) {
 func TestRefreshRotates(t *testing.T) {
 	gh := fakeoauth.NewGitHub(t)
 	p := gh.Provider(redirect)
-	old := connect(t, gh, p)
+	old := connectortest.ConnectPKCE(t, gh, p, redirect, requested...)
 	nt, err := p.Refresh(t.Context(), old)
 	if err != nil {
 		t.Fatalf("Refresh: %v", err)
@@ -288,7 +262,7 @@ func TestRefreshRotates(t *testing.T) {
 	if gh.TokenState(old.RefreshToken) != fakeoauth.TokenRevoked || gh.TokenState(old.AccessToken) != fakeoauth.TokenRevoked {
 		t.Errorf("old tokens: refresh %v, access %v; want revoked", gh.TokenState(old.RefreshToken), gh.TokenState(old.AccessToken))
 	}
-	if got := getUser(t, gh, old.AccessToken); got != http.StatusUnauthorized {
+	if got := connectortest.BearerStatus(t, gh.URL()+"/user", old.AccessToken); got != http.StatusUnauthorized {
 		t.Errorf("old access token: GET /user = %d", got)
 	}
 	_, err = p.Refresh(t.Context(), old)
@@ -307,7 +281,7 @@ func TestRefreshRotates(t *testing.T) {
 func TestRefreshRefused(t *testing.T) {
 	gh := fakeoauth.NewGitHub(t)
 	p := gh.Provider(redirect)
-	tok := connect(t, gh, p)
+	tok := connectortest.ConnectPKCE(t, gh, p, redirect, requested...)
 	gh.RefuseRefresh(true)
 	_, err := p.Refresh(t.Context(), tok)
 	if !errors.Is(err, connectors.ErrInvalidGrant) {
@@ -320,7 +294,7 @@ func TestOAuthAppTokens(t *testing.T) {
 	gh := fakeoauth.NewGitHub(t)
 	gh.SetExpiring(false)
 	p := gh.Provider(redirect)
-	tok := connect(t, gh, p)
+	tok := connectortest.ConnectPKCE(t, gh, p, redirect, requested...)
 	if !strings.HasPrefix(tok.AccessToken, "gho_") || tok.RefreshToken != "" || !tok.Expiry.IsZero() {
 		t.Fatalf("token = %+v", tok)
 	}
@@ -335,7 +309,7 @@ func TestOAuthAppTokens(t *testing.T) {
 func TestRevoke(t *testing.T) {
 	gh := fakeoauth.NewGitHub(t)
 	p := gh.Provider(redirect)
-	tok := connect(t, gh, p)
+	tok := connectortest.ConnectPKCE(t, gh, p, redirect, requested...)
 	if err := p.Revoke(t.Context(), tok, nil); err != nil {
 		t.Fatalf("Revoke: %v", err)
 	}
@@ -350,7 +324,7 @@ func TestRevoke(t *testing.T) {
 	if user, _, ok := (&http.Request{Header: req.Header}).BasicAuth(); !ok || user != gh.ClientID {
 		t.Errorf("revoke did not use Basic auth with the client id")
 	}
-	if got := getUser(t, gh, tok.AccessToken); got != http.StatusUnauthorized {
+	if got := connectortest.BearerStatus(t, gh.URL()+"/user", tok.AccessToken); got != http.StatusUnauthorized {
 		t.Errorf("GET /user after revoke = %d, want 401", got)
 	}
 	_, err := p.Identify(t.Context(), tok)
@@ -371,14 +345,14 @@ func TestRevokeLeavesTheUsersOtherTokens(t *testing.T) {
 			gh := fakeoauth.NewGitHub(t)
 			gh.SetExpiring(expiring)
 			p := gh.Provider(redirect)
-			first, second := connect(t, gh, p), connect(t, gh, p)
+			first, second := connectortest.ConnectPKCE(t, gh, p, redirect, requested...), connectortest.ConnectPKCE(t, gh, p, redirect, requested...)
 			if err := p.Revoke(t.Context(), first, nil); err != nil {
 				t.Fatalf("Revoke: %v", err)
 			}
-			if got := getUser(t, gh, first.AccessToken); got != http.StatusUnauthorized {
+			if got := connectortest.BearerStatus(t, gh.URL()+"/user", first.AccessToken); got != http.StatusUnauthorized {
 				t.Errorf("GET /user with the revoked token = %d, want 401", got)
 			}
-			if got := getUser(t, gh, second.AccessToken); got != http.StatusOK {
+			if got := connectortest.BearerStatus(t, gh.URL()+"/user", second.AccessToken); got != http.StatusOK {
 				t.Errorf("GET /user with the user's other token = %d, want 200", got)
 			}
 			if id, err := p.Identify(t.Context(), second); err != nil || id.Login != "octocat" {
@@ -399,7 +373,7 @@ func TestRevokeLeavesTheUsersOtherTokens(t *testing.T) {
 func TestRevokeUnavailable(t *testing.T) {
 	gh := fakeoauth.NewGitHub(t)
 	p := gh.Provider(redirect)
-	tok := connect(t, gh, p)
+	tok := connectortest.ConnectPKCE(t, gh, p, redirect, requested...)
 	gh.FailNext(fakeoauth.RouteGitHubAppToken, 1, http.StatusServiceUnavailable)
 	err := p.Revoke(t.Context(), tok, nil)
 	if err == nil || !strings.Contains(err.Error(), "503") {
@@ -417,7 +391,7 @@ func TestRevokeUnavailable(t *testing.T) {
 func TestRevokeHangs(t *testing.T) {
 	gh := fakeoauth.NewGitHub(t)
 	p := gh.Provider(redirect)
-	tok := connect(t, gh, p)
+	tok := connectortest.ConnectPKCE(t, gh, p, redirect, requested...)
 	gh.HangNext(fakeoauth.RouteGitHubAppToken, 1)
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()
@@ -435,7 +409,7 @@ func TestRevokeExpiredToken(t *testing.T) {
 	gh := fakeoauth.NewGitHub(t)
 	gh.SetExpiring(true)
 	p := gh.Provider(redirect)
-	tok := connect(t, gh, p)
+	tok := connectortest.ConnectPKCE(t, gh, p, redirect, requested...)
 	gh.Advance(24 * time.Hour)
 	if gh.Live(tok.AccessToken) {
 		t.Fatal("the access token is still live a day later")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/triggerd/triggerd/connectors"
 	"github.com/triggerd/triggerd/connectors/codehost"
+	"github.com/triggerd/triggerd/connectors/connectortest"
 	"github.com/triggerd/triggerd/sandbox/fakecodehost"
 )
 
@@ -21,7 +22,7 @@ func BenchmarkStepOverhead(b *testing.B) {
 	step := h.steps["codehost.get_issue"]
 	ctx := b.Context()
 	b.Run("raw_http_get", func(b *testing.B) {
-		c := &http.Client{Transport: bearer{token, http.DefaultTransport}}
+		c := &http.Client{Transport: connectortest.Bearer{Token: token, Base: http.DefaultTransport}}
 		b.ReportAllocs()
 		for b.Loop() {
 			req, _ := http.NewRequestWithContext(ctx, "GET", h.url+"/repos/octocat/hello-world/issues/1", nil)
@@ -35,7 +36,7 @@ func BenchmarkStepOverhead(b *testing.B) {
 		}
 	})
 	b.Run("step_without_policy", func(b *testing.B) {
-		env := connectors.Env{HTTP: &http.Client{Transport: uaOnly{bearer{token, http.DefaultTransport}}}}
+		env := connectors.Env{HTTP: &http.Client{Transport: uaOnly{connectortest.Bearer{Token: token, Base: http.DefaultTransport}}}}
 		b.ReportAllocs()
 		for b.Loop() {
 			if _, err := step.Run(ctx, env, in); err != nil {

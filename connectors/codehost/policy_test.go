@@ -14,6 +14,7 @@ import (
 
 	"github.com/triggerd/triggerd/connectors"
 	"github.com/triggerd/triggerd/connectors/codehost"
+	"github.com/triggerd/triggerd/connectors/connectortest"
 	"github.com/triggerd/triggerd/sandbox/fakecodehost"
 )
 
@@ -458,7 +459,7 @@ func TestNonIdempotentWritesAreNotRetried(t *testing.T) {
 		h := newHarness(t, fakecodehost.Options{}, codehost.ToolkitOptions{})
 		route := fakecodehost.Route("PUT /repos/{owner}/{repo}/pulls/{pull_number}/merge")
 		env := h.env(token)
-		env.HTTP.Transport = h.tk.Wrap("acct-"+token, &dialFailOnce{base: bearer{token, http.DefaultTransport}})
+		env.HTTP.Transport = h.tk.Wrap("acct-"+token, &dialFailOnce{base: connectortest.Bearer{Token: token, Base: http.DefaultTransport}})
 		out, err := h.steps["codehost.merge_pull_request"].Run(t.Context(), env, []byte(`{"owner":"octocat","repo":"hello-world","pull_number":4}`))
 		if err != nil {
 			t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/triggerd/triggerd/connectors"
 	"github.com/triggerd/triggerd/connectors/codehost"
+	"github.com/triggerd/triggerd/connectors/connectortest"
 	"github.com/triggerd/triggerd/sandbox/fakecodehost"
 )
 
@@ -92,7 +93,7 @@ func TestRedirectToAnotherHostIsNotFollowed(t *testing.T) {
 			tk := codehost.NewToolkit(codehost.ToolkitOptions{APIBaseURL: api.URL})
 			step := stepOf(t, tk.Steps, tc.step)
 			env := connectors.Env{HTTP: &http.Client{
-				Transport:     tk.Wrap("a", bearer{token, http.DefaultTransport}),
+				Transport:     tk.Wrap("a", connectortest.Bearer{Token: token, Base: http.DefaultTransport}),
 				CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 			}}
 			_, err := step.Run(t.Context(), env, []byte(tc.input))

@@ -19,6 +19,7 @@ import (
 
 	"github.com/triggerd/triggerd/connectors"
 	"github.com/triggerd/triggerd/connectors/codehost"
+	"github.com/triggerd/triggerd/connectors/connectortest"
 	"github.com/triggerd/triggerd/internal/testenv"
 	"github.com/triggerd/triggerd/sandbox/fakecodehost"
 )
@@ -50,18 +51,6 @@ func (c *clock) Sleeps() []time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return slices.Clone(c.sleeps)
-}
-
-// bearer adds the account's token, as the platform's account client does.
-type bearer struct {
-	token string
-	base  http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.base.RoundTrip(r)
 }
 
 const token = "gho_octocat"
@@ -113,7 +102,7 @@ func newHarness(tb testing.TB, fo fakecodehost.Options, to codehost.ToolkitOptio
 func (h *harness) env(tok string) connectors.Env {
 	return connectors.Env{
 		HTTP: &http.Client{
-			Transport:     h.tk.Wrap("acct-"+tok, bearer{tok, http.DefaultTransport}),
+			Transport:     h.tk.Wrap("acct-"+tok, connectortest.Bearer{Token: tok, Base: http.DefaultTransport}),
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
 		Account: connectors.AccountInfo{ID: "acct-" + tok, Login: "octocat"},
@@ -212,25 +201,6 @@ func errCode(err error) connectors.ErrorCode {
 		return ce.Code
 	}
 	return ""
-}
-
-func compileSchema(t *testing.T, id, kind string, raw json.RawMessage) *jsonschema.Schema {
-	t.Helper()
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		t.Fatalf("%s %s schema is not JSON: %v", id, kind, err)
-	}
-	c := jsonschema.NewCompiler()
-	c.AssertFormat()
-	loc := "triggerd:test/" + id + "/" + kind
-	if err := c.AddResource(loc, doc); err != nil {
-		t.Fatalf("%s %s schema: %v", id, kind, err)
-	}
-	s, err := c.Compile(loc)
-	if err != nil {
-		t.Fatalf("%s %s schema does not compile: %v", id, kind, err)
-	}
-	return s
 }
 
 func validate(t *testing.T, s *jsonschema.Schema, raw []byte) error {
@@ -603,12 +573,12 @@ func TestSteps(t *testing.T) {
 				h.mustRun(t, s[0], s[1])
 			}
 			step := h.steps["codehost."+tc.id]
-			if err := validate(t, compileSchema(t, step.ID, "input", step.Input), []byte(tc.input)); err != nil {
+			if err := validate(t, connectortest.CompileSchema(t, step.ID+" input", step.Input), []byte(tc.input)); err != nil {
 				t.Fatalf("the example input does not match the input schema: %v", err)
 			}
 			out := h.mustRun(t, tc.id, tc.input)
 			raw, _ := json.Marshal(out)
-			if err := validate(t, compileSchema(t, step.ID, "output", step.Output), raw); err != nil {
+			if err := validate(t, connectortest.CompileSchema(t, step.ID+" output", step.Output), raw); err != nil {
 				t.Errorf("output %s does not match the output schema: %v", raw, err)
 			}
 			matches(t, out, tc.want)
@@ -650,8 +620,8 @@ func TestCatalogue(t *testing.T) {
 		if d := s.Description; d == "" || !strings.HasSuffix(d, ".") || strings.Count(d, ". ") > 0 {
 			t.Errorf("%s: description %q is not one sentence", s.ID, d)
 		}
-		in := compileSchema(t, s.ID, "input", s.Input)
-		compileSchema(t, s.ID, "output", s.Output)
+		in := connectortest.CompileSchema(t, s.ID+" input", s.Input)
+		connectortest.CompileSchema(t, s.ID+" output", s.Output)
 		var root map[string]any
 		_ = json.Unmarshal(s.Input, &root)
 		if root["additionalProperties"] != false || root["$schema"] != "https://json-schema.org/draft/2020-12/schema" {

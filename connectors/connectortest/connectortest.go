@@ -1,15 +1,22 @@
 // Package connectortest holds the helpers the connectors' tests share:
-// checking a step's typed error, that an error leaks no secret, and
-// reading JSON the way the step schemas are validated. Only tests import
-// it.
+// checking a step's typed error, that an error leaks no secret, reading
+// JSON and compiling step schemas the way the platform validates, the
+// bearer transport the platform gives a step, and signing in to a fake
+// OAuth provider. Only tests import it.
 package connectortest
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
+	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/oauth2"
 
 	"github.com/triggerd/triggerd/connectors"
 )
@@ -50,4 +57,84 @@ func JSON(t testing.TB, s string) any {
 		t.Fatalf("not JSON: %v: %s", err, s)
 	}
 	return v
+}
+
+// Bearer is the transport the platform gives a step: it adds the
+// account's token to every request and sends it with Base.
+type Bearer struct {
+	Token string
+	Base  http.RoundTripper
+}
+
+// RoundTrip sends a copy of r with Authorization: Bearer Token.
+func (b Bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.Token)
+	return b.Base.RoundTrip(r)
+}
+
+// CompileSchema compiles a step's JSON Schema as the platform validates
+// with it (formats asserted), or fails the test; name says which schema
+// in messages ("codehost.get_issue input").
+func CompileSchema(t testing.TB, name string, raw json.RawMessage) *jsonschema.Schema {
+	t.Helper()
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatalf("%s schema is not JSON: %v", name, err)
+	}
+	c := jsonschema.NewCompiler()
+	c.AssertFormat()
+	loc := "triggerd:test/" + url.PathEscape(name)
+	if err := c.AddResource(loc, doc); err != nil {
+		t.Fatalf("%s schema: %v", name, err)
+	}
+	s, err := c.Compile(loc)
+	if err != nil {
+		t.Fatalf("%s schema does not compile: %v", name, err)
+	}
+	return s
+}
+
+// BearerStatus GETs rawURL with accessToken as a bearer token and returns
+// the status: whether a provider (a fake's user endpoint) still accepts
+// the token.
+func BearerStatus(t testing.TB, rawURL, accessToken string) int {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, rawURL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+accessToken)
+	req.Header.Set("User-Agent", "connectortest")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// Consent is a fake provider's consent screen with PKCE: it returns the
+// query of the callback for state.
+type Consent interface {
+	Authorize(state, redirectURI, codeChallenge string, scopes ...string) url.Values
+}
+
+// Exchanger trades a callback's code for a token (a connector's
+// Provider).
+type Exchanger interface {
+	Exchange(ctx context.Context, callback url.Values, verifier string) (*oauth2.Token, error)
+}
+
+// ConnectPKCE signs in through c with a fresh PKCE verifier, asking for
+// scopes, and exchanges the code with p, or fails the test.
+func ConnectPKCE(t testing.TB, c Consent, p Exchanger, redirectURI string, scopes ...string) *oauth2.Token {
+	t.Helper()
+	verifier := oauth2.GenerateVerifier()
+	cb := c.Authorize("st", redirectURI, oauth2.S256ChallengeFromVerifier(verifier), scopes...)
+	tok, err := p.Exchange(t.Context(), cb, verifier)
+	if err != nil {
+		t.Fatalf("Exchange: %v", err)
+	}
+	return tok
 }

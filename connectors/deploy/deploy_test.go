@@ -19,19 +19,6 @@ import (
 
 const redirect = "https://app.example/oauth/deploy/callback"
 
-// getUser calls the fake's GET /v2/user directly and returns the status.
-func getUser(t *testing.T, v *fakeoauth.Vercel, accessToken string) int {
-	t.Helper()
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, v.URL()+"/v2/user", nil)
-	req.Header.Set("Authorization", "Bearer "+accessToken)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	return resp.StatusCode
-}
-
 func TestNewValidates(t *testing.T) {
 	c := deploy.DefaultConfig()
 	c.ClientID, c.ClientSecret, c.RedirectURL = "oac_x", "s3cr3t-value", redirect
@@ -109,7 +96,7 @@ func TestPersonalInstall(t *testing.T) {
 	if got := v.RequestsTo(fakeoauth.RouteVercelConfiguration)[0]; got.Path != "/v1/integrations/configuration/"+cb.Get("configurationId") || got.Query.Has("teamId") {
 		t.Errorf("revoke request = %s ?%v", got.Path, got.Query)
 	}
-	if got := getUser(t, v, tok.AccessToken); got != http.StatusUnauthorized {
+	if got := connectortest.BearerStatus(t, v.URL()+"/v2/user", tok.AccessToken); got != http.StatusUnauthorized {
 		t.Errorf("GET /v2/user after revoke = %d, want 401", got)
 	}
 }

@@ -111,7 +111,7 @@ func TestRetryStopsAtTheDeadline(t *testing.T) {
 	h.fake.FailNext(fakedeploy.RouteListDeployments, 1, fakedeploy.Failure{Status: 503})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second) // every wait is at least 2 s
 	defer cancel()
-	env := connectors.Env{HTTP: &http.Client{Transport: tk.Wrap("a", bearer{token: "t", base: http.DefaultTransport})}, Account: personal}
+	env := connectors.Env{HTTP: &http.Client{Transport: tk.Wrap("a", connectortest.Bearer{Token: "t", Base: http.DefaultTransport})}, Account: personal}
 	step := tk.Steps[1]
 	_, err := step.Run(ctx, env, json.RawMessage(`{}`))
 	if ce := connectortest.WantCode(t, err, connectors.CodeUpstream); ce.Status != 503 {

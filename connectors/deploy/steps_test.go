@@ -1,7 +1,6 @@
 package deploy
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -10,25 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
-
 	"github.com/triggerd/triggerd/connectors"
 	"github.com/triggerd/triggerd/connectors/connectortest"
 	"github.com/triggerd/triggerd/internal/testenv"
 	"github.com/triggerd/triggerd/sandbox/fakedeploy"
 )
-
-// bearer adds a token as the platform's account client does.
-type bearer struct {
-	token string
-	base  http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.base.RoundTrip(r)
-}
 
 var (
 	personal = connectors.AccountInfo{ID: "acc_personal", Login: "fake0001", ExternalID: fakedeploy.DefaultUserID,
@@ -69,7 +54,7 @@ func (h *harness) step(t testing.TB, id string) connectors.Step {
 
 func (h *harness) env(acc connectors.AccountInfo) connectors.Env {
 	return connectors.Env{
-		HTTP:    &http.Client{Transport: h.tk.Wrap(acc.ID, bearer{token: h.token, base: http.DefaultTransport})},
+		HTTP:    &http.Client{Transport: h.tk.Wrap(acc.ID, connectortest.Bearer{Token: h.token, Base: http.DefaultTransport})},
 		Account: acc,
 	}
 }
@@ -80,7 +65,7 @@ func (h *harness) env(acc connectors.AccountInfo) connectors.Env {
 func (h *harness) run(t *testing.T, id string, acc connectors.AccountInfo, input string) (map[string]any, error) {
 	t.Helper()
 	s := h.step(t, id)
-	if err := compile(t, s.Input).Validate(connectortest.JSON(t, input)); err != nil {
+	if err := connectortest.CompileSchema(t, s.ID+" input", s.Input).Validate(connectortest.JSON(t, input)); err != nil {
 		t.Fatalf("%s: input %s does not match the schema: %v", id, input, err)
 	}
 	out, err := s.Run(context.Background(), h.env(acc), json.RawMessage(input))
@@ -92,7 +77,7 @@ func (h *harness) run(t *testing.T, id string, acc connectors.AccountInfo, input
 		t.Fatal(err)
 	}
 	doc := connectortest.JSON(t, string(b))
-	if err := compile(t, s.Output).Validate(doc); err != nil {
+	if err := connectortest.CompileSchema(t, s.ID+" output", s.Output).Validate(doc); err != nil {
 		t.Fatalf("%s: output %s does not match the schema: %v", id, b, err)
 	}
 	var m map[string]any
@@ -100,24 +85,6 @@ func (h *harness) run(t *testing.T, id string, acc connectors.AccountInfo, input
 		t.Fatal(err)
 	}
 	return m, nil
-}
-
-func compile(t testing.TB, raw json.RawMessage) *jsonschema.Schema {
-	t.Helper()
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		t.Fatalf("schema is not JSON: %v", err)
-	}
-	c := jsonschema.NewCompiler()
-	c.AssertFormat()
-	if err := c.AddResource("mem:schema.json", doc); err != nil {
-		t.Fatal(err)
-	}
-	s, err := c.Compile("mem:schema.json")
-	if err != nil {
-		t.Fatalf("schema does not compile: %v", err)
-	}
-	return s
 }
 
 func linkedProject(h *harness, owner string, branches ...string) fakedeploy.Project {
@@ -186,8 +153,8 @@ func TestSchemasCompileAndExamplesValidate(t *testing.T) {
 		},
 	}
 	for _, s := range tk.Steps {
-		in := compile(t, s.Input)
-		compile(t, s.Output)
+		in := connectortest.CompileSchema(t, s.ID+" input", s.Input)
+		connectortest.CompileSchema(t, s.ID+" output", s.Output)
 		ex := examples[s.ID]
 		if len(ex.good) == 0 {
 			t.Errorf("%s: no examples", s.ID)
