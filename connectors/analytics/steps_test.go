@@ -152,9 +152,9 @@ func TestToolkitShape(t *testing.T) {
 }
 
 func TestSchemasCompileAndExamplesValidate(t *testing.T) {
-	examples := map[string]struct{ good, bad []string }{
+	examples := map[string]connectortest.Examples{
 		StepRunReports: {
-			good: []string{
+			Good: []string{
 				`{"property":"properties/123","metrics":["activeUsers"]}`,
 				`{"property":"properties/123","metrics":["sessions","screenPageViews"],"dimensions":["date","country"],
 				  "date_ranges":[{"start_date":"30daysAgo","end_date":"today"},{"start_date":"2026-01-01","end_date":"2026-01-31","name":"jan"}],
@@ -163,7 +163,7 @@ func TestSchemasCompileAndExamplesValidate(t *testing.T) {
 				  "order_bys":[{"metric":"sessions","desc":true},{"dimension":"date","order_type":"NUMERIC"}],
 				  "limit":100,"offset":100,"keep_empty_rows":true}`,
 			},
-			bad: []string{
+			Bad: []string{
 				`{"property":"123","metrics":["activeUsers"]}`,
 				`{"property":"properties/123","metrics":[]}`,
 				`{"property":"properties/123"}`,
@@ -176,23 +176,23 @@ func TestSchemasCompileAndExamplesValidate(t *testing.T) {
 			},
 		},
 		StepRunRealtimeReport: {
-			good: []string{`{"property":"properties/1","metrics":["activeUsers"],"dimensions":["country"],"minute_ranges":[{"start_minutes_ago":5}]}`},
-			bad:  []string{`{"property":"properties/1","metrics":["activeUsers"],"date_ranges":[]}`, `{"property":"properties/1","metrics":["a"],"minute_ranges":[{"start_minutes_ago":60}]}`},
+			Good: []string{`{"property":"properties/1","metrics":["activeUsers"],"dimensions":["country"],"minute_ranges":[{"start_minutes_ago":5}]}`},
+			Bad:  []string{`{"property":"properties/1","metrics":["activeUsers"],"date_ranges":[]}`, `{"property":"properties/1","metrics":["a"],"minute_ranges":[{"start_minutes_ago":60}]}`},
 		},
 		StepGetMetadata: {
-			good: []string{`{"property":"properties/0"}`, `{"property":"properties/123"}`},
-			bad:  []string{`{}`, `{"property":"accounts/1"}`},
+			Good: []string{`{"property":"properties/0"}`, `{"property":"properties/123"}`},
+			Bad:  []string{`{}`, `{"property":"accounts/1"}`},
 		},
 		StepCreateKeyEvents: {
-			good: []string{`{"property":"properties/1","event_name":"sign_up"}`, `{"property":"properties/1","event_name":"purchase","counting_method":"ONCE_PER_SESSION"}`},
-			bad:  []string{`{"property":"properties/1"}`, `{"property":"properties/1","event_name":"sign up"}`, `{"property":"properties/1","event_name":"x","counting_method":"ALWAYS"}`},
+			Good: []string{`{"property":"properties/1","event_name":"sign_up"}`, `{"property":"properties/1","event_name":"purchase","counting_method":"ONCE_PER_SESSION"}`},
+			Bad:  []string{`{"property":"properties/1"}`, `{"property":"properties/1","event_name":"sign up"}`, `{"property":"properties/1","event_name":"x","counting_method":"ALWAYS"}`},
 		},
 		StepCreateProperties: {
-			good: []string{
+			Good: []string{
 				`{"display_name":"Shop","time_zone":"Europe/Berlin","currency_code":"EUR"}`,
 				`{"display_name":"Shop","time_zone":"America/Los_Angeles","currency_code":"USD","industry_category":"SHOPPING","account":"accounts/100"}`,
 			},
-			bad: []string{
+			Bad: []string{
 				`{"display_name":"Shop","time_zone":"Europe/Berlin"}`,
 				`{"display_name":"Shop","time_zone":"Europe/Berlin","currency_code":"eur"}`,
 				`{"display_name":"Shop","time_zone":"Europe/Berlin","currency_code":"EUR","industry_category":"SHOES"}`,
@@ -201,48 +201,31 @@ func TestSchemasCompileAndExamplesValidate(t *testing.T) {
 			},
 		},
 		StepListProperties: {
-			good: []string{`{}`, `{"account":"accounts/100","show_deleted":true,"limit":500,"page_token":"abc"}`},
-			bad:  []string{`{"account":"properties/1"}`, `{"limit":1001}`},
+			Good: []string{`{}`, `{"account":"accounts/100","show_deleted":true,"limit":500,"page_token":"abc"}`},
+			Bad:  []string{`{"account":"properties/1"}`, `{"limit":1001}`},
 		},
 		StepGetProperty: {
-			good: []string{`{"property":"properties/42"}`},
-			bad:  []string{`{"property":"properties/"}`},
+			Good: []string{`{"property":"properties/42"}`},
+			Bad:  []string{`{"property":"properties/"}`},
 		},
 		StepListKeyEvents: {
-			good: []string{`{"property":"properties/42","limit":10}`},
-			bad:  []string{`{}`},
+			Good: []string{`{"property":"properties/42","limit":10}`},
+			Bad:  []string{`{}`},
 		},
 		StepListDataStreams: {
-			good: []string{`{"property":"properties/42"}`},
-			bad:  []string{`{"property":"properties/42","type":"web"}`},
+			Good: []string{`{"property":"properties/42"}`},
+			Bad:  []string{`{"property":"properties/42","type":"web"}`},
 		},
 		StepGetDataStream: {
-			good: []string{`{"property":"properties/42","data_stream_id":"7"}`},
-			bad:  []string{`{"property":"properties/42","data_stream_id":"G-123"}`},
+			Good: []string{`{"property":"properties/42","data_stream_id":"7"}`},
+			Bad:  []string{`{"property":"properties/42","data_stream_id":"G-123"}`},
 		},
 		StepListAccountSummaries: {
-			good: []string{`{}`, `{"limit":5}`},
-			bad:  []string{`{"limit":"5"}`},
+			Good: []string{`{}`, `{"limit":5}`},
+			Bad:  []string{`{"limit":"5"}`},
 		},
 	}
-	for _, s := range NewToolkit(ToolkitOptions{}).Steps {
-		in := connectortest.CompileSchema(t, s.ID+" input", s.Input)
-		connectortest.CompileSchema(t, s.ID+" output", s.Output)
-		ex := examples[s.ID]
-		if len(ex.good) == 0 || len(ex.bad) == 0 {
-			t.Errorf("%s: no examples", s.ID)
-		}
-		for _, g := range ex.good {
-			if err := in.Validate(connectortest.JSON(t, g)); err != nil {
-				t.Errorf("%s: %s should validate: %v", s.ID, g, err)
-			}
-		}
-		for _, b := range ex.bad {
-			if err := in.Validate(connectortest.JSON(t, b)); err == nil {
-				t.Errorf("%s: %s should not validate", s.ID, b)
-			}
-		}
-	}
+	connectortest.CheckSchemas(t, NewToolkit(ToolkitOptions{}).Steps, examples)
 }
 
 // addFacts seeds a small table around start (2026-03-02 in Berlin).

@@ -138,3 +138,32 @@ func ConnectPKCE(t testing.TB, c Consent, p Exchanger, redirectURI string, scope
 	}
 	return tok
 }
+
+// Examples are inputs a step's input schema must accept (Good) and
+// refuse (Bad).
+type Examples struct{ Good, Bad []string }
+
+// CheckSchemas compiles every step's input and output schema and holds
+// each input schema to the step's examples; a step without good and bad
+// examples fails the test.
+func CheckSchemas(t testing.TB, steps []connectors.Step, examples map[string]Examples) {
+	t.Helper()
+	for _, s := range steps {
+		in := CompileSchema(t, s.ID+" input", s.Input)
+		CompileSchema(t, s.ID+" output", s.Output)
+		ex := examples[s.ID]
+		if len(ex.Good) == 0 || len(ex.Bad) == 0 {
+			t.Errorf("%s: no examples", s.ID)
+		}
+		for _, g := range ex.Good {
+			if err := in.Validate(JSON(t, g)); err != nil {
+				t.Errorf("%s: %s should validate: %v", s.ID, g, err)
+			}
+		}
+		for _, b := range ex.Bad {
+			if err := in.Validate(JSON(t, b)); err == nil {
+				t.Errorf("%s: %s should not validate", s.ID, b)
+			}
+		}
+	}
+}

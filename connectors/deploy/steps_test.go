@@ -117,14 +117,14 @@ func TestToolkitShape(t *testing.T) {
 
 func TestSchemasCompileAndExamplesValidate(t *testing.T) {
 	tk := NewToolkit(ToolkitOptions{})
-	examples := map[string]struct{ good, bad []string }{
+	examples := map[string]connectortest.Examples{
 		StepCreateDeployment: {
-			good: []string{
+			Good: []string{
 				`{"project":"web"}`,
 				`{"project":"prj_123","branch":"feature/login","environment":"production","meta":{"ticket":"OPS-1"}}`,
 				`{"project":"web","environment":"preview","sha":"0123abc","config":{"projectSettings":{"buildCommand":"npm run build"}}}`,
 			},
-			bad: []string{
+			Bad: []string{
 				`{}`,
 				`{"project":""}`,
 				`{"project":"web","environment":"staging"}`,
@@ -134,12 +134,12 @@ func TestSchemasCompileAndExamplesValidate(t *testing.T) {
 			},
 		},
 		StepListDeployments: {
-			good: []string{
+			Good: []string{
 				`{}`,
 				`{"project":"web","environment":"production","state":["READY","ERROR"],"limit":150}`,
 				`{"since":1767225600000,"until":"2026-03-01T00:00:00Z","branch":"main"}`,
 			},
-			bad: []string{
+			Bad: []string{
 				`{"state":["DONE"]}`,
 				`{"limit":0}`,
 				`{"limit":1001}`,
@@ -148,28 +148,11 @@ func TestSchemasCompileAndExamplesValidate(t *testing.T) {
 			},
 		},
 		StepCancelDeployment: {
-			good: []string{`{"id":"dpl_89ab"}`},
-			bad:  []string{`{}`, `{"id":""}`, `{"id":"dpl_1","force":true}`},
+			Good: []string{`{"id":"dpl_89ab"}`},
+			Bad:  []string{`{}`, `{"id":""}`, `{"id":"dpl_1","force":true}`},
 		},
 	}
-	for _, s := range tk.Steps {
-		in := connectortest.CompileSchema(t, s.ID+" input", s.Input)
-		connectortest.CompileSchema(t, s.ID+" output", s.Output)
-		ex := examples[s.ID]
-		if len(ex.good) == 0 {
-			t.Errorf("%s: no examples", s.ID)
-		}
-		for _, g := range ex.good {
-			if err := in.Validate(connectortest.JSON(t, g)); err != nil {
-				t.Errorf("%s: %s should validate: %v", s.ID, g, err)
-			}
-		}
-		for _, b := range ex.bad {
-			if err := in.Validate(connectortest.JSON(t, b)); err == nil {
-				t.Errorf("%s: %s should not validate", s.ID, b)
-			}
-		}
-	}
+	connectortest.CheckSchemas(t, tk.Steps, examples)
 }
 
 func TestCreateDeploymentTeamProductionBranch(t *testing.T) {
