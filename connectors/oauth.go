@@ -1,6 +1,3 @@
-// Package connectors holds what the three connector packages (codehost,
-// deploy, analytics) share: the OAuth contract each implements for
-// connected accounts. Connectors know nothing of triggers or dispatch.
 package connectors
 
 import (

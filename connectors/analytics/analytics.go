@@ -1,6 +1,6 @@
 // Package analytics is the web-analytics connector (GA4 Data and Admin
 // APIs): its OAuth side for connected accounts (this file) and its tool
-// steps with their HTTP policy (steps*.go, client.go, policy.go,
+// steps with their HTTP policy (steps*.go, api.go, client.go, policy.go,
 // quota.go: at most 10 concurrent requests per property, core and
 // realtime token budgets tracked from returnPropertyQuota and refused
 // early once spent, RESOURCE_EXHAUSTED as rate_limited). fakeanalytics is a

@@ -1,6 +1,6 @@
 // Package codehost is the code-hosting connector (GitHub's API): its OAuth
 // side for connected accounts (this file) and its tool steps with the HTTP
-// policy they run under (steps*.go, client.go, policy.go: per-account
+// policy they run under (steps*.go, api_*.go, client.go, policy.go: per-account
 // rate-limit tracking, an ETag cache that makes repeated reads free, and
 // retries of idempotent requests). fakecodehost is a faithful in-process
 // fake of the REST API for tests and the sandbox.

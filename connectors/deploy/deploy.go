@@ -1,6 +1,6 @@
 // Package deploy is the deployment-platform connector (Vercel's API): its
 // OAuth side for connected accounts (this file) and its tool steps with
-// their HTTP policy (steps*.go, client.go, policy.go: rate-limit headers,
+// their HTTP policy (steps*.go, api.go, client.go, policy.go: rate-limit headers,
 // 429 as rate_limited, retries of idempotent requests; team accounts get
 // teamId). fakedeploy is a faithful in-process fake for tests and the
 // sandbox.
