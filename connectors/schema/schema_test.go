@@ -54,3 +54,35 @@ func TestMethodsCopy(t *testing.T) {
 		t.Errorf("Merge changed its argument or lost a name: %v %v", p, m)
 	}
 }
+
+func TestShapes(t *testing.T) {
+	for _, c := range []struct {
+		got  schema.Schema
+		want string
+	}{
+		{schema.Map(schema.String(""), "Meta.").MinProperties(1).MaxProperties(9),
+			`{"type":"object","additionalProperties":{"type":"string"},"minProperties":1,"maxProperties":9,"description":"Meta."}`},
+		{schema.AnyObject(""), `{"type":"object"}`},
+		{schema.Any("Body.").Types("string", "number"), `{"type":["string","number"],"description":"Body."}`},
+		{schema.OneOf(schema.Schema{"type": "null"}, schema.Ref("q")), `{"oneOf":[{"type":"null"},{"$ref":"#/$defs/q"}]}`},
+		{schema.Array(schema.Number(""), "").Describe(""), `{"type":"array","items":{"type":"number"},"description":""}`},
+		{schema.Text("T.").MaxLength(3), `{"type":"string","minLength":1,"maxLength":3,"description":"T."}`},
+		{schema.Object(schema.Merge(schema.Props{"a": schema.Boolean("")}, schema.Props{"a": schema.Integer("")})),
+			`{"type":"object","properties":{"a":{"type":"integer"}},"additionalProperties":false}`},
+	} {
+		b, err := json.Marshal(c.got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got, want any
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal([]byte(c.want), &want); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("got %s, want %s", b, c.want)
+		}
+	}
+}
