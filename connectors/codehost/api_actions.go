@@ -111,3 +111,10 @@ func (c *client) ListWorkflowRuns(ctx context.Context, owner, repo string, workf
 		return page[ghRun]{items: r.WorkflowRuns, total: r.TotalCount}, err
 	})
 }
+
+// GitHub's answers, as far as the steps read them.
+
+type ghRun struct {
+	Run
+	Actor *ghUser `json:"actor"`
+}

@@ -98,3 +98,30 @@ func (c *client) GetBranch(ctx context.Context, owner, repo, branch string) (*gh
 	}
 	return &b, nil
 }
+
+// GitHub's answers, as far as the steps read them.
+
+type ghGitCommit struct {
+	SHA     string `json:"sha"`
+	HTMLURL string `json:"html_url"`
+	Commit  struct {
+		Message   string `json:"message"`
+		Author    Person `json:"author"`
+		Committer Person `json:"committer"`
+	} `json:"commit"`
+	Author    *ghUser `json:"author"`
+	Committer *ghUser `json:"committer"`
+	Parents   []struct {
+		SHA string `json:"sha"`
+	} `json:"parents"`
+	Stats *CommitStats `json:"stats"`
+	Files []CommitFile `json:"files"`
+}
+
+type ghBranch struct {
+	Name      string `json:"name"`
+	Protected bool   `json:"protected"`
+	Commit    struct {
+		SHA string `json:"sha"`
+	} `json:"commit"`
+}

@@ -78,3 +78,11 @@ func (c *client) listGists(ctx context.Context, path, since string, maxItems int
 	gists, _, more, err = listPages[ghGist](ctx, c, path, q, maxItems, nil)
 	return gists, more, err
 }
+
+// GitHub's answers, as far as the steps read them.
+
+type ghGist struct {
+	Gist
+	Owner *ghUser             `json:"owner"`
+	Files map[string]GistFile `json:"files"`
+}

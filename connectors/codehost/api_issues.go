@@ -162,3 +162,29 @@ func (c *client) ListIssues(ctx context.Context, owner, repo string, o issueList
 	issues, _, more, err = listPages[ghIssue](ctx, c, repoPath(owner, repo, "/issues"), q, maxItems, nil)
 	return issues, more, err
 }
+
+// GitHub's answers, as far as the steps read them.
+
+type ghLabel struct {
+	Name string `json:"name"`
+}
+
+type ghIssue struct {
+	Number        int             `json:"number"`
+	ID            int64           `json:"id"`
+	RepositoryURL string          `json:"repository_url"`
+	Title         string          `json:"title"`
+	Body          string          `json:"body"`
+	State         string          `json:"state"`
+	StateReason   string          `json:"state_reason"`
+	User          *ghUser         `json:"user"`
+	Labels        []ghLabel       `json:"labels"`
+	Assignees     []ghUser        `json:"assignees"`
+	Milestone     *Milestone      `json:"milestone"`
+	Comments      int             `json:"comments"`
+	PullRequest   json.RawMessage `json:"pull_request"`
+	HTMLURL       string          `json:"html_url"`
+	CreatedAt     string          `json:"created_at"`
+	UpdatedAt     string          `json:"updated_at"`
+	ClosedAt      string          `json:"closed_at"`
+}

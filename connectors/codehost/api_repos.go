@@ -168,3 +168,37 @@ func (c *client) GetRateLimit(ctx context.Context) (*ghRateLimit, error) {
 	}
 	return &r, nil
 }
+
+// GitHub's answers, as far as the steps read them.
+
+// ghRepo is GitHub's repository; its owner is an object.
+type ghRepo struct {
+	Repository
+	Owner ghUser `json:"owner"`
+}
+
+type ghContent struct {
+	Type            string `json:"type"`
+	Path            string `json:"path"`
+	Name            string `json:"name"`
+	SHA             string `json:"sha"`
+	Size            int64  `json:"size"`
+	Encoding        string `json:"encoding"`
+	Content         string `json:"content"`
+	Target          string `json:"target"`
+	SubmoduleGitURL string `json:"submodule_git_url"`
+	HTMLURL         string `json:"html_url"`
+}
+
+type ghFileCommit struct {
+	Content *ghContent `json:"content"`
+	Commit  struct {
+		SHA     string `json:"sha"`
+		HTMLURL string `json:"html_url"`
+	} `json:"commit"`
+}
+
+type ghRelease struct {
+	Release
+	Author *ghUser `json:"author"`
+}

@@ -141,11 +141,6 @@ type Run struct {
 	UpdatedAt    string `json:"updated_at"`
 }
 
-type ghRun struct {
-	Run
-	Actor *ghUser `json:"actor"`
-}
-
 func (g ghRun) out() Run {
 	r := g.Run
 	r.Actor = g.Actor.login()

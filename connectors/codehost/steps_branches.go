@@ -115,23 +115,6 @@ func (in *branchInput) check() error {
 	return p.err()
 }
 
-type ghGitCommit struct {
-	SHA     string `json:"sha"`
-	HTMLURL string `json:"html_url"`
-	Commit  struct {
-		Message   string `json:"message"`
-		Author    Person `json:"author"`
-		Committer Person `json:"committer"`
-	} `json:"commit"`
-	Author    *ghUser `json:"author"`
-	Committer *ghUser `json:"committer"`
-	Parents   []struct {
-		SHA string `json:"sha"`
-	} `json:"parents"`
-	Stats *CommitStats `json:"stats"`
-	Files []CommitFile `json:"files"`
-}
-
 // Commit is the output of Get Commit.
 type Commit struct {
 	SHA       string       `json:"sha"`
@@ -176,14 +159,6 @@ type Branch struct {
 	Name      string `json:"name"`
 	SHA       string `json:"sha"`
 	Protected bool   `json:"protected"`
-}
-
-type ghBranch struct {
-	Name      string `json:"name"`
-	Protected bool   `json:"protected"`
-	Commit    struct {
-		SHA string `json:"sha"`
-	} `json:"commit"`
 }
 
 var branchSchema = schema.Object(schema.Props{

@@ -30,12 +30,6 @@ type GistFile struct {
 	RawURL   string `json:"raw_url"`
 }
 
-type ghGist struct {
-	Gist
-	Owner *ghUser             `json:"owner"`
-	Files map[string]GistFile `json:"files"`
-}
-
 func (g ghGist) out() Gist {
 	out := g.Gist
 	out.Owner = g.Owner.login()

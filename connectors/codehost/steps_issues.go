@@ -40,30 +40,6 @@ type Milestone struct {
 	Title  string `json:"title"`
 }
 
-type ghLabel struct {
-	Name string `json:"name"`
-}
-
-type ghIssue struct {
-	Number        int             `json:"number"`
-	ID            int64           `json:"id"`
-	RepositoryURL string          `json:"repository_url"`
-	Title         string          `json:"title"`
-	Body          string          `json:"body"`
-	State         string          `json:"state"`
-	StateReason   string          `json:"state_reason"`
-	User          *ghUser         `json:"user"`
-	Labels        []ghLabel       `json:"labels"`
-	Assignees     []ghUser        `json:"assignees"`
-	Milestone     *Milestone      `json:"milestone"`
-	Comments      int             `json:"comments"`
-	PullRequest   json.RawMessage `json:"pull_request"`
-	HTMLURL       string          `json:"html_url"`
-	CreatedAt     string          `json:"created_at"`
-	UpdatedAt     string          `json:"updated_at"`
-	ClosedAt      string          `json:"closed_at"`
-}
-
 func (g ghIssue) out() Issue {
 	is := Issue{
 		Number: g.Number, ID: g.ID, Repository: repoFromURL(g.RepositoryURL), Title: g.Title, Body: g.Body,

@@ -36,12 +36,6 @@ type Repository struct {
 	PushedAt      string   `json:"pushed_at,omitempty"`
 }
 
-// ghRepo is GitHub's repository; its owner is an object.
-type ghRepo struct {
-	Repository
-	Owner ghUser `json:"owner"`
-}
-
 func (g ghRepo) out() Repository {
 	r := g.Repository
 	r.Owner = g.Owner.Login
@@ -132,19 +126,6 @@ type File struct {
 	Encoding string `json:"encoding"`
 	Content  string `json:"content"`
 	HTMLURL  string `json:"html_url"`
-}
-
-type ghContent struct {
-	Type            string `json:"type"`
-	Path            string `json:"path"`
-	Name            string `json:"name"`
-	SHA             string `json:"sha"`
-	Size            int64  `json:"size"`
-	Encoding        string `json:"encoding"`
-	Content         string `json:"content"`
-	Target          string `json:"target"`
-	SubmoduleGitURL string `json:"submodule_git_url"`
-	HTMLURL         string `json:"html_url"`
 }
 
 // decodeContent turns GitHub's base64 (line-wrapped) into text when it is
@@ -259,14 +240,6 @@ type FileCommit struct {
 	CommitHTMLURL string `json:"commit_html_url"`
 }
 
-type ghFileCommit struct {
-	Content *ghContent `json:"content"`
-	Commit  struct {
-		SHA     string `json:"sha"`
-		HTMLURL string `json:"html_url"`
-	} `json:"commit"`
-}
-
 type deleteFileInput struct {
 	repoInput
 	Path      string      `json:"path"`
@@ -319,11 +292,6 @@ type Release struct {
 	Author          string `json:"author"`
 	CreatedAt       string `json:"created_at"`
 	PublishedAt     string `json:"published_at,omitempty"`
-}
-
-type ghRelease struct {
-	Release
-	Author *ghUser `json:"author"`
 }
 
 type noInput struct{}
