@@ -226,3 +226,50 @@ func (c *client) ListAccountSummaries(ctx context.Context, limit int, pageToken 
 		url:    c.admin + "/v1beta/accountSummaries",
 	}, "accountSummaries", limit, pageToken)
 }
+
+// Google's answers, as far as the steps read them.
+
+type gaProperty struct {
+	Name             string `json:"name"`
+	PropertyType     string `json:"propertyType"`
+	CreateTime       string `json:"createTime"`
+	UpdateTime       string `json:"updateTime"`
+	Parent           string `json:"parent"`
+	DisplayName      string `json:"displayName"`
+	IndustryCategory string `json:"industryCategory"`
+	TimeZone         string `json:"timeZone"`
+	CurrencyCode     string `json:"currencyCode"`
+	ServiceLevel     string `json:"serviceLevel"`
+	DeleteTime       string `json:"deleteTime"`
+	Account          string `json:"account"`
+}
+
+type gaDataStream struct {
+	Name          string `json:"name"`
+	Type          string `json:"type"`
+	DisplayName   string `json:"displayName"`
+	CreateTime    string `json:"createTime"`
+	UpdateTime    string `json:"updateTime"`
+	WebStreamData *struct {
+		MeasurementID string `json:"measurementId"`
+		FirebaseAppID string `json:"firebaseAppId"`
+		DefaultURI    string `json:"defaultUri"`
+	} `json:"webStreamData"`
+	AndroidAppStreamData *struct {
+		FirebaseAppID string `json:"firebaseAppId"`
+		PackageName   string `json:"packageName"`
+	} `json:"androidAppStreamData"`
+	IOSAppStreamData *struct {
+		FirebaseAppID string `json:"firebaseAppId"`
+		BundleID      string `json:"bundleId"`
+	} `json:"iosAppStreamData"`
+}
+
+type gaKeyEvent struct {
+	Name           string `json:"name"`
+	EventName      string `json:"eventName"`
+	CountingMethod string `json:"countingMethod"`
+	CreateTime     string `json:"createTime"`
+	Deletable      bool   `json:"deletable"`
+	Custom         bool   `json:"custom"`
+}

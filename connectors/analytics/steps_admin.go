@@ -74,21 +74,6 @@ type Property struct {
 	DeleteTime   string `json:"delete_time,omitempty"`
 }
 
-type gaProperty struct {
-	Name             string `json:"name"`
-	PropertyType     string `json:"propertyType"`
-	CreateTime       string `json:"createTime"`
-	UpdateTime       string `json:"updateTime"`
-	Parent           string `json:"parent"`
-	DisplayName      string `json:"displayName"`
-	IndustryCategory string `json:"industryCategory"`
-	TimeZone         string `json:"timeZone"`
-	CurrencyCode     string `json:"currencyCode"`
-	ServiceLevel     string `json:"serviceLevel"`
-	DeleteTime       string `json:"deleteTime"`
-	Account          string `json:"account"`
-}
-
 func (p gaProperty) out() Property {
 	return Property{
 		Property: p.Name, PropertyID: strings.TrimPrefix(p.Name, "properties/"), DisplayName: p.DisplayName,
@@ -262,27 +247,6 @@ type DataStream struct {
 	FirebaseAppID string `json:"firebase_app_id,omitempty"`
 	CreateTime    string `json:"create_time,omitempty"`
 	UpdateTime    string `json:"update_time,omitempty"`
-}
-
-type gaDataStream struct {
-	Name          string `json:"name"`
-	Type          string `json:"type"`
-	DisplayName   string `json:"displayName"`
-	CreateTime    string `json:"createTime"`
-	UpdateTime    string `json:"updateTime"`
-	WebStreamData *struct {
-		MeasurementID string `json:"measurementId"`
-		FirebaseAppID string `json:"firebaseAppId"`
-		DefaultURI    string `json:"defaultUri"`
-	} `json:"webStreamData"`
-	AndroidAppStreamData *struct {
-		FirebaseAppID string `json:"firebaseAppId"`
-		PackageName   string `json:"packageName"`
-	} `json:"androidAppStreamData"`
-	IOSAppStreamData *struct {
-		FirebaseAppID string `json:"firebaseAppId"`
-		BundleID      string `json:"bundleId"`
-	} `json:"iosAppStreamData"`
 }
 
 func (d gaDataStream) out() DataStream {

@@ -615,15 +615,6 @@ type KeyEvent struct {
 	AlreadyExisted bool `json:"already_existed,omitempty"`
 }
 
-type gaKeyEvent struct {
-	Name           string `json:"name"`
-	EventName      string `json:"eventName"`
-	CountingMethod string `json:"countingMethod"`
-	CreateTime     string `json:"createTime"`
-	Deletable      bool   `json:"deletable"`
-	Custom         bool   `json:"custom"`
-}
-
 func (k gaKeyEvent) out() KeyEvent {
 	prop, id := splitName(k.Name, "keyEvents")
 	return KeyEvent{Name: k.Name, KeyEventID: id, Property: prop, EventName: k.EventName,

@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 )
@@ -77,4 +78,56 @@ func (c *client) CancelDeployment(ctx context.Context, id, asked string) (*verce
 		return nil, err
 	}
 	return &d, nil
+}
+
+// Vercel's answers, as far as the steps read them.
+
+// vercelDeployment decodes a deployment from GET or POST /v13/deployments
+// (id, readyState) and from a GET /v6/deployments item (uid, state).
+type vercelDeployment struct {
+	ID           string         `json:"id"`
+	UID          string         `json:"uid"`
+	Name         string         `json:"name"`
+	URL          *string        `json:"url"`
+	ProjectID    string         `json:"projectId"`
+	ReadyState   string         `json:"readyState"`
+	State        string         `json:"state"`
+	Status       string         `json:"status"`
+	Target       *string        `json:"target"`
+	CreatedAt    int64          `json:"createdAt"`
+	Created      int64          `json:"created"`
+	Ready        *int64         `json:"ready"`
+	CanceledAt   *int64         `json:"canceledAt"`
+	InspectorURL string         `json:"inspectorUrl"`
+	ErrorCode    string         `json:"errorCode"`
+	ErrorMessage string         `json:"errorMessage"`
+	Meta         map[string]any `json:"meta"`
+	Creator      *struct {
+		UID      string `json:"uid"`
+		Username string `json:"username"`
+	} `json:"creator"`
+	GitSource *struct {
+		Ref string `json:"ref"`
+		SHA string `json:"sha"`
+	} `json:"gitSource"`
+}
+
+// projectLink is the Git link of GET /v9/projects/{id}.
+type projectLink struct {
+	Type             string      `json:"type"`
+	Org              string      `json:"org"`
+	Repo             string      `json:"repo"`
+	RepoID           json.Number `json:"repoId"`
+	ProjectID        json.Number `json:"projectId"`
+	Owner            string      `json:"owner"`
+	Slug             string      `json:"slug"`
+	UUID             string      `json:"uuid"`
+	WorkspaceUUID    string      `json:"workspaceUuid"`
+	ProductionBranch string      `json:"productionBranch"`
+}
+
+type vercelProject struct {
+	ID   string       `json:"id"`
+	Name string       `json:"name"`
+	Link *projectLink `json:"link"`
 }

@@ -125,36 +125,6 @@ func NewToolkit(o ToolkitOptions) connectors.Toolkit {
 	}
 }
 
-// vercelDeployment decodes a deployment from GET or POST /v13/deployments
-// (id, readyState) and from a GET /v6/deployments item (uid, state).
-type vercelDeployment struct {
-	ID           string         `json:"id"`
-	UID          string         `json:"uid"`
-	Name         string         `json:"name"`
-	URL          *string        `json:"url"`
-	ProjectID    string         `json:"projectId"`
-	ReadyState   string         `json:"readyState"`
-	State        string         `json:"state"`
-	Status       string         `json:"status"`
-	Target       *string        `json:"target"`
-	CreatedAt    int64          `json:"createdAt"`
-	Created      int64          `json:"created"`
-	Ready        *int64         `json:"ready"`
-	CanceledAt   *int64         `json:"canceledAt"`
-	InspectorURL string         `json:"inspectorUrl"`
-	ErrorCode    string         `json:"errorCode"`
-	ErrorMessage string         `json:"errorMessage"`
-	Meta         map[string]any `json:"meta"`
-	Creator      *struct {
-		UID      string `json:"uid"`
-		Username string `json:"username"`
-	} `json:"creator"`
-	GitSource *struct {
-		Ref string `json:"ref"`
-		SHA string `json:"sha"`
-	} `json:"gitSource"`
-}
-
 // Deployment is a step's structured view of a Vercel deployment.
 type Deployment struct {
 	// ID is the deployment id (dpl_…).
@@ -273,26 +243,6 @@ func firstInt(a, b int64) int64 {
 		return a
 	}
 	return b
-}
-
-// projectLink is the Git link of GET /v9/projects/{id}.
-type projectLink struct {
-	Type             string      `json:"type"`
-	Org              string      `json:"org"`
-	Repo             string      `json:"repo"`
-	RepoID           json.Number `json:"repoId"`
-	ProjectID        json.Number `json:"projectId"`
-	Owner            string      `json:"owner"`
-	Slug             string      `json:"slug"`
-	UUID             string      `json:"uuid"`
-	WorkspaceUUID    string      `json:"workspaceUuid"`
-	ProductionBranch string      `json:"productionBranch"`
-}
-
-type vercelProject struct {
-	ID   string       `json:"id"`
-	Name string       `json:"name"`
-	Link *projectLink `json:"link"`
 }
 
 // gitSource builds POST /v13/deployments' gitSource for ref in the
