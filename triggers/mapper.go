@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/triggerd/triggerd/triggers/mention"
 )
 
 // PayloadError reports a malformed payload; ingest answers 400 with its
@@ -53,10 +55,10 @@ func (e *PayloadError) Error() string { return "malformed payload: " + e.Reason 
 //
 // A new_mention is one distinct login @-mentioned in the newly written text
 // (not in code, not quoted, not an e-mail address or a team, not the sender
-// itself); see mentions for the exact rules. Every other delivery yields at
-// most one event. The events share their Repository and Resource.Labels
-// values and their Payload, which is d.Payload itself; treat them as
-// read-only.
+// itself); package mention states the exact rules. Every other delivery
+// yields at most one event. The events share their Repository and
+// Resource.Labels values and their Payload, which is d.Payload itself;
+// treat them as read-only.
 //
 // A delivery whose Connector is neither CodeHost nor Deploy is a caller's
 // mistake and returns an error that is not a *PayloadError.
@@ -138,7 +140,7 @@ func (e *emitter) emit(k Kind, r Resource) {
 // newly written parts of text, other than the sender. base describes the
 // object that holds the text.
 func (e *emitter) emitMentions(text string, base Resource) {
-	for _, login := range mentions(text, e.sender) {
+	for _, login := range mention.Logins(text, e.sender) {
 		r := base
 		r.Type = "mention"
 		r.Mentioned = login

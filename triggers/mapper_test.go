@@ -359,3 +359,12 @@ func TestLabelChangesSayWhichLabel(t *testing.T) {
 		}
 	}
 }
+
+// TestMapSelfMention maps the corpus comment in which the commenter
+// mentions themself: a new_comment, and no new_mention of the sender.
+func TestMapSelfMention(t *testing.T) {
+	d := fileDelivery(t, corpusDir(t), "github", "issue_comment.created.mention.json")
+	if got := kindsOf(mapChecked(t, d)); !slices.Equal(got, ks(NewComment)) {
+		t.Errorf("kinds %v, want [new_comment]", got)
+	}
+}

@@ -1,4 +1,4 @@
-package triggers
+package mention
 
 import (
 	"strings"
@@ -9,134 +9,14 @@ import (
 // maxLoginLen is the longest login the code host allows.
 const maxLoginLen = 39
 
-// mentions returns the distinct logins @-mentioned in the newly written
-// parts of a Markdown text, in order of first appearance, leaving out
-// sender. Logins are compared case-insensitively; the first spelling seen is
-// kept. It returns nil when there is none.
-//
-// Newly written text excludes:
-//   - fenced code blocks (``` or ~~~, indented by at most three columns more
-//     than the list item holding them, if any, and so is the closing fence;
-//     an unclosed fence runs to the end of the text, or of its list item)
-//     and indented code blocks (a line indented by four or more columns
-//     more than that, that does not continue a paragraph);
-//   - quoted lines: a line whose first non-blank character is '>' (the
-//     line-based rule: a following unquoted line counts as new text even
-//     where Markdown would continue the quote lazily), except in a type-6
-//     HTML block (below), where such a line is HTML text, no quote, and
-//     GitHub links its mentions;
-//   - inline code spans: a run of N backticks up to the next run of exactly
-//     N backticks in the same paragraph (an unmatched run is literal, as is
-//     a backslash-escaped backtick);
-//   - HTML comments, <!-- to --> (<!--> and <!---> are whole, empty ones),
-//     which GitHub does not show (issue and pull request templates are full
-//     of them). Inside a paragraph a comment is one only when it closes in
-//     that paragraph (an unclosed <!-- is text); a <!-- that starts a line,
-//     indented by less than four columns past the list item holding it, if
-//     any, starts an HTML block, which runs on to the first --> even in a
-//     later paragraph, or to the end of the text. Such a block, or a <pre>
-//     block, ends with the line of its end, the rest of which is HTML too,
-//     read as a type-6 HTML block is (below: "<!-- a --> `@b`" mentions b):
-//     an unclosed <!-- there runs on as one that starts a line, and so does
-//     one anywhere in a type-6 HTML block;
-//   - HTML code, pre and a elements, whose text GitHub does not link: from a
-//     start tag (<code>, <A href="...">: the name in any case, then a blank,
-//     '/' or '>', and a '>' later in the paragraph) to the end tag (</code>,
-//     </a >). An unclosed one runs to the end of its paragraph (or type-6
-//     HTML block), except a <pre> that starts a line outside list items,
-//     an HTML block, which runs on to a </pre> in a later paragraph, or to
-//     the end of the text;
-//   - links and images, whose text GitHub renders in an <a> element (or an
-//     alt attribute): from '[' to the first ']' that is not escaped, when
-//     '[' or '(' follows at once, and on to the next ']' or ')'. A reference
-//     ([text][ref], [text][]) counts when its label has no '[' and the text
-//     defines some reference ("]:", whatever the label); an inline
-//     destination ([text](url)) has no blank, and only a title in quotes or
-//     parentheses may follow it. A bracket with no link after it
-//     ([@octocat], a task list's [ ]) is text;
-//   - link reference definitions, lines "[label]: ..." that start a
-//     paragraph or follow one another there, which GitHub does not show;
-//   - a backslash-escaped '@' (\@octocat), which GitHub does not link
-//     (outside type-6 HTML blocks, where a backslash escapes nothing).
-//
-// A mention is '@' followed by a login: 1 to 39 characters of [A-Za-z0-9-],
-// no leading, trailing or doubled hyphen, optionally followed by '_' and
-// the short code of an enterprise with managed users (@mona_acme). The '@'
-// must start the text or follow a character that is not a letter, digit or
-// underscore (so e-mail addresses do not count), nor '/' (URLs such as
-// medium.com/@x); a backtick is none of those, whether it closes a code
-// span ("`code`@alice") or is literal ("`@alice" with no closing run). The
-// login must not run on into '/' (a team, @org/team), '_', a letter or a
-// digit, nor into dots followed by one of those (@example.com); trailing
-// dots are punctuation ("thanks @octocat.").
-//
-// An underscore is a word character, except where Markdown reads a run of
-// them as an emphasis delimiter, which GitHub renders as <em> or <strong>:
-// _@alice_ and __@alice__ mention alice. A run of '_' right before the '@'
-// may precede it when it can open emphasis (CommonMark's rule: the run
-// starts the text or follows whitespace or punctuation, ASCII or Unicode,
-// and is not a backslash-escaped '_') and a run later in the paragraph can
-// close emphasis, or when it can close emphasis (it follows no whitespace)
-// and a run earlier in the paragraph can open emphasis (_hi_@alice). A run
-// of '_' right after the login (or its trailing dots) may follow it when it
-// can close emphasis (it is followed by the end, whitespace or
-// punctuation) and a run earlier in the paragraph can open emphasis, or,
-// after dots, when it can open emphasis that a later run can close
-// (@alice._thanks_). So foo_@bar and _@alice (nothing closes) are no
-// mentions, and _@mona_acme_ mentions the managed user mona_acme.
-//
-// A type-6 HTML block is HTML, which GitHub keeps as it is, not Markdown.
-// It starts with a line whose first non-blank characters, indented by less
-// than four columns past the list item holding it, if any, are '<' or "</"
-// and one of CommonMark's type-6 tag names in any case (address, article,
-// aside, base, basefont, blockquote, body, caption, center, col, colgroup,
-// dd, details, dialog, dir, div, dl, dt, fieldset, figcaption, figure,
-// footer, form, frame, frameset, h1 to h6, head, header, hr, html, iframe,
-// legend, li, link, main, menu, menuitem, nav, noframes, ol, optgroup,
-// option, p, param, search, section, summary, table, tbody, td, tfoot, th,
-// thead, title, tr, track, ul), then a blank, the end of the line, '>' or
-// "/>": <div>, </details>, <hr/>, not <divx>. Such a line ends a paragraph
-// it would continue, and the block runs up to a blank line, or to a line
-// that leaves that list item (it takes no lazy lines). In it, only
-// comments and code, pre and a elements hide mentions: backticks,
-// brackets, link reference definitions, fences, indentation and '>' at a
-// line's start are text, a backslash is a literal non-word character
-// (<div>\@alice</div> mentions alice) and an underscore a word character
-// (<div>_@alice_</div> mentions nobody).
-//
-// List items are followed as far as indentation needs them. An item starts
-// with '-', '*' or '+', or 1 to 9 digits and '.' or ')', then 1 to 4
-// blanks; its content column is the marker's column, plus the marker's
-// width, plus the blanks (one blank only when the line ends after the
-// marker, or when 5 or more follow it: then the rest of the line is an
-// indented code block). A line indented to the content column is in the
-// item; a line indented less leaves the item, unless it continues a
-// paragraph lazily (text right after text, not itself a quote, fence,
-// thematic break, list item, comment, <pre> or type-6 tag, or else
-// indented four columns or more past the item it is in); a blank line
-// leaves nothing. Nested items are kept on a stack eight deep (a deeper one
-// replaces the innermost). A quote, fence, thematic break ("* * *", not a
-// list item), list item or line starting with a comment, a <pre> or a
-// type-6 tag (an HTML block) starts a new paragraph, and so does each of
-// several on one line ("- > quoted", "1. - item"); an ordered item
-// interrupts a paragraph only at number 1, an empty item not at all.
-//
-// Known simplifications of Markdown: HTML other than comments and code, pre
-// and a elements is not parsed, and HTML blocks other than those of
-// comments, <pre> and type-6 tags (<span> alone on a line, <script>) are
-// read as paragraphs (Markdown in them included); an unclosed comment in a
-// type-6 block ends at the first --> of the text, even one that Markdown
-// later escapes as text; a comment or element is looked for in ordinary
-// lines only (not in quoted lines or code), and its end even in a code
-// span; an HTML block a comment starts does not end with its list item;
-// link text ends at the first ']' (brackets in it do not nest) and a
-// destination at the first ')'; a link reference definition is one line;
-// an empty list item stays open after a blank line; headings and tables do
-// not end paragraphs; emphasis delimiters are not paired, so that one
-// Markdown pairs elsewhere, or leaves literal by its rule of three, may
-// still count next to a mention.
-func mentions(text, sender string) []string {
-	var s mentionScanner
+// Logins returns the distinct logins @-mentioned in the newly written parts
+// of text, a Markdown document, in order of first appearance, leaving out
+// sender (the text's author, who is not notified of their own mention).
+// Logins are compared case-insensitively; the first spelling seen is kept.
+// It returns nil when there is none. The package documentation states the
+// rules.
+func Logins(text, sender string) []string {
+	var s scanner
 	s.text = text
 	s.sender = sender
 
@@ -475,8 +355,8 @@ func isThematicBreak(s string) bool {
 	return n >= 3
 }
 
-// mentionScanner collects the mentions of one text.
-type mentionScanner struct {
+// scanner collects the mentions of one text.
+type scanner struct {
 	text   string
 	sender string
 	found  []string
@@ -529,7 +409,7 @@ const linearDedupe = 16
 // htmlBlock scans text[start:end], a type-6 HTML block, for mentions
 // outside comments and code, pre and a elements: as a paragraph whose
 // Markdown is text.
-func (s *mentionScanner) htmlBlock(start, end int) {
+func (s *scanner) htmlBlock(start, end int) {
 	s.raw = true
 	s.paragraph(start, end)
 	s.raw = false
@@ -539,7 +419,7 @@ func (s *mentionScanner) htmlBlock(start, end int) {
 // outside code spans, comments, code, pre and a elements and links (only
 // the comments and elements when s.raw is set). A negative start means no
 // paragraph.
-func (s *mentionScanner) paragraph(start, end int) {
+func (s *scanner) paragraph(start, end int) {
 	if start < 0 {
 		return
 	}
@@ -645,7 +525,7 @@ func (s *mentionScanner) paragraph(start, end int) {
 // the comment, or past the "<!--" when it is text (no comment closes in
 // the paragraph, and it starts no HTML block); -1 when it is an HTML block
 // that the paragraph does not close.
-func (s *mentionScanner) comment(t string, i int) int {
+func (s *scanner) comment(t string, i int) int {
 	// <!--> and <!---> are whole, empty comments.
 	k := i + len("<!--")
 	if rest := t[k:]; strings.HasPrefix(rest, ">") || strings.HasPrefix(rest, "->") {
@@ -680,7 +560,7 @@ var (
 // -1 when there is none in the paragraph. Then a <pre> that starts a line
 // outside list items is an HTML block, which blank lines do not end: it
 // runs on to a </pre> in a later paragraph, if any.
-func (s *mentionScanner) element(t string, i int) (end int, ok bool) {
+func (s *scanner) element(t string, i int) (end int, ok bool) {
 	j := i + 1
 	for j < len(t) && j-i <= len("code") && isAlnum(t[j]) {
 		j++
@@ -754,7 +634,7 @@ func lineEnd(t string, i int) int {
 // paragraph, indented by less than four columns past the list item holding
 // the paragraph, if any (indented more, it would be indented code, which
 // does not interrupt a paragraph).
-func (s *mentionScanner) opensHTMLBlock(t string, i int) bool {
+func (s *scanner) opensHTMLBlock(t string, i int) bool {
 	if !lineStarts(t, i, s.start) {
 		return false
 	}
@@ -774,7 +654,7 @@ func (s *mentionScanner) opensHTMLBlock(t string, i int) bool {
 // ']' not escaped, then either '[', a label up to the next ']' (a
 // reference, which may be undefined), or '(', blanks, a destination with no
 // blank, blanks, and ')', perhaps after a title in quotes or parentheses.
-func (s *mentionScanner) link(t string, i int) int {
+func (s *scanner) link(t string, i int) int {
 	c := s.closeBracket.next(t, i+1, ']')
 	if c < 0 || c+1 == len(t) {
 		return 0
@@ -937,7 +817,7 @@ func (r *backtickRuns) last(n int) int {
 }
 
 // add records login unless it is the sender or already recorded.
-func (s *mentionScanner) add(login string) {
+func (s *scanner) add(login string) {
 	if strings.EqualFold(login, s.sender) {
 		return
 	}
@@ -967,7 +847,7 @@ func (s *mentionScanner) add(login string) {
 // mentionAt reports whether the '@' at t[i] starts a mention, and returns
 // the login and the index just past it. In HTML (raw), an underscore is a
 // word character and a backslash text.
-func (s *mentionScanner) mentionAt(t string, i int, raw bool) (login string, next int, ok bool) {
+func (s *scanner) mentionAt(t string, i int, raw bool) (login string, next int, ok bool) {
 	if i > 0 {
 		// As GitHub's own pattern, ASCII word characters only: "さん@alice"
 		// mentions alice, "a@b.com" does not mention b.
@@ -1026,7 +906,7 @@ func (s *mentionScanner) mentionAt(t string, i int, raw bool) (login string, nex
 // own): the run is not an escaped '_', and it can open emphasis that a
 // later run of the paragraph can close, or close emphasis that an earlier
 // run can open.
-func (s *mentionScanner) delimitsBefore(t string, i int) bool {
+func (s *scanner) delimitsBefore(t string, i int) bool {
 	p := i - 1
 	for p > s.start && t[p-1] == '_' {
 		p--
@@ -1047,7 +927,7 @@ func (s *mentionScanner) delimitsBefore(t string, i int) bool {
 // the login ends a text): it can close emphasis that an earlier run of the
 // paragraph can open, or (after dots only) open emphasis that a later run
 // can close.
-func (s *mentionScanner) delimitsAfter(t string, i, k int) bool {
+func (s *scanner) delimitsAfter(t string, i, k int) bool {
 	m := k + runLen(t, k, '_')
 	open, closes := underscoreFlanks(classBefore(t, k), classAt(t, m))
 	if !open && !closes {
@@ -1061,7 +941,7 @@ func (s *mentionScanner) delimitsAfter(t string, i, k int) bool {
 // can open emphasis and its last one that can close emphasis start. It
 // does not pair them as Markdown does: any opener before and any closer
 // after will do.
-func (s *mentionScanner) emphasis(t string) {
+func (s *scanner) emphasis(t string) {
 	if s.emph {
 		return
 	}

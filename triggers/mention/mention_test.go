@@ -1,4 +1,4 @@
-package triggers
+package mention
 
 import (
 	"encoding/json"
@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/triggerd/triggerd/internal/testenv"
 )
 
 func TestMentions(t *testing.T) {
@@ -281,9 +283,9 @@ func TestMentions(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := mentions(tc.text, tc.sender)
+			got := Logins(tc.text, tc.sender)
 			if !slices.Equal(got, tc.want) {
-				t.Errorf("mentions(%q, %q) = %q, want %q", tc.text, tc.sender, got, tc.want)
+				t.Errorf("Logins(%q, %q) = %q, want %q", tc.text, tc.sender, got, tc.want)
 			}
 		})
 	}
@@ -292,7 +294,7 @@ func TestMentions(t *testing.T) {
 // TestMentionsCorpus checks the corpus comment in which the commenter
 // mentions themself: the body mentions abeyuya, who is the sender.
 func TestMentionsCorpus(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join(corpusDir(t), "github", "issue_comment.created.mention.json"))
+	data, err := os.ReadFile(filepath.Join(testenv.Corpus(t), "github", "issue_comment.created.mention.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,19 +305,11 @@ func TestMentionsCorpus(t *testing.T) {
 	if err := json.Unmarshal(data, &p); err != nil {
 		t.Fatal(err)
 	}
-	if got := mentions(p.Comment.Body, ""); !slices.Equal(got, []string{"abeyuya"}) {
+	if got := Logins(p.Comment.Body, ""); !slices.Equal(got, []string{"abeyuya"}) {
 		t.Errorf("without a sender: %q, want [abeyuya]", got)
 	}
-	if got := mentions(p.Comment.Body, p.Sender.Login); got != nil {
+	if got := Logins(p.Comment.Body, p.Sender.Login); got != nil {
 		t.Errorf("with sender %q: %q, want none", p.Sender.Login, got)
-	}
-	d := Delivery{Connector: CodeHost, ID: testDeliveryID, Event: "issue_comment", Payload: data}
-	res, err := Map(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := kindsOf(res); !slices.Equal(got, ks(NewComment)) {
-		t.Errorf("kinds %v, want [new_comment]", got)
 	}
 }
 
@@ -327,10 +321,10 @@ func TestMentionsPathological(t *testing.T) {
 		b.WriteString(strings.Repeat("`", n))
 		b.WriteString(" @a ")
 	}
-	if got := mentions(b.String(), ""); !slices.Equal(got, []string{"a"}) {
+	if got := Logins(b.String(), ""); !slices.Equal(got, []string{"a"}) {
 		t.Errorf("distinct unclosed runs: %q, want [a]", got)
 	}
-	if got := mentions(strings.Repeat("` ", 50000)+"@x", ""); !slices.Equal(got, []string{"x"}) {
+	if got := Logins(strings.Repeat("` ", 50000)+"@x", ""); !slices.Equal(got, []string{"x"}) {
 		t.Errorf("many closed spans: %q, want [x]", got)
 	}
 	// Openers of links, elements and emphasis without closers.
@@ -353,7 +347,7 @@ func TestMentionsPathological(t *testing.T) {
 	} {
 		text := strings.Repeat(tc.unit, 200000) + tc.tail
 		start := time.Now()
-		got := mentions(text, "a")
+		got := Logins(text, "a")
 		if d := time.Since(start); d > time.Second {
 			t.Errorf("%q repeated: %v", tc.unit, d)
 		}
@@ -373,7 +367,7 @@ func TestMentionsMany(t *testing.T) {
 		fmt.Fprintf(&b, "@%s @%s @sender ", login, strings.ToLower(login))
 	}
 	b.WriteString("@user0 @USER39")
-	if got := mentions(b.String(), "Sender"); !slices.Equal(got, want) {
+	if got := Logins(b.String(), "Sender"); !slices.Equal(got, want) {
 		t.Errorf("mentions = %q, want %q", got, want)
 	}
 }
@@ -431,6 +425,6 @@ func BenchmarkMentions(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(int64(len(mentionBenchBody)))
 	for b.Loop() {
-		mentions(mentionBenchBody, "sender")
+		Logins(mentionBenchBody, "sender")
 	}
 }
