@@ -134,6 +134,10 @@ type Options struct {
 	// start the same run again: a pruned run no longer stops it.
 	Retention     time.Duration
 	PruneInterval time.Duration
+	// OnRunStarted, when set, is told of each run this process starts,
+	// once its agent has been sent the run (MCP clients subscribed to
+	// the trigger hear of it). It must not block.
+	OnRunStarted func(store.Run)
 
 	Logger     zerolog.Logger
 	Registerer prometheus.Registerer

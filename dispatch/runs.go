@@ -246,6 +246,9 @@ func (d *Dispatcher) startRun(ctx context.Context, spec runSpec, received time.T
 	r, err = d.update(ctx, r)
 	if err == nil {
 		d.logRun(r)
+		if d.o.OnRunStarted != nil {
+			d.o.OnRunStarted(r)
+		}
 	}
 	return r, err
 }
