@@ -383,12 +383,20 @@ func (d *daemon) startServices(ctx context.Context) error {
 		}
 	}
 	mgmt, err := api.New(api.Options{
-		Accounts: acct, Auth: tenantSvc, Tenants: tenantSvc, Steps: runner, AdminKeys: d.adminKeys, Logger: log,
+		Accounts: notifyingAccounts{Service: acct, b: d.bus, log: log}, Auth: tenantSvc, Tenants: tenantSvc, Steps: runner, AdminKeys: d.adminKeys, Logger: log,
 		ReturnOrigins: cfg.ConnectReturnOrigins(), ReturnOriginsSetting: "--connect-return-origins (TRIGGERD_CONNECT_RETURN_ORIGINS)",
 		Registry: disp.registry, Records: st, Replayer: disp.dispatcher, DryRunner: disp.dispatcher,
 	})
 	if err != nil {
 		return err
+	}
+	// MCP (mcp.go).
+	mcpSrv, err := newMCP(acct, tenantSvc, runner, disp, st, log)
+	if err != nil {
+		return err
+	}
+	if err := listenMCP(ctx, d.bus, mcpSrv); err != nil {
+		log.Warn().Err(err).Msg("MCP sessions hear of runs and account changes only at their next list")
 	}
 	if cfg.DebugAddr != "" {
 		stopDebug, err := serveDebug(cfg.DebugAddr, log)
@@ -404,7 +412,9 @@ func (d *daemon) startServices(ctx context.Context) error {
 	// Once no delivery is spooled any more, what NATS can take before the
 	// deadline leaves the spool; the rest waits for the next start.
 	d.stops.add("spool forwarder", stopWith(runSpool(d.spooler, log)))
-	d.web.serve(newHandler(log, d.ing, mgmt, d.reg))
+	handler := newHandler(log, d.ing, mgmt, d.reg)
+	mountMCP(handler, mcpSrv)
+	d.web.serve(handler)
 	// In-flight deliveries finish (and become durable) before the rest
 	// stops: the HTTP server moves to the end of the list.
 	d.stops.add("http server", d.web.shutdown)

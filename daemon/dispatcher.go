@@ -81,6 +81,7 @@ func newDispatch(ctx context.Context, cfg Config, b *bus.Bus, embedded *bus.Embe
 		Store: st, Queue: b, Steps: runner, Secrets: vault, Pusher: pusher, SharedTenant: shared, Archive: b,
 		AckWait: dc.AckWait, MaxDeliver: dc.MaxDeliver, Concurrency: dc.Concurrency, StepTimeout: dc.StepTimeout,
 		Retention: dc.RunRetention, Logger: log, Registerer: reg,
+		OnRunStarted: broadcastRun(b, log), // MCP (mcp.go)
 	})
 	if err != nil {
 		return nil, err
