@@ -385,3 +385,81 @@ func readKey(t *testing.T, dir string) string {
 	}
 	return strings.TrimSpace(string(b))
 }
+
+// TestMCPTenants: each tenant sees its own accounts' tools, cannot run a
+// step as another tenant's account nor use another tenant's session, and
+// a session hears of an account connected meanwhile.
+func TestMCPTenants(t *testing.T) {
+	const admin = "test-admin-key-0123456789"
+	v := newE2EWith(t, nil, []string{"TRIGGERD_ADMIN_KEY=" + admin})
+	base := "http://" + v.httpAddr
+	call := func(key, method, path, body string) (int, map[string]any) {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out
+	}
+	code, created := call(admin, http.MethodPost, "/v1/tenants", `{"name": "other"}`)
+	if code != http.StatusCreated {
+		t.Fatalf("create tenant: %d %v", code, created)
+	}
+	otherKey := created["api_key"].(string)
+
+	csA, _ := mcpConnect(t, base, v.key)
+	csB, notesB := mcpConnect(t, base, otherKey)
+	if tools := listTools(t, csB); tools["codehost_create_issue"] != nil || tools["triggers_list"] == nil {
+		t.Fatalf("a tenant without accounts lists the step tools, or not the trigger tools: %d tools", len(tools))
+	}
+
+	// The other tenant connects an account of its own; its session is
+	// told, and its tools act as that account only.
+	_, start := call(otherKey, http.MethodGet, "/v1/connect/codehost/start", "")
+	query, err := v.auth.SignIn(context.Background(), start["authorize_url"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, cb := call("", http.MethodGet, "/v1/connect/codehost/callback?"+query.Encode(), "")
+	if code != http.StatusOK {
+		t.Fatalf("callback: %d %v", code, cb)
+	}
+	accB := cb["account"].(map[string]any)["id"].(string)
+	loginB := cb["account"].(map[string]any)["login"].(string)
+	wait(t, notesB.toolsChanged, 10*time.Second, "notifications/tools/list_changed after an account was connected")
+	tool := listTools(t, csB)["codehost_create_issue"]
+	if tool == nil {
+		t.Fatal("no codehost tools after the account was connected")
+	}
+	arg := tool.InputSchema.(map[string]any)["properties"].(map[string]any)["account"].(map[string]any)
+	if enum := arg["enum"].([]any); len(enum) != 1 || enum[0] != accB || !strings.Contains(arg["description"].(string), accB+" = "+loginB) {
+		t.Fatalf("account argument %v, want only the tenant's own account, described by its login", arg)
+	}
+	res, text := callTool(t, csB, "codehost_get_repository_info", map[string]any{"owner": "octocat", "repo": "hello-world", "account": v.account})
+	if !res.IsError || !strings.HasPrefix(text, "not_found") {
+		t.Fatalf("another tenant's account: isError %t, %q; want not_found", res.IsError, text)
+	}
+
+	// A session belongs to the tenant that opened it.
+	req, _ := http.NewRequest(http.MethodPost, base+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":7,"method":"tools/list"}`))
+	req.Header.Set("Authorization", "Bearer "+otherKey)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", csA.ID())
+	req.Header.Set("Mcp-Protocol-Version", csA.InitializeResult().ProtocolVersion)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || strings.Contains(string(body), "codehost_") {
+		t.Fatalf("another tenant's session: %d %s; want 403", resp.StatusCode, body)
+	}
+}
