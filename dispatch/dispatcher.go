@@ -135,8 +135,9 @@ type Options struct {
 	Retention     time.Duration
 	PruneInterval time.Duration
 	// OnRunStarted, when set, is told of each run this process starts,
-	// once its agent has been sent the run (MCP clients subscribed to
-	// the trigger hear of it). It must not block.
+	// once its agent has been sent the run and the event's record (its
+	// outcomes) is stored: MCP clients subscribed to the trigger hear of
+	// it and may read the event at once. It must not block.
 	OnRunStarted func(store.Run)
 
 	Logger     zerolog.Logger

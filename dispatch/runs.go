@@ -123,7 +123,9 @@ func (d *Dispatcher) handleEvent(ctx context.Context, j *bus.Job) {
 	if ev.Scope != nil {
 		record(ev.Scope.Tenant)
 	}
-	var started []store.Run
+	// announced are the runs this pass started, told of once the
+	// event's record (which they point at) is stored.
+	var started, announced []store.Run
 	for _, o := range outcomes {
 		out := store.Outcome{TriggerID: o.TriggerID, AgentID: o.Agent, Result: o.Result, Reason: o.Reason}
 		if o.Result == match.Matched {
@@ -131,7 +133,7 @@ func (d *Dispatcher) handleEvent(ctx context.Context, j *bus.Job) {
 				id: RunID(ev.ID, o.TriggerID, ""), tenantID: o.TenantID, trigger: o.TriggerID,
 				agentID: o.Agent, kind: ev.Kind, eventID: ev.ID, event: j.Data(),
 			}
-			r, err := d.startRun(ctx, spec, ev.ReceivedAt)
+			r, fresh, err := d.startRun(ctx, spec, ev.ReceivedAt)
 			var perm permanentError
 			switch {
 			case errors.As(err, &perm):
@@ -142,6 +144,9 @@ func (d *Dispatcher) handleEvent(ctx context.Context, j *bus.Job) {
 			default:
 				out.Result, out.RunID = ResultStarted, r.ID
 				started = append(started, r)
+				if fresh {
+					announced = append(announced, r)
+				}
 			}
 		}
 		d.metrics.outcomes.WithLabelValues(out.Result).Inc()
@@ -155,6 +160,9 @@ func (d *Dispatcher) handleEvent(ctx context.Context, j *bus.Job) {
 			d.retry(ctx, j, fmt.Errorf("record outcomes: %w", err))
 			return
 		}
+	}
+	for _, r := range announced {
+		d.announce(r)
 	}
 	for _, r := range started {
 		if err := d.runSteps(ctx, r, j.Data(), j.Sequence(), payload); err != nil {
@@ -190,35 +198,35 @@ func (d *Dispatcher) noCandidates(j *bus.Job) bool {
 
 // startRun claims the run and starts its agent, once: a run already
 // started (by this or another worker, before a crash or a late ack) is
-// returned as it is.
-func (d *Dispatcher) startRun(ctx context.Context, spec runSpec, received time.Time) (store.Run, error) {
+// returned as it is. fresh reports that this call started it.
+func (d *Dispatcher) startRun(ctx context.Context, spec runSpec, received time.Time) (r store.Run, fresh bool, err error) {
 	ag, agentErr := d.o.Store.GetAgent(ctx, spec.tenantID, spec.agentID)
 	if agentErr != nil && !errors.Is(agentErr, store.ErrNotFound) {
-		return store.Run{}, fmt.Errorf("load agent %s: %w", spec.agentID, agentErr)
+		return store.Run{}, false, fmt.Errorf("load agent %s: %w", spec.agentID, agentErr)
 	}
 	// An agent deleted meanwhile has no delivery; its run fails below.
-	r, err := d.claim(ctx, spec, cmp.Or(ag.Delivery, store.DeliverNATS))
+	r, err = d.claim(ctx, spec, cmp.Or(ag.Delivery, store.DeliverNATS))
 	if err != nil {
-		return store.Run{}, err
+		return store.Run{}, false, err
 	}
 	if r.Status != store.RunClaimed {
-		return r, nil
+		return r, false, nil
 	}
 	if errors.Is(agentErr, store.ErrNotFound) {
 		msg := "agent " + spec.agentID + " no longer exists"
 		r.Status, r.Error, r.FinishedAt = store.RunFailed, &store.RunError{Code: "agent_not_found", Message: msg}, d.o.Now()
 		if _, err := d.update(ctx, r); err != nil {
-			return store.Run{}, err
+			return store.Run{}, false, err
 		}
 		d.logRun(r)
-		return store.Run{}, permanentError{msg}
+		return store.Run{}, false, permanentError{msg}
 	}
 	body, err := json.Marshal(agent.Run{
 		ID: r.ID, Tenant: r.TenantID, Agent: r.AgentID, Trigger: r.TriggerID, Kind: r.Kind,
 		Replay: r.Replay, CreatedAt: r.CreatedAt, Event: json.RawMessage(spec.event),
 	})
 	if err != nil {
-		return store.Run{}, fmt.Errorf("encode run %s: %w", r.ID, err)
+		return store.Run{}, false, fmt.Errorf("encode run %s: %w", r.ID, err)
 	}
 	// The run id is the Nats-Msg-Id: a worker that published and died
 	// before recording it publishes again as a duplicate, not a second
@@ -228,7 +236,7 @@ func (d *Dispatcher) startRun(ctx context.Context, spec runSpec, received time.T
 		subject, status = pushSubject(ag.ID), "queued"
 	}
 	if err := d.o.Queue.Publish(ctx, subject, r.ID, body); err != nil {
-		return store.Run{}, fmt.Errorf("start agent %s: %w", ag.ID, err)
+		return store.Run{}, false, fmt.Errorf("start agent %s: %w", ag.ID, err)
 	}
 	now := d.o.Now()
 	if !received.IsZero() && !r.Replay {
@@ -244,13 +252,18 @@ func (d *Dispatcher) startRun(ctx context.Context, spec runSpec, received time.T
 		r.Steps[i] = store.StepRun{Name: s.Name, Step: s.Step, Account: s.Account, Status: store.StepPending, Input: s.Input}
 	}
 	r, err = d.update(ctx, r)
-	if err == nil {
-		d.logRun(r)
-		if d.o.OnRunStarted != nil {
-			d.o.OnRunStarted(r)
-		}
+	if err != nil {
+		return store.Run{}, false, err
 	}
-	return r, err
+	d.logRun(r)
+	return r, true, nil
+}
+
+// announce tells Options.OnRunStarted of a run just started.
+func (d *Dispatcher) announce(r store.Run) {
+	if d.o.OnRunStarted != nil {
+		d.o.OnRunStarted(r)
+	}
 }
 
 // claim creates the run, or takes over a claim that expired. It returns

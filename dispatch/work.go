@@ -361,7 +361,7 @@ func (d *Dispatcher) holdReplay(ctx context.Context, spec runSpec) (bool, error)
 func (d *Dispatcher) continueRun(ctx context.Context, j *bus.Job, spec runSpec, seq uint64) {
 	stop := bus.Heartbeat(j, d.o.AckWait/3)
 	defer stop()
-	r, err := d.startRun(ctx, spec, time.Time{})
+	r, fresh, err := d.startRun(ctx, spec, time.Time{})
 	var perm permanentError
 	switch {
 	case errors.As(err, &perm):
@@ -370,6 +370,8 @@ func (d *Dispatcher) continueRun(ctx context.Context, j *bus.Job, spec runSpec, 
 	case err != nil:
 		d.retry(ctx, j, err)
 		return
+	case fresh:
+		d.announce(r)
 	}
 	var ev triggers.Event
 	_ = triggers.DecodeEvent(spec.event, &ev) // for its payload_ref: an event that does not decode has none
