@@ -22,6 +22,7 @@
 //	triggerctl events get EVENT_ID
 //	triggerctl replay-event [--trigger ID [--bypass-filter]] EVENT_ID
 //	triggerctl dead list [flags] | requeue SEQ...
+//	triggerctl mcp [--url URL]
 //
 // The settings one exports once for a shell, --url, --nats-url and
 // --data-dir, can also be set from the environment as TRIGGERD_URL,
@@ -76,6 +77,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"bench-dispatch": {summary: "measure webhook receipt → agent run latency through a real trigger", run: benchDispatch},
 		"replay-event":   {summary: "dispatch a stored event again, to all matching triggers or one", run: replayEventCmd},
 		"dead":           {summary: "list the messages the dispatcher gave up on, and requeue them", run: dead},
+		"mcp":            {summary: "bridge an MCP client on stdin/stdout to triggerd's MCP endpoint", run: mcpCmd},
 	}
 	if len(args) == 0 {
 		printUsage(stderr, commands)

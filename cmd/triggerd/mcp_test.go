@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -461,5 +462,83 @@ func TestMCPTenants(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusForbidden || strings.Contains(string(body), "codehost_") {
 		t.Fatalf("another tenant's session: %d %s; want 403", resp.StatusCode, body)
+	}
+}
+
+// TestMCPStdioBridge runs "triggerctl mcp" as MCP clients that start a
+// local command do, with the SDK's client over its stdin and stdout.
+func TestMCPStdioBridge(t *testing.T) {
+	ctl := filepath.Join(t.TempDir(), "triggerctl")
+	if out, err := exec.Command("go", "build", "-o", ctl, "../triggerctl").CombinedOutput(); err != nil {
+		t.Fatalf("building triggerctl: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	p := startTriggerd(t, []string{"TRIGGERD_DATA_DIR=" + dir}, "--sandbox")
+	api, ids := sandboxAPI(t, &p, dir)
+	connect := func(key string) (*mcp.ClientSession, *mcpNotes, *testenv.Buffer, error) {
+		notes := &mcpNotes{toolsChanged: make(chan struct{}, 16), updated: make(chan *mcp.ResourceUpdatedNotificationParams, 16)}
+		c := mcp.NewClient(&mcp.Implementation{Name: "stdio-test", Version: "1"}, &mcp.ClientOptions{
+			ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+				select {
+				case notes.toolsChanged <- struct{}{}:
+				default:
+				}
+			},
+			ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) { notes.updated <- r.Params },
+		})
+		cmd := exec.Command(ctl, "mcp", "--url", p.httpURL)
+		cmd.Env = append(cleanEnv(), "TRIGGERD_API_KEY="+key, "HOME="+t.TempDir())
+		stderr := &testenv.Buffer{}
+		cmd.Stderr = stderr
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		cs, err := c.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+		return cs, notes, stderr, err
+	}
+
+	if _, _, stderr, err := connect("not-a-key"); err == nil || !strings.Contains(stderr.String(), "401") {
+		t.Fatalf("a wrong key: %v, stderr %q; want the connection refused, saying why", err, stderr.String())
+	}
+
+	cs, notes, stderr, err := connect(readKey(t, dir))
+	if err != nil {
+		t.Fatalf("connect through the bridge: %v\n%s", err, stderr.String())
+	}
+	defer cs.Close()
+	tools := listTools(t, cs)
+	if tools["codehost_create_issue"] == nil || tools["deploy_list_deployments"] == nil {
+		t.Fatalf("tools through the bridge: %d", len(tools))
+	}
+	_, agent := api(http.MethodPost, "/v1/agents", `{"name": "bridge-agent"}`)
+	code, trigger := api(http.MethodPost, "/v1/triggers", `{"kind": "new_issue", "account": "`+ids["codehost"]+`", "agent": "`+agent["id"].(string)+`", "params": {"repositories": ["octocat/hello-world"]}}`)
+	if code != http.StatusCreated {
+		t.Fatalf("create trigger: %d %v", code, trigger)
+	}
+	uri := "triggerd://triggers/" + trigger["id"].(string)
+	ctx := context.Background()
+	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+		t.Fatalf("subscribe: %v", err)
+	}
+	res, text := callTool(t, cs, "codehost_create_issue", map[string]any{"owner": "octocat", "repo": "hello-world", "title": "Through the bridge"})
+	if res.IsError || res.StructuredContent.(map[string]any)["title"] != "Through the bridge" {
+		t.Fatalf("create issue through the bridge: %s", text)
+	}
+	up := wait(t, notes.updated, 30*time.Second, "the trigger's update through the bridge")
+	if up.URI != uri || up.Meta["triggerd/run_id"] == nil {
+		t.Fatalf("update %+v", up)
+	}
+	r, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: up.Meta["triggerd/event_uri"].(string)})
+	if err != nil || !strings.Contains(r.Contents[0].Text, trigger["id"].(string)) {
+		t.Fatalf("read the event through the bridge: %v", err)
+	}
+	if code, _ := api(http.MethodDelete, "/v1/accounts/"+ids["analytics"], ""); code != http.StatusOK {
+		t.Fatalf("remove account: %d", code)
+	}
+	wait(t, notes.toolsChanged, 10*time.Second, "tools/list_changed through the bridge")
+	if tools := listTools(t, cs); tools["analytics_run_reports"] != nil {
+		t.Fatal("the removed account's tools are still listed")
+	}
+	if err := cs.Close(); err != nil {
+		t.Fatalf("close: %v\n%s", err, stderr.String())
 	}
 }
