@@ -128,9 +128,25 @@ func New(o Options) (*Server, error) {
 		o.Version = "dev"
 	}
 	s := &Server{o: o, log: o.Logger.With().Str("component", "mcp").Logger(), tenants: map[string]*tenant{}}
-	streamable := mcp.NewStreamableHTTPHandler(s.serverFor, &mcp.StreamableHTTPOptions{
+	// The SDK serves the sessionless revisions (2026-07-28 on, SEP-2575)
+	// only from a stateless handler, and the earlier ones, which most
+	// clients speak, with sessions from a stateful one: each request goes
+	// to the handler of the revision it names (its
+	// MCP-Protocol-Version; none before initialize, a legacy handshake).
+	stateful := mcp.NewStreamableHTTPHandler(s.serverFor, &mcp.StreamableHTTPOptions{
 		SessionTimeout:      o.SessionTimeout,
 		MaxRequestBodyBytes: o.MaxBodyBytes,
+	})
+	stateless := mcp.NewStreamableHTTPHandler(s.serverFor, &mcp.StreamableHTTPOptions{
+		Stateless:           true,
+		MaxRequestBodyBytes: o.MaxBodyBytes,
+	})
+	streamable := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Mcp-Protocol-Version") >= sessionless {
+			stateless.ServeHTTP(w, r)
+			return
+		}
+		stateful.ServeHTTP(w, r)
 	})
 	// The SDK binds each session to the TokenInfo's UserID: a request
 	// naming a session another tenant opened is refused (403).
@@ -154,6 +170,9 @@ func New(o Options) (*Server, error) {
 	})
 	return s, nil
 }
+
+// sessionless is the first protocol revision without sessions.
+const sessionless = "2026-07-28"
 
 // Path is where the endpoint is served.
 const Path = "/mcp"
