@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -58,6 +59,10 @@ func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	return 0
 }
 
+// metaProtocolVersion is the _meta key of a request's protocol revision
+// (SEP-2575).
+const metaProtocolVersion = "io.modelcontextprotocol/protocolVersion"
+
 // maxMCPLine bounds one message read from stdin (a step's input may
 // carry a file's content).
 const maxMCPLine = 16 << 20
@@ -88,18 +93,41 @@ type mcpBridge struct {
 type rpcMessage struct {
 	ID     json.RawMessage `json:"id,omitempty"`
 	Method string          `json:"method,omitempty"`
+	// Params' _meta names the protocol revision of each request from
+	// 2026-07-28 on; the request's MCP-Protocol-Version header must say
+	// it too.
+	Params *struct {
+		Meta map[string]any `json:"_meta"`
+		// Name (tools/call, prompts/get) or URI (resources/read) is
+		// repeated in the Mcp-Name header.
+		Name string `json:"name"`
+		URI  string `json:"uri"`
+	} `json:"params,omitempty"`
 	Result *struct {
 		ProtocolVersion string `json:"protocolVersion"`
 	} `json:"result,omitempty"`
 }
 
+// drainGrace is how long the requests in flight when stdin ends may
+// still be answered (a stream of notifications never is).
+const drainGrace = 2 * time.Second
+
 // run relays until stdin ends or ctx does, then ends the session.
 func (b *mcpBridge) run(ctx context.Context, stdin io.Reader) error {
 	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
+	// posts are the requests in flight; streams the GET stream.
+	var posts, streams sync.WaitGroup
 	defer func() {
+		drained := make(chan struct{})
+		go func() { posts.Wait(); close(drained) }()
+		select {
+		case <-drained:
+		case <-ctx.Done():
+		case <-time.After(drainGrace):
+		}
 		cancel()
-		wg.Wait()
+		posts.Wait()
+		streams.Wait()
 		b.endSession()
 	}()
 	rd := bufio.NewReaderSize(stdin, 64<<10)
@@ -116,10 +144,10 @@ func (b *mcpBridge) run(ctx context.Context, stdin io.Reader) error {
 					b.mu.Unlock()
 				}
 				msg := bytes.Clone(line)
-				wg.Add(1)
+				posts.Add(1)
 				go func() {
-					defer wg.Done()
-					b.post(ctx, msg, m, &wg)
+					defer posts.Done()
+					b.post(ctx, msg, m, &streams)
 				}()
 			}
 		}
@@ -203,6 +231,20 @@ func (b *mcpBridge) post(ctx context.Context, msg []byte, m rpcMessage, wg *sync
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
+	if m.Params != nil {
+		if v, ok := m.Params.Meta[metaProtocolVersion].(string); ok && v != "" {
+			// From this revision on a request also names its method,
+			// and the tool, prompt or resource it is about, in headers.
+			req.Header.Set("Mcp-Protocol-Version", v)
+			req.Header.Set("Mcp-Method", m.Method)
+			switch m.Method {
+			case "tools/call", "prompts/get":
+				req.Header.Set("Mcp-Name", headerValue(m.Params.Name))
+			case "resources/read":
+				req.Header.Set("Mcp-Name", headerValue(m.Params.URI))
+			}
+		}
+	}
 	resp, err := b.hc.Do(req)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -323,6 +365,23 @@ func (b *mcpBridge) listen(ctx context.Context) {
 		case <-time.After(time.Duration(failures) * 500 * time.Millisecond):
 		}
 	}
+}
+
+// headerValue is s as an MCP header carries it: as it is when it is
+// printable ASCII without surrounding blanks, else Base64 in the
+// =?base64?...?= wrapper (SEP-2243).
+func headerValue(s string) string {
+	plain := s == "" || (s[0] != ' ' && s[0] != '\t' && s[len(s)-1] != ' ' && s[len(s)-1] != '\t') &&
+		!(strings.HasPrefix(s, "=?base64?") && strings.HasSuffix(s, "?="))
+	for _, c := range s {
+		if c < 0x20 || c > 0x7e {
+			plain = false
+		}
+	}
+	if plain {
+		return s
+	}
+	return "=?base64?" + base64.StdEncoding.EncodeToString([]byte(s)) + "?="
 }
 
 // endSession tells the server the session is over.
