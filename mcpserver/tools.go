@@ -313,6 +313,14 @@ func (t *tenant) runStep(st connectors.Step, arg string, accs []store.Account) m
 		}
 		out, err := t.s.o.Steps.Run(ctx, t.id, st.ID, account, input)
 		if err != nil {
+			var ce *connectors.Error
+			if errors.As(err, &ce) && (ce.Code == connectors.CodeNeedsReauth || ce.Code == connectors.CodeAccountRemoved) {
+				// The account is no longer active: its tools change, and
+				// the sessions are told, before the model reads why.
+				if serr := t.syncTools(ctx); serr != nil {
+					t.s.log.Warn().Err(serr).Str("tenant", t.id).Msg("an account became unusable, but the accounts could not be listed")
+				}
+			}
 			return failure(err), nil
 		}
 		return success(fmt.Sprintf("%s succeeded as %s.", st.Name, labelOf(accs, account)), out), nil
