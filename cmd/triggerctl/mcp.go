@@ -75,7 +75,9 @@ const maxMCPLine = 16 << 20
 type mcpBridge struct {
 	endpoint, key string
 	hc            *http.Client
-	log           io.Writer
+
+	logMu sync.Mutex
+	log   io.Writer
 
 	outMu sync.Mutex
 	out   io.Writer
@@ -136,7 +138,7 @@ func (b *mcpBridge) run(ctx context.Context, stdin io.Reader) error {
 		if len(bytes.TrimSpace(line)) > 0 {
 			var m rpcMessage
 			if jerr := json.Unmarshal(line, &m); jerr != nil {
-				fmt.Fprintf(b.log, "triggerctl mcp: skipping a line that is not a JSON-RPC message: %v\n", jerr)
+				b.logf("triggerctl mcp: skipping a line that is not a JSON-RPC message: %v\n", jerr)
 			} else {
 				if m.Method == "initialize" {
 					b.mu.Lock()
@@ -175,6 +177,13 @@ func readLine(rd *bufio.Reader) ([]byte, error) {
 	}
 }
 
+// logf writes a line to the log (stderr), one goroutine at a time.
+func (b *mcpBridge) logf(format string, a ...any) {
+	b.logMu.Lock()
+	defer b.logMu.Unlock()
+	fmt.Fprintf(b.log, format, a...)
+}
+
 // write sends one message to stdout, on a line of its own.
 func (b *mcpBridge) write(msg []byte) {
 	var buf bytes.Buffer
@@ -190,7 +199,7 @@ func (b *mcpBridge) write(msg []byte) {
 // fail answers a request the endpoint could not: the client must not
 // wait for ever.
 func (b *mcpBridge) fail(m rpcMessage, msg string) {
-	fmt.Fprintf(b.log, "triggerctl mcp: %s\n", msg)
+	b.logf("triggerctl mcp: %s\n", msg)
 	if len(m.ID) == 0 || m.Method == "" {
 		return
 	}
@@ -271,7 +280,7 @@ func (b *mcpBridge) post(ctx context.Context, msg []byte, m rpcMessage, wg *sync
 	}
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		if err := readEvents(resp.Body, func(id string, data []byte) { b.deliver(ctx, data, wg) }); err != nil && ctx.Err() == nil {
-			fmt.Fprintf(b.log, "triggerctl mcp: an answer's stream broke: %v\n", err)
+			b.logf("triggerctl mcp: an answer's stream broke: %v\n", err)
 		}
 		return
 	}
@@ -359,7 +368,7 @@ func (b *mcpBridge) listen(ctx context.Context) {
 			return
 		}
 		failures++
-		fmt.Fprintf(b.log, "triggerctl mcp: the stream of server messages broke (%v); reopening\n", err)
+		b.logf("triggerctl mcp: the stream of server messages broke (%v); reopening\n", err)
 		select {
 		case <-ctx.Done():
 		case <-time.After(time.Duration(failures) * 500 * time.Millisecond):
