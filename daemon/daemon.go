@@ -21,6 +21,7 @@ import (
 	"github.com/triggerd/triggerd/bus"
 	"github.com/triggerd/triggerd/connectors"
 	"github.com/triggerd/triggerd/ingest"
+	"github.com/triggerd/triggerd/mcpserver"
 	"github.com/triggerd/triggerd/registry"
 	"github.com/triggerd/triggerd/sandbox"
 	"github.com/triggerd/triggerd/store"
@@ -419,7 +420,7 @@ func (d *daemon) startServices(ctx context.Context) error {
 	// stops: the HTTP server moves to the end of the list.
 	d.stops.add("http server", d.web.shutdown)
 	log.Info().Str("http_addr", d.ln.Addr().String()).Str("public_url", cfg.PublicURL).Str("nats_url", bus.RedactURL(d.natsURL)).
-		Msg("triggerd ready: POST webhooks to /webhooks/codehost and /webhooks/deploy")
+		Str("mcp", mcpserver.Path).Msg("triggerd ready: POST webhooks to /webhooks/codehost and /webhooks/deploy")
 	return nil
 }
 

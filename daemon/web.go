@@ -15,6 +15,7 @@ import (
 
 	"github.com/triggerd/triggerd/api"
 	"github.com/triggerd/triggerd/ingest"
+	"github.com/triggerd/triggerd/mcpserver"
 )
 
 // webServer is triggerd's HTTP server. It starts serving with the first
@@ -93,13 +94,15 @@ func newHandler(log zerolog.Logger, ing *ingest.Server, mgmt *api.API, reg *prom
 	if mgmt != nil {
 		mgmt.Register(e)
 	} else {
-		e.Any("/v1/*", func(c echo.Context) error {
+		unavailable := func(c echo.Context) error {
 			c.Response().Header().Set("Retry-After", strconv.Itoa(5))
 			return c.JSON(http.StatusServiceUnavailable, map[string]map[string]string{"error": {
 				"code":    "unavailable",
 				"message": "NATS is not reachable yet: the management API answers once triggerd has reached it (see its log and /readyz); retry later",
 			}})
-		})
+		}
+		e.Any("/v1/*", unavailable)
+		e.Any(mcpserver.Path, unavailable) // MCP (mcp.go) comes with the API
 	}
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
 	return e

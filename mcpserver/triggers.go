@@ -101,6 +101,14 @@ func (t *tenant) syncResources(ctx context.Context) error {
 	return nil
 }
 
+// resourcesChanged lists the resources again after a trigger tool changed
+// them, so that sessions are told resources/list_changed.
+func (t *tenant) resourcesChanged(ctx context.Context) {
+	if err := t.syncResources(ctx); err != nil {
+		t.s.log.Warn().Err(err).Str("tenant", t.id).Msg("listing the resources after a trigger changed; the next resources/list catches up")
+	}
+}
+
 func triggerSummary(tr store.Trigger) string {
 	s := fmt.Sprintf("%s as account %s for agent %s", tr.Kind, tr.AccountID, tr.AgentID)
 	if len(tr.Params) > 0 && string(tr.Params) != "{}" {
@@ -330,6 +338,7 @@ func (t *tenant) triggerTools() []triggerTool {
 			if err != nil {
 				return t.registryFailure(err, "trigger"), nil
 			}
+			t.resourcesChanged(ctx)
 			return structured("Created trigger "+tr.ID+"; subscribe to "+TriggerURI(tr.ID)+" to hear of its runs.", viewTrigger(tr))
 		}},
 		{&mcp.Tool{
@@ -392,6 +401,7 @@ func (t *tenant) triggerTools() []triggerTool {
 			if err := reg.DeleteTrigger(ctx, t.id, in.ID); err != nil {
 				return t.registryFailure(err, "trigger"), nil
 			}
+			t.resourcesChanged(ctx)
 			return structured("Deleted trigger "+in.ID+".", map[string]any{"deleted": in.ID})
 		}},
 	}

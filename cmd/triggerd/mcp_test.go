@@ -32,7 +32,8 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // mcpNotes collects what a client session is told.
 type mcpNotes struct {
-	toolsChanged chan struct{}
+	toolsChanged     chan struct{}
+	resourcesChanged chan struct{}
 	updated      chan *mcp.ResourceUpdatedNotificationParams
 }
 
@@ -45,8 +46,14 @@ var mcpVersions = []string{"2026-07-28", "2025-06-18"}
 // asking for protocol revision version.
 func mcpConnect(t *testing.T, baseURL, key, version string) (*mcp.ClientSession, *mcpNotes) {
 	t.Helper()
-	notes := &mcpNotes{toolsChanged: make(chan struct{}, 16), updated: make(chan *mcp.ResourceUpdatedNotificationParams, 16)}
+	notes := &mcpNotes{toolsChanged: make(chan struct{}, 16), resourcesChanged: make(chan struct{}, 16), updated: make(chan *mcp.ResourceUpdatedNotificationParams, 16)}
 	c := mcp.NewClient(&mcp.Implementation{Name: "triggerd-test", Version: "1"}, &mcp.ClientOptions{
+		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) {
+			select {
+			case notes.resourcesChanged <- struct{}{}:
+			default:
+			}
+		},
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			select {
 			case notes.toolsChanged <- struct{}{}:
@@ -290,6 +297,7 @@ func testMCPSandbox(t *testing.T, version string) {
 	}
 	triggerID := res.StructuredContent.(map[string]any)["id"].(string)
 	uri := "triggerd://triggers/" + triggerID
+	wait(t, notes.resourcesChanged, 10*time.Second, "notifications/resources/list_changed after a trigger was created")
 	ctx := context.Background()
 	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
 		t.Fatalf("subscribe: %v", err)
