@@ -76,7 +76,8 @@ func (a *API) runStep(c echo.Context) error {
 		return err
 	}
 	id := c.Param("id")
-	out, err := a.o.Steps.Run(c.Request().Context(), tenantOf(c), id, req.Account, req.Input)
+	ctx := connectors.WithCaller(c.Request().Context(), "api")
+	out, err := a.o.Steps.Run(ctx, tenantOf(c), id, req.Account, req.Input)
 	if err != nil {
 		var ce *connectors.Error
 		if !errors.As(err, &ce) {

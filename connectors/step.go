@@ -107,6 +107,22 @@ func Errorf(code ErrorCode, format string, a ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, a...)}
 }
 
+// callerKey marks a step run's context with what asked for it; see
+// WithCaller.
+type callerKey struct{}
+
+// WithCaller returns ctx marked as a step run asked for by caller ("api",
+// "mcp", "pipeline"), for the runner's audit line.
+func WithCaller(ctx context.Context, caller string) context.Context {
+	return context.WithValue(ctx, callerKey{}, caller)
+}
+
+// Caller returns what WithCaller marked ctx with, or "".
+func Caller(ctx context.Context) string {
+	v, _ := ctx.Value(callerKey{}).(string)
+	return v
+}
+
 // rawAnswersKey marks a request context; see WithRawAnswers.
 type rawAnswersKey struct{}
 

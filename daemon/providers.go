@@ -62,6 +62,12 @@ func newStepRunner(p ProviderConfig, acct *accounts.Service, limits store.RateLi
 			}
 			log.Info().Str("account", c.AccountID).Msg("the provider answers this account again; its steps run")
 		},
+		// One line per step run, however it was asked for (the API, MCP,
+		// an agent's pipeline).
+		Audit: func(a steps.Audit) {
+			log.Info().Str("component", "steps").Str("tenant", a.Tenant).Str("step", a.Step).Str("account", a.Account).
+				Str("via", a.Caller).Str("result", a.Code).Dur("duration", a.Duration).Msg("step run")
+		},
 	})
 }
 

@@ -82,7 +82,7 @@ func (d *Dispatcher) projectField(ctx context.Context, tenantID, accountID, id s
 	if err != nil {
 		return "", err
 	}
-	out, err := d.o.Steps.Run(ctx, tenantID, ProjectFieldStep, accountID, in)
+	out, err := d.o.Steps.Run(connectors.WithCaller(ctx, "dispatch"), tenantID, ProjectFieldStep, accountID, in)
 	if err != nil {
 		return "", err
 	}

@@ -427,7 +427,7 @@ func (d *Dispatcher) runSteps(ctx context.Context, r store.Run, event []byte, se
 		}
 		s = &r.Steps[i]
 		stepCtx, cancel := context.WithTimeout(ctx, d.o.StepTimeout)
-		out, err := d.o.Steps.Run(stepCtx, r.TenantID, s.Step, s.Account, s.Input)
+		out, err := d.o.Steps.Run(connectors.WithCaller(stepCtx, "pipeline"), r.TenantID, s.Step, s.Account, s.Input)
 		cancel()
 		s.FinishedAt = d.o.Now()
 		d.metrics.steps.WithLabelValues(s.Step, stepResult(err)).Inc()

@@ -311,7 +311,7 @@ func (t *tenant) runStep(st connectors.Step, arg string, accs []store.Account) m
 		if err != nil {
 			return nil, fmt.Errorf("encode the input: %w", err)
 		}
-		out, err := t.s.o.Steps.Run(ctx, t.id, st.ID, account, input)
+		out, err := t.s.o.Steps.Run(connectors.WithCaller(ctx, "mcp"), t.id, st.ID, account, input)
 		if err != nil {
 			var ce *connectors.Error
 			if errors.As(err, &ce) && (ce.Code == connectors.CodeNeedsReauth || ce.Code == connectors.CodeAccountRemoved) {

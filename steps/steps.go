@@ -56,6 +56,21 @@ type Options struct {
 	OnCircuitChange func(CircuitChange)
 	// Now is the breaker's clock (default time.Now).
 	Now func() time.Time
+	// Audit, when set, is told of every run of a step, whoever asked
+	// (connectors.Caller: the API, MCP, a pipeline), once it has ended.
+	Audit func(Audit)
+}
+
+// Audit is one step run, for the audit log: who ran what as which
+// account, and how it ended. It holds neither input nor output, which may
+// carry what the account can read.
+type Audit struct {
+	Tenant, Step, Account string
+	// Caller is connectors.Caller of the run's context.
+	Caller string
+	// Code is "ok", or the failure's connectors.ErrorCode.
+	Code     string
+	Duration time.Duration
 }
 
 type entry struct {
@@ -70,6 +85,8 @@ type Runner struct {
 	order   []string
 	acc     accountTokens
 	breaker *breaker
+	audit   func(Audit)
+	now     func() time.Time
 }
 
 // New compiles every step's input schema and refuses duplicate ids.
@@ -77,7 +94,10 @@ func New(o Options) (*Runner, error) {
 	if o.Accounts == nil {
 		return nil, errors.New("steps: nil Accounts")
 	}
-	r := &Runner{entries: map[string]*entry{}, acc: o.Accounts, breaker: newBreaker(o)}
+	r := &Runner{entries: map[string]*entry{}, acc: o.Accounts, breaker: newBreaker(o), audit: o.Audit, now: o.Now}
+	if r.now == nil {
+		r.now = time.Now
+	}
 	wraps := map[string]func(string, http.RoundTripper) http.RoundTripper{}
 	var all []connectors.Step
 	for _, tk := range o.Toolkits {
@@ -141,8 +161,26 @@ func (r *Runner) Get(id string) (connectors.Step, bool) {
 }
 
 // Run validates input, runs step id as the tenant's account, and returns
-// the step's output as JSON. Every error is a *connectors.Error.
+// the step's output as JSON. Every error is a *connectors.Error. Each run
+// is told to Options.Audit.
 func (r *Runner) Run(ctx context.Context, tenantID, id, accountID string, input json.RawMessage) (json.RawMessage, error) {
+	if r.audit == nil {
+		return r.run(ctx, tenantID, id, accountID, input)
+	}
+	start := r.now()
+	out, err := r.run(ctx, tenantID, id, accountID, input)
+	code := "ok"
+	var ce *connectors.Error
+	if errors.As(err, &ce) {
+		code = string(ce.Code)
+	} else if err != nil {
+		code = string(connectors.CodeUpstream)
+	}
+	r.audit(Audit{Tenant: tenantID, Step: id, Account: accountID, Caller: connectors.Caller(ctx), Code: code, Duration: r.now().Sub(start)})
+	return out, err
+}
+
+func (r *Runner) run(ctx context.Context, tenantID, id, accountID string, input json.RawMessage) (json.RawMessage, error) {
 	e, ok := r.entries[id]
 	if !ok {
 		return nil, connectors.Errorf(connectors.CodeNotFound, "no step %q; GET /v1/steps lists them", id)

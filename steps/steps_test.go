@@ -297,3 +297,32 @@ func TestRefusedTokenIsReplacedOrMarked(t *testing.T) {
 		t.Fatalf("unrefreshable: requests %q, err %v; want needs_reauth saying the account is marked", got, err)
 	}
 }
+
+// Every run is audited, with who asked for it and how it ended, whatever
+// ended it.
+func TestRunsAreAudited(t *testing.T) {
+	r, _ := newRunner(t)
+	var got []Audit
+	r.audit = func(a Audit) { got = append(got, a) }
+	ctx := connectors.WithCaller(context.Background(), "mcp")
+	r.Run(ctx, "t1", "codehost.greet", "acc_gh", json.RawMessage(`{"name":"world"}`))
+	r.Run(ctx, "t1", "codehost.greet", "acc_gh", json.RawMessage(`{}`))
+	r.Run(context.Background(), "t1", "codehost.greet", "acc_gh", json.RawMessage(`{"name":"busy"}`))
+	want := []Audit{
+		{Tenant: "t1", Step: "codehost.greet", Account: "acc_gh", Caller: "mcp", Code: "ok"},
+		{Tenant: "t1", Step: "codehost.greet", Account: "acc_gh", Caller: "mcp", Code: "validation"},
+		{Tenant: "t1", Step: "codehost.greet", Account: "acc_gh", Caller: "", Code: "rate_limited"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("audited %d runs, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i].Duration < 0 {
+			t.Fatalf("run %d: negative duration", i)
+		}
+		got[i].Duration = 0
+		if got[i] != want[i] {
+			t.Fatalf("run %d audited as %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}

@@ -34,7 +34,7 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 type mcpNotes struct {
 	toolsChanged     chan struct{}
 	resourcesChanged chan struct{}
-	updated      chan *mcp.ResourceUpdatedNotificationParams
+	updated          chan *mcp.ResourceUpdatedNotificationParams
 }
 
 // mcpVersions are the protocol revisions the tests speak: the SDK's
@@ -261,6 +261,11 @@ func testMCPSandbox(t *testing.T, version string) {
 	if !strings.Contains(text, "Create Issue succeeded") || !strings.Contains(text, "Opened over MCP") {
 		t.Fatalf("text %q", text)
 	}
+	// The run is audited as /v1's are, saying it came through MCP.
+	testenv.Eventually(t, 5*time.Second, "the audit line of the MCP step run", func() bool {
+		logs := p.logs()
+		return strings.Contains(logs, `"step":"codehost.create_issue","account":"`+ids["codehost"]+`","via":"mcp","result":"ok"`)
+	})
 
 	// A validation failure is a tool result with isError, naming the
 	// field, and saying what to do.
