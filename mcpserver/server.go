@@ -133,14 +133,23 @@ func New(o Options) (*Server, error) {
 	// clients speak, with sessions from a stateful one: each request goes
 	// to the handler of the revision it names (its
 	// MCP-Protocol-Version; none before initialize, a legacy handshake).
+	//
+	// The SDK's DNS rebinding protection refuses a request that reached a
+	// loopback address with another Host: that is every request through
+	// a reverse proxy on the same host (the usual way to serve
+	// --public-url). It guards servers that trust whoever can reach them;
+	// this one answers only a tenant's key, which a rebound page does not
+	// have, so it is off.
 	stateful := mcp.NewStreamableHTTPHandler(s.serverFor, &mcp.StreamableHTTPOptions{
-		SessionTimeout:      o.SessionTimeout,
-		MaxRequestBodyBytes: o.MaxBodyBytes,
-		JSONResponse:        true,
+		SessionTimeout:             o.SessionTimeout,
+		MaxRequestBodyBytes:        o.MaxBodyBytes,
+		JSONResponse:               true,
+		DisableLocalhostProtection: true,
 	})
 	stateless := mcp.NewStreamableHTTPHandler(s.serverFor, &mcp.StreamableHTTPOptions{
-		Stateless:           true,
-		MaxRequestBodyBytes: o.MaxBodyBytes,
+		Stateless:                  true,
+		MaxRequestBodyBytes:        o.MaxBodyBytes,
+		DisableLocalhostProtection: true,
 	})
 	streamable := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Mcp-Protocol-Version") >= sessionless {

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
@@ -272,6 +273,18 @@ func TestAuthentication(t *testing.T) {
 	if resp := post("Bearer key-1", init); resp.StatusCode != http.StatusOK {
 		t.Errorf("a good key: %d", resp.StatusCode)
 	}
+	// Through a reverse proxy on the same host: loopback, with the
+	// public name as Host.
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(init))
+	req.Host = "triggerd.example.com"
+	req.Header.Set("Authorization", "Bearer key-1")
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("through a proxy on the same host: %v %v", err, resp)
+	} else {
+		resp.Body.Close()
+	}
 	big := `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"` + strings.Repeat("a", 11<<20) + `"}}`
 	if resp := post("Bearer key-1", big); resp.StatusCode != http.StatusRequestEntityTooLarge {
 		t.Errorf("an 11 MiB body: %d, want 413", resp.StatusCode)
@@ -301,6 +314,19 @@ func TestAnnotations(t *testing.T) {
 	}
 	if !validName.MatchString(toolName("codehost.create_or_update_file_contents")) || validName.MatchString(strings.Repeat("x", 65)) {
 		t.Fatal("tool names")
+	}
+}
+
+// The text repeating a long output is cut on a character's boundary.
+func TestSuccessCutsText(t *testing.T) {
+	out, _ := json.Marshal(map[string]string{"s": strings.Repeat("é", maxText)})
+	res := success("ok.", out)
+	text := res.Content[0].(*mcp.TextContent).Text
+	if !utf8.ValidString(text) || len(text) > maxText+100 || !strings.HasSuffix(text, "the structured content has all of it)") {
+		t.Fatalf("cut text: valid %t, %d bytes", utf8.ValidString(text), len(text))
+	}
+	if string(res.StructuredContent.(json.RawMessage)) != string(out) {
+		t.Fatal("the structured content must be whole")
 	}
 }
 

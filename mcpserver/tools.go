@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -354,7 +355,11 @@ const maxText = 8 << 10
 func success(summary string, out json.RawMessage) *mcp.CallToolResult {
 	text := string(out)
 	if len(text) > maxText {
-		text = text[:maxText] + "… (cut here; the structured content has all of it)"
+		n := maxText
+		for n > 0 && !utf8.RuneStart(text[n]) {
+			n-- // not in the middle of a character
+		}
+		text = text[:n] + "… (cut here; the structured content has all of it)"
 	}
 	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: summary + "\n" + text}}}
 	if len(out) > 0 && out[0] == '{' {
