@@ -141,6 +141,21 @@ type Options struct {
 	// (Connect chooses it itself there). A NATS that already holds the
 	// streams keeps the layout it has.
 	SeparateArchive bool
+	// Replicas is how many servers hold each stream and bucket triggerd
+	// creates (1 to MaxReplicas). Zero picks 3 on a JetStream cluster of
+	// three or more servers, else 1. A stream with more replicas keeps
+	// them; a count above the cluster's size is refused.
+	Replicas int
+	// ReplicasFlag names the setting Replicas came from, for errors
+	// ("--nats-replicas").
+	ReplicasFlag string
+	// ClusterSize, when set, is how many JetStream servers the cluster
+	// has (the embedded server knows its routes); zero learns it from the
+	// server (1 outside a cluster, else the members it announces).
+	ClusterSize int
+	// OnReplicasKept, when set, is called once per stream or bucket that
+	// has more replicas than Replicas asks, which Connect leaves as is.
+	OnReplicasKept func(stream string, have, want int)
 }
 
 func (o *Options) setDefaults() error {
@@ -196,6 +211,8 @@ type Bus struct {
 	encodeBufs sync.Pool
 	// acks publishes events and hands out their acknowledgements.
 	acks *ackMux
+	// replicas is what streams and buckets triggerd creates get.
+	replicas int
 	// down is set while the connection is lost (between nats.go's
 	// disconnect and reconnect callbacks, and once closed). Ready reads
 	// it on every delivery: the connection's status would take the
@@ -284,9 +301,21 @@ func (b *Bus) provision(ctx context.Context) error {
 	// responders as ErrJetStreamNotEnabled). Any other failure (a
 	// credential allowed only the streams it needs, say) is left to those
 	// requests, which report their own.
-	if _, err := b.js.AccountInfo(ctx); errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
-		errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
+	// In a cluster, JetStream answers nothing (no responders, or not
+	// enabled) until its servers have elected a meta leader: wait for it.
+	clustered := b.nc.ConnectedClusterName() != ""
+	_, err := retryJS(ctx, func(ctx context.Context) (*jetstream.AccountInfo, error) {
+		info, err := b.js.AccountInfo(ctx)
+		if clustered && (errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount)) {
+			err = fmt.Errorf("%w: %w", nats.ErrNoResponders, err)
+		}
+		return info, err
+	})
+	if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
 		return fmt.Errorf("the NATS at %s: %w (start nats-server with -js, or enable JetStream for this account)", b.nc.ConnectedUrlRedacted(), ErrNoJetStream)
+	}
+	if err := b.chooseReplicas(); err != nil {
+		return err
 	}
 	shared, err := b.layout(ctx)
 	if err != nil {
@@ -343,8 +372,8 @@ func (b *Bus) provision(ctx context.Context) error {
 			b.recordTTL = b.opts.ArchiveRetention
 		}
 	}
-	if b.events, err = b.js.CreateOrUpdateStream(ctx, events); err != nil {
-		return fmt.Errorf("provision stream %s: %w", EventsStream, err)
+	if b.events, err = b.ensureStream(ctx, events); err != nil {
+		return err
 	}
 	b.deliveries = b.events
 	// The archive's other stream: the index (shared layout) or the
@@ -363,23 +392,23 @@ func (b *Bus) provision(ctx context.Context) error {
 		archive.Name, archive.Subjects = IndexStream, []string{IndexSubject}
 		archive.Description = "triggerd delivery index: which deliveries were accepted, with their headers and the event holding each body"
 	}
-	stream, err := b.js.CreateOrUpdateStream(ctx, archive)
+	stream, err := b.ensureStream(ctx, archive)
 	if err != nil {
-		return fmt.Errorf("provision stream %s: %w", archive.Name, err)
+		return err
 	}
 	if shared {
 		b.indexStream = stream
 	} else {
 		b.deliveries = stream
 	}
-	b.bodies, err = b.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+	b.bodies, err = b.ensureObjectStore(ctx, jetstream.ObjectStoreConfig{
 		Bucket:      BodiesBucket,
 		Description: "triggerd raw webhook bodies too large for one message",
 		TTL:         b.opts.ArchiveRetention,
 		Storage:     jetstream.FileStorage,
 	})
 	if err != nil {
-		return fmt.Errorf("provision object store %s: %w", BodiesBucket, err)
+		return err
 	}
 	if err := b.provisionWork(ctx); err != nil {
 		return err
@@ -402,12 +431,15 @@ var sharedArchiveSince = [3]int{2, 11, 0}
 func (b *Bus) layout(ctx context.Context) (shared bool, err error) {
 	version := b.nc.ConnectedServerVersion()
 	capable := versionAtLeast(version, sharedArchiveSince)
-	if _, err := b.js.Stream(ctx, DeliveriesStream); err == nil {
+	stream := func(name string) (jetstream.Stream, error) {
+		return retryJS(ctx, func(ctx context.Context) (jetstream.Stream, error) { return b.js.Stream(ctx, name) })
+	}
+	if _, err := stream(DeliveriesStream); err == nil {
 		return false, nil
 	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return false, fmt.Errorf("stream %s: %w", DeliveriesStream, err)
 	}
-	s, err := b.js.Stream(ctx, EventsStream)
+	s, err := stream(EventsStream)
 	switch {
 	case err == nil && slices.Contains(s.CachedInfo().Config.Subjects, DeliveriesPrefix+".>"):
 		if !capable {

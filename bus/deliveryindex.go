@@ -206,7 +206,9 @@ func (x *deliveryIndex) follow(ctx context.Context) error {
 		return nil
 	}
 	var last uint64
-	switch msg, err := x.b.indexStream.GetLastMsgForSubject(ctx, IndexSubject); {
+	switch msg, err := retryJS(ctx, func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
+		return x.b.indexStream.GetLastMsgForSubject(ctx, IndexSubject)
+	}); {
 	case err == nil:
 		last = msg.Sequence
 	case errors.Is(err, jetstream.ErrMsgNotFound):
@@ -214,7 +216,7 @@ func (x *deliveryIndex) follow(ctx context.Context) error {
 	default:
 		return fmt.Errorf("read the delivery index: %w", err)
 	}
-	cons, err := x.consumer(ctx, 1)
+	cons, err := retryJS(ctx, func(ctx context.Context) (jetstream.Consumer, error) { return x.consumer(ctx, 1) })
 	if err != nil {
 		return err
 	}
@@ -226,7 +228,9 @@ func (x *deliveryIndex) follow(ctx context.Context) error {
 // loadLegacy applies the index messages of legacyIndexSubject, if
 // EventsStream holds any.
 func (x *deliveryIndex) loadLegacy(ctx context.Context) error {
-	last, err := x.b.events.GetLastMsgForSubject(ctx, legacyIndexSubject)
+	last, err := retryJS(ctx, func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
+		return x.b.events.GetLastMsgForSubject(ctx, legacyIndexSubject)
+	})
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil
 	} else if err != nil {

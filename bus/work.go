@@ -73,8 +73,8 @@ func (b *Bus) provisionWork(ctx context.Context) error {
 		Discard:     jetstream.DiscardOld,
 	}}
 	for _, cfg := range cfgs {
-		if _, err := b.js.CreateOrUpdateStream(ctx, cfg); err != nil {
-			return fmt.Errorf("provision stream %s: %w", cfg.Name, err)
+		if _, err := b.ensureStream(ctx, cfg); err != nil {
+			return err
 		}
 	}
 	return nil

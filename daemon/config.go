@@ -24,12 +24,16 @@ const DefaultSpoolMaxBytes = 1 << 30
 
 // config is everything triggerd is started with.
 type Config struct {
-	HTTPAddr         string
-	DataDir          string
-	NATSListen       string
-	NATSURL          string
-	NATSURLVar       string // the variable NATSURL came from; "" when from the command line
-	NATSDropBehind   bool
+	HTTPAddr       string
+	DataDir        string
+	NATSListen     string
+	NATSURL        string
+	NATSURLVar     string // the variable NATSURL came from; "" when from the command line
+	NATSDropBehind bool
+	// NATSReplicas is --nats-replicas: the replicas of every stream and
+	// bucket triggerd creates; 0 picks 3 on a JetStream cluster of three
+	// or more servers, else 1.
+	NATSReplicas     int
 	MaxBodyBytes     int64
 	MaxBodyInFlight  int64
 	CommitTimeout    time.Duration

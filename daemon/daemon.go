@@ -298,6 +298,12 @@ func (d *daemon) connectBus(ctx context.Context) error {
 		ArchiveRetention: d.cfg.ArchiveRetention,
 		DedupWindow:      d.cfg.DedupWindow,
 		MaxInlineBytes:   d.cfg.MaxInlineBytes,
+		Replicas:         d.cfg.NATSReplicas,
+		ReplicasFlag:     "--nats-replicas",
+		OnReplicasKept: func(stream string, have, want int) {
+			log.Warn().Str("component", "bus").Str("stream", stream).Int("replicas", have).Int("nats_replicas", want).
+				Msg("stream has more replicas than --nats-replicas asks; left as it is (lower it by hand if that is meant)")
+		},
 		// Agents' consumer creations and results come through triggerd
 		// (agent.Imports); on an external NATS, when its operator routes
 		// them here.
@@ -419,7 +425,7 @@ func (d *daemon) startServices(ctx context.Context) error {
 	// In-flight deliveries finish (and become durable) before the rest
 	// stops: the HTTP server moves to the end of the list.
 	d.stops.add("http server", d.web.shutdown)
-	log.Info().Str("http_addr", d.ln.Addr().String()).Str("public_url", cfg.PublicURL).Str("nats_url", bus.RedactURL(d.natsURL)).
+	log.Info().Str("http_addr", d.ln.Addr().String()).Str("public_url", cfg.PublicURL).Str("nats_url", bus.RedactURL(d.natsURL)).Int("nats_replicas", d.bus.Replicas()).
 		Str("mcp", mcpserver.Path).Msg("triggerd ready: POST webhooks to /webhooks/codehost and /webhooks/deploy")
 	return nil
 }

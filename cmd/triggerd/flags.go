@@ -113,6 +113,7 @@ func newFlagSet(c *daemon.Config, env envflag.Env) (fs *flag.FlagSet, returnOrig
 	fs.StringVar(&c.NATSListen, "nats-listen", "127.0.0.1:4222", "address the embedded NATS server listens on for agents (not with --nats-url, which embeds none)")
 	fs.BoolVar(&c.NATSDropBehind, "nats-drop-behind", bus.DropBehindSupported, "embedded NATS: write each stream's sealed blocks to disk and drop them from the page cache as soon as they are sealed, so the page cache does not grow with every event and new writes reuse its pages (Linux only; older events are then read from disk)")
 	fs.StringVar(&c.NATSURL, "nats-url", "", "URL of an external NATS server with JetStream; empty runs an embedded one")
+	fs.IntVar(&c.NATSReplicas, "nats-replicas", 0, "replicas of every stream and bucket triggerd creates (1 to 5, at most the JetStream servers of the cluster); 0 picks 3 on a cluster of three or more servers, else 1. A stream given more replicas by an operator keeps them")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", ingest.DefaultMaxBodyBytes, "largest webhook body accepted, in bytes (413 above)")
 	fs.Int64Var(&c.MaxBodyInFlight, "max-body-bytes-in-flight", ingest.DefaultMaxBodyBytesInFlight, "bytes of webhook bodies held at once, signed or not (503 with Retry-After above)")
 	fs.DurationVar(&c.CommitTimeout, "commit-timeout", ingest.DefaultCommitTimeout, "how long a delivery may wait for NATS to make it durable before it is spooled to <data-dir>/spool (or, without a spool, answered 503)")
@@ -206,7 +207,7 @@ var flagGroups = []envflag.Group{
 	{Title: "Start here", Flags: []string{"http-addr", "data-dir", "nats-listen", "nats-url", "sandbox", "public-url", "redis-url"}},
 	{Title: "Webhooks", Flags: []string{"codehost-webhook-secret-file", "deploy-webhook-secret-file", "max-body-bytes", "max-body-bytes-in-flight",
 		"http-read-timeout", "commit-timeout", "spool-max-bytes"}},
-	{Title: "NATS and retention", Flags: []string{"nats-drop-behind", "event-retention", "archive-retention", "dedup-window", "max-inline-bytes"}},
+	{Title: "NATS and retention", Flags: []string{"nats-drop-behind", "nats-replicas", "event-retention", "archive-retention", "dedup-window", "max-inline-bytes"}},
 	{Title: "Dispatch and agents", Flags: []string{"dispatch", "dispatch-concurrency", "dispatch-ack-wait", "dispatch-max-deliver", "step-timeout",
 		"run-retention", "reconcile-interval", "poll-interval", "allow-private-agent-urls"}},
 	{Title: "Store and keys", Flags: []string{"redis-prefix", "redis-allow-volatile", "encryption-key-file"}},
