@@ -213,6 +213,8 @@ type Bus struct {
 	acks *ackMux
 	// replicas is what streams and buckets triggerd creates get.
 	replicas int
+	// health follows whether the written streams have leaders.
+	health health
 	// down is set while the connection is lost (between nats.go's
 	// disconnect and reconnect callbacks, and once closed). Ready reads
 	// it on every delivery: the connection's status would take the
@@ -280,6 +282,9 @@ func Connect(ctx context.Context, url string, o Options) (*Bus, error) {
 	err = b.provision(ctx)
 	if err == nil && o.ServeAgents {
 		err = b.serveAgents(ctx)
+	}
+	if err == nil && !o.SkipProvision {
+		b.watchHealth()
 	}
 	if err != nil {
 		if b.index != nil {
@@ -472,9 +477,11 @@ func versionAtLeast(version string, min [3]int) bool {
 	return true
 }
 
-// Ready reports whether the connection to NATS is up, as nats.go last told
-// (its callbacks come a moment after the change).
-func (b *Bus) Ready() bool { return !b.down.Load() }
+// Ready reports whether the Bus can make deliveries durable now: the
+// connection to NATS is up, as nats.go last told (its callbacks come a
+// moment after the change), and every stream triggerd writes to has a
+// leader, as last checked (see NotReadyReason).
+func (b *Bus) Ready() bool { return !b.down.Load() && b.health.reason.Load() == nil }
 
 // MaxPayload returns the server's max message size, in bytes.
 func (b *Bus) MaxPayload() int { return int(b.nc.MaxPayload()) }
@@ -482,6 +489,7 @@ func (b *Bus) MaxPayload() int { return int(b.nc.MaxPayload()) }
 // Close drains pending publishes and closes the connection, waiting at
 // most the drain timeout (5s).
 func (b *Bus) Close() {
+	b.stopHealth()
 	if b.index != nil {
 		b.index.close()
 	}

@@ -161,3 +161,37 @@ func TestLoneServerDefaultsToOneReplica(t *testing.T) {
 		t.Fatalf("replicas chosen on a lone server: %d, want 1", b.Replicas())
 	}
 }
+
+// A stream without a leader makes the Bus not ready, saying why, until a
+// leader is elected again.
+func TestReadinessFollowsStreamLeaders(t *testing.T) {
+	c := testenv.StartNATSCluster(t, 3)
+	// Connected to n1 alone: killing the other two leaves it up but its
+	// streams without a quorum, so without a leader.
+	b := connectCluster(t, c.Nodes[0].URL, Options{Replicas: 3})
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	capture, events := testDelivery("before-the-loss", 1, []byte(`{"n":1}`))
+	if _, err := b.Commit(ctx, capture, events); err != nil {
+		t.Fatal(err)
+	}
+	if !b.Ready() {
+		t.Fatalf("not ready on a healthy cluster: %s", b.NotReadyReason())
+	}
+	c.Kill(t, c.Nodes[1])
+	c.Kill(t, c.Nodes[2])
+	testenv.Eventually(t, 30*time.Second, "the Bus to report a stream without a leader", func() bool {
+		return !b.Ready()
+	})
+	if r := b.NotReadyReason(); !strings.Contains(r, "TRIGGERD_") {
+		t.Errorf("reason %q names no stream", r)
+	}
+	t.Logf("not ready: %s", b.NotReadyReason())
+	c.Restart(t, c.Nodes[1])
+	testenv.Eventually(t, 30*time.Second, "the Bus to be ready once a quorum is back", b.Ready)
+	capture, events = testDelivery("after-the-loss", 1, []byte(`{"n":2}`))
+	if _, err := b.Commit(ctx, capture, events); err != nil {
+		t.Fatalf("commit once ready again: %v", err)
+	}
+}

@@ -109,6 +109,11 @@ func ParseArchiveSubject(subject string) (c triggers.Connector, key string, ok b
 // Commit returns an error when durability cannot be confirmed before ctx
 // ends; the caller must then not acknowledge the delivery.
 func (b *Bus) Commit(ctx context.Context, c triggers.Capture, events []triggers.Event) (duplicate bool, err error) {
+	defer func() {
+		if err != nil {
+			b.noteCommitError(err)
+		}
+	}()
 	key := c.Key()
 	subject := ArchiveSubject(c.Connector, key)
 	unlessArchived := ""

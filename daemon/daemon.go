@@ -269,6 +269,7 @@ func (d *daemon) buildIngest(context.Context) error {
 		Hooks:                hooks,
 		Activity:             activity,
 		Ready:                d.slot.Ready,
+		NotReadyReason:       d.slot.NotReadyReason,
 		MaxBodyBytes:         d.cfg.MaxBodyBytes,
 		MaxBodyBytesInFlight: d.cfg.MaxBodyInFlight,
 		CommitTimeout:        d.cfg.CommitTimeout,

@@ -83,6 +83,15 @@ func (s *busSlot) Ready() bool {
 	return b != nil && b.Ready()
 }
 
+// NotReadyReason says why the bus is not ready ("" when it is).
+func (s *busSlot) NotReadyReason() string {
+	b := s.b.Load()
+	if b == nil {
+		return errNATSNotYet.Error()
+	}
+	return b.NotReadyReason()
+}
+
 func (s *busSlot) Commit(ctx context.Context, c triggers.Capture, events []triggers.Event) (duplicate bool, err error) {
 	b := s.b.Load()
 	if b == nil {

@@ -103,6 +103,9 @@ type Options struct {
 	// goes to the Spool without trying the Committer (a commit would only
 	// wait out its deadline).
 	Ready func() bool
+	// NotReadyReason, when set, says why Ready is false, for /readyz and
+	// the log ("NATS is unreachable" when unset).
+	NotReadyReason func() string
 	// MaxBodyBytes caps a delivery's body (default DefaultMaxBodyBytes).
 	MaxBodyBytes int64
 	// MaxBodyBytesInFlight caps the bytes of all the bodies held at once
@@ -225,7 +228,7 @@ func (s *Server) Register(e *echo.Echo) {
 	})
 	e.GET("/readyz", func(c echo.Context) error {
 		if !s.o.Ready() {
-			return c.JSON(http.StatusServiceUnavailable, map[string]any{"ready": false, "reason": "NATS is unreachable"})
+			return c.JSON(http.StatusServiceUnavailable, map[string]any{"ready": false, "reason": s.notReadyReason()})
 		}
 		return c.JSON(http.StatusOK, map[string]any{"ready": true})
 	})
@@ -662,7 +665,7 @@ func (fs *flights) end(key flightKey, f *flight, accepted bool) {
 func (s *Server) commit(ctx context.Context, c triggers.Capture, events []triggers.Event) (duplicate, spooled bool, err error) {
 	sp := s.o.Spool
 	if sp != nil && !s.o.Ready() {
-		err = errors.New("NATS is unreachable")
+		err = errors.New(s.notReadyReason())
 	} else {
 		// The deadline is the wall clock's, whatever clock Now reads.
 		ctx = s.commits.after(time.Now(), s.o.CommitTimeout).context(ctx)
@@ -677,6 +680,16 @@ func (s *Server) commit(ctx context.Context, c triggers.Capture, events []trigge
 	s.log.Warn().AnErr("cause", err).Str("delivery_id", c.DeliveryID).Str("connector", string(c.Connector)).
 		Msg("delivery spooled to local disk: it will be published to NATS when NATS takes it; answered 202")
 	return false, true, nil
+}
+
+// notReadyReason says why the Committer is not ready.
+func (s *Server) notReadyReason() string {
+	if s.o.NotReadyReason != nil {
+		if r := s.o.NotReadyReason(); r != "" {
+			return r
+		}
+	}
+	return "NATS is unreachable"
 }
 
 // preallocBytes is the most readBody sets aside for a body before it
