@@ -195,3 +195,44 @@ func TestReadinessFollowsStreamLeaders(t *testing.T) {
 		t.Fatalf("commit once ready again: %v", err)
 	}
 }
+
+// Commit on R3 streams: a new delivery is accepted once, its redelivery is
+// a duplicate.
+func TestCommitOnReplicatedStreams(t *testing.T) {
+	c := testenv.StartNATSCluster(t, 3)
+	b := connectCluster(t, c.URL(), Options{})
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// Twenty events: each was conditional on the delivery's record, and
+	// a replicated stream refused all but the first (10164) while the
+	// first was being replicated, which Commit took for a duplicate.
+	for i, want := range []bool{false, true} {
+		capture, events := testDelivery("r3-delivery", 20, []byte(`{"n":1}`))
+		dup, err := b.Commit(ctx, capture, events)
+		if err != nil || dup != want {
+			t.Fatalf("attempt %d: duplicate %v, %v; want %v", i+1, dup, err, want)
+		}
+	}
+	// Two processes at the same delivery at once: its events once.
+	other := connectCluster(t, c.Nodes[2].URL, Options{})
+	defer other.Close()
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i, client := range []*Bus{b, other} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			capture, events := testDelivery("r3-concurrent", 20, []byte(`{"n":2}`))
+			_, errs[i] = client.Commit(ctx, capture, events)
+		}()
+	}
+	wg.Wait()
+	if errs[0] != nil && errs[1] != nil {
+		t.Fatalf("both concurrent attempts failed: %v; %v", errs[0], errs[1])
+	}
+	n, err := b.EventCount(ctx)
+	if err != nil || n != 40 {
+		t.Fatalf("events stored: %d, %v; want 40", n, err)
+	}
+}

@@ -129,7 +129,21 @@ func (b *Bus) Commit(ctx context.Context, c triggers.Capture, events []triggers.
 	} else if !errors.Is(err, jetstream.ErrMsgNotFound) {
 		return false, fmt.Errorf("check archive for delivery %s: %w", c.DeliveryID, err)
 	}
-	published, err := b.publishEvents(ctx, events, subject, unlessArchived)
+	published, err := b.publishEvents(ctx, events, subject, unlessArchived, b.replicatedEvents())
+	for tries := 0; err != nil && unlessArchived != "" && isCASConflict(err) && tries < 3; tries++ {
+		// The check could not be made now: another attempt at this
+		// delivery has one in flight (replicated streams). Try again
+		// checking the first event only; its events are stored once
+		// whichever attempt stores them.
+		t := time.NewTimer(50 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false, fmt.Errorf("publish the events of delivery %s: %w", c.DeliveryID, ctx.Err())
+		case <-t.C:
+		}
+		published, err = b.publishEvents(ctx, events, subject, unlessArchived, true)
+	}
 	if err != nil {
 		if unlessArchived != "" && isWrongLastSequence(err) {
 			return true, nil
@@ -192,12 +206,24 @@ type Published struct {
 // until JetStream has stored (or recognised as duplicate) every one.
 // payloadRef is what events whose payload is left out point at.
 func (b *Bus) PublishEvents(ctx context.Context, events []triggers.Event, payloadRef string) ([]Published, error) {
-	return b.publishEvents(ctx, events, payloadRef, "")
+	return b.publishEvents(ctx, events, payloadRef, "", false)
 }
+
+// replicatedEvents reports whether EventsStream had more than one replica
+// when Connect provisioned it.
+func (b *Bus) replicatedEvents() bool { return b.events.CachedInfo().Config.Replicas > 1 }
 
 // publishEvents is PublishEvents, each event conditional on the archive
 // subject unlessArchived holding no record when it is set (shared layout).
-func (b *Bus) publishEvents(ctx context.Context, events []triggers.Event, payloadRef, unlessArchived string) ([]Published, error) {
+//
+// With checkFirstOnly only the first event carries the condition, and it
+// is acknowledged before the others are sent. A replicated stream refuses
+// a condition on a subject while another one on it is being replicated
+// (10164, "wrong last sequence" though nothing was written), so pipelined
+// conditional events would have all but the first refused. Once the first
+// passed, the delivery had no record, and the others need none: a
+// concurrent attempt's copies of them are dropped by their Nats-Msg-Id.
+func (b *Bus) publishEvents(ctx context.Context, events []triggers.Event, payloadRef, unlessArchived string, checkFirstOnly bool) ([]Published, error) {
 	if len(events) == 0 {
 		return nil, nil
 	}
@@ -213,6 +239,9 @@ func (b *Bus) publishEvents(ctx context.Context, events []triggers.Event, payloa
 		ack <-chan ackResult
 	}
 	sent := make([]pending, 0, len(events))
+	// firstAck is the first event's acknowledgement, when it was waited
+	// for before the others were sent (checkFirstOnly).
+	var firstAck *Published
 	// Waiters not waited for (an error below) stop waiting.
 	defer func() {
 		for _, p := range sent {
@@ -259,7 +288,7 @@ func (b *Bus) publishEvents(ctx context.Context, events []triggers.Event, payloa
 		} else if scope != "" {
 			h[HeaderScope] = []string{scope}
 		}
-		if unlessArchived != "" {
+		if unlessArchived != "" && (i == 0 || !checkFirstOnly) {
 			h[jetstream.ExpectedLastSubjSeqHeader] = []string{"0"}
 			h[jetstream.ExpectedLastSubjSeqSubjHeader] = []string{unlessArchived}
 		}
@@ -272,10 +301,23 @@ func (b *Bus) publishEvents(ctx context.Context, events []triggers.Event, payloa
 			return nil, fmt.Errorf("publish event %s: %w", e.ID, err)
 		}
 		sent = append(sent, pending{msg, id, ack})
+		if i == 0 && checkFirstOnly && unlessArchived != "" && len(events) > 1 {
+			// The condition passes or fails before the rest are sent.
+			first, err := b.acks.wait(ctx, msg, id, ack)
+			sent[0].ack = nil
+			if err != nil {
+				return nil, fmt.Errorf("publish event %s: %w", e.ID, err)
+			}
+			firstAck = &first
+		}
 	}
 	acks := make([]Published, len(sent))
 	for i := range sent {
 		p := &sent[i]
+		if i == 0 && firstAck != nil {
+			acks[0] = *firstAck
+			continue
+		}
 		ack, err := b.acks.wait(ctx, p.msg, p.id, p.ack)
 		p.ack = nil // waited for: wait forgets it if it gave up
 		if err != nil {
@@ -440,9 +482,13 @@ func credentialName(name string) bool {
 
 func isWrongLastSequence(err error) bool {
 	var apiErr *jetstream.APIError
-	if !errors.As(err, &apiErr) {
-		return false
-	}
-	return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
+}
+
+// isCASConflict reports a condition a replicated stream could not check
+// because another on the same subject was being replicated: not a record
+// found, a check to make again.
+func isCASConflict(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
 }
