@@ -309,7 +309,9 @@ func (b *Bus) provision(ctx context.Context) error {
 	// In a cluster, JetStream answers nothing (no responders, or not
 	// enabled) until its servers have elected a meta leader: wait for it.
 	clustered := b.nc.ConnectedClusterName() != ""
-	_, err := retryJS(ctx, func(ctx context.Context) (*jetstream.AccountInfo, error) {
+	// A server without a meta leader yet does not answer at all: ask
+	// often.
+	_, err := retryJSEvery(ctx, time.Second, func(ctx context.Context) (*jetstream.AccountInfo, error) {
 		info, err := b.js.AccountInfo(ctx)
 		if clustered && (errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount)) {
 			err = fmt.Errorf("%w: %w", nats.ErrNoResponders, err)

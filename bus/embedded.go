@@ -38,7 +38,38 @@ type EmbeddedOptions struct {
 	// the server is open to anyone who reaches Listen, as tests and the
 	// bench's own servers are.
 	Auth *ClientAuth
+	// Cluster, when its Routes are set, makes the server a member of a
+	// JetStream cluster of embedded (or other) servers.
+	Cluster EmbeddedCluster
 }
+
+// EmbeddedCluster is how an embedded server joins a JetStream cluster.
+type EmbeddedCluster struct {
+	// Name is the cluster's name (DefaultClusterName if empty); every
+	// member must give the same.
+	Name string
+	// ServerName is this server's name, unique in the cluster and kept
+	// across restarts (JetStream knows its peers by it). Empty, it is
+	// the host name and the cluster port.
+	ServerName string
+	// Listen is host:port the server takes routes from other members on.
+	Listen string
+	// Routes are the members' route URLs (nats://host:port); they may
+	// include this server's own.
+	Routes []string
+	// Password, when set, is what members authenticate their routes with
+	// (user RouteUser): every member must be given the same.
+	Password string
+	// ListenFlag and RoutesFlag name the settings, for errors.
+	ListenFlag, RoutesFlag string
+}
+
+// DefaultClusterName is the name of a cluster of embedded servers.
+const DefaultClusterName = "triggerd"
+
+// RouteUser is the user members of a cluster of embedded servers
+// authenticate their routes as.
+const RouteUser = "triggerd-route"
 
 // DefaultEmbeddedMaxPayload is the embedded server's max payload: 8 MiB,
 // the largest size NATS recommends. Bodies over it are archived in chunks.
@@ -59,6 +90,8 @@ const storeLockFile = "triggerd.lock"
 // Embedded is a running in-process NATS server with JetStream.
 type Embedded struct {
 	srv *server.Server
+	// clusterSize is the members of its cluster (0 outside any).
+	clusterSize int
 	// stopDrop stops the drop-behind goroutine and waits for it; nil
 	// when none runs.
 	stopDrop func()
@@ -120,8 +153,15 @@ func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
 	if maxPayload == 0 {
 		maxPayload = DefaultEmbeddedMaxPayload
 	}
+	serverName := "triggerd"
+	clusterSize := 0
+	if len(o.Cluster.Routes) > 0 {
+		if serverName, clusterSize, err = o.Cluster.apply(); err != nil {
+			return nil, err
+		}
+	}
 	opts := &server.Options{
-		ServerName:             "triggerd",
+		ServerName:             serverName,
 		Host:                   host,
 		Port:                   port,
 		JetStream:              true,
@@ -133,6 +173,11 @@ func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
 	}
 	if port == 0 {
 		opts.Port = server.RANDOM_PORT
+	}
+	if clusterSize > 0 {
+		if err := o.Cluster.setOptions(opts); err != nil {
+			return nil, err
+		}
 	}
 	var auth *authenticator
 	if o.Auth != nil {
@@ -159,12 +204,17 @@ func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
 		return nil, fmt.Errorf("embedded nats on %s did not become ready in 15s (is %s busy?)", o.Listen, flagName)
 	}
 	started = true
-	e := &Embedded{srv: srv, unlock: unlock}
+	e := &Embedded{srv: srv, unlock: unlock, clusterSize: clusterSize}
 	if o.DropBehind {
 		e.stopDrop = startDropBehind(opts.StoreDir, o.Logger)
 	}
 	return e, nil
 }
+
+// ClusterSize returns how many servers the cluster the server is a member
+// of has, its own included, as its routes name them; 0 outside any
+// cluster. Pass it as Options.ClusterSize.
+func (e *Embedded) ClusterSize() int { return e.clusterSize }
 
 // ClientURL returns the URL clients connect to.
 func (e *Embedded) ClientURL() string { return e.srv.ClientURL() }

@@ -191,11 +191,17 @@ const jsAttempt = 5 * time.Second
 // (transientJS), or ctx ends; it then returns the last error. Each call
 // gets at most jsAttempt.
 func retryJS[T any](ctx context.Context, f func(context.Context) (T, error)) (T, error) {
+	return retryJSEvery(ctx, jsAttempt, f)
+}
+
+// retryJSEvery is retryJS with each call bounded by attempt.
+func retryJSEvery[T any](ctx context.Context, attempt time.Duration, f func(context.Context) (T, error)) (T, error) {
 	wait := 100 * time.Millisecond
 	for {
-		actx, cancel := context.WithTimeout(ctx, jsAttempt)
+		actx, cancel := context.WithTimeout(ctx, attempt)
 		v, err := f(actx)
 		cancel()
+
 		if err == nil || !transientJS(err) || ctx.Err() != nil {
 			return v, err
 		}

@@ -33,16 +33,22 @@ type Config struct {
 	// NATSReplicas is --nats-replicas: the replicas of every stream and
 	// bucket triggerd creates; 0 picks 3 on a JetStream cluster of three
 	// or more servers, else 1.
-	NATSReplicas     int
-	MaxBodyBytes     int64
-	MaxBodyInFlight  int64
-	CommitTimeout    time.Duration
-	SpoolMaxBytes    int64
-	EventRetention   time.Duration
-	ArchiveRetention time.Duration
-	DedupWindow      time.Duration
-	MaxInlineBytes   int
-	ShutdownTimeout  time.Duration
+	NATSReplicas int
+	// NATSClusterListen, NATSRoutes and NATSServerName make the embedded
+	// server a member of a JetStream cluster (--nats-cluster-listen,
+	// --nats-routes, --nats-server-name).
+	NATSClusterListen string
+	NATSRoutes        []string
+	NATSServerName    string
+	MaxBodyBytes      int64
+	MaxBodyInFlight   int64
+	CommitTimeout     time.Duration
+	SpoolMaxBytes     int64
+	EventRetention    time.Duration
+	ArchiveRetention  time.Duration
+	DedupWindow       time.Duration
+	MaxInlineBytes    int
+	ShutdownTimeout   time.Duration
 	// HTTPReadTimeout bounds reading one request, body included.
 	HTTPReadTimeout time.Duration
 	GCPercent       int

@@ -223,6 +223,14 @@ func (d *daemon) startNATS(context.Context) error {
 		Logger:     natsLogger{natsLog},
 		ListenFlag: "--nats-listen",
 		DropBehind: cfg.NATSDropBehind,
+		Cluster: bus.EmbeddedCluster{
+			ServerName: cfg.NATSServerName,
+			Listen:     cfg.NATSClusterListen,
+			Routes:     cfg.NATSRoutes,
+			Password:   natsPasswords[0],
+			ListenFlag: "--nats-cluster-listen",
+			RoutesFlag: "--nats-routes",
+		},
 		Auth: &bus.ClientAuth{
 			OperatorPasswords: natsPasswords,
 			Agents:            registry.AgentPasswords{Store: d.st},
@@ -239,6 +247,10 @@ func (d *daemon) startNATS(context.Context) error {
 	d.natsURL = embedded.ClientURL()
 	d.log.Info().Str("nats_url", d.natsURL).Str("store", cfg.DataDir).Bool("drop_behind", cfg.NATSDropBehind).
 		Str("operator_password", natsFrom).Msg("embedded NATS with JetStream started; agents connect as themselves, operators as " + bus.OperatorUser)
+	if n := embedded.ClusterSize(); n > 0 {
+		d.log.Info().Strs("routes", cfg.NATSRoutes).Int("cluster_size", n).Str("cluster_listen", cfg.NATSClusterListen).
+			Msg("embedded NATS joins a JetStream cluster: its routes authenticate with the operator password, which every member must share (TRIGGERD_NATS_PASSWORD); JetStream waits for a majority of the members")
+	}
 	return nil
 }
 
@@ -284,6 +296,14 @@ func (d *daemon) buildIngest(context.Context) error {
 	return nil
 }
 
+// embeddedClusterSize is the embedded server's cluster's size, or 0.
+func (d *daemon) embeddedClusterSize() int {
+	if d.embedded == nil {
+		return 0
+	}
+	return d.embedded.ClusterSize()
+}
+
 // connectBus connects to NATS. An external NATS that cannot be reached
 // is retried while ingest serves webhooks into the spool; d.bus stays nil
 // when ctx ends first (what was spooled meanwhile waits for the next
@@ -300,6 +320,7 @@ func (d *daemon) connectBus(ctx context.Context) error {
 		DedupWindow:      d.cfg.DedupWindow,
 		MaxInlineBytes:   d.cfg.MaxInlineBytes,
 		Replicas:         d.cfg.NATSReplicas,
+		ClusterSize:      d.embeddedClusterSize(),
 		ReplicasFlag:     "--nats-replicas",
 		OnReplicasKept: func(stream string, have, want int) {
 			log.Warn().Str("component", "bus").Str("stream", stream).Int("replicas", have).Int("nats_replicas", want).
@@ -322,7 +343,9 @@ func (d *daemon) connectBus(ctx context.Context) error {
 		},
 	}
 	b, err := connectBus(ctx, d.natsURL, busOpts)
-	if err != nil && d.embedded == nil && bus.Unreachable(err) {
+	// An external NATS, or the embedded server's cluster before a
+	// majority of its members is up, is waited for.
+	if err != nil && (d.embedded == nil || d.embedded.ClusterSize() > 0) && bus.Unreachable(err) {
 		// A supervisor restarting triggerd until NATS is back would keep
 		// the port closed meanwhile, and the code-hosting sender does not
 		// retry a delivery it could not make.

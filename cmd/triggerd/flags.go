@@ -113,6 +113,17 @@ func newFlagSet(c *daemon.Config, env envflag.Env) (fs *flag.FlagSet, returnOrig
 	fs.StringVar(&c.NATSListen, "nats-listen", "127.0.0.1:4222", "address the embedded NATS server listens on for agents (not with --nats-url, which embeds none)")
 	fs.BoolVar(&c.NATSDropBehind, "nats-drop-behind", bus.DropBehindSupported, "embedded NATS: write each stream's sealed blocks to disk and drop them from the page cache as soon as they are sealed, so the page cache does not grow with every event and new writes reuse its pages (Linux only; older events are then read from disk)")
 	fs.StringVar(&c.NATSURL, "nats-url", "", "URL of an external NATS server with JetStream; empty runs an embedded one")
+	fs.StringVar(&c.NATSClusterListen, "nats-cluster-listen", "", "embedded NATS: host:port it takes routes from the other members of a JetStream cluster on (with --nats-routes)")
+	fs.Func("nats-routes", "embedded NATS: comma-separated route URLs (nats://host:port) of every member of its JetStream cluster, its own may be included; three triggerd processes so joined hold each stream on three servers (the members must share TRIGGERD_NATS_PASSWORD, which their routes authenticate with)", func(v string) error {
+		c.NATSRoutes = nil
+		for r := range strings.SplitSeq(v, ",") {
+			if r = strings.TrimSpace(r); r != "" {
+				c.NATSRoutes = append(c.NATSRoutes, r)
+			}
+		}
+		return nil
+	})
+	fs.StringVar(&c.NATSServerName, "nats-server-name", "", "embedded NATS in a cluster: this server's name, unique in the cluster and the same across restarts (default: the host name and the cluster port)")
 	fs.IntVar(&c.NATSReplicas, "nats-replicas", 0, "replicas of every stream and bucket triggerd creates (1 to 5, at most the JetStream servers of the cluster); 0 picks 3 on a cluster of three or more servers, else 1. A stream given more replicas by an operator keeps them")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", ingest.DefaultMaxBodyBytes, "largest webhook body accepted, in bytes (413 above)")
 	fs.Int64Var(&c.MaxBodyInFlight, "max-body-bytes-in-flight", ingest.DefaultMaxBodyBytesInFlight, "bytes of webhook bodies held at once, signed or not (503 with Retry-After above)")
@@ -168,6 +179,17 @@ func parseOrigins(list string) ([]string, error) {
 // mistake (typically a TRIGGERD_NATS_URL exported for triggerctl) showed
 // only later, as a failed connection to a NATS nobody started.
 func checkNATSFlags(c daemon.Config, src envflag.Sources) error {
+	if c.NATSURL != "" {
+		for _, name := range []string{"nats-routes", "nats-cluster-listen", "nats-server-name"} {
+			if _, set := src[name]; set {
+				return fmt.Errorf("%s and %s are both set: --nats-url connects to an external NATS and embeds none, so --%s would be ignored; unset one",
+					src.Describe("nats-url"), src.Describe(name), name)
+			}
+		}
+	}
+	if (len(c.NATSRoutes) > 0) != (c.NATSClusterListen != "") {
+		return errors.New("--nats-routes and --nats-cluster-listen go together: the members' route URLs, and the address this member takes routes on")
+	}
 	if _, listen := src["nats-listen"]; !listen || c.NATSURL == "" {
 		return nil
 	}
@@ -208,6 +230,7 @@ var flagGroups = []envflag.Group{
 	{Title: "Webhooks", Flags: []string{"codehost-webhook-secret-file", "deploy-webhook-secret-file", "max-body-bytes", "max-body-bytes-in-flight",
 		"http-read-timeout", "commit-timeout", "spool-max-bytes"}},
 	{Title: "NATS and retention", Flags: []string{"nats-drop-behind", "nats-replicas", "event-retention", "archive-retention", "dedup-window", "max-inline-bytes"}},
+	{Title: "NATS cluster of triggerd processes (embedded servers)", Flags: []string{"nats-cluster-listen", "nats-routes", "nats-server-name"}},
 	{Title: "Dispatch and agents", Flags: []string{"dispatch", "dispatch-concurrency", "dispatch-ack-wait", "dispatch-max-deliver", "step-timeout",
 		"run-retention", "reconcile-interval", "poll-interval", "allow-private-agent-urls"}},
 	{Title: "Store and keys", Flags: []string{"redis-prefix", "redis-allow-volatile", "encryption-key-file"}},

@@ -79,6 +79,29 @@ func startTriggerd(t *testing.T, env []string, args ...string) *proc {
 // starting with readyMsg, which gives its http_addr and nats_url.
 func startTriggerdUntil(t *testing.T, readyMsg string, env []string, args ...string) *proc {
 	t.Helper()
+	p, ready := launchTriggerd(t, readyMsg, env, args...)
+	p.waitReady(ready, 60*time.Second)
+	return p
+}
+
+// waitReady waits for launchTriggerd's ready, failing the test if the
+// process exits first or takes longer than d.
+func (p *proc) waitReady(ready <-chan struct{}, d time.Duration) {
+	p.t.Helper()
+	select {
+	case <-ready:
+	case <-p.exited:
+		p.t.Fatalf("triggerd exited with %d before it was ready:\n%s", p.exitCode, p.logs())
+	case <-time.After(d):
+		p.cmd.Process.Kill()
+		p.t.Fatalf("triggerd not ready after %s:\n%s", d, p.logs())
+	}
+}
+
+// launchTriggerd runs the binary; ready is closed once it logs a message
+// starting with readyMsg. The process is killed when the test ends.
+func launchTriggerd(t *testing.T, readyMsg string, env []string, args ...string) (*proc, <-chan struct{}) {
+	t.Helper()
 	p := &proc{t: t, exited: make(chan struct{})}
 	if !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "TRIGGERD_NATS_PASSWORD=") }) {
 		env = append(slices.Clip(env), "TRIGGERD_NATS_PASSWORD="+testNATSPassword)
@@ -119,16 +142,8 @@ func startTriggerdUntil(t *testing.T, readyMsg string, env []string, args ...str
 		p.exitCode = p.cmd.ProcessState.ExitCode()
 		close(p.exited)
 	}()
-	select {
-	case <-ready:
-	case <-p.exited:
-		t.Fatalf("triggerd exited with %d before it was ready:\n%s", p.exitCode, p.logs())
-	case <-time.After(60 * time.Second):
-		p.cmd.Process.Kill()
-		t.Fatalf("triggerd not ready after 60s:\n%s", p.logs())
-	}
 	t.Cleanup(func() { p.kill() })
-	return p
+	return p, ready
 }
 
 // externalNATS reports whether env or args point triggerd at an external
