@@ -5,8 +5,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -87,4 +91,242 @@ func TestRoutesWithoutClusterListenRefused(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "--nats-cluster-listen") {
 		t.Fatalf("--nats-routes alone: %v, want a refusal naming --nats-cluster-listen", err)
 	}
+}
+
+// An operator's R3 survives a restart with --nats-replicas 1, and more
+// replicas than the cluster has servers is a startup error naming the flag.
+func TestReplicasFlagOnACluster(t *testing.T) {
+	c := testenv.StartNATSCluster(t, 3)
+	env := []string{"TRIGGERD_CODEHOST_WEBHOOK_SECRET=s"}
+	dir := t.TempDir()
+	p := startTriggerd(t, env, "--nats-url", c.URL(), "--data-dir", dir)
+	if n, _ := streamReplicas(t, c.URL(), bus.EventsStream); n != 3 {
+		t.Fatalf("default replicas on a 3-server cluster: %d, want 3", n)
+	}
+	p.stop()
+	p = startTriggerd(t, env, "--nats-url", c.URL(), "--data-dir", dir, "--nats-replicas", "1")
+	if n, _ := streamReplicas(t, c.URL(), bus.EventsStream); n != 3 {
+		t.Fatalf("after a restart with --nats-replicas 1 the events stream has %d replicas, want 3 kept", n)
+	}
+	if !strings.Contains(p.logs(), "left as it is") {
+		t.Errorf("no log line says the R3 stream was left as it is:\n%s", p.logs())
+	}
+	p.stop()
+	p, _ = launchTriggerd(t, "triggerd ready", env, "--nats-url", c.URL(), "--data-dir", dir, "--nats-replicas", "4")
+	select {
+	case <-p.exited:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("triggerd with --nats-replicas 4 on 3 servers still runs after 60s:\n%s", p.logs())
+	}
+	if p.exitCode == 0 || !strings.Contains(p.logs(), "--nats-replicas 4") {
+		t.Fatalf("exit %d; want a failure naming --nats-replicas 4:\n%s", p.exitCode, p.logs())
+	}
+}
+
+// loadResult is one delivery posted during TestKillStreamLeaderUnderLoad.
+type loadResult struct {
+	id      string
+	sentAt  time.Duration // since the load began
+	latency time.Duration
+	status  int
+	spooled bool
+	events  []string
+	err     error
+}
+
+// TestKillStreamLeaderUnderLoad kills -9 the server leading the events
+// stream of a 3-server cluster while two triggerd processes take
+// deliveries at a steady rate, then starts it again. Every delivery
+// answered 2xx has its events in the stream exactly once; every answer
+// comes within 10 s (GitHub's timeout) and 99 % within 3 s.
+func TestKillStreamLeaderUnderLoad(t *testing.T) {
+	c := testenv.StartNATSCluster(t, 3)
+	const secret = "leader-kill-secret"
+	env := []string{"TRIGGERD_CODEHOST_WEBHOOK_SECRET=" + secret}
+	dirs := []string{t.TempDir(), t.TempDir()}
+	procs := []*proc{
+		startTriggerd(t, env, "--nats-url", c.URL(), "--data-dir", dirs[0], "--dispatch=false"),
+		startTriggerd(t, env, "--nats-url", c.URL(), "--data-dir", dirs[1], "--dispatch=false"),
+	}
+	_, leader := streamReplicas(t, c.URL(), bus.EventsStream)
+	victim := c.Node(leader)
+	if victim == nil {
+		t.Fatalf("events stream leader %q is none of the cluster's servers", leader)
+	}
+
+	const (
+		rate     = 40 // deliveries per second, over both processes
+		duration = 24 * time.Second
+		killAt   = 4 * time.Second
+		backAt   = 18 * time.Second
+	)
+	var (
+		mu      sync.Mutex
+		results []loadResult
+		wg      sync.WaitGroup
+	)
+	start := time.Now()
+	stopWatch := make(chan struct{})
+	watched := watchReadiness(t, procs, start, stopWatch)
+	tick := time.NewTicker(time.Second / rate)
+	defer tick.Stop()
+	killed, restarted := false, false
+	var killedAt time.Duration
+	for i := 0; time.Since(start) < duration; i++ {
+		<-tick.C
+		now := time.Since(start)
+		if !killed && now >= killAt {
+			c.Kill(t, victim)
+			killed, killedAt = true, now
+			t.Logf("%s: killed %s, the events stream's leader", now.Round(time.Millisecond), victim.Name)
+		}
+		if !restarted && now >= backAt {
+			c.Restart(t, victim)
+			restarted = true
+			t.Logf("%s: started %s again", now.Round(time.Millisecond), victim.Name)
+		}
+		p := procs[i%2]
+		d := delivery{event: "issues", id: fmt.Sprintf("leader-kill-%04d", i), body: issueBody(i)}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sent := time.Now()
+			r, err := post(p.httpURL, secret, d)
+			res := loadResult{id: d.id, sentAt: sent.Sub(start), latency: time.Since(sent), status: r.status, spooled: r.body.Spooled, err: err}
+			for _, e := range r.body.Events {
+				res.events = append(res.events, e.ID)
+			}
+			mu.Lock()
+			results = append(results, res)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	close(stopWatch)
+	<-watched
+	c.WaitHealthy(t, 60*time.Second)
+	for _, dir := range dirs {
+		waitSpoolForwarded(t, dir)
+	}
+
+	// Answers: all within 10 s, 99 % within 3 s.
+	var latencies []time.Duration
+	accepted, spooled, refused := 0, 0, 0
+	var recovered time.Duration = -1
+	want := map[string]bool{}
+	for _, r := range results {
+		latencies = append(latencies, r.latency)
+		switch {
+		case r.err != nil:
+			t.Errorf("delivery %s: %v after %s", r.id, r.err, r.latency)
+			refused++
+			continue
+		case r.status/100 != 2:
+			refused++
+			continue
+		}
+		accepted++
+		if r.spooled {
+			spooled++
+		} else if r.sentAt > killedAt && (recovered < 0 || r.sentAt < recovered) && r.sentAt > lastSpooledBefore(results, r.sentAt, killedAt) {
+			recovered = r.sentAt
+		}
+		for _, id := range r.events {
+			want[id] = true
+		}
+	}
+	slices.Sort(latencies)
+	p99 := latencies[len(latencies)*99/100]
+	worst := latencies[len(latencies)-1]
+	t.Logf("%d deliveries at %d/s: %d answered 2xx (%d spooled), %d refused; latency p50 %s, p99 %s, max %s",
+		len(results), rate, accepted, spooled, refused, latencies[len(latencies)/2].Round(time.Millisecond),
+		p99.Round(time.Millisecond), worst.Round(time.Millisecond))
+	if recovered >= 0 {
+		t.Logf("time to recover: deliveries sent %s after the kill were committed to NATS again (no longer spooled)", (recovered - killedAt).Round(time.Millisecond))
+	}
+	if worst > 10*time.Second {
+		t.Errorf("slowest answer took %s, over GitHub's 10 s", worst)
+	}
+	if p99 > 3*time.Second {
+		t.Errorf("99th percentile answer took %s, over 3 s", p99)
+	}
+
+	// Every accepted delivery's events in the stream exactly once.
+	waitStreamAnswers(t, c.URL(), bus.EventsStream)
+	counts, _ := streamEvents(t, c.URL())
+	missing, twice := 0, 0
+	for id := range want {
+		switch counts[id] {
+		case 0:
+			missing++
+		case 1:
+		default:
+			twice++
+		}
+	}
+	if missing > 0 || twice > 0 {
+		t.Fatalf("of %d events of accepted deliveries, %d are missing from the stream and %d stored more than once", len(want), missing, twice)
+	}
+}
+
+// lastSpooledBefore returns when the last delivery sent after from and
+// before until was spooled, or from.
+func lastSpooledBefore(results []loadResult, until, from time.Duration) time.Duration {
+	last := from
+	for _, r := range results {
+		if r.spooled && r.sentAt > last && r.sentAt < until {
+			last = r.sentAt
+		}
+	}
+	return last
+}
+
+// watchReadiness logs every change of each process's /readyz answer, with
+// the time since start, until stop is closed; the channel it returns is
+// closed once it has stopped.
+func watchReadiness(t *testing.T, procs []*proc, start time.Time, stop <-chan struct{}) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		last := make([]string, len(procs))
+		c := http.Client{Timeout: 2 * time.Second}
+		for {
+			for i, p := range procs {
+				state := "unanswered"
+				if resp, err := c.Get(p.httpURL + "/readyz"); err == nil {
+					body, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					state = fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(body)))
+				}
+				if state != last[i] {
+					t.Logf("%s: process %d /readyz: %s", time.Since(start).Round(time.Millisecond), i+1, state)
+					last[i] = state
+				}
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	return done
+}
+
+// waitStreamAnswers waits until stream has a leader that answers, as it
+// does a moment after a member of its cluster came back.
+func waitStreamAnswers(t *testing.T, url, stream string) {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	testenv.Eventually(t, 30*time.Second, "stream "+stream+" to answer", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		s, err := js.Stream(ctx, stream)
+		return err == nil && s.CachedInfo().Cluster != nil && s.CachedInfo().Cluster.Leader != ""
+	})
 }
