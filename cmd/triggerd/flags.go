@@ -138,7 +138,7 @@ func newFlagSet(c *daemon.Config, env envflag.Env) (fs *flag.FlagSet, returnOrig
 	fs.IntVar(&c.GCPercent, "gc-percent", defaultGCPercent, "Go's garbage collection target (as GOGC, which wins when set): higher spends memory to save CPU; -1 turns the collector off (then set GOMEMLIMIT)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", "json", "json or console")
-	fs.StringVar(&c.RedisURL, "redis-url", "", "Redis for the store (redis://host:6379/0), shared by several triggerd processes; empty keeps the store in <data-dir>/triggerd.db")
+	fs.StringVar(&c.RedisURL, "redis-url", "", "Redis for the store (redis://host:6379/0), shared by several triggerd processes; or Redis Sentinels, with master_name: redis://[user:password@]sentinel1:26379/0?master_name=mymaster&addr=sentinel2:26379&addr=sentinel3:26379 (the user and password serve the sentinels and the master); empty keeps the store in <data-dir>/triggerd.db")
 	fs.StringVar(&c.RedisPrefix, "redis-prefix", "triggerd:", "prefix of every Redis key triggerd writes")
 	fs.BoolVar(&c.RedisAllowVolatile, "redis-allow-volatile", false, "start on a --redis-url server without appendonly yes, with a warning, instead of refusing: a restart of that Redis loses run records (tool steps of redelivered events can run again) and tokens (every account must be connected again); for tests and throwaway setups only")
 	fs.StringVar(&c.PublicURL, "public-url", "", "URL at which users' browsers and providers reach this server; OAuth callbacks are <public-url>/v1/connect/<connector>/callback (default: http:// and the address --http-addr binds, on localhost when it names no host)")

@@ -5,7 +5,9 @@ package testenv
 import (
 	"bufio"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"testing"
@@ -17,9 +19,10 @@ import (
 // stall (Pause), a kill.
 type Redis struct {
 	// URL is where it listens (redis://127.0.0.1:<port>/0).
-	URL  string
-	addr string
-	cmd  *exec.Cmd
+	URL    string
+	addr   string
+	cmd    *exec.Cmd
+	exited chan struct{}
 }
 
 // StartRedis runs redis-server on a free port with extra arguments (after
@@ -52,7 +55,7 @@ func StartRedis(tb testing.TB, args ...string) *Redis {
 		_ = cmd.Process.Kill()
 		<-exited
 	})
-	r := &Redis{URL: "redis://127.0.0.1:" + port + "/0", addr: "127.0.0.1:" + port, cmd: cmd}
+	r := &Redis{URL: "redis://127.0.0.1:" + port + "/0", addr: "127.0.0.1:" + port, cmd: cmd, exited: exited}
 	Eventually(tb, 10*time.Second, "redis-server on port "+port+" to answer PING", func() bool {
 		select {
 		case <-exited:
@@ -94,4 +97,74 @@ func (r *Redis) answers(d time.Duration) bool {
 	}
 	line, err := bufio.NewReader(conn).ReadString('\n')
 	return err == nil && line == "+PONG\r\n"
+}
+
+// Addr returns host:port the server listens on.
+func (r *Redis) Addr() string { return r.addr }
+
+// Kill stops the server with SIGKILL, as a crash would; it waits for the
+// process to exit.
+func (r *Redis) Kill(tb testing.TB) {
+	tb.Helper()
+	_ = r.cmd.Process.Signal(syscall.SIGCONT)
+	_ = r.cmd.Process.Kill()
+	<-r.exited
+}
+
+// StartSentinels runs n Redis Sentinels (redis-server --sentinel) on free
+// ports watching the master at masterAddr as "mymaster", with a quorum of
+// two, a second to call it down and five for a failover; they are killed
+// when the test ends. It returns their addresses once each answers PING.
+func StartSentinels(tb testing.TB, masterAddr string, n int) []string {
+	tb.Helper()
+	bin := Binary(tb, "redis-server")
+	host, port, err := net.SplitHostPort(masterAddr)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var addrs []string
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		sport := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+		l.Close()
+		dir := tb.TempDir()
+		// Sentinels rewrite their configuration: it must be writable.
+		conf := filepath.Join(dir, "sentinel.conf")
+		text := "port " + sport + "\nbind 127.0.0.1\ndir " + dir + "\n" +
+			"sentinel monitor mymaster " + host + " " + port + " 2\n" +
+			"sentinel down-after-milliseconds mymaster 1000\n" +
+			"sentinel failover-timeout mymaster 5000\n"
+		if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+			tb.Fatal(err)
+		}
+		cmd := exec.Command(bin, conf, "--sentinel")
+		var out Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			tb.Fatalf("start sentinel: %v", err)
+		}
+		exited := make(chan struct{})
+		go func() {
+			_ = cmd.Wait()
+			close(exited)
+		}()
+		tb.Cleanup(func() {
+			_ = cmd.Process.Kill()
+			<-exited
+		})
+		s := &Redis{addr: "127.0.0.1:" + sport}
+		Eventually(tb, 10*time.Second, "sentinel on port "+sport+" to answer PING", func() bool {
+			select {
+			case <-exited:
+				tb.Fatalf("sentinel exited:\n%s", out.String())
+			default:
+			}
+			return s.answers(200 * time.Millisecond)
+		})
+		addrs = append(addrs, s.addr)
+	}
+	return addrs
 }

@@ -97,6 +97,7 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -157,7 +158,7 @@ type Store struct {
 var _ store.Store = (*Store)(nil)
 
 // Open connects to the Redis server at url (redis:// or rediss://, as
-// accepted by redis.ParseURL), checks that it answers PING, that its
+// accepted by redis.ParseURL; or Redis Sentinels, see IsSentinelURL), checks that it answers PING, that its
 // maxmemory-policy is noeviction and that appendonly is yes. A server that
 // may evict keys is refused with an error wrapping ErrEvictingPolicy. A
 // server without appendonly yes is refused with an error wrapping
@@ -171,21 +172,61 @@ func Open(ctx context.Context, url string, o Options) (*Store, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	rdb, where, err := newClient(url)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{rdb: rdb, prefix: o.Prefix, now: o.Now}
+	if err := s.check(ctx, where, o.AllowVolatile); err != nil {
+		_ = rdb.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// IsSentinelURL reports whether url names Redis Sentinels rather than a
+// server: it has a master_name parameter, as redis.ParseFailoverURL reads
+// (redis://[user:password@]sentinel1:26379/0?master_name=mymaster&addr=sentinel2:26379).
+func IsSentinelURL(url string) bool {
+	_, query, _ := strings.Cut(url, "?")
+	for kv := range strings.SplitSeq(query, "&") {
+		if k, _, _ := strings.Cut(kv, "="); k == "master_name" {
+			return true
+		}
+	}
+	return false
+}
+
+// newClient returns a client of the server at url, or, for a Sentinel URL
+// (IsSentinelURL), a failover client that asks the sentinels for the
+// current master and follows a failover; where describes it for errors.
+// A Sentinel URL's user and password authenticate to the sentinels, and to
+// the master too unless the URL gives the master's own (password=...).
+func newClient(url string) (rdb *redis.Client, where string, err error) {
+	if IsSentinelURL(url) {
+		fo, err := redis.ParseFailoverURL(url)
+		if err != nil {
+			return nil, "", fmt.Errorf("redisstore: parse sentinel url: %w", redactURLError(err))
+		}
+		if fo.MasterName == "" {
+			return nil, "", errors.New("redisstore: sentinel url: master_name is empty")
+		}
+		if fo.Password == "" {
+			fo.Username, fo.Password = fo.SentinelUsername, fo.SentinelPassword
+		}
+		fo.ContextTimeoutEnabled = true
+		where = fmt.Sprintf("master %s (sentinels %s) db %d", fo.MasterName, strings.Join(fo.SentinelAddrs, ","), fo.DB)
+		return redis.NewFailoverClient(fo), where, nil
+	}
 	opts, err := redis.ParseURL(url)
 	if err != nil {
-		return nil, fmt.Errorf("redisstore: parse url: %w", redactURLError(err))
+		return nil, "", fmt.Errorf("redisstore: parse url: %w", redactURLError(err))
 	}
 	// A caller's deadline bounds its commands: without this, a stalled
 	// server holds each one for the client's read timeout whatever the
 	// context says, and a 1 s health ping took ten.
 	opts.ContextTimeoutEnabled = true
-	rdb := redis.NewClient(opts)
-	s := &Store{rdb: rdb, prefix: o.Prefix, now: o.Now}
-	if err := s.check(ctx, opts, o.AllowVolatile); err != nil {
-		_ = rdb.Close()
-		return nil, err
-	}
-	return s, nil
+	return redis.NewClient(opts), fmt.Sprintf("%s db %d", opts.Addr, opts.DB), nil
 }
 
 // redactURLError drops the URL, which may hold a password, from a parse
@@ -198,8 +239,7 @@ func redactURLError(err error) error {
 }
 
 // check pings the server and verifies its eviction policy and durability.
-func (s *Store) check(ctx context.Context, opts *redis.Options, allowVolatile bool) error {
-	where := fmt.Sprintf("%s db %d", opts.Addr, opts.DB)
+func (s *Store) check(ctx context.Context, where string, allowVolatile bool) error {
 	if err := s.rdb.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("redisstore: ping %s: %w", where, err)
 	}
