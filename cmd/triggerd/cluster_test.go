@@ -241,6 +241,24 @@ func TestKillStreamLeaderUnderLoad(t *testing.T) {
 	t.Logf("%d deliveries at %d/s: %d answered 2xx (%d spooled), %d refused; latency p50 %s, p99 %s, max %s",
 		len(results), rate, accepted, spooled, refused, latencies[len(latencies)/2].Round(time.Millisecond),
 		p99.Round(time.Millisecond), worst.Round(time.Millisecond))
+	// The same figures for deliveries sent before the kill: the baseline
+	// of this run.
+	var beforeKill, afterKill []time.Duration
+	for _, r := range results {
+		if r.sentAt < killedAt {
+			beforeKill = append(beforeKill, r.latency)
+		} else {
+			afterKill = append(afterKill, r.latency)
+		}
+	}
+	slices.Sort(beforeKill)
+	slices.Sort(afterKill)
+	if len(beforeKill) > 0 && len(afterKill) > 0 {
+		pct := func(l []time.Duration, p int) time.Duration { return l[len(l)*p/100] }
+		t.Logf("before the kill: p50 %s, p99 %s (%d deliveries); from the kill on: p50 %s, p99 %s (%d deliveries)",
+			pct(beforeKill, 50).Round(time.Microsecond*100), pct(beforeKill, 99).Round(time.Microsecond*100), len(beforeKill),
+			pct(afterKill, 50).Round(time.Microsecond*100), pct(afterKill, 99).Round(time.Microsecond*100), len(afterKill))
+	}
 	if recovered >= 0 {
 		t.Logf("time to recover: deliveries sent %s after the kill were committed to NATS again (no longer spooled)", (recovered - killedAt).Round(time.Millisecond))
 	}
@@ -253,7 +271,12 @@ func TestKillStreamLeaderUnderLoad(t *testing.T) {
 
 	// Every accepted delivery's events in the stream exactly once.
 	waitStreamAnswers(t, c.URL(), bus.EventsStream)
-	counts, _ := streamEvents(t, c.URL())
+	var counts map[string]int
+	var readErr error
+	testenv.Eventually(t, 60*time.Second, "the events stream to be read whole", func() bool {
+		counts, readErr = countEvents(c.URL())
+		return readErr == nil
+	})
 	missing, twice := 0, 0
 	for id := range want {
 		switch counts[id] {
@@ -329,4 +352,57 @@ func waitStreamAnswers(t *testing.T, url, stream string) {
 		s, err := js.Stream(ctx, stream)
 		return err == nil && s.CachedInfo().Cluster != nil && s.CachedInfo().Cluster.Leader != ""
 	})
+}
+
+// countEvents reads every event of the events stream and returns how often
+// each Nats-Msg-Id occurs. Unlike streamEvents it returns its error: just
+// after a member came back, a stream's leader can move and a read find no
+// responders, and the caller tries again.
+func countEvents(url string) (map[string]int, error) {
+	nc, err := nats.Connect(url)
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, bus.EventsStream)
+	if err != nil {
+		return nil, err
+	}
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(bus.EventsFilter))
+	if err != nil {
+		return nil, err
+	}
+	var total uint64
+	for _, n := range info.State.Subjects {
+		total += n
+	}
+	counts := map[string]int{}
+	if total == 0 {
+		return counts, nil
+	}
+	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{bus.EventsFilter}})
+	if err != nil {
+		return nil, err
+	}
+	for got := uint64(0); got < total; {
+		batch, err := cons.Fetch(500, jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			return nil, err
+		}
+		before := got
+		for m := range batch.Messages() {
+			counts[m.Headers().Get("Nats-Msg-Id")]++
+			got++
+		}
+		if batch.Error() != nil {
+			return nil, batch.Error()
+		}
+		if got == before {
+			return nil, fmt.Errorf("read %d of %d events, then none in 5 s", got, total)
+		}
+	}
+	return counts, nil
 }
