@@ -243,10 +243,36 @@ func (s *Store) check(ctx context.Context, where string, allowVolatile bool) err
 	if err := s.rdb.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("redisstore: ping %s: %w", where, err)
 	}
+	if err := s.checkNotCluster(ctx, where); err != nil {
+		return err
+	}
 	if err := s.checkPolicy(ctx, where); err != nil {
 		return err
 	}
 	return s.checkDurability(ctx, where, allowVolatile)
+}
+
+// ErrRedisCluster is wrapped by the error Open returns for a node of a
+// Redis Cluster.
+var ErrRedisCluster = errors.New("Redis Cluster is not supported")
+
+// checkNotCluster refuses a node of a Redis Cluster: the store's scripts
+// and transactions touch several keys that a cluster would spread over
+// nodes (its keys carry no hash tags), and the client here is not a
+// cluster client. A server that does not answer INFO cluster is let be.
+func (s *Store) checkNotCluster(ctx context.Context, where string) error {
+	info, err := s.rdb.Info(ctx, "cluster").Result()
+	if err != nil {
+		if _, ok := errors.AsType[redis.Error](err); ok {
+			return nil // INFO refused (a managed service's restrictions)
+		}
+		return fmt.Errorf("redisstore: info cluster on %s: %w", where, err)
+	}
+	if strings.Contains(info, "cluster_enabled:1") {
+		return fmt.Errorf("redisstore: %s: %w: the store's scripts touch several keys at once, which a cluster spreads over nodes; "+
+			"run one Redis with replicas and Sentinel for failover (--redis-url redis://sentinel:26379/0?master_name=...)", where, ErrRedisCluster)
+	}
+	return nil
 }
 
 // configValue reads the CONFIG parameter name. A server that refuses

@@ -4,6 +4,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -71,4 +72,20 @@ func TestSentinelFailover(t *testing.T) {
 		}
 	}
 	t.Logf("of %d writes acknowledged before the kill, %d were lost by the failover (asynchronous replication)", before, lost)
+}
+
+// A node of a Redis Cluster is refused at startup, saying what to run
+// instead.
+func TestRedisClusterRefused(t *testing.T) {
+	node := testenv.StartRedis(t, "--appendonly", "yes", "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := Open(ctx, node.URL, Options{Prefix: "cluster-test:"})
+	if err == nil {
+		s.Close()
+		t.Fatal("opened a Redis Cluster node; want a refusal")
+	}
+	if !errors.Is(err, ErrRedisCluster) || !strings.Contains(err.Error(), "Sentinel") {
+		t.Fatalf("error %v; want ErrRedisCluster naming Sentinel", err)
+	}
 }
