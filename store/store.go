@@ -35,6 +35,7 @@ type Store interface {
 	Runs
 	Events
 	Cursors
+	Deliveries
 	// Close releases the backend's resources.
 	Close() error
 }

@@ -99,6 +99,7 @@ var buckets = [][]byte{
 	bucketRuns, bucketRunTime, bucketRunTenant, bucketRunTrigger, bucketRunAgent, bucketRunEvent,
 	bucketEvents, bucketEventTrigger, bucketEventTime,
 	bucketCursors,
+	bucketDeliveries, bucketDeliveryIDs,
 }
 
 // Options configures Open.
