@@ -17,9 +17,11 @@ import (
 // deliveries:<tenant> is a sorted set of the tenant's ids, all at score
 // 0 so that ZREVRANGEBYLEX walks them in id (time) order; deliveries holds
 // "<id>\x00<tenant>" for every tenant, to prune the oldest.
-func (s *Store) deliveryKey(tenant, id string) string { return s.prefix + "delivery:" + tenant + ":" + id }
-func (s *Store) deliveriesKey(tenant string) string   { return s.prefix + "deliveries:" + tenant }
-func (s *Store) allDeliveriesKey() string             { return s.prefix + "deliveries" }
+func (s *Store) deliveryKey(tenant, id string) string {
+	return s.prefix + "delivery:" + tenant + ":" + id
+}
+func (s *Store) deliveriesKey(tenant string) string { return s.prefix + "deliveries:" + tenant }
+func (s *Store) allDeliveriesKey() string           { return s.prefix + "deliveries" }
 
 // deliveryPage is how many ids ListDeliveries reads per round trip.
 const deliveryPage = 500
