@@ -88,6 +88,8 @@ type daemon struct {
 	ln        net.Listener
 	sb        *sandbox.Sandbox
 	providers map[string]connectors.Provider
+	// unconfigured names the connectors without OAuth client settings.
+	unconfigured []string
 	// openStore, startNATS
 	st                 store.Store
 	embedded           *bus.Embedded
@@ -180,6 +182,7 @@ func (d *daemon) startSandbox(context.Context) error {
 		return err
 	}
 	d.providers = providers
+	d.unconfigured = unconfigured
 	if len(unconfigured) > 0 {
 		d.log.Info().Strs("connectors", unconfigured).Msg("connectors without OAuth client settings cannot connect accounts (see --<connector>-client-id)")
 	}
@@ -273,6 +276,12 @@ func (d *daemon) buildIngest(context.Context) error {
 	d.hooks = hooks
 	// Stopped after the HTTP server, before the store.
 	d.stops.addFunc("hook activity recorder", runActivity(activity))
+	// Console (issue 38): the delivery log, stopped after the HTTP server.
+	deliveryLog, stopDeliveryLog, err := startDeliveryLog(d.cfg, d.st, d.reg, d.log)
+	if err != nil {
+		return err
+	}
+	d.stops.addFunc("delivery log", stopDeliveryLog)
 	d.ing, err = ingest.New(ingest.Options{
 		Spool:                spooler,
 		Committer:            &d.slot,
@@ -280,6 +289,7 @@ func (d *daemon) buildIngest(context.Context) error {
 		Deploy:               d.deploy,
 		Hooks:                hooks,
 		Activity:             activity,
+		Deliveries:           deliveryLog, // console (issue 38)
 		Ready:                d.slot.Ready,
 		NotReadyReason:       d.slot.NotReadyReason,
 		MaxBodyBytes:         d.cfg.MaxBodyBytes,
@@ -351,7 +361,7 @@ func (d *daemon) connectBus(ctx context.Context) error {
 		// retry a delivery it could not make.
 		log.Warn().Err(err).Str("nats_url", bus.RedactURL(d.natsURL)).Str("http_addr", d.ln.Addr().String()).
 			Msg(unreachableMessage(d.spooler))
-		d.web.serve(newHandler(log, d.ing, nil, d.reg))
+		d.web.serve(newHandler(log, d.ing, nil, nil, d.reg))
 		b, err = awaitBus(ctx, d.natsURL, busOpts, log)
 	}
 	switch {
@@ -429,6 +439,13 @@ func (d *daemon) startServices(ctx context.Context) error {
 	if err := listenMCP(ctx, d.bus, mcpSrv); err != nil {
 		log.Warn().Err(err).Msg("MCP sessions hear of runs and account changes only at their next list")
 	}
+	// Console (issue 38).
+	con, err := newConsole(consoleDeps{cfg: cfg, st: st, tenants: tenantSvc, accounts: acct, registry: disp.registry,
+		replayer: disp.dispatcher, steps: runner, bus: d.bus, adminKeys: d.adminKeys, unconfigured: d.unconfigured,
+		ready: d.slot.Ready, log: log})
+	if err != nil {
+		return err
+	}
 	if cfg.DebugAddr != "" {
 		stopDebug, err := serveDebug(cfg.DebugAddr, log)
 		if err != nil {
@@ -443,7 +460,7 @@ func (d *daemon) startServices(ctx context.Context) error {
 	// Once no delivery is spooled any more, what NATS can take before the
 	// deadline leaves the spool; the rest waits for the next start.
 	d.stops.add("spool forwarder", stopWith(runSpool(d.spooler, log)))
-	handler := newHandler(log, d.ing, mgmt, d.reg)
+	handler := newHandler(log, d.ing, mgmt, con, d.reg)
 	mountMCP(handler, mcpSrv)
 	d.web.serve(handler)
 	// In-flight deliveries finish (and become durable) before the rest

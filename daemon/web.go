@@ -88,7 +88,7 @@ func (w *webServer) close() {
 // newHandler routes triggerd's HTTP endpoints: the webhooks and probes
 // (ingest), the management API and /metrics. Without mgmt (NATS not
 // reached yet) the management API answers 503, saying why.
-func newHandler(log zerolog.Logger, ing *ingest.Server, mgmt *api.API, reg *prometheus.Registry) *echo.Echo {
+func newHandler(log zerolog.Logger, ing *ingest.Server, mgmt *api.API, con http.Handler, reg *prometheus.Registry) *echo.Echo {
 	e := newEcho(log)
 	ing.Register(e)
 	if mgmt != nil {
@@ -104,6 +104,12 @@ func newHandler(log zerolog.Logger, ing *ingest.Server, mgmt *api.API, reg *prom
 		e.Any("/v1/*", unavailable)
 		e.Any(mcpserver.Path, unavailable) // MCP (mcp.go) comes with the API
 	}
+	// Console (issue 38): its pages at /console/, or 503 until NATS.
+	if con == nil {
+		con = consoleUnavailable
+	}
+	e.Any("/console", echo.WrapHandler(con))
+	e.Any("/console/*", echo.WrapHandler(con))
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
 	return e
 }

@@ -60,6 +60,33 @@ type Activity interface {
 	Refused(c triggers.Connector, hook string, at time.Time, status int, code, message string)
 }
 
+// DeliveryLog hears every delivery to a tenant's hook with the answer it
+// got, for the console's delivery log. Record is called on the
+// delivery's path and must not block (see deliverylog.Log).
+type DeliveryLog interface {
+	Record(o DeliveryOutcome)
+}
+
+// DeliveryOutcome is one delivery to a hook and its answer.
+type DeliveryOutcome struct {
+	Connector triggers.Connector
+	// Hook is the hook id in the path; Scope is nil when the delivery was
+	// refused before the hook was resolved.
+	Hook  string
+	Scope *triggers.Scope
+	// DeliveryID and Key are empty when it was refused before they were
+	// read.
+	DeliveryID, Key string
+	Event, Action   string
+	// Answer is "accepted", "duplicate", "ignored" or "refused".
+	Answer        string
+	Status        int
+	Code, Message string
+	// Events are the events published (read only).
+	Events     []triggers.Event
+	ReceivedAt time.Time
+}
+
 // Rechecker is a Hooks whose answers may be older than a hook's secrets
 // (HookCache). When a delivery's signature fails against them, the server
 // asks Recheck, which resolves the hook again (fresh true) unless it did
@@ -98,6 +125,8 @@ type Options struct {
 	// refusal made before the hook is looked up (a missing header, a
 	// wrong content type) names an id that may not exist.
 	Activity Activity
+	// Deliveries, when set, hears every delivery to a hook and its answer.
+	Deliveries DeliveryLog
 	// Ready reports whether the Committer can currently make deliveries
 	// durable; /readyz answers from it, and while it is false a delivery
 	// goes to the Spool without trying the Committer (a commit would only
@@ -291,8 +320,18 @@ type apiError struct {
 // reject writes an error answer and counts it.
 func (s *Server) reject(c echo.Context, src triggers.Connector, status int, code, msg string) error {
 	s.metrics.delivery(src, "unverified", code)
-	if hook := c.Param("hook"); hook != "" && code != "unknown_hook" && s.o.Activity != nil {
-		s.o.Activity.Refused(src, hook, s.o.Now(), status, code, msg)
+	if hook := c.Param("hook"); hook != "" && code != "unknown_hook" {
+		now := s.o.Now()
+		if s.o.Activity != nil {
+			s.o.Activity.Refused(src, hook, now, status, code, msg)
+		}
+		if s.o.Deliveries != nil {
+			o := DeliveryOutcome{Connector: src, Hook: hook, Answer: "refused", Status: status, Code: code, Message: msg, ReceivedAt: now}
+			if src == triggers.CodeHost {
+				o.DeliveryID, o.Event = c.Request().Header.Get("X-GitHub-Delivery"), c.Request().Header.Get("X-GitHub-Event")
+			}
+			s.o.Deliveries.Record(o)
+		}
 	}
 	var body apiError
 	body.Error.Code, body.Error.Message = code, msg
@@ -549,6 +588,7 @@ func (s *Server) accept(c echo.Context, start time.Time, d triggers.Delivery, ra
 		if d.Scope != nil && s.o.Activity != nil {
 			s.o.Activity.Refused(d.Connector, d.Scope.Hook, start, http.StatusServiceUnavailable, body.Error.Code, body.Error.Message)
 		}
+		s.recordDelivery(d, capture, res, "refused", http.StatusServiceUnavailable, body.Error.Code, body.Error.Message)
 		return c.JSON(http.StatusServiceUnavailable, body)
 	}
 	s.metrics.latency(d.Connector, s.o.Now().Sub(start))
@@ -557,6 +597,7 @@ func (s *Server) accept(c echo.Context, start time.Time, d triggers.Delivery, ra
 	}
 	if duplicate {
 		s.metrics.delivery(d.Connector, event, "duplicate")
+		s.recordDelivery(d, capture, res, "duplicate", http.StatusOK, "", "")
 		return c.JSON(http.StatusOK, duplicateAnswer{DeliveryID: res.DeliveryID, Duplicate: true, Message: duplicateMessage})
 	}
 	if !spooled { // the Spooler counts them once they reach NATS
@@ -567,7 +608,13 @@ func (s *Server) accept(c echo.Context, start time.Time, d triggers.Delivery, ra
 	ans := appendAnswer(make([]byte, 0, 256), res.DeliveryID, res.Events, res.Ignored, spooled)
 	if d.Connector == triggers.CodeHost && d.Event == "ping" {
 		s.metrics.delivery(d.Connector, event, "ping")
+		s.recordDelivery(d, capture, res, "ignored", http.StatusOK, "ping", res.Ignored)
 		return c.JSONBlob(http.StatusOK, ans)
+	}
+	if len(res.Events) == 0 {
+		s.recordDelivery(d, capture, res, "ignored", http.StatusAccepted, "no_event", res.Ignored)
+	} else {
+		s.recordDelivery(d, capture, res, "accepted", http.StatusAccepted, "", "")
 	}
 	outcome := "accepted"
 	switch {
@@ -578,6 +625,18 @@ func (s *Server) accept(c echo.Context, start time.Time, d triggers.Delivery, ra
 	}
 	s.metrics.delivery(d.Connector, event, outcome)
 	return c.JSONBlob(http.StatusAccepted, ans)
+}
+
+// recordDelivery tells Deliveries what became of a delivery to a hook.
+func (s *Server) recordDelivery(d triggers.Delivery, c triggers.Capture, res triggers.Result, answer string, status int, code, msg string) {
+	if s.o.Deliveries == nil || d.Scope == nil {
+		return
+	}
+	s.o.Deliveries.Record(DeliveryOutcome{
+		Connector: d.Connector, Hook: d.Scope.Hook, Scope: d.Scope, DeliveryID: res.DeliveryID, Key: c.Key(),
+		Event: res.SourceEvent, Action: res.Action, Answer: answer, Status: status, Code: code, Message: msg,
+		Events: res.Events, ReceivedAt: c.ReceivedAt,
+	})
 }
 
 // commitOnce is commit, for one attempt at a delivery at a time in this

@@ -1,0 +1,477 @@
+package console
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/triggerd/triggerd/accounts"
+	"github.com/triggerd/triggerd/registry"
+	"github.com/triggerd/triggerd/store"
+	"github.com/triggerd/triggerd/store/boltstore"
+	"github.com/triggerd/triggerd/tenants"
+)
+
+// These tests cover the console's security properties over plain HTTP,
+// without a browser: sign-in, sessions, CSRF, the CSP, tenants apart,
+// outside text escaped. browser_test.go drives the pages in Chromium.
+
+const (
+	keyA     = "key-of-tenant-a"
+	keyB     = "key-of-tenant-b"
+	adminKey = "the-admin-key"
+	hostile  = `<img src=x onerror=alert(1)>`
+)
+
+type fakeAuth map[string]string
+
+func (f fakeAuth) Authenticate(_ context.Context, key string) (string, error) {
+	if t, ok := f[key]; ok {
+		return t, nil
+	}
+	return "", tenants.ErrInvalidKey
+}
+
+type fakeAccounts struct{ accs []store.Account }
+
+func (f *fakeAccounts) Start(context.Context, string, string, string) (string, error) {
+	return "http://127.0.0.1:1/authorize", nil
+}
+func (f *fakeAccounts) List(_ context.Context, tid string) ([]store.Account, error) {
+	var out []store.Account
+	for _, a := range f.accs {
+		if a.TenantID == tid {
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+func (f *fakeAccounts) Get(_ context.Context, tid, id string) (store.Account, error) {
+	for _, a := range f.accs {
+		if a.TenantID == tid && a.ID == id {
+			return a, nil
+		}
+	}
+	return store.Account{}, accounts.ErrAccountNotFound
+}
+func (f *fakeAccounts) Remove(ctx context.Context, tid, id string) (store.Account, accounts.RemoveReport, error) {
+	a, err := f.Get(ctx, tid, id)
+	return a, accounts.RemoveReport{Revoked: true}, err
+}
+
+// fakeRegistry keeps triggers and agents in memory.
+type fakeRegistry struct {
+	mu       sync.Mutex
+	triggers []store.Trigger
+	agents   []store.Agent
+}
+
+func (f *fakeRegistry) CreateAgent(_ context.Context, tid string, in registry.AgentInput) (store.Agent, string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	a := store.Agent{ID: "ag" + in.Name, TenantID: tid, Name: in.Name, Delivery: in.Delivery}
+	f.agents = append(f.agents, a)
+	return a, "once-shown-secret", nil
+}
+func (f *fakeRegistry) GetAgent(_ context.Context, tid, id string) (store.Agent, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, a := range f.agents {
+		if a.TenantID == tid && a.ID == id {
+			return a, nil
+		}
+	}
+	return store.Agent{}, registry.ErrNotFound
+}
+func (f *fakeRegistry) ListAgents(_ context.Context, tid string) ([]store.Agent, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []store.Agent
+	for _, a := range f.agents {
+		if a.TenantID == tid {
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+func (f *fakeRegistry) DeleteAgent(context.Context, string, string) error { return nil }
+func (f *fakeRegistry) AgentEndpoint(context.Context, string, string) (store.Hook, bool, error) {
+	return store.Hook{}, false, nil
+}
+func (f *fakeRegistry) HookActivity(context.Context, string) (store.HookActivity, error) {
+	return store.HookActivity{}, nil
+}
+func (f *fakeRegistry) CreateTrigger(_ context.Context, tid string, in registry.TriggerInput) (store.Trigger, error) {
+	return store.Trigger{}, registry.ErrInvalid
+}
+func (f *fakeRegistry) GetTrigger(_ context.Context, tid, id string) (store.Trigger, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, t := range f.triggers {
+		if t.TenantID == tid && t.ID == id {
+			return t, nil
+		}
+	}
+	return store.Trigger{}, registry.ErrNotFound
+}
+func (f *fakeRegistry) ListTriggers(_ context.Context, tid string) ([]store.Trigger, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []store.Trigger
+	for _, t := range f.triggers {
+		if t.TenantID == tid {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+func (f *fakeRegistry) SetEnabled(ctx context.Context, tid, id string, enabled bool) (store.Trigger, error) {
+	return f.GetTrigger(ctx, tid, id)
+}
+func (f *fakeRegistry) DeleteTrigger(_ context.Context, tid, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, t := range f.triggers {
+		if t.TenantID == tid && t.ID == id {
+			f.triggers = append(f.triggers[:i], f.triggers[i+1:]...)
+			return nil
+		}
+	}
+	return registry.ErrNotFound
+}
+func (f *fakeRegistry) HooksOf(context.Context, store.Trigger) ([]store.Hook, error) { return nil, nil }
+func (f *fakeRegistry) HookURL(h store.Hook) string                                  { return "http://x/" + h.ID }
+func (f *fakeRegistry) AccountRemoving(context.Context, string, store.Account) error { return nil }
+
+type fixture struct {
+	srv  *httptest.Server
+	c    *Console
+	st   *boltstore.Store
+	reg  *fakeRegistry
+	logs *bytes.Buffer
+	now  *time.Time
+	mu   *sync.Mutex
+}
+
+func newFixture(t *testing.T, secure bool) *fixture {
+	t.Helper()
+	st, err := boltstore.Open(filepath.Join(t.TempDir(), "store.db"), boltstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ctx := t.Context()
+	at := time.Now().Add(-time.Minute)
+	for _, tid := range []string{"ta", "tb"} {
+		if err := st.CreateTenant(ctx, store.Tenant{ID: tid, Name: "tenant " + tid}); err != nil {
+			t.Fatal(err)
+		}
+		d := store.DeliveryRecord{ID: store.NewDeliveryID(at), TenantID: tid, Connector: "codehost", DeliveryID: "dlv-" + tid,
+			Hook: "h-" + tid, Event: "issues", Action: "opened", Answer: store.AnswerRefused, Status: 401,
+			Code: "invalid_signature", Message: hostile, ReceivedAt: at}
+		if err := st.PutDeliveries(ctx, []store.DeliveryRecord{d}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.CreateRun(ctx, store.Run{ID: "run-" + tid, TenantID: tid, EventID: "ev-" + tid, TriggerID: "tr-" + tid,
+			AgentID: "ag-" + tid, Kind: "new_issue", Status: store.RunFailed, Error: &store.RunError{Code: "x", Message: hostile}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg := &fakeRegistry{triggers: []store.Trigger{
+		{ID: "tr-ta", TenantID: "ta", Kind: "new_issue", Enabled: true, Status: store.TriggerActive},
+		{ID: "tr-tb", TenantID: "tb", Kind: "new_issue", Enabled: true, Status: store.TriggerActive},
+	}}
+	var logs bytes.Buffer
+	now := time.Now()
+	var mu sync.Mutex
+	c, err := New(Options{
+		Auth: fakeAuth{keyA: "ta", keyB: "tb"}, Accounts: &fakeAccounts{}, Registry: reg, Records: st,
+		AdminKeys: []string{adminKey}, SecureCookies: secure,
+		Logger: zerolog.New(&logs),
+		Now:    func() time.Time { mu.Lock(); defer mu.Unlock(); return now },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(c)
+	t.Cleanup(srv.Close)
+	return &fixture{srv: srv, c: c, st: st, reg: reg, logs: &logs, now: &now, mu: &mu}
+}
+
+func (f *fixture) advance(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	*f.now = f.now.Add(d)
+}
+
+// client returns an HTTP client with a cookie jar that does not follow
+// redirects.
+func (f *fixture) client(t *testing.T) *http.Client {
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+func (f *fixture) signIn(t *testing.T, key string) (*http.Client, *http.Response) {
+	t.Helper()
+	cl := f.client(t)
+	res, err := cl.PostForm(f.srv.URL+"/console/signin", url.Values{"api_key": {key}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	return cl, res
+}
+
+func get(t *testing.T, cl *http.Client, u string) (*http.Response, string) {
+	t.Helper()
+	res, err := cl.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res, string(b)
+}
+
+var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+func csrfFrom(t *testing.T, page string) string {
+	t.Helper()
+	m := csrfField.FindStringSubmatch(page)
+	if m == nil {
+		t.Fatal("no CSRF field on the page")
+	}
+	return m[1]
+}
+
+func TestSignInPage(t *testing.T) {
+	f := newFixture(t, false)
+	cl := f.client(t)
+	res, _ := get(t, cl, f.srv.URL+"/console/deliveries")
+	if res.StatusCode != http.StatusSeeOther || !strings.HasPrefix(res.Header.Get("Location"), "/console/signin") {
+		t.Fatalf("signed out: %d %s, want a redirect to sign in", res.StatusCode, res.Header.Get("Location"))
+	}
+	_, page := get(t, cl, f.srv.URL+"/console/signin")
+	for _, want := range []string{`<label for="api_key">API key</label>`, `>Sign in</button>`, `data/default_tenant_key`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("sign-in page lacks %q", want)
+		}
+	}
+}
+
+func TestSignInRefusesWrongKeyWithoutLogging(t *testing.T) {
+	f := newFixture(t, false)
+	cl := f.client(t)
+	res, err := cl.PostForm(f.srv.URL+"/console/signin", url.Values{"api_key": {"not-a-key-s3cr3t"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusUnauthorized || !strings.Contains(string(body), "not valid") {
+		t.Errorf("wrong key: %d, want 401 with a message", res.StatusCode)
+	}
+	if len(res.Cookies()) != 0 {
+		t.Errorf("wrong key set cookies %v", res.Cookies())
+	}
+	if f.logs.Len() != 0 {
+		t.Errorf("a refused sign-in was logged: %s", f.logs.String())
+	}
+}
+
+func TestSessionCookie(t *testing.T) {
+	for _, secure := range []bool{false, true} {
+		f := newFixture(t, secure)
+		_, res := f.signIn(t, keyA)
+		if res.StatusCode != http.StatusSeeOther {
+			t.Fatalf("sign-in: %d", res.StatusCode)
+		}
+		var ck *http.Cookie
+		for _, c := range res.Cookies() {
+			if c.Name == cookieName {
+				ck = c
+			}
+		}
+		if ck == nil || !ck.HttpOnly || ck.SameSite != http.SameSiteLaxMode || ck.Secure != secure || ck.Path != Prefix {
+			t.Errorf("secure %v: cookie %+v, want HttpOnly, SameSite=Lax, Secure %v, Path %s", secure, ck, secure, Prefix)
+		}
+		if strings.Contains(ck.Value, keyA) {
+			t.Error("the cookie carries the API key")
+		}
+	}
+}
+
+func TestSessionIdleExpiryAndSignOut(t *testing.T) {
+	f := newFixture(t, false)
+	cl, _ := f.signIn(t, keyA)
+	res, page := get(t, cl, f.srv.URL+"/console/deliveries")
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("deliveries: %d", res.StatusCode)
+	}
+	f.advance(11 * time.Hour)
+	if res, _ := get(t, cl, f.srv.URL+"/console/runs"); res.StatusCode != http.StatusOK {
+		t.Fatalf("after 11 h idle: %d, want 200", res.StatusCode)
+	}
+	f.advance(11 * time.Hour) // 11 h after the last request: still in
+	if res, _ := get(t, cl, f.srv.URL+"/console/runs"); res.StatusCode != http.StatusOK {
+		t.Fatalf("11 h after the last request: %d, want 200", res.StatusCode)
+	}
+	f.advance(12*time.Hour + time.Minute)
+	if res, _ := get(t, cl, f.srv.URL+"/console/runs"); res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("after 12 h idle: %d, want a redirect to sign in", res.StatusCode)
+	}
+
+	cl, _ = f.signIn(t, keyA)
+	_, page = get(t, cl, f.srv.URL+"/console/deliveries")
+	res, err := cl.PostForm(f.srv.URL+"/console/signout", url.Values{"csrf": {csrfFrom(t, page)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign out: %d", res.StatusCode)
+	}
+	if res, _ := get(t, cl, f.srv.URL+"/console/deliveries"); res.StatusCode != http.StatusSeeOther {
+		t.Errorf("after Sign out: %d, want a redirect to sign in", res.StatusCode)
+	}
+}
+
+func TestCSRF(t *testing.T) {
+	f := newFixture(t, false)
+	cl, _ := f.signIn(t, keyA)
+	_, page := get(t, cl, f.srv.URL+"/console/triggers/tr-ta")
+	token := csrfFrom(t, page)
+	for _, form := range []url.Values{{}, {"csrf": {"forged"}}} {
+		res, err := cl.PostForm(f.srv.URL+"/console/triggers/tr-ta/delete", form)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusForbidden {
+			t.Errorf("POST with csrf %q: %d, want 403", form.Get("csrf"), res.StatusCode)
+		}
+		if _, err := f.reg.GetTrigger(t.Context(), "ta", "tr-ta"); err != nil {
+			t.Fatalf("the trigger was deleted without a CSRF token: %v", err)
+		}
+	}
+	// Another session's token is not this one's.
+	other, _ := f.signIn(t, keyA)
+	_, otherPage := get(t, other, f.srv.URL+"/console/triggers/tr-ta")
+	res, _ := cl.PostForm(f.srv.URL+"/console/triggers/tr-ta/delete", url.Values{"csrf": {csrfFrom(t, otherPage)}})
+	res.Body.Close()
+	if res.StatusCode != http.StatusForbidden {
+		t.Errorf("POST with another session's token: %d, want 403", res.StatusCode)
+	}
+	res, _ = cl.PostForm(f.srv.URL+"/console/triggers/tr-ta/delete", url.Values{"csrf": {token}})
+	res.Body.Close()
+	if res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("POST with the token: %d, want 303", res.StatusCode)
+	}
+	if _, err := f.reg.GetTrigger(t.Context(), "ta", "tr-ta"); !errors.Is(err, registry.ErrNotFound) {
+		t.Errorf("the trigger is still there after a POST with the token: %v", err)
+	}
+}
+
+func TestCSPOnEveryAnswer(t *testing.T) {
+	f := newFixture(t, false)
+	cl, _ := f.signIn(t, keyA)
+	anon := f.client(t)
+	for _, tc := range []struct {
+		cl   *http.Client
+		path string
+	}{
+		{anon, "/console/signin"}, {anon, "/console/deliveries"}, {anon, "/console/static/console.js"},
+		{cl, "/console/"}, {cl, "/console/deliveries"}, {cl, "/console/runs/run-tb"}, {cl, "/console/nowhere"},
+		{cl, "/console/static/console.css"},
+	} {
+		res, _ := get(t, tc.cl, f.srv.URL+tc.path)
+		p := res.Header.Get("Content-Security-Policy")
+		if !strings.Contains(p, "script-src 'self'") || strings.Contains(p, "unsafe-inline") || strings.Contains(p, "unsafe-eval") ||
+			!strings.Contains(p, "frame-ancestors 'none'") || strings.Contains(p, "http") {
+			t.Errorf("%s: CSP %q", tc.path, p)
+		}
+	}
+}
+
+func TestTenantsApart(t *testing.T) {
+	f := newFixture(t, false)
+	cl, _ := f.signIn(t, keyA)
+	bDelivery, err := f.st.ListDeliveries(t.Context(), store.DeliveryFilter{TenantID: "tb"})
+	if err != nil || len(bDelivery) != 1 {
+		t.Fatal(bDelivery, err)
+	}
+	for _, p := range []string{
+		"/console/deliveries/" + bDelivery[0].ID, "/console/runs/run-tb", "/console/triggers/tr-tb",
+		"/console/events/ev-tb", "/console/events/ev-tb?delivery=" + bDelivery[0].ID, "/console/triggers/tr-tb/delete",
+	} {
+		if res, _ := get(t, cl, f.srv.URL+p); res.StatusCode != http.StatusNotFound {
+			t.Errorf("tenant a GET %s: %d, want 404", p, res.StatusCode)
+		}
+	}
+	_, list := get(t, cl, f.srv.URL+"/console/deliveries")
+	if strings.Contains(list, "dlv-tb") || !strings.Contains(list, "dlv-ta") {
+		t.Error("tenant a's deliveries list shows b's, or not its own")
+	}
+	token := csrfFrom(t, list)
+	res, _ := cl.PostForm(f.srv.URL+"/console/triggers/tr-tb/delete", url.Values{"csrf": {token}})
+	res.Body.Close()
+	if res.StatusCode != http.StatusNotFound {
+		t.Errorf("tenant a deleting b's trigger: %d, want 404", res.StatusCode)
+	}
+	if _, err := f.reg.GetTrigger(t.Context(), "tb", "tr-tb"); err != nil {
+		t.Errorf("b's trigger is gone: %v", err)
+	}
+}
+
+func TestOutsideTextIsEscaped(t *testing.T) {
+	f := newFixture(t, false)
+	cl, _ := f.signIn(t, keyA)
+	ds, _ := f.st.ListDeliveries(t.Context(), store.DeliveryFilter{TenantID: "ta"})
+	for _, p := range []string{"/console/deliveries/" + ds[0].ID, "/console/runs/run-ta", "/console/"} {
+		_, page := get(t, cl, f.srv.URL+p)
+		if strings.Contains(page, hostile) || !strings.Contains(page, "&lt;img src=x onerror=alert(1)&gt;") {
+			t.Errorf("%s does not show the hostile text escaped", p)
+		}
+	}
+}
+
+func TestAdminSignIn(t *testing.T) {
+	f := newFixture(t, false)
+	_, res := f.signIn(t, adminKey)
+	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != Prefix+"tenants" {
+		t.Errorf("admin sign-in: %d %s, want a redirect to Tenants", res.StatusCode, res.Header.Get("Location"))
+	}
+	cl, _ := f.signIn(t, keyA)
+	if res, _ := get(t, cl, f.srv.URL+"/console/tenants"); res.StatusCode != http.StatusForbidden {
+		t.Errorf("a tenant on Tenants: %d, want 403", res.StatusCode)
+	}
+}
+
+func TestNextIsConsolePathOnly(t *testing.T) {
+	for next, want := range map[string]string{
+		"/console/runs?status=failed": "/console/runs?status=failed",
+		"//evil.example/console/":     Prefix,
+		"https://evil.example/":       Prefix,
+		"/console/\\evil":             Prefix,
+	} {
+		if got := safeNext(next); got != want {
+			t.Errorf("safeNext(%q) = %q, want %q", next, got, want)
+		}
+	}
+}
