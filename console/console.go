@@ -373,12 +373,8 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, s *session, sta
 	if s != nil {
 		v.CSRF = s.csrf
 	}
-	name := "layout"
-	if r.Header.Get(fragmentHeader) != "" && t.Lookup("rows") != nil {
-		name = "rows" // a live update reads the list's rows only
-	}
 	var b strings.Builder
-	if err := t.ExecuteTemplate(&b, name, v); err != nil {
+	if err := t.ExecuteTemplate(&b, "layout", v); err != nil {
 		c.log.Error().Err(err).Str("page", page).Msg("rendering a console page")
 		http.Error(w, "the page could not be rendered", http.StatusInternalServerError)
 		return
@@ -388,8 +384,8 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, s *session, sta
 	_, _ = w.Write([]byte(b.String()))
 }
 
-// fragmentHeader marks a live update's request, which gets the list's
-// rows only.
+// fragmentHeader marks a live update's request (console.js): signed
+// out, it is answered 403 rather than sent to the sign-in page.
 const fragmentHeader = "X-Console-Fragment"
 
 // redirect answers a form with 303 to path, with a message to show.
