@@ -297,11 +297,17 @@ func (c *Console) page(h handler) http.HandlerFunc {
 		w.Header().Set("Cache-Control", "no-store")
 		s := c.sessions.get(r)
 		if s == nil {
-			if r.Method == http.MethodGet && r.Header.Get(fragmentHeader) == "" {
+			switch {
+			case r.Header.Get(fragmentHeader) != "":
+				// A live refresh of a page whose session ended: nothing
+				// to show, and the script stops refreshing.
+				w.Header().Set(signedOutHeader, "1")
+				w.WriteHeader(http.StatusNoContent)
+			case r.Method == http.MethodGet:
 				http.Redirect(w, r, Prefix+"signin?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
-				return
+			default:
+				http.Error(w, "sign in first", http.StatusForbidden)
 			}
-			http.Error(w, "sign in first", http.StatusForbidden)
 			return
 		}
 		if err := h(w, r, s); err != nil {
@@ -385,8 +391,12 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, s *session, sta
 }
 
 // fragmentHeader marks a live update's request (console.js): signed
-// out, it is answered 403 rather than sent to the sign-in page.
-const fragmentHeader = "X-Console-Fragment"
+// out, it is answered 204 with signedOutHeader rather than sent to the
+// sign-in page.
+const (
+	fragmentHeader  = "X-Console-Fragment"
+	signedOutHeader = "X-Console-Signed-Out"
+)
 
 // redirect answers a form with 303 to path, with a message to show.
 func redirect(w http.ResponseWriter, r *http.Request, path, flash string) {

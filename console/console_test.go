@@ -475,3 +475,17 @@ func TestNextIsConsolePathOnly(t *testing.T) {
 		}
 	}
 }
+
+func TestLiveRefreshAfterSignOutStops(t *testing.T) {
+	f := newFixture(t, false)
+	req, _ := http.NewRequest(http.MethodGet, f.srv.URL+"/console/deliveries", nil)
+	req.Header.Set(fragmentHeader, "live")
+	res, err := f.client(t).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusNoContent || res.Header.Get(signedOutHeader) == "" {
+		t.Errorf("a signed-out live refresh: %d %v, want 204 with %s", res.StatusCode, res.Header, signedOutHeader)
+	}
+}

@@ -44,8 +44,12 @@ func (c *Console) runs(w http.ResponseWriter, r *http.Request, s *session) error
 	if err != nil {
 		return err
 	}
+	names := map[string]string{}
+	for _, a := range agents {
+		names[a.ID] = a.Name
+	}
 	c.render(w, r, s, http.StatusOK, "runs", "Runs", map[string]any{
-		"Runs": runs, "Q": q, "Statuses": runStatuses, "Ranges": ranges, "Agents": agents, "Triggers": ts,
+		"Runs": runs, "AgentNames": names, "Q": q, "Statuses": runStatuses, "Ranges": ranges, "Agents": agents, "Triggers": ts,
 		"Full":     len(runs) == pageSize,
 		"Filtered": f.Status != "" || f.AgentID != "" || f.TriggerID != "" || !since.IsZero(),
 	})

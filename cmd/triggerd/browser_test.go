@@ -307,8 +307,16 @@ func TestConsoleInBrowser(t *testing.T) {
 	agentID := list[0].(map[string]any)["id"].(string)
 	br.do("create a new_issue trigger", chromedp.Navigate(u("triggers/new")), chromedp.WaitVisible(chromedp.ID("kind")),
 		chromedp.SetValue(chromedp.ID("kind"), "new_issue"),
+		chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+			// As a person's choice would: the form shows the kind's parameters.
+			_, err := chromedp.Evaluate[any](`document.getElementById("kind").dispatchEvent(new Event("change"))`)(ctx, t)
+			return err
+		}),
 		chromedp.SetValue(chromedp.ID("account"), ids["codehost"]),
 		chromedp.SetValue(chromedp.ID("agent"), agentID))
+	if hidden := evalIn[bool](br, `document.getElementById("param_column_id").closest(".param").hidden && !document.getElementById("param_repositories").closest(".param").hidden`); !hidden {
+		t.Error("the trigger form does not show only new_issue's parameters")
+	}
 	br.screenshot("07-trigger-form")
 	br.do("submit the trigger", chromedp.SendKeys(chromedp.ID("param_repositories"), "octocat/hello-world"),
 		chromedp.Click(chromedp.CSS("#trigger-form button[type=submit]")),

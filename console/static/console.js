@@ -9,6 +9,18 @@
   // content changes, so the filters (in the URL) and the scroll position
   // stay as they are.
   var LIVE_MS = 3000;
+  var timer = null;
+  function signedOut() {
+    window.clearInterval(timer);
+    var main = document.querySelector("main");
+    if (main && !document.getElementById("signed-out")) {
+      var p = document.createElement("p");
+      p.id = "signed-out";
+      p.className = "note";
+      p.textContent = "This session has ended: reload the page to sign in again.";
+      main.insertBefore(p, main.firstChild);
+    }
+  }
   function refresh() {
     var regions = document.querySelectorAll("[data-live][id]");
     if (regions.length === 0 || document.visibilityState !== "visible") {
@@ -16,10 +28,15 @@
     }
     fetch(window.location.href, { credentials: "same-origin", headers: { "X-Console-Fragment": "live" } })
       .then(function (res) {
+        if (res.status === 204 && res.headers.get("X-Console-Signed-Out")) {
+          signedOut();
+          return null;
+        }
         if (!res.ok) { throw new Error("HTTP " + res.status); }
         return res.text();
       })
       .then(function (html) {
+        if (html === null) { return; }
         var doc = new DOMParser().parseFromString(html, "text/html");
         regions.forEach(function (el) {
           var fresh = doc.getElementById(el.id);
@@ -32,7 +49,7 @@
       .catch(function () { /* offline or signed out: the next tick tries again */ });
   }
   if (document.querySelector("[data-live][id]")) {
-    window.setInterval(refresh, LIVE_MS);
+    timer = window.setInterval(refresh, LIVE_MS);
   }
 
   // The trigger form shows only the parameters of the chosen kind.
