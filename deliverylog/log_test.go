@@ -1,0 +1,117 @@
+package deliverylog
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/triggerd/triggerd/ingest"
+	"github.com/triggerd/triggerd/internal/testenv"
+	"github.com/triggerd/triggerd/store"
+	"github.com/triggerd/triggerd/store/boltstore"
+	"github.com/triggerd/triggerd/triggers"
+)
+
+func openStore(t testing.TB) *boltstore.Store {
+	st, err := boltstore.Open(filepath.Join(t.TempDir(), "store.db"), boltstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+func run(t testing.TB, l *Log) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); l.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+func TestRecordsReachTheStore(t *testing.T) {
+	st := openStore(t)
+	ctx := t.Context()
+	if _, err := st.CreateHook(ctx, store.Hook{ID: "h1", TenantID: "t1", Connector: "codehost", Scope: store.HookRepository, Target: "o/r"}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := New(Options{Store: st, FlushEvery: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, l)
+	at := time.Now()
+	scope := &triggers.Scope{Hook: "h1", Tenant: "t1"}
+	l.Record(ingest.DeliveryOutcome{Connector: triggers.CodeHost, Hook: "h1", Scope: scope, DeliveryID: "d1", Key: "h1/d1",
+		Event: "issues", Action: "opened", Answer: store.AnswerAccepted, Status: 202, ReceivedAt: at,
+		Events: []triggers.Event{{ID: "e1", Kind: triggers.NewIssue}}})
+	// Refused before the hook was resolved: the tenant comes from the hook.
+	l.Record(ingest.DeliveryOutcome{Connector: triggers.CodeHost, Hook: "h1", DeliveryID: "d2", Key: "h1/d2",
+		Answer: store.AnswerRefused, Status: 401, Code: "invalid_signature", ReceivedAt: at.Add(time.Millisecond)})
+	// A hook that does not exist: no tenant, not recorded.
+	l.Record(ingest.DeliveryOutcome{Connector: triggers.CodeHost, Hook: "nope", Answer: store.AnswerRefused, Status: 400, ReceivedAt: at})
+	var ds []store.DeliveryRecord
+	testenv.Eventually(t, 5*time.Second, "two records in the store", func() bool {
+		ds, err = st.ListDeliveries(ctx, store.DeliveryFilter{TenantID: "t1"})
+		return err == nil && len(ds) == 2
+	})
+	if ds[0].DeliveryID != "d2" || ds[0].Key != "" || ds[0].Code != "invalid_signature" {
+		t.Errorf("newest record %+v: want d2, refused, not archived", ds[0])
+	}
+	if ds[1].DeliveryID != "d1" || ds[1].Key != "h1/d1" || len(ds[1].Events) != 1 || ds[1].Events[0].Kind != "new_issue" {
+		t.Errorf("older record %+v: want d1 with its event", ds[1])
+	}
+}
+
+// slowStore blocks its writes until released.
+type slowStore struct {
+	*boltstore.Store
+	release chan struct{}
+	once    sync.Once
+}
+
+func (s *slowStore) PutDeliveries(ctx context.Context, ds []store.DeliveryRecord) error {
+	<-s.release
+	return s.Store.PutDeliveries(ctx, ds)
+}
+
+func TestRecordNeverBlocks(t *testing.T) {
+	st := &slowStore{Store: openStore(t), release: make(chan struct{})}
+	l, err := New(Options{Store: st, Buffer: 4, Batch: 1, FlushEvery: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, l)
+	t.Cleanup(func() { close(st.release) })
+	scope := &triggers.Scope{Hook: "h", Tenant: "t"}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 1000 {
+			l.Record(ingest.DeliveryOutcome{Scope: scope, Hook: "h", Answer: store.AnswerAccepted, ReceivedAt: time.Now()})
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Record blocked while the store was stuck")
+	}
+}
+
+// BenchmarkRecord is what recording adds to a delivery to a hook on
+// ingest's path.
+func BenchmarkRecord(b *testing.B) {
+	l, err := New(Options{Store: openStore(b)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	run(b, l)
+	o := ingest.DeliveryOutcome{Connector: triggers.CodeHost, Hook: "h", Scope: &triggers.Scope{Hook: "h", Tenant: "t"},
+		DeliveryID: "d", Key: "h/d", Event: "issues", Action: "opened", Answer: store.AnswerAccepted, Status: 202,
+		Events: []triggers.Event{{ID: "e", Kind: triggers.NewIssue}}, ReceivedAt: time.Now()}
+	b.ReportAllocs()
+	for b.Loop() {
+		l.Record(o)
+	}
+}
