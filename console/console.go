@@ -77,6 +77,7 @@ type Registry interface {
 	AgentEndpoint(ctx context.Context, tenantID, agentID string) (store.Hook, bool, error)
 	HookActivity(ctx context.Context, id string) (store.HookActivity, error)
 	CreateTrigger(ctx context.Context, tenantID string, in registry.TriggerInput) (store.Trigger, error)
+	DraftTrigger(ctx context.Context, tenantID string, in registry.TriggerInput) (store.Trigger, error)
 	GetTrigger(ctx context.Context, tenantID, id string) (store.Trigger, error)
 	ListTriggers(ctx context.Context, tenantID string) ([]store.Trigger, error)
 	SetEnabled(ctx context.Context, tenantID, id string, enabled bool) (store.Trigger, error)
@@ -98,6 +99,11 @@ type Records interface {
 // Replayer replays events (dispatch.Dispatcher).
 type Replayer interface {
 	Replay(ctx context.Context, tenantID, eventID, triggerID string, bypass bool) ([]dispatch.ReplayPlan, error)
+}
+
+// DryRunner tests a trigger against recent events (dispatch.Dispatcher).
+type DryRunner interface {
+	DryRun(ctx context.Context, t store.Trigger, limit int) (dispatch.DryRunReport, error)
 }
 
 // Steps is the tool step catalogue (the step runner).
@@ -133,7 +139,9 @@ type Options struct {
 	Registry Registry
 	Records  Records
 	Replayer Replayer
-	Steps    Steps
+	// DryRunner makes the trigger form's "Test against recent events".
+	DryRunner DryRunner
+	Steps     Steps
 	Archive  Archive
 	// Redeliver makes the Redeliver buttons work.
 	Redeliver Redeliverer

@@ -489,3 +489,7 @@ func TestLiveRefreshAfterSignOutStops(t *testing.T) {
 		t.Errorf("a signed-out live refresh: %d %v, want 204 with %s", res.StatusCode, res.Header, signedOutHeader)
 	}
 }
+
+func (f *fakeRegistry) DraftTrigger(_ context.Context, tid string, in registry.TriggerInput) (store.Trigger, error) {
+	return store.Trigger{TenantID: tid, Kind: in.Kind}, nil
+}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/triggerd/triggerd/dispatch"
 	"github.com/triggerd/triggerd/match"
 	"github.com/triggerd/triggerd/registry"
 	"github.com/triggerd/triggerd/store"
@@ -195,10 +196,14 @@ func (c *Console) trigger(w http.ResponseWriter, r *http.Request, s *session) er
 }
 
 func (c *Console) newTrigger(w http.ResponseWriter, r *http.Request, s *session) error {
-	return c.triggerForm(w, r, s, http.StatusOK, "", url.Values{})
+	return c.triggerForm(w, r, s, http.StatusOK, "", url.Values{}, nil)
 }
 
-func (c *Console) triggerForm(w http.ResponseWriter, r *http.Request, s *session, status int, problem string, in url.Values) error {
+// dryRunEvents is how many recent events "Test against recent events"
+// reads at most.
+const dryRunEvents = 20
+
+func (c *Console) triggerForm(w http.ResponseWriter, r *http.Request, s *session, status int, problem string, in url.Values, report *dispatch.DryRunReport) error {
 	tid, err := tenant(s)
 	if err != nil {
 		return err
@@ -219,7 +224,7 @@ func (c *Console) triggerForm(w http.ResponseWriter, r *http.Request, s *session
 	}
 	c.render(w, r, s, status, "newtrigger", "New trigger", map[string]any{
 		"Groups": kindGroups(), "Accounts": active, "Agents": agents, "Fields": fieldsWithKinds(),
-		"Problem": problem, "In": in,
+		"Problem": problem, "In": in, "Report": report, "CanTest": c.o.DryRunner != nil,
 	})
 	return nil
 }
@@ -256,7 +261,7 @@ func (c *Console) createTrigger(w http.ResponseWriter, r *http.Request, s *sessi
 		case f.Name == "column_id":
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
-				return c.triggerForm(w, r, s, http.StatusBadRequest, "Column id must be a number.", r.PostForm)
+				return c.triggerForm(w, r, s, http.StatusBadRequest, "Column id must be a number.", r.PostForm, nil)
 			}
 			params[f.Name] = n
 		default:
@@ -266,10 +271,26 @@ func (c *Console) createTrigger(w http.ResponseWriter, r *http.Request, s *sessi
 	raw, _ := json.Marshal(params)
 	in := registry.TriggerInput{Kind: kind, Account: r.PostForm.Get("account"), Agent: r.PostForm.Get("agent"),
 		Params: raw, Filter: strings.TrimSpace(r.PostForm.Get("filter"))}
+	if r.PostForm.Get("action") == "test" && c.o.DryRunner != nil {
+		// Test the draft against the latest events of its kind; nothing
+		// is created.
+		draft, err := c.o.Registry.DraftTrigger(r.Context(), tid, in)
+		if err != nil {
+			if msg := registryProblem(err); msg != "" {
+				return c.triggerForm(w, r, s, http.StatusBadRequest, msg, r.PostForm, nil)
+			}
+			return err
+		}
+		report, err := c.o.DryRunner.DryRun(r.Context(), draft, dryRunEvents)
+		if err != nil {
+			return c.triggerForm(w, r, s, http.StatusBadRequest, "The test could not run: "+err.Error(), r.PostForm, nil)
+		}
+		return c.triggerForm(w, r, s, http.StatusOK, "", r.PostForm, &report)
+	}
 	t, err := c.o.Registry.CreateTrigger(r.Context(), tid, in)
 	if err != nil {
 		if msg := registryProblem(err); msg != "" {
-			return c.triggerForm(w, r, s, http.StatusBadRequest, msg, r.PostForm)
+			return c.triggerForm(w, r, s, http.StatusBadRequest, msg, r.PostForm, nil)
 		}
 		return err
 	}

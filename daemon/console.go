@@ -59,6 +59,7 @@ type consoleDeps struct {
 	accounts     console.Accounts
 	registry     console.Registry
 	replayer     console.Replayer
+	dryRunner    console.DryRunner
 	steps        console.Steps
 	bus          *bus.Bus
 	adminKeys    []string
@@ -75,7 +76,7 @@ func newConsole(d consoleDeps) (*console.Console, error) {
 	}
 	return console.New(console.Options{
 		Auth: d.tenants, Tenants: consoleTenants{d.tenants, d.st}, Accounts: d.accounts, Registry: d.registry,
-		Records: d.st, Replayer: d.replayer, Steps: d.steps, Archive: d.bus, Dead: d.bus,
+		Records: d.st, Replayer: d.replayer, DryRunner: d.dryRunner, Steps: d.steps, Archive: d.bus, Dead: d.bus,
 		Redeliver: &deliverylog.Redeliverer{Bus: d.bus, Store: d.st},
 		AdminKeys: d.adminKeys, SecureCookies: strings.HasPrefix(d.cfg.PublicURL, "https://"), PublicURL: d.cfg.PublicURL,
 		UnconfiguredConnectors: unconfigured,

@@ -318,8 +318,13 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Error("the trigger form does not show only new_issue's parameters")
 	}
 	br.screenshot("07-trigger-form")
-	br.do("submit the trigger", chromedp.SendKeys(chromedp.ID("param_repositories"), "octocat/hello-world"),
-		chromedp.Click(chromedp.CSS("#trigger-form button[type=submit]")),
+	br.do("test the draft against recent events", chromedp.SendKeys(chromedp.ID("param_repositories"), "octocat/hello-world"),
+		chromedp.Click(chromedp.ID("test-trigger")), chromedp.WaitVisible(chromedp.ID("dry-run")))
+	if s := br.text(); !strings.Contains(s, "Nothing was started") {
+		t.Fatalf("the trigger test's report: %q", s)
+	}
+	br.screenshot("07b-trigger-test")
+	br.do("create the trigger", chromedp.Click(chromedp.CSS("#trigger-form button[value=create]")),
 		chromedp.WaitVisible(chromedp.CSS(".flash")))
 	if s := br.text(); !strings.Contains(s, "Trigger created") {
 		t.Fatalf("after creating the trigger: %q", s)
