@@ -142,7 +142,7 @@ type Options struct {
 	// DryRunner makes the trigger form's "Test against recent events".
 	DryRunner DryRunner
 	Steps     Steps
-	Archive  Archive
+	Archive   Archive
 	// Redeliver makes the Redeliver buttons work.
 	Redeliver Redeliverer
 	Dead      DeadLetters
