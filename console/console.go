@@ -225,6 +225,8 @@ func (c *Console) routes() {
 	c.post(m, "/console/signout", c.signOut)
 
 	c.get(m, "/console/deliveries", c.deliveries)
+	c.get(m, "/console/deliveries/redeliver", c.redeliverFilteredPage)
+	c.post(m, "/console/deliveries/redeliver", c.redeliverFiltered)
 	c.get(m, "/console/deliveries/{id}", c.delivery)
 	c.post(m, "/console/deliveries/{id}/redeliver", c.redeliver)
 

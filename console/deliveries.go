@@ -84,7 +84,8 @@ func (c *Console) deliveries(w http.ResponseWriter, r *http.Request, s *session)
 	c.render(w, r, s, http.StatusOK, "deliveries", "Deliveries", map[string]any{
 		"Deliveries": ds, "Q": q, "Answers": answers, "Ranges": ranges, "Next": next,
 		"First": withQuery("/console/deliveries", q, "before", ""), "Paged": q.Get("before") != "",
-		"Filtered": f.Answer != "" || f.Event != "" || f.DeliveryID != "" || !f.Since.IsZero(),
+		"Filtered":          f.Answer != "" || f.Event != "" || f.DeliveryID != "" || !f.Since.IsZero(),
+		"RedeliverFiltered": withQuery(Prefix+"deliveries/redeliver", q, "before", ""),
 	})
 	return nil
 }

@@ -402,6 +402,19 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	deliveries.screenshot("15-redelivered")
 
+	// Redeliver filtered: the confirmation states the count.
+	deliveries.do("filter and ask to redeliver the set", chromedp.Navigate(u("deliveries?event=issues.opened")),
+		chromedp.WaitVisible(chromedp.ID("redeliver-filtered")), chromedp.Click(chromedp.ID("redeliver-filtered")),
+		chromedp.WaitVisible(chromedp.CSS("main form")))
+	if s := deliveries.text(); !strings.Contains(s, "Redeliver 1 delivery?") {
+		t.Fatalf("the confirmation of Redeliver filtered: %q", s)
+	}
+	deliveries.screenshot("16-redeliver-filtered")
+	deliveries.do("confirm", chromedp.Click(chromedp.CSS("main form button[type=submit]")), chromedp.WaitVisible(chromedp.CSS(".flash")))
+	if s := deliveries.text(); !strings.Contains(s, "Redelivered the filtered set: 1 duplicate.") {
+		t.Fatalf("after Redeliver filtered: %q", s)
+	}
+
 	// A POST without the CSRF token is refused and changes nothing.
 	br.do("a page", chromedp.Navigate(u("triggers")), chromedp.WaitVisible(chromedp.CSS("main h1")))
 	br.expectRefusal("/console/triggers/" + triggerID + "/delete")
