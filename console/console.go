@@ -262,6 +262,8 @@ func (c *Console) routes() {
 
 	c.get(m, "/console/dead", c.deadLetters)
 	c.post(m, "/console/dead/{seq}/requeue", c.requeue)
+	c.get(m, "/console/dead/requeue", c.requeueFilteredPage)
+	c.post(m, "/console/dead/requeue", c.requeueFiltered)
 
 	c.get(m, "/console/tenants", c.tenantsPage)
 	c.post(m, "/console/tenants", c.createTenant)

@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/triggerd/triggerd/accounts"
+	"github.com/triggerd/triggerd/bus"
 	"github.com/triggerd/triggerd/registry"
 	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/store/boltstore"
@@ -492,4 +493,68 @@ func TestLiveRefreshAfterSignOutStops(t *testing.T) {
 
 func (f *fakeRegistry) DraftTrigger(_ context.Context, tid string, in registry.TriggerInput) (store.Trigger, error) {
 	return store.Trigger{TenantID: tid, Kind: in.Kind}, nil
+}
+
+// fakeDead keeps dead letters in memory.
+type fakeDead struct {
+	mu   sync.Mutex
+	dead []bus.Dead
+}
+
+func (f *fakeDead) ListDead(_ context.Context, source string, from uint64, limit int) ([]bus.Dead, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []bus.Dead
+	for _, d := range f.dead {
+		if (source == "" || d.Source == source) && d.Seq >= from && len(out) < limit {
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeDead) Requeue(_ context.Context, seq uint64) (bus.Dead, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, d := range f.dead {
+		if d.Seq == seq {
+			f.dead = append(f.dead[:i], f.dead[i+1:]...)
+			return d, nil
+		}
+	}
+	return bus.Dead{}, bus.ErrNotDead
+}
+
+func TestDeadLettersAdminOnlyAndRequeueFiltered(t *testing.T) {
+	f := newFixture(t, false)
+	dead := &fakeDead{dead: []bus.Dead{
+		{Seq: 1, Source: "dispatch", Subject: "triggers.x", Reason: hostile},
+		{Seq: 2, Source: "dispatch", Subject: "triggers.y"},
+		{Seq: 3, Source: "agents", Subject: "agents.z"},
+	}}
+	f.c.o.Dead = dead
+	tenantCl, _ := f.signIn(t, keyA)
+	_, page := get(t, tenantCl, f.srv.URL+"/console/dead")
+	if strings.Contains(page, "triggers.x") {
+		t.Error("a tenant sees dead letters")
+	}
+	res, _ := tenantCl.PostForm(f.srv.URL+"/console/dead/1/requeue", url.Values{"csrf": {csrfFrom(t, page)}})
+	res.Body.Close()
+	if res.StatusCode != http.StatusForbidden || len(dead.dead) != 3 {
+		t.Errorf("a tenant requeueing: %d, %d left; want 403 and 3", res.StatusCode, len(dead.dead))
+	}
+	admin, _ := f.signIn(t, adminKey)
+	_, page = get(t, admin, f.srv.URL+"/console/dead")
+	if !strings.Contains(page, "triggers.x") || strings.Contains(page, hostile) {
+		t.Error("the admin's dead letters page lacks a letter or shows its reason unescaped")
+	}
+	_, confirm := get(t, admin, f.srv.URL+"/console/dead/requeue?source=dispatch")
+	if !strings.Contains(confirm, "Requeue 2 dead letter(s) of source dispatch?") {
+		t.Fatalf("the confirmation does not state the count: %s", confirm)
+	}
+	res, _ = admin.PostForm(f.srv.URL+"/console/dead/requeue?source=dispatch&count=2", url.Values{"csrf": {csrfFrom(t, confirm)}})
+	res.Body.Close()
+	if res.StatusCode != http.StatusSeeOther || len(dead.dead) != 1 || dead.dead[0].Seq != 3 {
+		t.Errorf("requeue filtered: %d, left %+v; want 303 and only seq 3", res.StatusCode, dead.dead)
+	}
 }
