@@ -158,9 +158,20 @@ type Options struct {
 	UnconfiguredConnectors map[string]string
 	// Ready reports the readiness of NATS and the store, for Overview.
 	Ready func(ctx context.Context) map[string]error
+	// Backlog reports what waits (spooled deliveries, events the
+	// dispatcher has not taken), for Overview; counts are of this
+	// process's spool and of the shared dispatch consumer.
+	Backlog func(ctx context.Context) []Backlog
 	// Now defaults to time.Now.
 	Now    func() time.Time
 	Logger zerolog.Logger
+}
+
+// Backlog is one queue's length, or why it could not be read.
+type Backlog struct {
+	Name  string
+	Count int64
+	Err   string
 }
 
 // Console is the web console's handler.

@@ -154,6 +154,9 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, s *session) e
 	}
 	data["Refused"], data["Failed"] = refused, failed
 	data["Ready"] = c.readiness(ctx)
+	if c.o.Backlog != nil {
+		data["Backlog"] = c.o.Backlog(ctx)
+	}
 	c.render(w, r, s, http.StatusOK, "overview", "Overview", data)
 	return nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/triggerd/triggerd/bus"
 	"github.com/triggerd/triggerd/console"
 	"github.com/triggerd/triggerd/deliverylog"
+	"github.com/triggerd/triggerd/dispatch"
 	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/tenants"
 )
@@ -65,6 +66,7 @@ type consoleDeps struct {
 	adminKeys    []string
 	unconfigured []string
 	ready        func() bool
+	reg          prometheus.Gatherer
 	log          zerolog.Logger
 }
 
@@ -92,8 +94,43 @@ func newConsole(d consoleDeps) (*console.Console, error) {
 			}
 			return m
 		},
+		Backlog: func(ctx context.Context) []console.Backlog {
+			out := []console.Backlog{{Name: "spooled deliveries (this process)", Count: gaugeValue(d.reg, "triggerd_spool_pending")}}
+			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			n, found, err := d.bus.ConsumerPending(ctx, bus.EventsStream, dispatch.EventsConsumer)
+			b := console.Backlog{Name: "events waiting for the dispatcher", Count: int64(n)}
+			if err != nil {
+				b.Err = err.Error()
+			} else if !found {
+				b.Err = "no dispatcher consumer (no trigger yet, or --dispatch-workers off)"
+			}
+			return append(out, b)
+		},
 		Logger: d.log,
 	})
+}
+
+// gaugeValue reads a gauge (summed over its labels) from reg; 0 when it
+// is not registered.
+func gaugeValue(reg prometheus.Gatherer, name string) int64 {
+	if reg == nil {
+		return 0
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		return 0
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			sum += m.GetGauge().GetValue()
+		}
+	}
+	return int64(sum)
 }
 
 // consoleUnavailable answers the console's pages until NATS is reached.
