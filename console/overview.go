@@ -10,9 +10,9 @@ import (
 	"github.com/triggerd/triggerd/store"
 )
 
-// overviewCap bounds the records Overview reads per chart: past it a
-// chart says its counts are at least what it shows.
-const overviewCap = 5000
+// overviewCap bounds the deliveries and the runs Overview reads: past it
+// a chart says its counts are at least what it shows.
+const overviewCap = 2000
 
 // chart is a stacked bar chart drawn as inline SVG.
 type chart struct {
@@ -54,13 +54,15 @@ func buildChart(title string, start time.Time, step time.Duration, n int, ss []s
 	for i := range counts {
 		counts[i] = map[string]int{}
 	}
+	total := 0
 	for i, t := range times {
 		b := int(t.Sub(start) / step)
 		if b >= 0 && b < n {
 			counts[b][keys[i]]++
+			total++
 		}
 	}
-	c := chart{Title: title, Width: 720, Height: 140, Series: ss, Capped: capped, Total: len(times), AxisY: 120, LabelY: 136}
+	c := chart{Title: title, Width: 720, Height: 140, Series: ss, Capped: capped, Total: total, AxisY: 120, LabelY: 136}
 	for _, m := range counts {
 		sum := 0
 		for _, v := range m {
@@ -118,31 +120,44 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, s *session) e
 	ctx := r.Context()
 	now := c.o.Now()
 	data := map[string]any{}
+	// One read of the last day serves both spans: the hour is its newest
+	// part. Past overviewCap records a chart counts only those read.
+	dayStart := now.Add(-24 * time.Hour).Truncate(30 * time.Minute).Add(30 * time.Minute)
+	ds, err := c.o.Records.ListDeliveries(ctx, store.DeliveryFilter{TenantID: tid, Since: dayStart, Limit: overviewCap})
+	if err != nil {
+		return err
+	}
+	runs, err := c.o.Records.ListRuns(ctx, store.RunFilter{TenantID: tid, Limit: overviewCap})
+	if err != nil {
+		return err
+	}
+	runs = slices.DeleteFunc(runs, func(r store.Run) bool { return r.CreatedAt.Before(dayStart) })
+	dTimes, dKeys := make([]time.Time, len(ds)), make([]string, len(ds))
+	for i, d := range ds {
+		dTimes[i], dKeys[i] = d.ReceivedAt, d.Answer
+	}
+	rTimes, rKeys := make([]time.Time, len(runs)), make([]string, len(runs))
+	for i, r := range runs {
+		rTimes[i], rKeys[i] = r.CreatedAt, runKey(r)
+	}
+	// capped reports whether a read that filled its cap stopped after
+	// start (its oldest record, the last, is newer).
+	capped := func(n int, oldest func() time.Time, start time.Time) bool {
+		return n == overviewCap && oldest().After(start)
+	}
 	for _, span := range []struct {
 		key, label string
-		d, step    time.Duration
-	}{{"Hour", "last hour, per minute", time.Hour, time.Minute}, {"Day", "last day, per 30 minutes", 24 * time.Hour, 30 * time.Minute}} {
-		n := int(span.d / span.step)
-		start := now.Add(-span.d).Truncate(span.step).Add(span.step)
-		ds, err := c.o.Records.ListDeliveries(ctx, store.DeliveryFilter{TenantID: tid, Since: start, Limit: overviewCap})
-		if err != nil {
-			return err
-		}
-		times, keys := make([]time.Time, len(ds)), make([]string, len(ds))
-		for i, d := range ds {
-			times[i], keys[i] = d.ReceivedAt, d.Answer
-		}
-		data["Deliveries"+span.key] = buildChart("Deliveries, "+span.label, start, span.step, n, deliverySeries, times, keys, len(ds) == overviewCap)
-		runs, err := c.o.Records.ListRuns(ctx, store.RunFilter{TenantID: tid, Limit: overviewCap})
-		if err != nil {
-			return err
-		}
-		runs = slices.DeleteFunc(runs, func(r store.Run) bool { return r.CreatedAt.Before(start) })
-		times, keys = make([]time.Time, len(runs)), make([]string, len(runs))
-		for i, r := range runs {
-			times[i], keys[i] = r.CreatedAt, runKey(r)
-		}
-		data["Runs"+span.key] = buildChart("Runs, "+span.label, start, span.step, n, runSeries, times, keys, len(runs) == overviewCap)
+		start      time.Time
+		n          int
+		step       time.Duration
+	}{
+		{"Hour", "last hour, per minute", now.Add(-time.Hour).Truncate(time.Minute).Add(time.Minute), 60, time.Minute},
+		{"Day", "last day, per 30 minutes", dayStart, 48, 30 * time.Minute},
+	} {
+		data["Deliveries"+span.key] = buildChart("Deliveries, "+span.label, span.start, span.step, span.n, deliverySeries, dTimes, dKeys,
+			capped(len(ds), func() time.Time { return ds[len(ds)-1].ReceivedAt }, span.start))
+		data["Runs"+span.key] = buildChart("Runs, "+span.label, span.start, span.step, span.n, runSeries, rTimes, rKeys,
+			capped(len(runs), func() time.Time { return runs[len(runs)-1].CreatedAt }, span.start))
 	}
 	refused, err := c.o.Records.ListDeliveries(ctx, store.DeliveryFilter{TenantID: tid, Answer: store.AnswerRefused, Limit: 5})
 	if err != nil {
