@@ -13,7 +13,26 @@ func (c *Console) signInPage(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, Prefix, http.StatusSeeOther)
 		return
 	}
-	c.render(w, r, nil, http.StatusOK, "signin", "Sign in", map[string]any{"Next": safeNext(r.URL.Query().Get("next"))})
+	c.render(w, r, nil, http.StatusOK, "signin", "Sign in", map[string]any{
+		"Next": safeNext(r.URL.Query().Get("next")), "Token": c.signInToken(w, r),
+	})
+}
+
+// signInCookie carries the sign-in form's token: a POST to sign in must
+// send the same value in the form (double submit), so another site
+// cannot sign a browser in to its own tenant (login CSRF).
+const signInCookie = "triggerd_console_signin"
+
+// signInToken returns the browser's sign-in token, setting a new one when
+// it has none.
+func (c *Console) signInToken(w http.ResponseWriter, r *http.Request) string {
+	if ck, err := r.Cookie(signInCookie); err == nil && len(ck.Value) >= 32 {
+		return ck.Value
+	}
+	token := randomToken()
+	http.SetCookie(w, &http.Cookie{Name: signInCookie, Value: token, Path: Prefix, HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: c.o.SecureCookies})
+	return token
 }
 
 // safeNext returns next if it is a console path, else the console's
@@ -33,7 +52,12 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	key := strings.TrimSpace(r.PostFormValue("api_key"))
 	next := safeNext(r.PostFormValue("next"))
 	refuse := func(status int, msg string) {
-		c.render(w, r, nil, status, "signin", "Sign in", map[string]any{"Next": next, "Error": msg})
+		c.render(w, r, nil, status, "signin", "Sign in", map[string]any{"Next": next, "Error": msg, "Token": c.signInToken(w, r)})
+	}
+	if ck, err := r.Cookie(signInCookie); err != nil || ck.Value == "" ||
+		subtle.ConstantTimeCompare([]byte(ck.Value), []byte(r.PostFormValue("signin_token"))) != 1 {
+		refuse(http.StatusForbidden, "The sign-in form was not sent from this page (missing or stale token): try again.")
+		return
 	}
 	if key == "" {
 		refuse(http.StatusUnauthorized, "Enter an API key.")

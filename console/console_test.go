@@ -228,10 +228,24 @@ func (f *fixture) client(t *testing.T) *http.Client {
 	return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
+var signInTokenField = regexp.MustCompile(`name="signin_token" value="([^"]+)"`)
+
+// signInForm loads the sign-in page and returns its token.
+func (f *fixture) signInForm(t *testing.T, cl *http.Client) string {
+	t.Helper()
+	_, page := get(t, cl, f.srv.URL+"/console/signin")
+	m := signInTokenField.FindStringSubmatch(page)
+	if m == nil {
+		t.Fatal("no sign-in token on the sign-in page")
+	}
+	return m[1]
+}
+
 func (f *fixture) signIn(t *testing.T, key string) (*http.Client, *http.Response) {
 	t.Helper()
 	cl := f.client(t)
-	res, err := cl.PostForm(f.srv.URL+"/console/signin", url.Values{"api_key": {key}})
+	token := f.signInForm(t, cl)
+	res, err := cl.PostForm(f.srv.URL+"/console/signin", url.Values{"api_key": {key}, "signin_token": {token}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +293,8 @@ func TestSignInPage(t *testing.T) {
 func TestSignInRefusesWrongKeyWithoutLogging(t *testing.T) {
 	f := newFixture(t, false)
 	cl := f.client(t)
-	res, err := cl.PostForm(f.srv.URL+"/console/signin", url.Values{"api_key": {"not-a-key-s3cr3t"}})
+	token := f.signInForm(t, cl)
+	res, err := cl.PostForm(f.srv.URL+"/console/signin", url.Values{"api_key": {"not-a-key-s3cr3t"}, "signin_token": {token}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,8 +303,10 @@ func TestSignInRefusesWrongKeyWithoutLogging(t *testing.T) {
 	if res.StatusCode != http.StatusUnauthorized || !strings.Contains(string(body), "not valid") {
 		t.Errorf("wrong key: %d, want 401 with a message", res.StatusCode)
 	}
-	if len(res.Cookies()) != 0 {
-		t.Errorf("wrong key set cookies %v", res.Cookies())
+	for _, ck := range res.Cookies() {
+		if ck.Name == cookieName {
+			t.Errorf("wrong key set a session cookie %v", ck)
+		}
 	}
 	if f.logs.Len() != 0 {
 		t.Errorf("a refused sign-in was logged: %s", f.logs.String())
@@ -556,5 +573,26 @@ func TestDeadLettersAdminOnlyAndRequeueFiltered(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != http.StatusSeeOther || len(dead.dead) != 1 || dead.dead[0].Seq != 3 {
 		t.Errorf("requeue filtered: %d, left %+v; want 303 and only seq 3", res.StatusCode, dead.dead)
+	}
+}
+
+func TestSignInNeedsTheFormsToken(t *testing.T) {
+	f := newFixture(t, false)
+	cl := f.client(t)
+	// Another site's form: no token cookie, or a token of its own.
+	for _, form := range []url.Values{{"api_key": {keyA}}, {"api_key": {keyA}, "signin_token": {"forged-token-forged-token-forged-token"}}} {
+		res, err := cl.PostForm(f.srv.URL+"/console/signin", form)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusForbidden {
+			t.Errorf("sign-in without the form's token: %d, want 403", res.StatusCode)
+		}
+		for _, ck := range res.Cookies() {
+			if ck.Name == cookieName {
+				t.Error("a sign-in without the form's token started a session")
+			}
+		}
 	}
 }
