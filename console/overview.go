@@ -12,7 +12,7 @@ import (
 
 // overviewCap bounds the deliveries and the runs Overview reads: past it
 // a chart says its counts are at least what it shows.
-const overviewCap = 2000
+const overviewCap = 1000
 
 // chart is a stacked bar chart drawn as inline SVG.
 type chart struct {
