@@ -43,6 +43,10 @@
 //	event-trigger   tenant id \0 trigger id \0 T(DispatchedAt) event id -> empty
 //	event-time      \0 T(DispatchedAt) tenant id \0 event id -> empty (every record)
 //	cursors         cursor key -> store.Cursor
+//	deliveries      tenant id \0 record id -> store.DeliveryRecord (the
+//	                bucket is the tenant's index: ids start with the time)
+//	delivery-ids    record id \0 tenant id -> empty (every record, for
+//	                PruneDeliveries)
 //
 // Agent, trigger, hook and run ids are global, like the keys of their
 // buckets: a create finds another tenant's id taken. The time-ordered
