@@ -3,6 +3,7 @@ package console
 import (
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/triggerd/triggerd/registry"
@@ -53,8 +54,11 @@ func (c *Console) createAgent(w http.ResponseWriter, r *http.Request, s *session
 		}
 		return err
 	}
-	// The secret is shown on this answer only, as the API does.
-	return c.agentPage(w, r, s, a, secret)
+	// The secret is shown once, as the API does, on the agent's page
+	// after a redirect (a reload does not create another agent).
+	c.sessions.keepOnce(s, "agent:"+a.ID, secret)
+	redirect(w, r, Prefix+"agents/"+url.PathEscape(a.ID), "Agent created.")
+	return nil
 }
 
 func (c *Console) agent(w http.ResponseWriter, r *http.Request, s *session) error {
@@ -66,7 +70,7 @@ func (c *Console) agent(w http.ResponseWriter, r *http.Request, s *session) erro
 	if err != nil {
 		return err
 	}
-	return c.agentPage(w, r, s, a, "")
+	return c.agentPage(w, r, s, a, c.sessions.takeOnce(s, "agent:"+a.ID))
 }
 
 func (c *Console) agentPage(w http.ResponseWriter, r *http.Request, s *session, a store.Agent, secret string) error {

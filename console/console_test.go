@@ -596,3 +596,26 @@ func TestSignInNeedsTheFormsToken(t *testing.T) {
 		}
 	}
 }
+
+func TestAgentSecretShownOnceAfterARedirect(t *testing.T) {
+	f := newFixture(t, false)
+	cl, _ := f.signIn(t, keyA)
+	_, page := get(t, cl, f.srv.URL+"/console/agents")
+	res, err := cl.PostForm(f.srv.URL+"/console/agents", url.Values{"csrf": {csrfFrom(t, page)}, "name": {"bot"}, "delivery": {"nats"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("create agent: %d, want a redirect", res.StatusCode)
+	}
+	loc := res.Header.Get("Location")
+	_, first := get(t, cl, f.srv.URL+loc)
+	if !strings.Contains(first, "once-shown-secret") {
+		t.Error("the agent's page after creation does not show its secret")
+	}
+	_, again := get(t, cl, f.srv.URL+loc)
+	if strings.Contains(again, "once-shown-secret") {
+		t.Error("the agent's secret is shown a second time")
+	}
+}

@@ -32,6 +32,10 @@ type session struct {
 	tenantName string
 	csrf       string
 	lastSeen   time.Time
+	// once holds a secret to show on the next page that asks for it
+	// (an agent's secret after its creation, by the agent's id): shown
+	// once, after a redirect, so reloading the page creates nothing.
+	once map[string]string
 }
 
 // Admin and Tenant are for templates.
@@ -120,6 +124,25 @@ func (ss *sessions) setTenant(s *session, tenant, name string) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	s.tenant, s.tenantName = tenant, name
+}
+
+// keepOnce keeps secret for the page of key, once.
+func (ss *sessions) keepOnce(s *session, key, secret string) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if s.once == nil {
+		s.once = map[string]string{}
+	}
+	s.once[key] = secret
+}
+
+// takeOnce returns and forgets the secret kept for key.
+func (ss *sessions) takeOnce(s *session, key string) string {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	v := s.once[key]
+	delete(s.once, key)
+	return v
 }
 
 func (ss *sessions) end(s *session) {
