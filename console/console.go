@@ -58,6 +58,9 @@ type Authenticator interface {
 type Tenants interface {
 	Create(ctx context.Context, name string) (store.Tenant, string, error)
 	ListTenants(ctx context.Context) ([]store.Tenant, error)
+	Keys(ctx context.Context, tenantID string) ([]tenants.Key, error)
+	CreateKey(ctx context.Context, tenantID, name string) (tenants.Key, string, error)
+	Revoke(ctx context.Context, tenantID, keyID string) error
 }
 
 // Accounts manages connected accounts (accounts.Service).
@@ -279,6 +282,10 @@ func (c *Console) routes() {
 	c.get(m, "/console/tenants", c.tenantsPage)
 	c.post(m, "/console/tenants", c.createTenant)
 	c.post(m, "/console/view-as", c.viewAs)
+	c.get(m, "/console/tenants/{id}/keys", c.tenantKeys)
+	c.post(m, "/console/tenants/{id}/keys", c.createTenantKey)
+	c.get(m, "/console/tenants/{id}/keys/{key}/revoke", c.revokeTenantKeyPage)
+	c.post(m, "/console/tenants/{id}/keys/{key}/revoke", c.revokeTenantKey)
 
 	m.HandleFunc("/console/", c.page(func(w http.ResponseWriter, r *http.Request, s *session) error {
 		return errNotFound

@@ -619,3 +619,59 @@ func TestAgentSecretShownOnceAfterARedirect(t *testing.T) {
 		t.Error("the agent's secret is shown a second time")
 	}
 }
+
+// realTenants is the tenants service over the fixture's store.
+type realTenants struct {
+	*tenants.Service
+	st *boltstore.Store
+}
+
+func (r realTenants) ListTenants(ctx context.Context) ([]store.Tenant, error) { return r.st.ListTenants(ctx) }
+
+func TestAdminManagesTenantsAndKeys(t *testing.T) {
+	f := newFixture(t, false)
+	f.c.o.Tenants = realTenants{tenants.New(f.st, nil), f.st}
+	admin, _ := f.signIn(t, adminKey)
+	_, page := get(t, admin, f.srv.URL+"/console/tenants")
+	res, err := admin.PostForm(f.srv.URL+"/console/tenants", url.Values{"csrf": {csrfFrom(t, page)}, "name": {"acme"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusCreated || !strings.Contains(string(body), "shown this once") {
+		t.Fatalf("create tenant: %d", res.StatusCode)
+	}
+	ts, _ := f.st.ListTenants(t.Context())
+	var acme string
+	for _, tn := range ts {
+		if tn.Name == "acme" {
+			acme = tn.ID
+		}
+	}
+	keysURL := f.srv.URL + "/console/tenants/" + acme + "/keys"
+	_, page = get(t, admin, keysURL)
+	res, _ = admin.PostForm(keysURL, url.Values{"csrf": {csrfFrom(t, page)}, "name": {"ci"}})
+	res.Body.Close()
+	_, page = get(t, admin, keysURL)
+	if !strings.Contains(page, "New API key, shown this once") {
+		t.Error("the new key is not shown after its creation")
+	}
+	if _, again := get(t, admin, keysURL); strings.Contains(again, "shown this once") {
+		t.Error("the new key is shown twice")
+	}
+	keys, _ := f.st.ListAPIKeys(t.Context(), acme)
+	if len(keys) != 2 {
+		t.Fatalf("acme has %d keys, want 2", len(keys))
+	}
+	res, _ = admin.PostForm(keysURL+"/"+keys[0].ID+"/revoke", url.Values{"csrf": {csrfFrom(t, page)}})
+	res.Body.Close()
+	if keys, _ := f.st.ListAPIKeys(t.Context(), acme); res.StatusCode != http.StatusSeeOther || len(keys) != 1 {
+		t.Errorf("revoke: %d, %d keys left; want 303 and 1", res.StatusCode, len(keys))
+	}
+	// A tenant cannot reach any of it.
+	tenantCl, _ := f.signIn(t, keyA)
+	if res, _ := get(t, tenantCl, keysURL); res.StatusCode != http.StatusForbidden {
+		t.Errorf("a tenant on another tenant's keys: %d, want 403", res.StatusCode)
+	}
+}
