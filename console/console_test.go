@@ -626,7 +626,9 @@ type realTenants struct {
 	st *boltstore.Store
 }
 
-func (r realTenants) ListTenants(ctx context.Context) ([]store.Tenant, error) { return r.st.ListTenants(ctx) }
+func (r realTenants) ListTenants(ctx context.Context) ([]store.Tenant, error) {
+	return r.st.ListTenants(ctx)
+}
 
 func TestAdminManagesTenantsAndKeys(t *testing.T) {
 	f := newFixture(t, false)
