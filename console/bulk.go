@@ -96,13 +96,13 @@ func (c *Console) redeliverFiltered(w http.ResponseWriter, r *http.Request, s *s
 	failed := 0
 	for _, d := range ds {
 		capture, err := c.o.Archive.Delivery(r.Context(), triggers.Connector(d.Connector), d.Key)
-		if errors.Is(err, bus.ErrNotArchived) || (err == nil && (capture.Scope == nil || capture.Scope.Tenant != tid)) {
+		if errors.Is(err, bus.ErrNotArchived) || (err == nil && capture.Scope != nil && capture.Scope.Tenant != tid) {
 			failed++
 			continue
 		} else if err != nil {
 			return err
 		}
-		rec, err := c.o.Redeliver.Redeliver(r.Context(), capture, asNew)
+		rec, err := c.o.Redeliver.Redeliver(r.Context(), tid, capture, asNew)
 		if err != nil {
 			c.log.Warn().Err(err).Str("delivery", d.Key).Msg("redelivering a filtered delivery")
 			failed++

@@ -124,7 +124,7 @@ type Archive interface {
 // Redeliverer makes a new attempt at an archived delivery and records it
 // in the delivery log (see Redelivery).
 type Redeliverer interface {
-	Redeliver(ctx context.Context, capture triggers.Capture, asNew bool) (store.DeliveryRecord, error)
+	Redeliver(ctx context.Context, tenantID string, capture triggers.Capture, asNew bool) (store.DeliveryRecord, error)
 }
 
 // DeadLetters lists and requeues dead letters (bus.Bus).

@@ -174,11 +174,13 @@ func (c *Console) redeliver(w http.ResponseWriter, r *http.Request, s *session) 
 	} else if err != nil {
 		return err
 	}
-	if capture.Scope == nil || capture.Scope.Tenant != tid {
+	// The record is the tenant's; a hook's delivery must be too (one of
+	// the shared endpoints has no scope: its tenant is the record's).
+	if capture.Scope != nil && capture.Scope.Tenant != tid {
 		return errNotFound
 	}
 	asNew := r.PostFormValue("as_new") == "true"
-	rec, err := c.o.Redeliver.Redeliver(r.Context(), capture, asNew)
+	rec, err := c.o.Redeliver.Redeliver(r.Context(), tid, capture, asNew)
 	if err != nil {
 		return badRequest("redelivery failed: %v", err)
 	}

@@ -180,9 +180,10 @@ func (l *Log) prune(ctx context.Context) {
 // the tenant is unknown (a hook that does not exist).
 func (l *Log) record(ctx context.Context, o ingest.DeliveryOutcome) (store.DeliveryRecord, bool) {
 	tenant := ""
-	if o.Scope != nil {
+	switch {
+	case o.Scope != nil:
 		tenant = o.Scope.Tenant
-	} else {
+	case o.Hook != "":
 		tenant = l.tenantOf(ctx, o.Hook)
 	}
 	if tenant == "" {
@@ -253,9 +254,13 @@ type Redeliverer struct {
 // a mapping yields for the first time). asNew publishes its events under
 // fresh ids, as triggerctl redeliver --as-new does, so their triggers
 // start again.
-func (r *Redeliverer) Redeliver(ctx context.Context, capture triggers.Capture, asNew bool) (store.DeliveryRecord, error) {
-	if capture.Scope == nil || capture.Scope.Tenant == "" {
-		return store.DeliveryRecord{}, errors.New("deliverylog: only deliveries to a tenant's hook can be redelivered here")
+//
+// tenantID is the tenant whose delivery log records the attempt: the
+// hook's tenant, or for a delivery to the shared endpoints (no scope) the
+// tenant that owns them, which the caller knows from its own record.
+func (r *Redeliverer) Redeliver(ctx context.Context, tenantID string, capture triggers.Capture, asNew bool) (store.DeliveryRecord, error) {
+	if tenantID == "" || (capture.Scope != nil && capture.Scope.Tenant != tenantID) {
+		return store.DeliveryRecord{}, errors.New("deliverylog: the delivery is not the tenant's")
 	}
 	now := time.Now
 	if r.Now != nil {
@@ -278,8 +283,12 @@ func (r *Redeliverer) Redeliver(ctx context.Context, capture triggers.Capture, a
 		return store.DeliveryRecord{}, fmt.Errorf("map the archived delivery: %w", err)
 	}
 	at := now()
+	hook := ""
+	if capture.Scope != nil {
+		hook = capture.Scope.Hook
+	}
 	o := ingest.DeliveryOutcome{
-		Connector: c, Hook: capture.Scope.Hook, Scope: capture.Scope, DeliveryID: res.DeliveryID,
+		Connector: c, Hook: hook, Scope: capture.Scope, DeliveryID: res.DeliveryID,
 		Key: key, Event: res.SourceEvent, Action: res.Action, ReceivedAt: at,
 	}
 	switch {
@@ -308,7 +317,7 @@ func (r *Redeliverer) Redeliver(ctx context.Context, capture triggers.Capture, a
 			o.Answer, o.Status, o.Events = store.AnswerAccepted, 202, res.Events
 		}
 	}
-	rec := Record(capture.Scope.Tenant, o)
+	rec := Record(tenantID, o)
 	rec.Redelivery = true
 	if err := r.Store.PutDeliveries(ctx, []store.DeliveryRecord{rec}); err != nil {
 		return rec, fmt.Errorf("record the redelivery: %w", err)

@@ -115,3 +115,29 @@ func BenchmarkRecord(b *testing.B) {
 		l.Record(o)
 	}
 }
+
+// BenchmarkWrite is the writer's cost per recorded delivery, off ingest's
+// path: turning outcomes into records and storing them in batches of 500
+// in bbolt.
+func BenchmarkWrite(b *testing.B) {
+	st := openStore(b)
+	l, err := New(Options{Store: st})
+	if err != nil {
+		b.Fatal(err)
+	}
+	o := ingest.DeliveryOutcome{Connector: triggers.CodeHost, Hook: "h", Scope: &triggers.Scope{Hook: "h", Tenant: "t"},
+		DeliveryID: "d", Key: "h/d", Event: "issues", Action: "opened", Answer: store.AnswerAccepted, Status: 202,
+		Events: []triggers.Event{{ID: "e", Kind: triggers.NewIssue}}, ReceivedAt: time.Now()}
+	batch := make([]store.DeliveryRecord, 0, 500)
+	b.ReportAllocs()
+	for b.Loop() {
+		rec, _ := l.record(context.Background(), o)
+		batch = append(batch, rec)
+		if len(batch) == cap(batch) {
+			if err := st.PutDeliveries(context.Background(), batch); err != nil {
+				b.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+}
