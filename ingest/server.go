@@ -597,6 +597,7 @@ func (s *Server) accept(c echo.Context, start time.Time, d triggers.Delivery, ra
 	}
 	if duplicate {
 		s.metrics.delivery(d.Connector, event, "duplicate")
+		s.logDelivery(d, res, "duplicate")
 		s.recordDelivery(d, capture, res, "duplicate", http.StatusOK, "", "")
 		return c.JSON(http.StatusOK, duplicateAnswer{DeliveryID: res.DeliveryID, Duplicate: true, Message: duplicateMessage})
 	}
@@ -608,6 +609,7 @@ func (s *Server) accept(c echo.Context, start time.Time, d triggers.Delivery, ra
 	ans := appendAnswer(make([]byte, 0, 256), res.DeliveryID, res.Events, res.Ignored, spooled)
 	if d.Connector == triggers.CodeHost && d.Event == "ping" {
 		s.metrics.delivery(d.Connector, event, "ping")
+		s.logDelivery(d, res, "ping")
 		s.recordDelivery(d, capture, res, "ignored", http.StatusOK, "ping", res.Ignored)
 		return c.JSONBlob(http.StatusOK, ans)
 	}
@@ -624,7 +626,18 @@ func (s *Server) accept(c echo.Context, start time.Time, d triggers.Delivery, ra
 		outcome = "ignored"
 	}
 	s.metrics.delivery(d.Connector, event, outcome)
+	s.logDelivery(d, res, outcome)
 	return c.JSONBlob(http.StatusAccepted, ans)
+}
+
+// logDelivery writes one line per delivery taken, at debug only: at info
+// a busy hook would flood the log, and the metrics and the console's
+// delivery log already count them. Refusals are logged where they happen.
+func (s *Server) logDelivery(d triggers.Delivery, res triggers.Result, outcome string) {
+	if e := s.log.Debug(); e.Enabled() {
+		e.Str("delivery_id", res.DeliveryID).Str("connector", string(d.Connector)).Str("event", d.Event).
+			Int("events", len(res.Events)).Str("outcome", outcome).Msg("delivery")
+	}
 }
 
 // recordDelivery tells Deliveries what became of a delivery to a hook.

@@ -593,3 +593,30 @@ func TestBodiesHeldAtOnceAreBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestDeliveriesAreLoggedAtDebugOnly: one line per delivery at debug, with
+// its id and outcome; none at info, where a busy hook would flood the log.
+func TestDeliveriesAreLoggedAtDebugOnly(t *testing.T) {
+	for _, level := range []zerolog.Level{zerolog.DebugLevel, zerolog.InfoLevel} {
+		var logs bytes.Buffer
+		h := newHarness(t, func(o *Options) { o.Logger = zerolog.New(&logs).Level(level) })
+		if a := h.do(codeHostRequest("issues", "d-log", []byte(issueOpened))); a.status != 202 {
+			t.Fatalf("answer %d", a.status)
+		}
+		if a := h.do(codeHostRequest("issues", "d-log", []byte(issueOpened))); a.status != 200 {
+			t.Fatalf("repeat: answer %d, want 200 duplicate", a.status)
+		}
+		got := logs.String()
+		if level == zerolog.InfoLevel {
+			if got != "" {
+				t.Errorf("at info, ingest logged %q; want nothing per delivery", got)
+			}
+			continue
+		}
+		for _, want := range []string{`"delivery_id":"d-log"`, `"outcome":"accepted"`, `"outcome":"duplicate"`, `"events":1`, `"message":"delivery"`} {
+			if !strings.Contains(got, want) {
+				t.Errorf("at debug, the log lacks %s:\n%s", want, got)
+			}
+		}
+	}
+}
