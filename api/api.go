@@ -84,6 +84,8 @@ type Options struct {
 type API struct {
 	o   Options
 	log zerolog.Logger
+	// openapi is the OpenAPI document GET /v1/openapi.json serves.
+	openapi []byte
 }
 
 // New returns the API.
@@ -93,12 +95,17 @@ func New(o Options) (*API, error) {
 	}
 	// An empty key would accept an empty Bearer token's comparison.
 	o.AdminKeys = slices.DeleteFunc(slices.Clone(o.AdminKeys), func(k string) bool { return k == "" })
-	return &API{o: o, log: o.Logger.With().Str("component", "api").Logger()}, nil
+	doc, err := OpenAPI()
+	if err != nil {
+		return nil, err
+	}
+	return &API{o: o, log: o.Logger.With().Str("component", "api").Logger(), openapi: doc}, nil
 }
 
 // Register adds the /v1 routes to e.
 func (a *API) Register(e *echo.Echo) {
 	v1 := e.Group("/v1")
+	v1.GET("/openapi.json", a.serveOpenAPI)
 	v1.GET("/connect/:connector/callback", a.callback)
 	v1.POST("/tenants", a.createTenant)
 	authed := v1.Group("", a.authenticate)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/triggerd/triggerd/accounts"
 	"github.com/triggerd/triggerd/api"
+	"github.com/triggerd/triggerd/api/apitest"
 	"github.com/triggerd/triggerd/connectors"
 	"github.com/triggerd/triggerd/internal/testenv"
 	"github.com/triggerd/triggerd/sandbox/fakeoauth"
@@ -51,6 +52,8 @@ type env struct {
 	vc       *fakeoauth.Vercel
 	gg       *fakeoauth.Google
 	logs     *testenv.Buffer
+	// check checks every exchange against the OpenAPI document.
+	check *apitest.Checker
 }
 
 type backend struct {
@@ -123,7 +126,7 @@ func newBoltEnv(t *testing.T) (*env, string) {
 
 func newEnv(t *testing.T, st store.Store) *env {
 	t.Helper()
-	v := &env{t: t, store: st, gh: fakeoauth.NewGitHub(t), vc: fakeoauth.NewVercel(t), gg: fakeoauth.NewGoogle(t), logs: &testenv.Buffer{}}
+	v := &env{t: t, store: st, gh: fakeoauth.NewGitHub(t), vc: fakeoauth.NewVercel(t), gg: fakeoauth.NewGoogle(t), logs: &testenv.Buffer{}, check: apitest.New(t)}
 	log := zerolog.New(v.logs)
 	public := "https://triggerd.example.test"
 	providers := map[string]connectors.Provider{
@@ -416,8 +419,7 @@ func TestConnectedAccounts(t *testing.T) {
 					if key != "" {
 						r.Header.Set("Authorization", "Bearer "+key)
 					}
-					rec := httptest.NewRecorder()
-					v.e.ServeHTTP(rec, r)
+					rec := v.check.Serve(v.e, r)
 					if rec.Code == http.StatusCreated && rec.Header().Get("Cache-Control") != "no-store" {
 						t.Errorf("the answer holding the new tenant's key has Cache-Control %q, want no-store", rec.Header().Get("Cache-Control"))
 					}
@@ -525,9 +527,7 @@ func TestConnectFlowEdges(t *testing.T) {
 		if key != "" {
 			req.Header.Set("Authorization", "Bearer "+key)
 		}
-		rec := httptest.NewRecorder()
-		v.e.ServeHTTP(rec, req)
-		return rec
+		return v.check.Serve(v.e, req)
 	}
 	if rec := get("/v1/connect/nope/start", key); rec.Code != http.StatusNotFound || !strings.Contains(rec.Body.String(), "nope") {
 		t.Fatalf("unknown connector: %d %s", rec.Code, rec.Body)

@@ -231,6 +231,8 @@ func (a *API) createAgent(c echo.Context) error {
 	} else {
 		v.WebhookSecret = secret
 	}
+	// The answer holds the agent's secret, shown this once.
+	c.Response().Header().Set("Cache-Control", "no-store")
 	return c.JSON(http.StatusCreated, v)
 }
 
@@ -243,6 +245,7 @@ func (a *API) resetNATSPassword(c echo.Context) error {
 	}
 	v := a.agentView(c, ag)
 	v.NATSPassword = pw
+	c.Response().Header().Set("Cache-Control", "no-store")
 	return c.JSON(http.StatusOK, v)
 }
 
@@ -456,6 +459,8 @@ func (a *API) createTrigger(c echo.Context) error {
 	if err != nil {
 		return a.registryFail(c, err, "trigger")
 	}
+	// A deployment trigger's answer holds its endpoint's generated secret.
+	c.Response().Header().Set("Cache-Control", "no-store")
 	return c.JSON(http.StatusCreated, a.triggerView(c, t, true, nil))
 }
 

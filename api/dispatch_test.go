@@ -43,9 +43,7 @@ func TestBadListQueriesAnswerOnce(t *testing.T) {
 	get := func(path string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(http.MethodGet, path, nil)
 		req.Header.Set("Authorization", "Bearer "+key)
-		rec := httptest.NewRecorder()
-		e.ServeHTTP(rec, req)
-		return rec
+		return v.check.Serve(e, req)
 	}
 	for _, c := range []struct{ path, want string }{
 		{"/v1/runs?limit=0", `limit \"0\": want an integer from 1 to 1000`},
@@ -75,8 +73,7 @@ func TestBadListQueriesAnswerOnce(t *testing.T) {
 	req := httptest.NewRequest(http.MethodPost, "/v1/triggers", strings.NewReader(`{"kind":"new_issue","account":"acc_nope","agent":"a","params":{"repositories":["octocat/hello-world"]}}`))
 	req.Header.Set("Authorization", "Bearer "+key)
 	req.Header.Set("Content-Type", "application/json")
-	rec := httptest.NewRecorder()
-	e.ServeHTTP(rec, req)
+	rec := v.check.Serve(e, req)
 	want := `{"error":{"code":"invalid_request","message":"account \"acc_nope\": no such account in this tenant (triggerctl accounts list shows them)"}}`
 	if rec.Code != http.StatusBadRequest || strings.TrimSpace(rec.Body.String()) != want {
 		t.Errorf("trigger for an unknown account: %d %s, want 400 %s", rec.Code, rec.Body, want)

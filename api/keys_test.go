@@ -23,8 +23,7 @@ func (v *env) send(method, path, key, body string) (int, map[string]any, *httpte
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
-	rec := httptest.NewRecorder()
-	v.e.ServeHTTP(rec, req)
+	rec := v.check.Serve(v.e, req)
 	var out map[string]any
 	if rec.Body.Len() > 0 {
 		if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {

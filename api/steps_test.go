@@ -1,4 +1,4 @@
-package api
+package api_test
 
 import (
 	"context"
@@ -14,17 +14,26 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/triggerd/triggerd/accounts"
+	"github.com/triggerd/triggerd/api"
+	"github.com/triggerd/triggerd/api/apitest"
 	"github.com/triggerd/triggerd/connectors"
 	"github.com/triggerd/triggerd/store"
+	"github.com/triggerd/triggerd/tenants"
 )
 
 type fakeSteps struct{ err error }
 
+// fakeStepID is the fake catalogue's one step, named outside the real
+// catalogue so that its runs are checked against the document's generic
+// run path, not a real step's schemas.
+const fakeStepID = "example.create_thing"
+
 func (f fakeSteps) List(q string) []connectors.Step {
-	return []connectors.Step{{ID: "codehost.create_issue", Name: "Create Issue", Connector: "codehost"}}
+	return []connectors.Step{{ID: fakeStepID, Name: "Create Thing", Connector: "example", Description: "Creates a thing."}}
 }
 func (f fakeSteps) Get(id string) (connectors.Step, bool) {
-	return connectors.Step{ID: id, Input: json.RawMessage(`{"type":"object"}`)}, id == "codehost.create_issue"
+	return connectors.Step{ID: id, Name: "Create Thing", Connector: "example", Description: "Creates a thing.",
+		Input: json.RawMessage(`{"type":"object"}`), Output: json.RawMessage(`{"type":"object"}`)}, id == fakeStepID
 }
 func (f fakeSteps) Run(_ context.Context, tenant, id, account string, input json.RawMessage) (json.RawMessage, error) {
 	if f.err != nil {
@@ -51,46 +60,56 @@ func (noAccounts) Remove(context.Context, string, string) (store.Account, accoun
 	return store.Account{}, accounts.RemoveReport{}, nil
 }
 
-func stepsServer(t *testing.T, runner stepRunner) *echo.Echo {
+// stepsServer is the API over a fake step catalogue, with a Checker of
+// the exchanges with it.
+type stepsServer struct {
+	e     *echo.Echo
+	check *apitest.Checker
+}
+
+func newStepsServer(t *testing.T, runner fakeSteps) stepsServer {
 	t.Helper()
-	a, err := New(Options{Accounts: noAccounts{}, Auth: keyAuth{}, Tenants: noTenants{}, Steps: runner, Logger: zerolog.Nop()})
+	a, err := api.New(api.Options{Accounts: noAccounts{}, Auth: keyAuth{}, Tenants: noTenants{}, Steps: runner, Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := echo.New()
 	a.Register(e)
-	return e
+	return stepsServer{e: e, check: apitest.New(t)}
 }
 
 // noTenants creates empty tenants; the steps tests use nothing else of it.
-type noTenants struct{ tenantService }
+type noTenants struct{}
 
 func (noTenants) Create(context.Context, string) (store.Tenant, string, error) {
 	return store.Tenant{}, "", nil
 }
+func (noTenants) Keys(context.Context, string) ([]tenants.Key, error) { return nil, nil }
+func (noTenants) CreateKey(context.Context, string, string) (tenants.Key, string, error) {
+	return tenants.Key{}, "", nil
+}
+func (noTenants) Revoke(context.Context, string, string) error { return nil }
 
-func call(e *echo.Echo, method, path, body string) *httptest.ResponseRecorder {
+func (s stepsServer) call(method, path, body string) *httptest.ResponseRecorder {
 	req := httptest.NewRequest(method, path, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer k1")
 	req.Header.Set("Content-Type", "application/json")
-	rec := httptest.NewRecorder()
-	e.ServeHTTP(rec, req)
-	return rec
+	return s.check.Serve(s.e, req)
 }
 
 func TestStepsEndpoints(t *testing.T) {
-	e := stepsServer(t, fakeSteps{})
-	if rec := call(e, http.MethodGet, "/v1/steps?q=issue", ""); rec.Code != 200 || !strings.Contains(rec.Body.String(), `"codehost.create_issue"`) {
+	e := newStepsServer(t, fakeSteps{})
+	if rec := e.call(http.MethodGet, "/v1/steps?q=thing", ""); rec.Code != 200 || !strings.Contains(rec.Body.String(), `"`+fakeStepID+`"`) {
 		t.Fatalf("list: %d %s", rec.Code, rec.Body)
 	}
-	if rec := call(e, http.MethodGet, "/v1/steps/codehost.nope", ""); rec.Code != 404 {
+	if rec := e.call(http.MethodGet, "/v1/steps/example.nope", ""); rec.Code != 404 {
 		t.Fatalf("unknown step: %d", rec.Code)
 	}
-	rec := call(e, http.MethodPost, "/v1/steps/codehost.create_issue/run", `{"account":"acc_1","input":{"title":"x"}}`)
+	rec := e.call(http.MethodPost, "/v1/steps/"+fakeStepID+"/run", `{"account":"acc_1","input":{"title":"x"}}`)
 	if rec.Code != 200 || !strings.Contains(rec.Body.String(), `"tenant":"t-k1"`) || !strings.Contains(rec.Body.String(), `"account":"acc_1"`) {
 		t.Fatalf("run: %d %s", rec.Code, rec.Body)
 	}
-	if rec := call(e, http.MethodPost, "/v1/steps/codehost.create_issue/run", `not json`); rec.Code != 400 {
+	if rec := e.call(http.MethodPost, "/v1/steps/"+fakeStepID+"/run", `not json`); rec.Code != 400 {
 		t.Fatalf("bad body: %d", rec.Code)
 	}
 	// Bodies are one object of the documented fields, within the limit.
@@ -100,7 +119,7 @@ func TestStepsEndpoints(t *testing.T) {
 		`{"account":"acc_1","input":{}}` + "\n":                             200,
 		`{"account":"acc_1","input":"` + strings.Repeat("a", 11<<20) + `"}`: 413,
 	} {
-		if rec := call(e, http.MethodPost, "/v1/steps/codehost.create_issue/run", body); rec.Code != want {
+		if rec := e.call(http.MethodPost, "/v1/steps/"+fakeStepID+"/run", body); rec.Code != want {
 			t.Errorf("%.60s: %d %s, want %d", body, rec.Code, rec.Body.String(), want)
 		}
 	}
@@ -120,7 +139,7 @@ func TestStepErrorStatuses(t *testing.T) {
 		{&connectors.Error{Code: connectors.CodeUpstream, Message: "m", Status: 500}, 502},
 		{&connectors.Error{Code: connectors.CodeUnavailable, Message: "m", RetryAfter: 1500 * time.Millisecond, Retryable: true}, 503},
 	} {
-		rec := call(stepsServer(t, fakeSteps{err: tc.err}), http.MethodPost, "/v1/steps/codehost.create_issue/run", `{"account":"a","input":{}}`)
+		rec := newStepsServer(t, fakeSteps{err: tc.err}).call(http.MethodPost, "/v1/steps/"+fakeStepID+"/run", `{"account":"a","input":{}}`)
 		var body struct {
 			Error map[string]any `json:"error"`
 		}

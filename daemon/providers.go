@@ -175,3 +175,15 @@ func openStore(ctx context.Context, cfg Config, log zerolog.Logger) (store.Store
 	log.Info().Str("prefix", s.Prefix()).Msg("Redis store opened")
 	return s, nil
 }
+
+// StepCatalog returns the tool steps a daemon configured with p serves, in
+// catalogue order, without an account service: for the OpenAPI document's
+// generated part (api.StepsDocument), which must list the same steps with
+// the same schemas. Its steps are not to be run.
+func StepCatalog(p ProviderConfig) ([]connectors.Step, error) {
+	runner, err := newStepRunner(p, (*accounts.Service)(nil), nil, zerolog.Nop())
+	if err != nil {
+		return nil, err
+	}
+	return runner.List(""), nil
+}

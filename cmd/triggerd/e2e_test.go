@@ -44,6 +44,9 @@ type e2e struct {
 	httpCalls atomic.Int64
 	natsRuns  sync.Map // run id → count
 	auth      *fakeoauth.GitHub
+	// client checks each exchange with the API against its OpenAPI
+	// document.
+	client *http.Client
 }
 
 func newE2E(t *testing.T) *e2e {
@@ -54,7 +57,7 @@ func newE2E(t *testing.T) *e2e {
 // newE2EWith is newE2E with extra flags and environment for triggerd.
 func newE2EWith(t *testing.T, args, env []string) *e2e {
 	t.Helper()
-	v := &e2e{t: t, dir: t.TempDir(), httpAddr: freeAddr(t), natsAddr: freeAddr(t)}
+	v := &e2e{t: t, dir: t.TempDir(), httpAddr: freeAddr(t), natsAddr: freeAddr(t), client: checkedClient(t)}
 	v.gh = fakecodehost.New(fakecodehost.Options{})
 	v.gh.Start()
 	t.Cleanup(v.gh.Close)
@@ -107,7 +110,7 @@ func (v *e2e) api(method, path, body string, want int) (int, map[string]any) {
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := client.Do(req)
+	resp, err := v.client.Do(req)
 	if err != nil {
 		v.t.Fatal(err)
 	}

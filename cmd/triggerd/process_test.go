@@ -862,11 +862,12 @@ func sandboxAPI(t *testing.T, pp **proc, dir string) (apiCaller, map[string]stri
 		t.Fatal(err)
 	}
 	key := strings.TrimSpace(string(keyBytes))
+	checked := checkedClient(t)
 	api := func(method, path, body string) (int, map[string]any) {
 		req, _ := http.NewRequest(method, (*pp).httpURL+path, strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+key)
 		req.Header.Set("Content-Type", "application/json")
-		resp, err := client.Do(req)
+		resp, err := checked.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
