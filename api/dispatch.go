@@ -103,6 +103,8 @@ func (a *API) registryFail(c echo.Context, err error, what string) error {
 		return fail(c, http.StatusBadRequest, "invalid_request", err.Error())
 	case errors.Is(err, registry.ErrNotFound), errors.Is(err, store.ErrNotFound):
 		return fail(c, http.StatusNotFound, "not_found", "no such "+what)
+	case errors.Is(err, registry.ErrNameTaken):
+		return fail(c, http.StatusConflict, "name_taken", err.Error())
 	case errors.Is(err, registry.ErrConflict):
 		return fail(c, http.StatusConflict, "conflict", err.Error())
 	case errors.Is(err, registry.ErrHookRights):
@@ -611,12 +613,36 @@ func (a *API) triggerEvents(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]any{"events": recs})
 }
 
+// eventView is an event's record as GET /v1/events/{id} shows it.
+type eventView struct {
+	store.EventRecord
+	// Note says, when Outcomes is empty, that no trigger of the tenant was
+	// a candidate for the event.
+	Note string `json:"note,omitempty"`
+}
+
+// noCandidateNote is eventView.Note for an event without outcomes.
+const noCandidateNote = "triggerd received this event, but no trigger of this tenant was a candidate for it " +
+	"(none of its kind on this repository or scope, or none enabled then): nothing started. " +
+	"POST /v1/triggers/test tells what a trigger would do with the latest events of its kind."
+
 func (a *API) getEvent(c echo.Context) error {
-	rec, err := a.o.Records.GetEvent(c.Request().Context(), tenantOf(c), c.Param("id"))
-	if err != nil {
-		return a.registryFail(c, err, "event (or no trigger of this tenant was a candidate for it)")
+	id := c.Param("id")
+	rec, err := a.o.Records.GetEvent(c.Request().Context(), tenantOf(c), id)
+	if errors.Is(err, store.ErrNotFound) {
+		return fail(c, http.StatusNotFound, "not_found", fmt.Sprintf("no event %s is known to this tenant: "+
+			"the id is wrong, or the event is older than the records kept, or it reached a shared endpoint "+
+			"(/webhooks/codehost or /webhooks/deploy without a hook id) and no trigger of this tenant was a candidate for it", id))
 	}
-	return c.JSON(http.StatusOK, rec)
+	if err != nil {
+		return a.registryFail(c, err, "event")
+	}
+	v := eventView{EventRecord: rec}
+	if len(v.Outcomes) == 0 {
+		v.Outcomes = []store.Outcome{}
+		v.Note = noCandidateNote
+	}
+	return c.JSON(http.StatusOK, v)
 }
 
 func (a *API) listRuns(c echo.Context) error {

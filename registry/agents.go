@@ -23,6 +23,9 @@ type AgentInput struct {
 	Delivery store.AgentDelivery  `json:"delivery"`
 	URL      string               `json:"url,omitempty"`
 	Steps    []store.PipelineStep `json:"steps,omitempty"`
+	// AllowDuplicateName creates the agent even when another agent of the
+	// tenant has its name; without it that is ErrNameTaken.
+	AllowDuplicateName bool `json:"allow_duplicate_name,omitempty"`
 }
 
 // stepName is what a pipeline step's name must look like, so templates can
@@ -54,6 +57,11 @@ func (r *Registry) CreateAgent(ctx context.Context, tenantID string, in AgentInp
 		}
 	default:
 		return store.Agent{}, "", invalidf("delivery %q: use \"nats\" (runs on agents.<agent-id>.runs) or \"http\" (runs POSTed to url)", in.Delivery)
+	}
+	if !in.AllowDuplicateName {
+		if err := r.checkNameFree(ctx, tenantID, in.Name); err != nil {
+			return store.Agent{}, "", err
+		}
 	}
 	if err := r.checkSteps(ctx, tenantID, in.Steps); err != nil {
 		return store.Agent{}, "", err
@@ -243,4 +251,24 @@ func (r *Registry) AgentEndpoint(ctx context.Context, tenantID, agentID string) 
 		return store.Hook{}, false, nil
 	}
 	return h, err == nil, err
+}
+
+// checkNameFree returns ErrNameTaken if an agent of the tenant is named
+// name, compared as people read names: ignoring case. Two agents of one
+// name are told apart only by their ids, which lists and logs do not
+// make plain; a tenant that wants them anyway says so
+// (AgentInput.AllowDuplicateName). Two creations at the same instant may
+// both pass: the store has no index of names, and a duplicate is a
+// nuisance, not a fault.
+func (r *Registry) checkNameFree(ctx context.Context, tenantID, name string) error {
+	agents, err := r.o.Store.ListAgents(ctx, tenantID)
+	if err != nil {
+		return fmt.Errorf("list the tenant's agents: %w", err)
+	}
+	for _, a := range agents {
+		if strings.EqualFold(a.Name, name) {
+			return fmt.Errorf("%w: agent %s is already named %q: choose another name, or send \"allow_duplicate_name\": true (triggerctl agents create --allow-duplicate-name) to have two", ErrNameTaken, a.ID, a.Name)
+		}
+	}
+	return nil
 }

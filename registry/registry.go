@@ -96,6 +96,8 @@ var (
 	// ErrConflict: the operation conflicts with other records (deleting an
 	// agent that triggers still start).
 	ErrConflict = errors.New("conflict")
+	// ErrNameTaken: another agent of the tenant has the name asked for.
+	ErrNameTaken = errors.New("name taken")
 	// ErrHookRights: the account may not manage webhooks on the target.
 	ErrHookRights = errors.New("the account cannot manage webhooks there")
 	// ErrUpstream: the provider failed while registering a hook.

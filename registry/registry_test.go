@@ -1130,7 +1130,7 @@ func TestCreateAgentWithoutURLCheckStillWantsHTTP(t *testing.T) {
 		}
 	}
 	for _, raw := range []string{"http://10.0.0.7:8080/runs", "https://agent.example.com/runs"} {
-		if _, _, err := h.reg.CreateAgent(h.ctx, tenant, registry.AgentInput{Name: "a", Delivery: store.DeliverHTTP, URL: raw}); err != nil {
+		if _, _, err := h.reg.CreateAgent(h.ctx, tenant, registry.AgentInput{Name: "agent at " + raw, Delivery: store.DeliverHTTP, URL: raw}); err != nil {
 			t.Errorf("url %q: %v", raw, err)
 		}
 	}

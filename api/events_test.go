@@ -1,0 +1,98 @@
+package api_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/rs/zerolog"
+
+	"github.com/triggerd/triggerd/api"
+	"github.com/triggerd/triggerd/registry"
+	"github.com/triggerd/triggerd/store"
+)
+
+// withRegistry gives v's API a registry and v's store as its records, and
+// returns the tenant id of key.
+func withRegistry(t *testing.T, v *env, key string) string {
+	t.Helper()
+	reg, err := registry.New(registry.Options{
+		Store: v.store, Accounts: v.accounts, Secrets: mustVault(t), PublicURL: "https://triggerd.example.test",
+		HookAPI:        func(*http.Client) registry.HookAPI { return nil },
+		NewAgentSecret: func() (string, error) { return "whsec_test", nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := api.New(api.Options{Accounts: v.accounts, Auth: v.tenants, Tenants: v.tenants, Registry: reg, Records: v.store, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.e = echo.New()
+	a.Register(v.e)
+	tenant, err := v.tenants.Authenticate(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tenant
+}
+
+// An event no trigger of the tenant was a candidate for is told from an
+// unknown id: 200 with no outcomes and a sentence saying why, against 404.
+func TestEventWithoutCandidatesIsNotUnknown(t *testing.T) {
+	v, key := newBoltEnv(t)
+	tenant := withRegistry(t, v, key)
+	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	// What the dispatcher records for an event on a tenant's hook that none
+	// of the tenant's triggers was a candidate for.
+	if err := v.store.PutEvent(context.Background(), store.EventRecord{
+		TenantID: tenant, EventID: "evt-quiet", Kind: "new_issue", Subject: "triggers.codehost.new_issue.octocat.hello-world",
+		DeliveryID: "d-1", ReceivedAt: at, DispatchedAt: at, Outcomes: []store.Outcome{},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	code, body := v.do(http.MethodGet, "/v1/events/evt-quiet", key)
+	outcomes, isList := body["outcomes"].([]any)
+	note, _ := body["note"].(string)
+	if code != http.StatusOK || !isList || len(outcomes) != 0 || !strings.Contains(note, "no trigger of this tenant was a candidate") {
+		t.Fatalf("an event without candidates: %d %v; want 200, outcomes [] and a note saying why", code, body)
+	}
+	code, body = v.do(http.MethodGet, "/v1/events/evt-never", key)
+	if c, msg := errorOf(body); code != http.StatusNotFound || c != "not_found" || !strings.Contains(msg, "evt-never") {
+		t.Fatalf("an unknown event: %d %v; want 404 naming the id", code, body)
+	}
+	// Another tenant's event is as unknown as one never received.
+	_, otherKey := v.tenant("globex")
+	if code, _ := v.do(http.MethodGet, "/v1/events/evt-quiet", otherKey); code != http.StatusNotFound {
+		t.Fatalf("another tenant's event: %d, want 404", code)
+	}
+}
+
+// Two agents of one tenant may not share a name, unless the request says
+// it wants that; other tenants' names do not count.
+func TestAgentNamesAreDistinctUnlessAsked(t *testing.T) {
+	v, key := newBoltEnv(t)
+	withRegistry(t, v, key)
+	code, first, rec := v.send(http.MethodPost, "/v1/agents", key, `{"name": "Triage"}`)
+	if code != http.StatusCreated || rec.Header().Get("Cache-Control") != "no-store" {
+		t.Fatalf("first agent: %d %v (Cache-Control %q)", code, first, rec.Header().Get("Cache-Control"))
+	}
+	code, body, _ := v.send(http.MethodPost, "/v1/agents", key, `{"name": "triage"}`)
+	c, msg := errorOf(body)
+	if code != http.StatusConflict || c != "name_taken" || !strings.Contains(msg, first["id"].(string)) || !strings.Contains(msg, "allow_duplicate_name") {
+		t.Fatalf("a second agent named triage: %d %v; want 409 name_taken naming the first and how to insist", code, body)
+	}
+	if code, body, _ := v.send(http.MethodPost, "/v1/agents", key, `{"name": "triage", "allow_duplicate_name": true}`); code != http.StatusCreated {
+		t.Fatalf("asked for a duplicate: %d %v", code, body)
+	}
+	_, otherKey := v.tenant("globex")
+	if code, body, _ := v.send(http.MethodPost, "/v1/agents", otherKey, `{"name": "Triage"}`); code != http.StatusCreated {
+		t.Fatalf("another tenant's agent of the same name: %d %v", code, body)
+	}
+	if _, list := v.do(http.MethodGet, "/v1/agents", key); len(list["agents"].([]any)) != 2 {
+		t.Fatalf("agents: %v, want the two", list)
+	}
+}
