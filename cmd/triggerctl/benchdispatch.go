@@ -80,7 +80,7 @@ func benchDispatch(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return code
 	}
 	fail := func(err error) int { fmt.Fprintf(stderr, "triggerctl bench-dispatch: %v\n", err); return 1 }
-	key, err := managementKey("TRIGGERD_API_KEY", tenants.DefaultKeyFile, *dataDir)
+	key, err := managementKey(apiKeyFlag(fs), "TRIGGERD_API_KEY", tenants.DefaultKeyFile, *dataDir)
 	if err != nil {
 		return fail(err)
 	}

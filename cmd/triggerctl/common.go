@@ -48,6 +48,7 @@ func ctlEnv() envflag.Env {
 // whole usage, and 2 on a usage error, which prints the error and where to
 // find the flags.
 func parseFlags(fs *flag.FlagSet, args []string, synopsis string) (code int, ok bool) {
+	addCommonFlags(fs)
 	env := ctlEnv()
 	fs.Usage = env.Usage(fs, synopsis)
 	_, err := env.Parse(fs, args, os.LookupEnv)
@@ -60,6 +61,35 @@ func parseFlags(fs *flag.FlagSet, args []string, synopsis string) (code int, ok 
 	default:
 		return usageError(fs, "%v", err), false
 	}
+}
+
+// addCommonFlags adds to fs the flags every subcommand accepts, those it
+// does not define itself: --url, --nats-url, --data-dir and --api-key. A
+// user exporting a shell's settings, or a script passing the same flags to
+// every call, need not know which commands talk HTTP and which NATS (as
+// kubectl's and gh's global flags, and nats's --server, are taken by every
+// subcommand); a command that does not use one ignores it.
+func addCommonFlags(fs *flag.FlagSet) {
+	for _, f := range []struct{ name, def, what string }{
+		{"url", defaultURL, "root URL of triggerd"},
+		{"nats-url", defaultNATSURL, "triggerd's NATS"},
+		{"data-dir", "./data", "triggerd's data dir"},
+	} {
+		if fs.Lookup(f.name) == nil {
+			fs.String(f.name, f.def, f.what+" (accepted by every command; this one does not use it)")
+		}
+	}
+	if fs.Lookup("api-key") == nil {
+		fs.String("api-key", "", "the tenant's API key for the management API (default: TRIGGERD_API_KEY, else <data-dir>/default_tenant_key); the variable keeps the key out of the process list")
+	}
+}
+
+// apiKeyFlag returns --api-key's value after parseFlags ("" when unset).
+func apiKeyFlag(fs *flag.FlagSet) string {
+	if f := fs.Lookup("api-key"); f != nil {
+		return strings.TrimSpace(f.Value.String())
+	}
+	return ""
 }
 
 // usageError reports a usage problem of fs's command and returns exit code 2.

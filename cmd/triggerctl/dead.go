@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/triggerd/triggerd/bus"
@@ -81,6 +82,11 @@ func dead(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	enc.SetEscapeHTML(false)
 	if verb == "list" {
 		ds, err := b.ListDead(ctx, *source, *from, *limit)
+		if err == nil && len(ds) == 0 {
+			// Standard output stays JSON lines (none) for programs; people
+			// are told on standard error that there is nothing, as gh does.
+			fmt.Fprintln(stderr, "no dead letters"+deadScope(*source, *from))
+		}
 		for _, d := range ds {
 			if err := enc.Encode(deadLineOf(d, *withData)); err != nil {
 				fmt.Fprintf(stderr, "triggerctl dead: %v\n", err)
@@ -132,4 +138,19 @@ func deadLineOf(d bus.Dead, withData bool) deadLine {
 		}
 	}
 	return l
+}
+
+// deadScope says which dead letters an empty list covered.
+func deadScope(source string, from uint64) string {
+	var parts []string
+	if source != "" {
+		parts = append(parts, "from "+source)
+	}
+	if from > 1 {
+		parts = append(parts, fmt.Sprintf("at or after seq %d", from))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " " + strings.Join(parts, ", ")
 }

@@ -26,6 +26,13 @@ func TestDeadListAndRequeue(t *testing.T) {
 		t.Fatal(err)
 	}
 	url := emb.ClientURL()
+	// An empty list says so, on standard error: standard output stays JSON
+	// lines (none) for programs.
+	var none, noneErr bytes.Buffer
+	if code := run([]string{"dead", "list", "--nats-url", url, "--source", "push"}, &none, &noneErr); code != 0 || none.Len() != 0 ||
+		!strings.Contains(noneErr.String(), "no dead letters from push") {
+		t.Fatalf("an empty dead list: %d stdout %q stderr %q; want nothing on stdout and a sentence saying so", code, none.String(), noneErr.String())
+	}
 	list := func() []deadLine {
 		t.Helper()
 		var out, errOut bytes.Buffer

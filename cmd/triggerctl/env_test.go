@@ -70,14 +70,14 @@ func TestSessionVariablesAreRead(t *testing.T) {
 
 func TestHelpNamesOnlyTheVariablesRead(t *testing.T) {
 	setTestEnv(t)
-	code, _, stderr := runCtl("help", "tail")
-	if code != 0 || !strings.Contains(stderr, "--nats-url (env TRIGGERD_NATS_URL,") || !strings.Contains(stderr, "--subject (default \"false\")") {
-		t.Errorf("help tail: exit %d, output:\n%s", code, stderr)
+	code, stdout, _ := runCtl("help", "tail")
+	if code != 0 || !strings.Contains(stdout, "--nats-url (env TRIGGERD_NATS_URL,") || !strings.Contains(stdout, "--subject (default \"false\")") {
+		t.Errorf("help tail: exit %d, output:\n%s", code, stdout)
 	}
-	if strings.Contains(stderr, "TRIGGERD_SUBJECT") || strings.Contains(stderr, "TRIGGERD_ALL") {
-		t.Errorf("help tail offers variables tail does not read:\n%s", stderr)
+	if strings.Contains(stdout, "TRIGGERD_SUBJECT") || strings.Contains(stdout, "TRIGGERD_ALL") {
+		t.Errorf("help tail offers variables tail does not read:\n%s", stdout)
 	}
-	code, stdout, _ := runCtl("help")
+	code, stdout, _ = runCtl("help")
 	if code != 0 || !strings.Contains(stdout, "TRIGGERD_NATS_URL") || strings.Contains(stdout, "Every flag") {
 		t.Errorf("help: exit %d, it should name the variables read:\n%s", code, stdout)
 	}

@@ -23,6 +23,7 @@
 //	triggerctl replay-event [--trigger ID [--bypass-filter]] EVENT_ID
 //	triggerctl dead list [flags] | requeue SEQ...
 //	triggerctl mcp [--url URL]
+//	triggerctl version
 //
 // The settings one exports once for a shell, --url, --nats-url and
 // --data-dir, can also be set from the environment as TRIGGERD_URL,
@@ -36,6 +37,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -43,6 +46,8 @@ import (
 	"slices"
 	"syscall"
 	"text/tabwriter"
+
+	"github.com/triggerd/triggerd/internal/buildinfo"
 )
 
 // command is one triggerctl subcommand.
@@ -59,7 +64,17 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 // run dispatches args[0] to its subcommand and returns the exit code. The
 // command's context is cancelled on SIGINT or SIGTERM.
 func run(args []string, stdout, stderr io.Writer) int {
-	commands := map[string]command{
+	commands := allCommands()
+	if len(args) == 0 {
+		printUsage(stderr, commands)
+		return 2
+	}
+	return runCommand(commands, args, stdout, stderr)
+}
+
+// allCommands returns the subcommands by name.
+func allCommands() map[string]command {
+	return map[string]command{
 		"replay":         {summary: "sign and post captured webhook payload files to triggerd", run: replay},
 		"bench":          {summary: "load-test a webhook endpoint with signed payloads and report latency", run: bench},
 		"bench-baseline": {summary: "serve a bare echo endpoint that discards bodies, to benchmark against", run: benchBaseline},
@@ -78,18 +93,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"replay-event":   {summary: "dispatch a stored event again, to all matching triggers or one", run: replayEventCmd},
 		"dead":           {summary: "list the messages the dispatcher gave up on, and requeue them", run: dead},
 		"mcp":            {summary: "bridge an MCP client on stdin/stdout to triggerd's MCP endpoint", run: mcpCmd},
+		"version":        {summary: "print triggerctl's version, commit and Go version", run: version},
 	}
-	if len(args) == 0 {
-		printUsage(stderr, commands)
-		return 2
-	}
+}
+
+// runCommand runs the command args name with its arguments.
+func runCommand(commands map[string]command, args []string, stdout, stderr io.Writer) int {
 	name, rest := args[0], args[1:]
+	help := false
 	if name == "help" || name == "-h" || name == "-help" || name == "--help" {
 		if len(rest) == 0 {
 			printUsage(stdout, commands)
 			return 0
 		}
-		name, rest = rest[0], []string{"-h"}
+		name, rest, help = rest[0], []string{"-h"}, true
+	}
+	if name == "--version" || name == "-version" {
+		name = "version"
 	}
 	cmd, ok := commands[name]
 	if !ok {
@@ -97,9 +117,49 @@ func run(args []string, stdout, stderr io.Writer) int {
 		printUsage(stderr, commands)
 		return 2
 	}
+	if help || slices.ContainsFunc(rest, func(a string) bool { return a == "-h" || a == "-help" || a == "--help" }) {
+		// Help asked for is the answer, so it goes to standard output (as
+		// kubectl's and gh's does), with the command's examples.
+		cmd.run(context.Background(), []string{"-h"}, stdout, stdout)
+		if ex := examples[name]; ex != "" {
+			fmt.Fprintf(stdout, "\nexamples:\n%s", ex)
+		}
+		fmt.Fprint(stdout, exitCodes)
+		return 0
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return cmd.run(ctx, rest, stdout, stderr)
+}
+
+// exitCodes ends every help text.
+const exitCodes = `
+exit status:
+  0  done
+  1  failed: triggerd or NATS refused the request or could not be reached
+     (the message on standard error says why)
+  2  usage error: unknown command, flag or arguments
+`
+
+// version implements "triggerctl version".
+func version(_ context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	output := fs.String("o", "text", "output format: text or json")
+	if code, ok := parseFlags(fs, args, "usage: triggerctl version [-o json]\n\nPrints the module version, the commit it was built from and the Go version (from the build information).\n\nflags:"); !ok {
+		return code
+	}
+	in := buildinfo.Read()
+	switch *output {
+	case "json":
+		b, _ := json.MarshalIndent(in, "", "  ")
+		fmt.Fprintf(stdout, "%s\n", b)
+	case "text":
+		fmt.Fprint(stdout, in.String("triggerctl"))
+	default:
+		return usageError(fs, "-o %q: want text or json", *output)
+	}
+	return 0
 }
 
 // printUsage writes the command listing to w.
@@ -120,5 +180,7 @@ func printUsage(w io.Writer, commands map[string]command) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, `Run "triggerctl help COMMAND" for a command's flags. --url, --nats-url and`)
 	fmt.Fprintln(w, "--data-dir can also be set from the environment as TRIGGERD_URL, TRIGGERD_NATS_URL")
-	fmt.Fprintln(w, "and TRIGGERD_DATA_DIR; the other flags only on the command line.")
+	fmt.Fprintln(w, "and TRIGGERD_DATA_DIR; the other flags only on the command line. Every command")
+	fmt.Fprintln(w, "accepts --url, --nats-url, --data-dir and --api-key, whether it uses them or not.")
+	fmt.Fprint(w, exitCodes)
 }

@@ -35,12 +35,13 @@ func TestUsage(t *testing.T) {
 
 func TestHelpCommand(t *testing.T) {
 	setTestEnv(t)
-	code, _, stderr := runCtl("help", "replay")
-	if code != 0 || !strings.Contains(stderr, "--delivery") || !strings.Contains(stderr, "TRIGGERD_DATA_DIR") {
-		t.Errorf("help replay: exit %d, output:\n%s", code, stderr)
+	// Help asked for is the answer: it goes to standard output.
+	code, stdout, _ := runCtl("help", "replay")
+	if code != 0 || !strings.Contains(stdout, "--delivery") || !strings.Contains(stdout, "TRIGGERD_DATA_DIR") {
+		t.Errorf("help replay: exit %d, output:\n%s", code, stdout)
 	}
 	// --delivery is per invocation: it reads no variable, and help offers none.
-	if strings.Contains(stderr, "TRIGGERD_DELIVERY") {
-		t.Errorf("help replay offers TRIGGERD_DELIVERY, which replay does not read:\n%s", stderr)
+	if strings.Contains(stdout, "TRIGGERD_DELIVERY") {
+		t.Errorf("help replay offers TRIGGERD_DELIVERY, which replay does not read:\n%s", stdout)
 	}
 }

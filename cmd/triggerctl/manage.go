@@ -22,7 +22,10 @@ import (
 // managementKey returns the bearer key for the management API: the
 // environment variable env, else the file name in dataDir that triggerd
 // wrote.
-func managementKey(env, file, dataDir string) (string, error) {
+func managementKey(flagKey, env, file, dataDir string) (string, error) {
+	if flagKey != "" {
+		return flagKey, nil
+	}
 	if v, ok := os.LookupEnv(env); ok && strings.TrimSpace(v) != "" {
 		return strings.TrimSpace(v), nil
 	}
@@ -90,6 +93,7 @@ func tenantsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs.SetOutput(stderr)
 	baseURL := fs.String("url", defaultURL, "root URL of triggerd")
 	dataDir := fs.String("data-dir", "./data", "triggerd's data dir, where it wrote admin_key (used when TRIGGERD_ADMIN_KEY is unset)")
+	fs.String("api-key", "", "here, the admin key (default: TRIGGERD_ADMIN_KEY, else <data-dir>/admin_key)")
 	synopsis := "usage: triggerctl tenants create [flags] NAME\n\nCreates a tenant and prints its API key (stored hashed; shown only now).\n\nflags:"
 	if code, ok := parseFlags(fs, args, synopsis); !ok {
 		return code
@@ -97,7 +101,7 @@ func tenantsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if fs.NArg() != 2 || fs.Arg(0) != "create" {
 		return usageError(fs, "want: tenants create NAME")
 	}
-	key, err := managementKey("TRIGGERD_ADMIN_KEY", "admin_key", *dataDir)
+	key, err := managementKey(apiKeyFlag(fs), "TRIGGERD_ADMIN_KEY", "admin_key", *dataDir)
 	if err != nil {
 		fmt.Fprintf(stderr, "triggerctl tenants: %v\n", err)
 		return 1
@@ -129,7 +133,7 @@ func accountsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if code, ok := parseFlags(fs, args, synopsis); !ok {
 		return code
 	}
-	key, err := managementKey("TRIGGERD_API_KEY", tenants.DefaultKeyFile, *dataDir)
+	key, err := managementKey(apiKeyFlag(fs), "TRIGGERD_API_KEY", tenants.DefaultKeyFile, *dataDir)
 	if err != nil {
 		fmt.Fprintf(stderr, "triggerctl accounts: %v\n", err)
 		return 1

@@ -42,7 +42,7 @@ func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	if fs.NArg() != 0 {
 		return usageError(fs, "mcp takes no arguments")
 	}
-	key, err := managementKey("TRIGGERD_API_KEY", tenants.DefaultKeyFile, *dataDir)
+	key, err := managementKey(apiKeyFlag(fs), "TRIGGERD_API_KEY", tenants.DefaultKeyFile, *dataDir)
 	if err != nil {
 		fmt.Fprintf(stderr, "triggerctl mcp: %v\n", err)
 		return 1

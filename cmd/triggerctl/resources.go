@@ -42,7 +42,7 @@ func apiCommand(ctx context.Context, name, synopsis string, args []string, stdou
 	if err != nil {
 		return usageError(fs, "%v", err)
 	}
-	key, err := managementKey("TRIGGERD_API_KEY", tenants.DefaultKeyFile, *dataDir)
+	key, err := managementKey(apiKeyFlag(fs), "TRIGGERD_API_KEY", tenants.DefaultKeyFile, *dataDir)
 	if err != nil {
 		fmt.Fprintf(stderr, "triggerctl %s: %v\n", name, err)
 		return 1
@@ -166,8 +166,9 @@ func triggersCmd(ctx context.Context, args []string, stdout, stderr io.Writer) i
 // agentsCmd implements "triggerctl agents ...".
 func agentsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var name, target, steps, secretFile *string
+	var duplicate *bool
 	synopsis := "usage: triggerctl agents list | get ID | endpoint ID | delete ID | nats-password ID\n" +
-		"       triggerctl agents create --name NAME [--webhook-url URL] [--steps JSON|@FILE]\n" +
+		"       triggerctl agents create --name NAME [--webhook-url URL] [--steps JSON|@FILE] [--allow-duplicate-name]\n" +
 		"       triggerctl agents set-secrets ID --secret-file FILE\n\n" +
 		"Without --webhook-url the agent is started over NATS (runs on agents.<id>.runs): it connects to triggerd's NATS\n" +
 		"as nats_user with the nats_password printed once at creation (nats-password makes a new one and closes the\n" +
@@ -180,6 +181,7 @@ func agentsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		name = fs.String("name", "", "the agent's name")
 		target = fs.String("webhook-url", "", "HTTP agent: the URL runs are POSTed to")
 		steps = fs.String("steps", "", `tool steps as a JSON list [{"name","step","account","input"}], or @FILE`)
+		duplicate = fs.Bool("allow-duplicate-name", false, "create: even if another agent of the tenant has this name (refused otherwise)")
 		secretFile = fs.String("secret-file", "", "set-secrets: a file of the deployment platform's webhook secrets, one per line")
 	}
 	route := func(fs *flag.FlagSet) (request, error) {
@@ -215,6 +217,9 @@ func agentsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			}
 			if raw != nil {
 				body["steps"] = raw
+			}
+			if *duplicate {
+				body["allow_duplicate_name"] = true
 			}
 			return request{http.MethodPost, "/agents", body}, nil
 		}

@@ -29,7 +29,7 @@ func stepsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if code, ok := parseFlags(fs, args, synopsis); !ok {
 		return code
 	}
-	key, err := managementKey("TRIGGERD_API_KEY", tenants.DefaultKeyFile, *dataDir)
+	key, err := managementKey(apiKeyFlag(fs), "TRIGGERD_API_KEY", tenants.DefaultKeyFile, *dataDir)
 	if err != nil {
 		fmt.Fprintf(stderr, "triggerctl steps: %v\n", err)
 		return 1

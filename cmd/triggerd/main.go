@@ -22,9 +22,16 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/triggerd/triggerd/daemon"
+	"github.com/triggerd/triggerd/internal/buildinfo"
 )
 
 func main() {
+	// issue 40: "triggerd version" (or --version) prints the build's
+	// version, commit and Go version, and exits.
+	if len(os.Args) == 2 && (os.Args[1] == "version" || os.Args[1] == "--version" || os.Args[1] == "-version") {
+		fmt.Fprint(os.Stdout, buildinfo.Read().String("triggerd"))
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr)
 	stop()

@@ -5,7 +5,9 @@ import (
 	"flag"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,4 +55,20 @@ func TestOpenAPIStepsDocument(t *testing.T) {
 func checkedClient(t *testing.T) *http.Client {
 	t.Helper()
 	return &http.Client{Timeout: 20 * time.Second, Transport: apitest.New(t).Transport(nil)}
+}
+
+// "triggerd version" prints the build's version and exits at once, without
+// touching a data dir.
+func TestVersionCommand(t *testing.T) {
+	for _, arg := range []string{"version", "--version"} {
+		cmd := exec.Command(binary, arg)
+		cmd.Dir = t.TempDir()
+		out, err := cmd.Output()
+		if err != nil || !strings.HasPrefix(string(out), "triggerd ") || !strings.Contains(string(out), "module:    github.com/triggerd/triggerd") {
+			t.Fatalf("triggerd %s: %v %q", arg, err, out)
+		}
+		if entries, _ := os.ReadDir(cmd.Dir); len(entries) != 0 {
+			t.Fatalf("triggerd %s wrote %v", arg, entries)
+		}
+	}
 }
