@@ -130,8 +130,13 @@ func accountsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	synopsis := "usage: triggerctl accounts list | get ID | connect CONNECTOR | remove ID\n\n" +
 		"Uses the tenant key in TRIGGERD_API_KEY, else <data-dir>/default_tenant_key. connect prints the URL\n" +
 		"to open in a browser to sign in at the provider (codehost, deploy or analytics).\n\nflags:"
+	output := addOutputFlag(fs)
 	if code, ok := parseFlags(fs, args, synopsis); !ok {
 		return code
+	}
+	format, err := outputFormat(*output, stdout)
+	if err != nil {
+		return usageError(fs, "%v", err)
 	}
 	key, err := managementKey(apiKeyFlag(fs), "TRIGGERD_API_KEY", tenants.DefaultKeyFile, *dataDir)
 	if err != nil {
@@ -157,6 +162,9 @@ func accountsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		fmt.Fprintf(stderr, "triggerctl accounts: %v\n", err)
 		return 1
 	}
-	fmt.Fprintln(stdout, string(out))
+	if err := printAnswer(stdout, stderr, format, out); err != nil {
+		fmt.Fprintf(stderr, "triggerctl accounts: %v\n", err)
+		return 1
+	}
 	return 0
 }

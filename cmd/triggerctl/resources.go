@@ -32,11 +32,16 @@ func apiCommand(ctx context.Context, name, synopsis string, args []string, stdou
 	fs.SetOutput(stderr)
 	baseURL := fs.String("url", defaultURL, "root URL of triggerd")
 	dataDir := fs.String("data-dir", "./data", "triggerd's data dir, where it wrote default_tenant_key (used when TRIGGERD_API_KEY is unset)")
+	output := addOutputFlag(fs)
 	if define != nil {
 		define(fs)
 	}
 	if code, ok := parseFlags(fs, args, synopsis+"\n\nUses the tenant key in TRIGGERD_API_KEY, else <data-dir>/default_tenant_key.\n\nflags:"); !ok {
 		return code
+	}
+	format, err := outputFormat(*output, stdout)
+	if err != nil {
+		return usageError(fs, "%v", err)
 	}
 	req, err := route(fs)
 	if err != nil {
@@ -52,8 +57,9 @@ func apiCommand(ctx context.Context, name, synopsis string, args []string, stdou
 		fmt.Fprintf(stderr, "triggerctl %s: %v\n", name, err)
 		return 1
 	}
-	if len(out) > 0 {
-		fmt.Fprintln(stdout, string(out))
+	if err := printAnswer(stdout, stderr, format, out); err != nil {
+		fmt.Fprintf(stderr, "triggerctl %s: %v\n", name, err)
+		return 1
 	}
 	return 0
 }

@@ -23,11 +23,16 @@ func stepsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	dataDir := fs.String("data-dir", "./data", "triggerd's data dir, where it wrote default_tenant_key (used when TRIGGERD_API_KEY is unset)")
 	account := fs.String("account", "", "connected account to run the step as (run)")
 	input := fs.String("input", "{}", "the step's input as a JSON object, or @FILE (run)")
+	output := addOutputFlag(fs)
 	synopsis := "usage: triggerctl steps list [QUERY] | show ID | run ID --account ACCOUNT --input JSON|@FILE\n\n" +
 		"Lists and searches the tool steps, shows one step's input and output schemas, or runs a step as a\n" +
 		"connected account and prints its output.\n\nflags:"
 	if code, ok := parseFlags(fs, args, synopsis); !ok {
 		return code
+	}
+	format, err := outputFormat(*output, stdout)
+	if err != nil {
+		return usageError(fs, "%v", err)
 	}
 	key, err := managementKey(apiKeyFlag(fs), "TRIGGERD_API_KEY", tenants.DefaultKeyFile, *dataDir)
 	if err != nil {
@@ -63,6 +68,9 @@ func stepsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "triggerctl steps: %v\n", err)
 		return 1
 	}
-	fmt.Fprintln(stdout, string(out))
+	if err := printAnswer(stdout, stderr, format, out); err != nil {
+		fmt.Fprintf(stderr, "triggerctl steps: %v\n", err)
+		return 1
+	}
 	return 0
 }
