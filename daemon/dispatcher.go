@@ -278,6 +278,13 @@ func (c stepCatalog) Has(id string) (string, bool) {
 	return s.Connector, ok
 }
 
+// OutputSchema gives the registry a step's output schema, to check the
+// templates that read it (registry.OutputSchemas).
+func (c stepCatalog) OutputSchema(id string) (json.RawMessage, bool) {
+	s, ok := c.r.Get(id)
+	return s.Output, ok
+}
+
 // hookSecrets resolves per-hook endpoints for ingest, as the registry
 // would (registry.ReadHookSecrets), without needing one.
 type hookSecrets struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -97,6 +98,10 @@ func (r *Registry) CreateAgent(ctx context.Context, tenantID string, in AgentInp
 // the tenant and of the step's connector, templates that parse.
 func (r *Registry) checkSteps(ctx context.Context, tenantID string, steps []store.PipelineStep) error {
 	seen := map[string]bool{}
+	// outputs are the earlier steps' output schemas, for the templates'
+	// references to .steps.<name>.output... (nil: not known, not checked).
+	outputs := map[string]json.RawMessage{}
+	schemas, _ := r.o.Steps.(OutputSchemas)
 	for i, s := range steps {
 		where := fmt.Sprintf("steps[%d]", i)
 		if !stepName.MatchString(s.Name) {
@@ -122,8 +127,22 @@ func (r *Registry) checkSteps(ctx context.Context, tenantID string, steps []stor
 		if err := pipeline.CheckTemplates(s.Input); err != nil {
 			return invalidf("%s: %v", where, err)
 		}
+		if err := pipeline.CheckFieldRefs(s.Input, outputs); err != nil {
+			return invalidf("%s: %v", where, err)
+		}
+		outputs[s.Name] = nil
+		if schemas != nil {
+			outputs[s.Name], _ = schemas.OutputSchema(s.Step)
+		}
 	}
 	return nil
+}
+
+// OutputSchemas is what a step catalogue (Options.Steps) may also offer:
+// each step's output JSON Schema, so that templates' references to an
+// earlier step's output are checked when the agent is saved.
+type OutputSchemas interface {
+	OutputSchema(stepID string) (json.RawMessage, bool)
 }
 
 // GetAgent returns the tenant's agent.

@@ -1057,7 +1057,7 @@ func TestCreateAgent(t *testing.T) {
 		}
 		return s
 	}
-	good := step("comment", commentStep, h.octo.ID, `{"owner":"octocat","body":"Thanks {{ .event.subject }}"}`)
+	good := step("comment", commentStep, h.octo.ID, `{"owner":"octocat","body":"Thanks {{ .sender }}"}`)
 	cases := []struct {
 		name    string
 		in      registry.AgentInput
@@ -1077,6 +1077,8 @@ func TestCreateAgent(t *testing.T) {
 		{"account of the wrong connector", registry.AgentInput{Name: "a", Steps: []store.PipelineStep{step("c", commentStep, vercel.ID, "")}}, vercel.ID},
 		{"unknown account", registry.AgentInput{Name: "a", Steps: []store.PipelineStep{step("c", commentStep, "acc-nope", "")}}, "acc-nope"},
 		{"template that does not parse", registry.AgentInput{Name: "a", Steps: []store.PipelineStep{step("c", commentStep, h.octo.ID, `{"body":"{{ .event.subject "}`)}}, "body"},
+		{"template reading a field the event lacks", registry.AgentInput{Name: "a", Steps: []store.PipelineStep{step("c", commentStep, h.octo.ID, `{"body":"{{ .resource.nmber }}"}`)}}, `no field "nmber"`},
+		{"template reading a later step", registry.AgentInput{Name: "a", Steps: []store.PipelineStep{step("c", commentStep, h.octo.ID, `{"body":"{{ .steps.d.output.x }}"}`)}}, `no earlier step is named "d"`},
 		{"input that is not JSON", registry.AgentInput{Name: "a", Steps: []store.PipelineStep{step("c", commentStep, h.octo.ID, `{"body":`)}}, "steps[0]"},
 	}
 	for _, c := range cases {
