@@ -311,12 +311,12 @@ func (h hookSecrets) Hook(ctx context.Context, c triggers.Connector, id string) 
 // pusher adapts push.Sender to the dispatcher.
 type pusher struct{ sender *push.Sender }
 
-func (p *pusher) Push(ctx context.Context, url, secret string, run agent.Run) (*agent.Result, error) {
+func (p *pusher) Push(ctx context.Context, url, secret string, run agent.Run) (dispatch.PushReply, error) {
 	d, err := p.sender.Send(ctx, url, secret, run)
 	if err != nil {
-		return nil, err
+		return dispatch.PushReply{}, err
 	}
-	return d.Result, nil
+	return dispatch.PushReply{Result: d.Result, Unrecognized: d.Unrecognized}, nil
 }
 
 func (p *pusher) Retry(err error, attempt int) (time.Duration, bool) {

@@ -154,13 +154,13 @@ type blockingPusher struct {
 	calls atomic.Int32
 }
 
-func (p *blockingPusher) Push(ctx context.Context, url, secret string, run agent.Run) (*agent.Result, error) {
+func (p *blockingPusher) Push(ctx context.Context, url, secret string, run agent.Run) (dispatch.PushReply, error) {
 	p.calls.Add(1)
 	select {
 	case <-p.block:
-		return nil, nil
+		return dispatch.PushReply{}, nil
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return dispatch.PushReply{}, ctx.Err()
 	}
 }
 

@@ -471,12 +471,12 @@ func TestScopedEventsReachOnlyTheirTenant(t *testing.T) {
 // testPusher sends with push.Sender but retries quickly.
 type testPusher struct{ s *push.Sender }
 
-func (p testPusher) Push(ctx context.Context, url, secret string, run agent.Run) (*agent.Result, error) {
+func (p testPusher) Push(ctx context.Context, url, secret string, run agent.Run) (dispatch.PushReply, error) {
 	d, err := p.s.Send(ctx, url, secret, run)
 	if err != nil {
-		return nil, err
+		return dispatch.PushReply{}, err
 	}
-	return d.Result, nil
+	return dispatch.PushReply{Result: d.Result, Unrecognized: d.Unrecognized}, nil
 }
 
 func (p testPusher) Retry(err error, attempt int) (time.Duration, bool) {
@@ -624,5 +624,48 @@ func TestEventsNoTriggerCanMatchAreSkippedUnread(t *testing.T) {
 	}
 	if got := skipped(); got != 1 {
 		t.Errorf("skipped events = %v; want still 1", got)
+	}
+}
+
+// An HTTP agent's 2xx answer that is not a run result is kept as the
+// run's result, marked unrecognized, not dropped without a word.
+func TestHTTPAgentAnswerThatIsNotAResultIsKept(t *testing.T) {
+	h := newHarness(t, dispatch.Options{
+		Pusher: testPusher{&push.Sender{Client: push.NewClient(5*time.Second, true)}}, Secrets: sealer{}, MaxDeliver: 4,
+	})
+	secret, _ := agent.NewSecret()
+	answers := map[string]string{"/json": `{"ok": true, "run": "mine"}`, "/text": "thanks!", "/result": `{"status": "succeeded", "output": {"n": 1}}`}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, answers[r.URL.Path])
+	}))
+	defer srv.Close()
+	for _, name := range []string{"json", "text", "result"} {
+		if _, err := h.store.CreateAgent(context.Background(), store.Agent{ID: name, TenantID: "t1", Name: name, Delivery: store.DeliverHTTP,
+			URL: srv.URL + "/" + name, SealedSecret: []byte(secret), CreatedAt: time.Now(), UpdatedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		h.trigger("trig-"+name, name, triggers.NewIssue, match.Params{Repositories: []string{"octo-org/api"}}, "")
+	}
+	h.start()
+	ev := h.deliver("d-answers", "octo-org/api", 3)
+	run := func(name string) store.Run {
+		r, _ := h.store.GetRun(context.Background(), "t1", dispatch.RunID(ev.ID, "trig-"+name, ""))
+		return r
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for run("json").Result == nil || run("text").Result == nil || run("result").Result == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("results: json %s, text %s, result %s", run("json").Result, run("text").Result, run("result").Result)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for name, want := range map[string]string{"json": `"answer":{"ok":true,"run":"mine"}`, "text": `"answer":"thanks!"`} {
+		got := string(run(name).Result)
+		if !strings.Contains(got, `"unrecognized":true`) || !strings.Contains(got, want) || !strings.Contains(got, "not a run result") {
+			t.Errorf("%s: result %s; want it kept, marked unrecognized, with %s", name, got, want)
+		}
+	}
+	if got := string(run("result").Result); strings.Contains(got, "unrecognized") || !strings.Contains(got, `"status":"succeeded"`) {
+		t.Errorf("a real result: %s", got)
 	}
 }

@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,13 +20,37 @@ import (
 
 // Pusher POSTs a run to an HTTP agent (package dispatch/push).
 type Pusher interface {
-	// Push delivers run, signed with secret; the agent's result, when its
-	// answer carried one, is returned.
-	Push(ctx context.Context, url, secret string, run agent.Run) (*agent.Result, error)
+	// Push delivers run, signed with secret, and returns what the agent
+	// answered.
+	Push(ctx context.Context, url, secret string, run agent.Run) (PushReply, error)
 	// Retry says whether a failed push is worth retrying and after how
 	// long, on the given attempt (1 for the first).
 	Retry(err error, attempt int) (delay time.Duration, retry bool)
 }
+
+// PushReply is an HTTP agent's 2xx answer to a run.
+type PushReply struct {
+	// Result is the agent's result, when the answer was one (the reply
+	// contract: {"status": "succeeded"|"failed", ...}).
+	Result *agent.Result
+	// Unrecognized is the answer's body when it was something else (a
+	// mistaken shape, an agent that answers its own JSON or text); the run
+	// keeps it, marked as such, rather than drop it without a word.
+	Unrecognized []byte
+}
+
+// unrecognizedResult is a run's Result for an answer that was not a
+// Result.
+type unrecognizedResult struct {
+	Unrecognized bool `json:"unrecognized"`
+	// Answer is the body as it came: JSON when it was JSON, else a string.
+	Answer  any    `json:"answer"`
+	Message string `json:"message"`
+}
+
+// unrecognizedMessage is unrecognizedResult's Message.
+const unrecognizedMessage = "the agent answered 2xx with a body that is not a run result " +
+	`({"status": "succeeded" or "failed", "output": ..., "error": ...}, for this run); it is kept here as it came`
 
 // handlePush delivers one queued run to its HTTP agent.
 func (d *Dispatcher) handlePush(ctx context.Context, j *bus.Job) {
@@ -37,7 +62,7 @@ func (d *Dispatcher) handlePush(ctx context.Context, j *bus.Job) {
 	ag, err := d.o.Store.GetAgent(ctx, run.Tenant, run.Agent)
 	if errors.Is(err, store.ErrNotFound) {
 		if d.dead(ctx, j, "agent "+run.Agent+" no longer exists") {
-			d.settlePush(ctx, run, "dead_lettered", nil, "the agent was deleted")
+			d.settlePush(ctx, run, "dead_lettered", PushReply{}, "the agent was deleted")
 		}
 		return
 	}
@@ -52,16 +77,16 @@ func (d *Dispatcher) handlePush(ctx context.Context, j *bus.Job) {
 	secret, err := d.o.Secrets.Open(ag.SealedSecret, store.AgentSecretAAD(ag.ID))
 	if err != nil {
 		if d.dead(ctx, j, "open the signing secret of agent "+ag.ID+": "+err.Error()) {
-			d.settlePush(ctx, run, "dead_lettered", nil, "the agent's signing secret cannot be opened")
+			d.settlePush(ctx, run, "dead_lettered", PushReply{}, "the agent's signing secret cannot be opened")
 		}
 		return
 	}
 	stop := bus.Heartbeat(j, d.o.AckWait/3)
-	res, err := d.o.Pusher.Push(ctx, ag.URL, string(secret), run)
+	reply, err := d.o.Pusher.Push(ctx, ag.URL, string(secret), run)
 	stop()
 	if err == nil {
 		d.metrics.pushes.WithLabelValues("delivered").Inc()
-		d.settlePush(ctx, run, "delivered", res, "")
+		d.settlePush(ctx, run, "delivered", reply, "")
 		if err := j.Ack(ctx); err != nil {
 			d.log.Warn().Err(err).Str("run", run.ID).Msg("push ack failed; the agent may receive the run again with the same webhook-id")
 		}
@@ -71,7 +96,7 @@ func (d *Dispatcher) handlePush(ctx context.Context, j *bus.Job) {
 	if again && !j.LastDelivery() {
 		d.metrics.pushes.WithLabelValues("retried").Inc()
 		d.log.Info().Err(err).Str("run", run.ID).Int("attempt", j.Delivered()).Dur("retry_in", delay).Msg("agent push failed; retrying")
-		d.settlePush(ctx, run, "retrying", nil, err.Error())
+		d.settlePush(ctx, run, "retrying", PushReply{}, err.Error())
 		if err := j.Retry(ctx, delay, err.Error()); err != nil {
 			d.log.Error().Err(err).Str("run", run.ID).Msg("could not defer the push")
 		}
@@ -85,18 +110,28 @@ func (d *Dispatcher) handlePush(ctx context.Context, j *bus.Job) {
 	// cannot be written, the push comes back and is decided again.
 	if d.dead(ctx, j, reason) {
 		d.metrics.pushes.WithLabelValues("dead_lettered").Inc()
-		d.settlePush(ctx, run, "dead_lettered", nil, err.Error())
+		d.settlePush(ctx, run, "dead_lettered", PushReply{}, err.Error())
 	}
 }
 
 // settlePush records how far an HTTP agent's run got.
-func (d *Dispatcher) settlePush(ctx context.Context, run agent.Run, status string, res *agent.Result, detail string) {
+func (d *Dispatcher) settlePush(ctx context.Context, run agent.Run, status string, reply PushReply, detail string) {
+	var result []byte
+	switch {
+	case reply.Result != nil:
+		result, _ = json.Marshal(reply.Result)
+	case len(bytes.TrimSpace(reply.Unrecognized)) > 0:
+		u := unrecognizedResult{Unrecognized: true, Answer: string(reply.Unrecognized), Message: unrecognizedMessage}
+		if json.Valid(reply.Unrecognized) {
+			u.Answer = json.RawMessage(reply.Unrecognized)
+		}
+		result, _ = json.Marshal(u)
+		d.log.Warn().Str("run", run.ID).Str("agent", run.Agent).Msg("the HTTP agent's 2xx answer is not a run result; kept on the run, marked unrecognized")
+	}
 	d.modifyRun(ctx, run.Tenant, run.ID, func(r *store.Run) {
 		r.DeliveryStatus = status
-		if res != nil {
-			if b, err := json.Marshal(res); err == nil {
-				r.Result = b
-			}
+		if result != nil {
+			r.Result = result
 		}
 		r.DeliveryError = detail
 	})

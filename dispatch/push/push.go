@@ -75,6 +75,10 @@ type Delivery struct {
 	// and agent (a result naming no run or agent is taken as this run's).
 	// Nil otherwise: answering a result is optional.
 	Result *agent.Result
+	// Unrecognized is the 2xx answer's body when it was not such a Result
+	// (at most MaxResponseBytes; nil for an empty body): the caller keeps
+	// it on the run, marked, instead of dropping it.
+	Unrecognized []byte
 	// Duration is the time from sending the request to reading the answer.
 	Duration time.Duration
 }
@@ -196,6 +200,9 @@ func (s *Sender) Send(ctx context.Context, url, secret string, run agent.Run) (D
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		if readErr == nil && len(answer) <= MaxResponseBytes {
 			d.Result = decodeResult(answer, run)
+			if d.Result == nil && len(bytes.TrimSpace(answer)) > 0 {
+				d.Unrecognized = answer
+			}
 		}
 		return d, nil
 	}

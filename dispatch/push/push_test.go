@@ -148,6 +148,11 @@ func TestSendResultIsOptional(t *testing.T) {
 			if err != nil || d.Status != http.StatusAccepted || d.Result != nil {
 				t.Fatalf("delivery %+v, %v", d, err)
 			}
+			// What is not a result is handed back as it came, to be kept
+			// on the run marked as such; an empty body is nothing.
+			if want := answer; string(d.Unrecognized) != want {
+				t.Fatalf("Unrecognized = %q, want %q", d.Unrecognized, want)
+			}
 		})
 	}
 	// A result naming neither run nor agent is the run's.
@@ -156,7 +161,7 @@ func TestSendResultIsOptional(t *testing.T) {
 	}))
 	defer srv.Close()
 	d, err := local().Send(context.Background(), srv.URL, newSecret(t), run)
-	if err != nil || d.Result == nil || d.Result.RunID != run.ID || d.Result.Agent != agentID {
+	if err != nil || d.Result == nil || d.Result.RunID != run.ID || d.Result.Agent != agentID || d.Unrecognized != nil {
 		t.Fatalf("delivery %+v, %v", d, err)
 	}
 }
