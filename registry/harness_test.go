@@ -1,6 +1,7 @@
 package registry_test
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/triggerd/triggerd/accounts"
 	"github.com/triggerd/triggerd/agent"
 	"github.com/triggerd/triggerd/connectors/codehost"
@@ -69,6 +71,8 @@ type harnessOptions struct {
 	healBatch int
 	// clock, when set, is the time of both the fake and the registry.
 	clock *testenv.Clock
+	// logs, when set, receives the registry's log (JSON lines).
+	logs io.Writer
 }
 
 func newHarness(t *testing.T) *harness { return newHarnessWith(t, harnessOptions{}) }
@@ -122,6 +126,7 @@ func newHarnessWith(t *testing.T, o harnessOptions) *harness {
 		NewAgentSecret: func() (string, error) { return "whsec_" + rand.Text(), nil },
 		HealBatch:      o.healBatch,
 		Now:            now,
+		Logger:         zerolog.New(cmp.Or[io.Writer](o.logs, io.Discard)),
 	})
 	if err != nil {
 		t.Fatalf("registry.New: %v", err)

@@ -661,6 +661,8 @@ func (r *Registry) register(ctx context.Context, api HookAPI, h store.Hook, want
 			return h, false, r.failHook(ctx, h, r.upstreamError(h, err))
 		}
 		h.ExternalID, changed = created.ID, true
+		r.log.Info().Str("hook", h.ID).Str("tenant", h.TenantID).Str("account", h.AccountID).Str("target", h.Target).
+			Strs("events", want).Msg("webhook registered upstream")
 	case !found.Active || !sameSet(found.Events, want) || found.URL != url || found.ID != h.ExternalID || !slices.Equal(h.Events, want):
 		// Updating also resets the secret and the URL: a hook adopted
 		// from an earlier record (or tampered with, or registered under
@@ -669,6 +671,8 @@ func (r *Registry) register(ctx context.Context, api HookAPI, h store.Hook, want
 			return h, false, r.failHook(ctx, h, r.upstreamError(h, err))
 		}
 		h.ExternalID, changed = found.ID, true
+		r.log.Info().Str("hook", h.ID).Str("tenant", h.TenantID).Str("target", h.Target).Strs("events", want).
+			Msg("webhook updated upstream (events, URL, secret or active state)")
 	}
 	now := r.o.Now()
 	h.Events, h.Status, h.StatusReason, h.CheckedAt, h.UpdatedAt = want, store.HookActive, "", now, now
@@ -715,6 +719,7 @@ func (r *Registry) upstreamError(h store.Hook, err error) error {
 
 // failHook records why a hook is failing and returns err.
 func (r *Registry) failHook(ctx context.Context, h store.Hook, err error) error {
+	r.log.Warn().Str("hook", h.ID).Str("tenant", h.TenantID).Str("target", h.Target).Str("reason", err.Error()).Msg("webhook failing")
 	h.Status, h.StatusReason, h.CheckedAt, h.UpdatedAt = store.HookFailing, err.Error(), r.o.Now(), r.o.Now()
 	if _, uerr := r.o.Store.UpdateHook(ctx, h); uerr != nil {
 		r.log.Warn().Err(uerr).Str("hook", h.ID).Msg("could not record the hook's failure")

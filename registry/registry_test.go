@@ -1320,3 +1320,14 @@ func TestMentionTriggersTakeTheAccountsLogin(t *testing.T) {
 		}
 	}
 }
+
+// TestHookRegistrationIsLogged: registering a webhook upstream is one info
+// line with the hook and where it is, a failure a warn line with why.
+func TestHookRegistrationIsLogged(t *testing.T) {
+	var logs bytes.Buffer
+	h := newHarnessWith(t, harnessOptions{logs: &logs})
+	h.mustCreate(triggers.NewIssue, h.octo, repos(helloWorld))
+	if got := logs.String(); !strings.Contains(got, `"message":"webhook registered upstream"`) || !strings.Contains(got, `"target":"`+helloWorld+`"`) {
+		t.Errorf("no info line for the registered hook:\n%s", got)
+	}
+}
