@@ -75,16 +75,6 @@ func (w *webServer) shutdown(ctx context.Context) error {
 	return err
 }
 
-// close stops the server at once, if it serves: for serve's failures,
-// after which no answer is owed.
-func (w *webServer) close() {
-	if w.done == nil {
-		return
-	}
-	w.srv.Close()
-	<-w.done
-}
-
 // newHandler routes triggerd's HTTP endpoints: the webhooks and probes
 // (ingest), the management API and /metrics. Without mgmt (NATS not
 // reached yet) the management API answers 503, saying why.

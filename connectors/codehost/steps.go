@@ -180,8 +180,6 @@ func (r repoInput) checkRepo(p *problems) {
 	p.name("repo", r.Repo)
 }
 
-func (r repoInput) path(rest ...string) string { return repoPath(r.Owner, r.Repo, rest...) }
-
 // listInput bounds a list step.
 type listInput struct {
 	MaxItems int `json:"max_items"`
