@@ -6,6 +6,7 @@ package daemon
 // newHandler mounts it.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -54,20 +55,21 @@ func (t consoleTenants) ListTenants(ctx context.Context) ([]store.Tenant, error)
 // consoleDeps are the services serve has built by the time the console
 // is made.
 type consoleDeps struct {
-	cfg          Config
-	st           store.Store
-	tenants      *tenants.Service
-	accounts     console.Accounts
-	registry     console.Registry
-	replayer     console.Replayer
-	dryRunner    console.DryRunner
-	steps        console.Steps
-	bus          *bus.Bus
-	adminKeys    []string
-	unconfigured []string
-	ready        func() bool
-	reg          prometheus.Gatherer
-	log          zerolog.Logger
+	cfg            Config
+	st             store.Store
+	tenants        *tenants.Service
+	accounts       console.Accounts
+	registry       console.Registry
+	replayer       console.Replayer
+	dryRunner      console.DryRunner
+	steps          console.Steps
+	bus            *bus.Bus
+	adminKeys      []string
+	unconfigured   []string
+	ready          func() bool
+	notReadyReason func() string
+	reg            prometheus.Gatherer
+	log            zerolog.Logger
 }
 
 func newConsole(d consoleDeps) (*console.Console, error) {
@@ -83,14 +85,16 @@ func newConsole(d consoleDeps) (*console.Console, error) {
 		AdminKeys: d.adminKeys, SecureCookies: strings.HasPrefix(d.cfg.PublicURL, "https://"), PublicURL: d.cfg.PublicURL,
 		UnconfiguredConnectors: unconfigured,
 		Ready: func(ctx context.Context) map[string]error {
+			// What /readyz says of NATS, and the store's own ping where it
+			// has one (Redis; bolt is a local file, open or not started).
 			m := map[string]error{"NATS": nil, "store": nil}
 			if !d.ready() {
-				m["NATS"] = errors.New("NATS is not reachable: deliveries are spooled")
+				m["NATS"] = errors.New(cmp.Or(d.notReadyReason(), "NATS is not reachable") + ": deliveries are spooled")
 			}
-			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			defer cancel()
-			if _, err := d.st.GetTenant(ctx, "readiness-probe"); err != nil && !errors.Is(err, store.ErrNotFound) {
-				m["store"] = err
+			if p, ok := d.st.(dispatch.Pinger); ok {
+				ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				defer cancel()
+				m["store"] = p.Ping(ctx)
 			}
 			return m
 		},

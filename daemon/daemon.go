@@ -442,7 +442,7 @@ func (d *daemon) startServices(ctx context.Context) error {
 	// Console (issue 38).
 	con, err := newConsole(consoleDeps{cfg: cfg, st: st, tenants: tenantSvc, accounts: acct, registry: disp.registry,
 		replayer: disp.dispatcher, dryRunner: disp.dispatcher, steps: runner, bus: d.bus, adminKeys: d.adminKeys, unconfigured: d.unconfigured,
-		ready: d.slot.Ready, reg: d.reg, log: log})
+		ready: d.slot.Ready, notReadyReason: d.slot.NotReadyReason, reg: d.reg, log: log})
 	if err != nil {
 		return err
 	}
