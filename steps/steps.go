@@ -54,7 +54,8 @@ type Options struct {
 	// OnCircuitChange, when set, is told when an account's steps start or
 	// stop being held back.
 	OnCircuitChange func(CircuitChange)
-	// Now is the breaker's clock (default time.Now).
+	// Now is the clock of the breaker and of Audit.Duration (default
+	// time.Now).
 	Now func() time.Time
 	// Audit, when set, is told of every run of a step, whoever asked
 	// (connectors.Caller: the API, MCP, a pipeline), once it has ended.
@@ -86,7 +87,6 @@ type Runner struct {
 	acc     accountTokens
 	breaker *breaker
 	audit   func(Audit)
-	now     func() time.Time
 }
 
 // New compiles every step's input schema and refuses duplicate ids.
@@ -94,10 +94,7 @@ func New(o Options) (*Runner, error) {
 	if o.Accounts == nil {
 		return nil, errors.New("steps: nil Accounts")
 	}
-	r := &Runner{entries: map[string]*entry{}, acc: o.Accounts, breaker: newBreaker(o), audit: o.Audit, now: o.Now}
-	if r.now == nil {
-		r.now = time.Now
-	}
+	r := &Runner{entries: map[string]*entry{}, acc: o.Accounts, breaker: newBreaker(o), audit: o.Audit}
 	wraps := map[string]func(string, http.RoundTripper) http.RoundTripper{}
 	var all []connectors.Step
 	for _, tk := range o.Toolkits {
@@ -167,7 +164,7 @@ func (r *Runner) Run(ctx context.Context, tenantID, id, accountID string, input 
 	if r.audit == nil {
 		return r.run(ctx, tenantID, id, accountID, input)
 	}
-	start := r.now()
+	start := r.breaker.now()
 	out, err := r.run(ctx, tenantID, id, accountID, input)
 	code := "ok"
 	var ce *connectors.Error
@@ -176,7 +173,7 @@ func (r *Runner) Run(ctx context.Context, tenantID, id, accountID string, input 
 	} else if err != nil {
 		code = string(connectors.CodeUpstream)
 	}
-	r.audit(Audit{Tenant: tenantID, Step: id, Account: accountID, Caller: connectors.Caller(ctx), Code: code, Duration: r.now().Sub(start)})
+	r.audit(Audit{Tenant: tenantID, Step: id, Account: accountID, Caller: connectors.Caller(ctx), Code: code, Duration: r.breaker.now().Sub(start)})
 	return out, err
 }
 
