@@ -119,17 +119,21 @@ func (t *tenant) syncTools(ctx context.Context) error {
 		if len(accs) == 0 {
 			continue
 		}
+		// Only a tool whose accounts changed is built again: this runs
+		// at every tools/list.
+		name, sig := toolName(st.ID), accountsSignature(accs)
+		if t.steps[name] == sig {
+			want[name] = true
+			continue
+		}
 		tool, h, err := t.stepTool(st, accs)
 		if err != nil {
 			t.s.log.Error().Err(err).Str("step", st.ID).Msg("a step cannot be served as an MCP tool")
 			continue
 		}
-		want[tool.Name] = true
-		sig := accountsSignature(accs)
-		if t.steps[tool.Name] != sig {
-			t.srv.AddTool(tool, h)
-			t.steps[tool.Name] = sig
-		}
+		want[name] = true
+		t.srv.AddTool(tool, h)
+		t.steps[name] = sig
 	}
 	var gone []string
 	for name := range t.steps {
