@@ -319,7 +319,8 @@ func TestAnnotations(t *testing.T) {
 
 // The text repeating a long output is cut on a character's boundary.
 func TestSuccessCutsText(t *testing.T) {
-	out, _ := json.Marshal(map[string]string{"s": strings.Repeat("é", maxText)})
+	// {"st":" is 7 bytes and each é 2: maxText, even, falls inside one.
+	out, _ := json.Marshal(map[string]string{"st": strings.Repeat("é", maxText)})
 	res := success("ok.", out)
 	text := res.Content[0].(*mcp.TextContent).Text
 	if !utf8.ValidString(text) || len(text) > maxText+100 || !strings.HasSuffix(text, "the structured content has all of it)") {
