@@ -10,13 +10,13 @@ import (
 	"context"
 	"encoding/json"
 	"net/url"
-	"runtime/debug"
 
 	"github.com/labstack/echo/v4"
 	"github.com/rs/zerolog"
 
 	"github.com/triggerd/triggerd/accounts"
 	"github.com/triggerd/triggerd/bus"
+	"github.com/triggerd/triggerd/internal/buildinfo"
 	"github.com/triggerd/triggerd/mcpserver"
 	"github.com/triggerd/triggerd/steps"
 	"github.com/triggerd/triggerd/store"
@@ -41,10 +41,7 @@ type mcpNotice struct {
 // newMCP returns the MCP endpoint, over the same tenant service, step
 // runner, registry and records as the management API.
 func newMCP(acct *accounts.Service, tenantSvc *tenants.Service, runner *steps.Runner, disp *dispatchParts, st store.Store, log zerolog.Logger) (*mcpserver.Server, error) {
-	version := "dev"
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		version = bi.Main.Version
-	}
+	version := buildinfo.Read().Version
 	return mcpserver.New(mcpserver.Options{
 		Auth: tenantSvc, Accounts: acct, Steps: runner,
 		Triggers: disp.registry, Records: st, DryRunner: disp.dispatcher,

@@ -422,6 +422,8 @@ func (t *tenant) switchTool(name, title, desc string, enabled bool) triggerTool 
 		if err != nil {
 			return t.registryFailure(err, "trigger"), nil
 		}
+		// The trigger's resource says whether it is enabled.
+		t.resourcesChanged(ctx)
 		return structured(fmt.Sprintf("Trigger %s is now enabled=%t.", tr.ID, tr.Enabled), viewTrigger(tr))
 	}}
 }
