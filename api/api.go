@@ -95,7 +95,7 @@ func New(o Options) (*API, error) {
 	}
 	// An empty key would accept an empty Bearer token's comparison.
 	o.AdminKeys = slices.DeleteFunc(slices.Clone(o.AdminKeys), func(k string) bool { return k == "" })
-	doc, err := OpenAPI()
+	doc, err := mergedOpenAPI() // served as it is, never changed
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/labstack/echo/v4"
 	"go.yaml.in/yaml/v3"
@@ -38,6 +39,17 @@ func EmbeddedStepsDocument() []byte { return bytes.Clone(openapiSteps) }
 // OpenAPI returns the API's OpenAPI 3.1 document as JSON: openapi.yaml with
 // the steps' paths and schemas merged in.
 func OpenAPI() ([]byte, error) {
+	doc, err := mergedOpenAPI()
+	return bytes.Clone(doc), err
+}
+
+// mergedOpenAPI merges the embedded documents once per process: the merge
+// decodes and re-encodes some 12,000 lines (tens of milliseconds), and
+// every api.New needs the result, which cannot change while the binary
+// runs.
+var mergedOpenAPI = sync.OnceValues(mergeOpenAPI)
+
+func mergeOpenAPI() ([]byte, error) {
 	var doc map[string]any
 	if err := yaml.Unmarshal(openapiYAML, &doc); err != nil {
 		return nil, fmt.Errorf("api: openapi.yaml: %w", err)
