@@ -15,9 +15,9 @@ import (
 	"github.com/triggerd/triggerd/store"
 )
 
-// withRegistry gives v's API a registry and v's store as its records, and
-// returns the tenant id of key.
-func withRegistry(t *testing.T, v *env, key string) string {
+// newRegistry returns a registry over v's store and accounts that
+// registers no webhooks upstream.
+func newRegistry(t *testing.T, v *env) *registry.Registry {
 	t.Helper()
 	reg, err := registry.New(registry.Options{
 		Store: v.store, Accounts: v.accounts, Secrets: mustVault(t), PublicURL: "https://triggerd.example.test",
@@ -27,7 +27,14 @@ func withRegistry(t *testing.T, v *env, key string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := api.New(api.Options{Accounts: v.accounts, Auth: v.tenants, Tenants: v.tenants, Registry: reg, Records: v.store, Logger: zerolog.Nop()})
+	return reg
+}
+
+// withRegistry gives v's API a registry and v's store as its records, and
+// returns the tenant id of key.
+func withRegistry(t *testing.T, v *env, key string) string {
+	t.Helper()
+	a, err := api.New(api.Options{Accounts: v.accounts, Auth: v.tenants, Tenants: v.tenants, Registry: newRegistry(t, v), Records: v.store, Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,6 @@ import (
 	"github.com/triggerd/triggerd/api/apitest"
 	"github.com/triggerd/triggerd/dispatch"
 	"github.com/triggerd/triggerd/ingest"
-	"github.com/triggerd/triggerd/registry"
 	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/triggers"
 )
@@ -91,16 +90,8 @@ func (noHooks) Hook(context.Context, triggers.Connector, string) (triggers.Scope
 // method of the document is a route: neither can gain one alone.
 func TestOpenAPIPathsAreTheRoutes(t *testing.T) {
 	v, _ := newBoltEnv(t)
-	reg, err := registry.New(registry.Options{
-		Store: v.store, Accounts: v.accounts, Secrets: mustVault(t), PublicURL: "https://triggerd.example.test",
-		HookAPI:        func(*http.Client) registry.HookAPI { return nil },
-		NewAgentSecret: func() (string, error) { return "whsec_test", nil },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	a, err := api.New(api.Options{
-		Accounts: v.accounts, Auth: v.tenants, Tenants: v.tenants, Steps: fakeSteps{}, Registry: reg,
+		Accounts: v.accounts, Auth: v.tenants, Tenants: v.tenants, Steps: fakeSteps{}, Registry: newRegistry(t, v),
 		Records: v.store, Replayer: noReplays{}, DryRunner: noDryRuns{}, Logger: zerolog.Nop(),
 	})
 	if err != nil {

@@ -1,19 +1,11 @@
 package api_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
-
-	"github.com/labstack/echo/v4"
-	"github.com/rs/zerolog"
-
-	"github.com/triggerd/triggerd/accounts"
-	"github.com/triggerd/triggerd/api"
-	"github.com/triggerd/triggerd/registry"
 )
 
 // TestBadListQueriesAnswerOnce checks that a bad limit or status gets one
@@ -21,25 +13,8 @@ import (
 // list with a zero limit and write a second body after the error.
 func TestBadListQueriesAnswerOnce(t *testing.T) {
 	v, key := newBoltEnv(t)
-	st := v.store
-	vault, err := accounts.NewVault(bytes.Repeat([]byte{9}, 32))
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := registry.New(registry.Options{
-		Store: st, Accounts: v.accounts, Secrets: vault, PublicURL: "https://triggerd.example.test",
-		HookAPI:        func(*http.Client) registry.HookAPI { return nil },
-		NewAgentSecret: func() (string, error) { return "whsec_test", nil },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := api.New(api.Options{Accounts: v.accounts, Auth: v.tenants, Tenants: v.tenants, Registry: reg, Records: st, Logger: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := echo.New()
-	a.Register(e)
+	withRegistry(t, v, key)
+	e := v.e
 	get := func(path string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(http.MethodGet, path, nil)
 		req.Header.Set("Authorization", "Bearer "+key)
