@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -21,9 +22,11 @@ import (
 // output JSON Schema; a nil schema leaves that step's output unchecked).
 // The payload (.payload...) is the provider's, and references into it are
 // not checked, nor are those inside range and with, where the dot is no
-// longer the run's data. The error is a *TemplateError naming the field.
+// longer the run's data. It refuses all CheckTemplates refuses, in the same
+// walk, so an agent's steps are parsed once when it is saved. The error is
+// a *TemplateError naming the field.
 func CheckFieldRefs(input json.RawMessage, outputs map[string]json.RawMessage) error {
-	if !bytes.Contains(input, []byte("{{")) {
+	if len(bytes.TrimSpace(input)) == 0 {
 		return nil
 	}
 	var v any
@@ -103,12 +106,7 @@ func checkChain(chain []string, outputs map[string]json.RawMessage) error {
 		}
 		schema, ok := outputs[chain[1]]
 		if !ok {
-			names := make([]string, 0, len(outputs))
-			for n := range outputs {
-				names = append(names, n)
-			}
-			slices.Sort(names)
-			return fmt.Errorf("%s: no earlier step is named %q (earlier steps: %s)", ref, chain[1], listOrNone(names))
+			return fmt.Errorf("%s: no earlier step is named %q (earlier steps: %s)", ref, chain[1], listOrNone(slices.Sorted(maps.Keys(outputs))))
 		}
 		if len(chain) < 3 {
 			return nil
@@ -181,12 +179,7 @@ func checkSchemaChain(ref string, chain []string, raw json.RawMessage) error {
 		}
 		next, ok := props[name].(map[string]any)
 		if !ok {
-			names := make([]string, 0, len(props))
-			for n := range props {
-				names = append(names, n)
-			}
-			slices.Sort(names)
-			return fmt.Errorf("%s: the step's output has no field %q here (it has: %s)", ref, name, strings.Join(names, ", "))
+			return fmt.Errorf("%s: the step's output has no field %q here (it has: %s)", ref, name, strings.Join(slices.Sorted(maps.Keys(props)), ", "))
 		}
 		s = next
 	}

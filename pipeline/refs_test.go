@@ -40,3 +40,26 @@ func TestCheckFieldRefs(t *testing.T) {
 		}
 	}
 }
+
+// CheckFieldRefs refuses all CheckTemplates refuses: the registry calls
+// only it when an agent is saved.
+func TestCheckFieldRefsRefusesWhatCheckTemplatesDoes(t *testing.T) {
+	for _, input := range []string{
+		`not json`,
+		`{"body": "{{ .resource.title "}`,
+		`{"body": "{{ range 100000 }}x{{ end }}"}`,
+		`{"body": "{{ define \"x\" }}x{{ end }}"}`,
+		`{"body": "{{ template \"x\" }}"}`,
+	} {
+		if CheckTemplates(json.RawMessage(input)) == nil {
+			t.Errorf("%s: CheckTemplates takes it; the case tests nothing", input)
+		}
+		var te *TemplateError
+		if err := CheckFieldRefs(json.RawMessage(input), nil); !errors.As(err, &te) {
+			t.Errorf("%s: CheckFieldRefs: %v, want a *TemplateError", input, err)
+		}
+	}
+	if err := CheckFieldRefs(json.RawMessage("  "), nil); err != nil {
+		t.Errorf("an empty input: %v", err)
+	}
+}

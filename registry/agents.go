@@ -124,9 +124,7 @@ func (r *Registry) checkSteps(ctx context.Context, tenantID string, steps []stor
 				return invalidf("%s: step %s needs a %s account; %s is a %s account", where, s.Step, conn, acc.ID, acc.Connector)
 			}
 		}
-		if err := pipeline.CheckTemplates(s.Input); err != nil {
-			return invalidf("%s: %v", where, err)
-		}
+		// CheckFieldRefs also refuses what pipeline.CheckTemplates does.
 		if err := pipeline.CheckFieldRefs(s.Input, outputs); err != nil {
 			return invalidf("%s: %v", where, err)
 		}
