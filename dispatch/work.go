@@ -1,7 +1,6 @@
 package dispatch
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -35,7 +34,8 @@ type PushReply struct {
 	Result *agent.Result
 	// Unrecognized is the answer's body when it was something else (a
 	// mistaken shape, an agent that answers its own JSON or text); the run
-	// keeps it, marked as such, rather than drop it without a word.
+	// keeps it, marked as such, rather than drop it without a word. Nil
+	// for a body of only white space, as push.Delivery gives it.
 	Unrecognized []byte
 }
 
@@ -120,7 +120,7 @@ func (d *Dispatcher) settlePush(ctx context.Context, run agent.Run, status strin
 	switch {
 	case reply.Result != nil:
 		result, _ = json.Marshal(reply.Result)
-	case len(bytes.TrimSpace(reply.Unrecognized)) > 0:
+	case reply.Unrecognized != nil:
 		u := unrecognizedResult{Unrecognized: true, Answer: string(reply.Unrecognized), Message: unrecognizedMessage}
 		if json.Valid(reply.Unrecognized) {
 			u.Answer = json.RawMessage(reply.Unrecognized)
