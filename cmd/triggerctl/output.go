@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"sort"
@@ -183,14 +184,9 @@ func writeObject(w io.Writer, v any) error {
 	if !ok {
 		return writeJSON(w, v, "  ")
 	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
 	var nested []string
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		if isScalar(m[k]) {
 			fmt.Fprintf(tw, "%s:\t%s\n", k, cell(m[k]))
 		} else {
