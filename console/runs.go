@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/triggerd/triggerd/store"
 )
@@ -56,13 +55,6 @@ func (c *Console) runs(w http.ResponseWriter, r *http.Request, s *session) error
 	return nil
 }
 
-// runView adds to a run what its page shows about it.
-type runView struct {
-	store.Run
-	DeadLettered bool
-	Took         time.Duration
-}
-
 func (c *Console) run(w http.ResponseWriter, r *http.Request, s *session) error {
 	tid, err := tenant(s)
 	if err != nil {
@@ -72,7 +64,6 @@ func (c *Console) run(w http.ResponseWriter, r *http.Request, s *session) error 
 	if err != nil {
 		return err
 	}
-	v := runView{Run: run, DeadLettered: run.DeliveryStatus == "dead_lettered"}
-	c.render(w, r, s, http.StatusOK, "run", "Run "+run.ID, map[string]any{"R": v})
+	c.render(w, r, s, http.StatusOK, "run", "Run "+run.ID, map[string]any{"R": run})
 	return nil
 }
