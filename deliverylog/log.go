@@ -124,6 +124,14 @@ func (l *Log) Run(ctx context.Context) {
 		}
 		batch = batch[:0]
 	}
+	add := func(ctx context.Context, o ingest.DeliveryOutcome) {
+		if rec, ok := l.record(ctx, o); ok {
+			batch = append(batch, rec)
+			if len(batch) == l.o.Batch {
+				flush(ctx)
+			}
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -132,24 +140,14 @@ func (l *Log) Run(ctx context.Context) {
 			for {
 				select {
 				case o := <-l.ch:
-					if rec, ok := l.record(drain, o); ok {
-						batch = append(batch, rec)
-						if len(batch) == l.o.Batch {
-							flush(drain)
-						}
-					}
+					add(drain, o)
 				default:
 					flush(drain)
 					return
 				}
 			}
 		case o := <-l.ch:
-			if rec, ok := l.record(ctx, o); ok {
-				batch = append(batch, rec)
-				if len(batch) == l.o.Batch {
-					flush(ctx)
-				}
-			}
+			add(ctx, o)
 		case <-tick.C:
 			flush(ctx)
 		case <-prune.C:
