@@ -386,7 +386,20 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, s *session, err e
 	default:
 		c.log.Error().Err(err).Str("path", r.URL.Path).Msg("console page failed")
 	}
-	c.render(w, r, s, status, "error", "Error", map[string]any{"Status": status, "Message": msg})
+	data := map[string]any{"Status": status, "Message": msg}
+	// The list the page belongs to is where to go on from (not for a
+	// refusal: the list would be refused too).
+	seg, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, Prefix), "/")
+	if label, ok := sections[seg]; ok && status != http.StatusForbidden {
+		data["Back"] = map[string]string{"Path": Prefix + seg, "Label": label}
+	}
+	c.render(w, r, s, status, "error", "Error", data)
+}
+
+// sections are the console's lists by their path under Prefix.
+var sections = map[string]string{
+	"integrations": "Integrations", "steps": "Tool steps", "agents": "Agents", "triggers": "Triggers",
+	"deliveries": "Deliveries", "events": "Events", "runs": "Runs", "dead": "Dead letters", "tenants": "Tenants",
 }
 
 // view is what every page template gets.

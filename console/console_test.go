@@ -677,3 +677,28 @@ func TestAdminManagesTenantsAndKeys(t *testing.T) {
 		t.Errorf("a tenant on another tenant's keys: %d, want 403", res.StatusCode)
 	}
 }
+
+func TestErrorPagesSayWhereToGoOn(t *testing.T) {
+	f := newFixture(t, false)
+	cl, _ := f.signIn(t, keyA)
+	for path, want := range map[string][]string{
+		"/console/deliveries?answer=bogus": {"Not possible as asked", `href="/console/deliveries">Back to Deliveries`},
+		"/console/runs/nope":               {"Not found", `href="/console/runs">Back to Runs`},
+		"/console/nowhere":                 {"Not found", `href="/console/">Back to the overview`},
+		"/console/tenants":                 {"Refused", `href="/console/">Back to the overview`},
+	} {
+		_, page := get(t, cl, f.srv.URL+path)
+		for _, w := range want {
+			if !strings.Contains(page, w) {
+				t.Errorf("%s lacks %q", path, w)
+			}
+		}
+	}
+	if _, page := get(t, cl, f.srv.URL+"/console/tenants"); strings.Contains(page, "Back to Tenants") {
+		t.Error("a refusal of Tenants offers to go back to Tenants")
+	}
+	admin, _ := f.signIn(t, adminKey)
+	if _, page := get(t, admin, f.srv.URL+"/console/runs"); !strings.Contains(page, "Choose a tenant") || !strings.Contains(page, `href="/console/tenants">Go to Tenants`) {
+		t.Errorf("the admin without a tenant on Runs is not sent to Tenants: %s", page)
+	}
+}
