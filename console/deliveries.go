@@ -3,6 +3,7 @@ package console
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -107,13 +108,7 @@ func hiddenHeader(name string) bool {
 
 func headersOf(h map[string][]string) []header {
 	var out []header
-	for _, k := range slices.Sorted(func(yield func(string) bool) {
-		for k := range h {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, k := range slices.Sorted(maps.Keys(h)) {
 		v := strings.Join(h[k], ", ")
 		if hiddenHeader(k) {
 			v = "(hidden: a credential)"

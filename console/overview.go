@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"time"
@@ -188,13 +189,7 @@ func (c *Console) readiness(ctx context.Context) []readiness {
 	}
 	var out []readiness
 	m := c.o.Ready(ctx)
-	for _, name := range slices.Sorted(func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, name := range slices.Sorted(maps.Keys(m)) {
 		rd := readiness{Name: name, OK: m[name] == nil}
 		if m[name] != nil {
 			rd.Error = m[name].Error()
