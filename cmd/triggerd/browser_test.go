@@ -154,25 +154,33 @@ func (b *browser) do(what string, actions ...chromedp.Action[chromedp.Void]) {
 // text returns the page's visible text.
 func (b *browser) text() string {
 	b.t.Helper()
+	return b.textIn("body")
+}
+
+// textIn returns the visible text of the element sel selects.
+func (b *browser) textIn(sel string) string {
+	b.t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
 	defer cancel()
-	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("body")))
+	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
 	if err != nil {
-		b.t.Fatalf("read the page's text: %v", err)
+		b.t.Fatalf("read the text of %s: %v", sel, err)
 	}
 	return s
 }
 
-// eventually polls the page's text until it contains want, without
-// reloading: what the page's own script refreshes.
-func (b *browser) eventually(want string, d time.Duration) {
+// eventually polls the text of the element sel selects until it
+// contains want, without reloading: what the page's own script
+// refreshes. sel is the refreshed part, so that want found elsewhere on
+// the page (a filter's option) does not count.
+func (b *browser) eventually(sel, want string, d time.Duration) {
 	b.t.Helper()
 	b.front()
 	deadline := time.Now().Add(d)
-	for !strings.Contains(b.text(), want) {
+	for !strings.Contains(b.textIn(sel), want) {
 		if time.Now().After(deadline) {
 			state := evalIn[string](b, `document.visibilityState + " refreshed=" + document.documentElement.getAttribute("data-refreshed")`)
-			b.t.Fatalf("timed out after %s waiting for %q on the page without a reload (page %s); it shows %q", d, want, state, b.text())
+			b.t.Fatalf("timed out after %s waiting for %q in %s without a reload (page %s); it shows %q", d, want, sel, state, b.textIn(sel))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -361,11 +369,11 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Logf("issue %v\nruns %v\ntriggers %v", out, runs, tr)
 		}
 	})
-	deliveries.eventually("issues.opened", 30*time.Second)
+	deliveries.eventually("#rows", "issues.opened", 30*time.Second)
 	deliveries.screenshot("09-deliveries")
-	events.eventually("new_issue", 30*time.Second)
+	events.eventually("#rows", "new_issue", 30*time.Second)
 	events.screenshot("10-events")
-	runs.eventually("new_issue", 30*time.Second)
+	runs.eventually("#rows", "new_issue", 30*time.Second)
 	runs.screenshot("11-runs")
 
 	// The delivery's page: the hostile title is text, nothing runs.
@@ -384,7 +392,7 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	// Its event: outcome started, linked to the run.
 	deliveries.do("open its event", chromedp.Click(chromedp.CSS("ul.events a")), chromedp.WaitVisible(chromedp.ID("event-live")))
-	deliveries.eventually("started", 30*time.Second)
+	deliveries.eventually("#event-live", "started", 30*time.Second)
 	deliveries.screenshot("13-event")
 	deliveries.do("open its run", chromedp.Click(chromedp.CSS("#event-live td a.mono[href^='/console/runs/']")),
 		chromedp.WaitVisible(chromedp.ID("run-live")))
