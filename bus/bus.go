@@ -149,10 +149,6 @@ type Options struct {
 	// ReplicasFlag names the setting Replicas came from, for errors
 	// ("--nats-replicas").
 	ReplicasFlag string
-	// ClusterSize, when set, is how many JetStream servers the cluster
-	// has (the embedded server knows its routes); zero learns it from the
-	// server (1 outside a cluster, else the members it announces).
-	ClusterSize int
 	// OnReplicasKept, when set, is called once per stream or bucket that
 	// has more replicas than Replicas asks, which Connect leaves as is.
 	OnReplicasKept func(stream string, have, want int)

@@ -213,7 +213,7 @@ func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
 
 // ClusterSize returns how many servers the cluster the server is a member
 // of has, its own included, as its routes name them; 0 outside any
-// cluster. Pass it as Options.ClusterSize.
+// cluster. Connect reads it through Options.Embedded.
 func (e *Embedded) ClusterSize() int { return e.clusterSize }
 
 // ClientURL returns the URL clients connect to.

@@ -19,13 +19,13 @@ const MaxReplicas = 5
 var ErrReplicas = errors.New("more replicas than the NATS cluster has JetStream servers")
 
 // clusterSize returns how many JetStream servers the cluster triggerd is
-// connected to has: Options.ClusterSize when set (the embedded server
-// knows its routes), else 1 for a server outside any cluster, else the
+// connected to has: the embedded server's cluster as its routes name it
+// (Options.Embedded), else 1 for a server outside any cluster, else the
 // distinct servers the connection knows of (those given in the URL and
 // those the server gossips in its INFO: every member with a client port).
 func (b *Bus) clusterSize() int {
-	if b.opts.ClusterSize > 0 {
-		return b.opts.ClusterSize
+	if e := b.opts.Embedded; e != nil && e.ClusterSize() > 0 {
+		return e.ClusterSize()
 	}
 	if b.nc.ConnectedClusterName() == "" {
 		return 1

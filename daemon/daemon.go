@@ -306,14 +306,6 @@ func (d *daemon) buildIngest(context.Context) error {
 	return nil
 }
 
-// embeddedClusterSize is the embedded server's cluster's size, or 0.
-func (d *daemon) embeddedClusterSize() int {
-	if d.embedded == nil {
-		return 0
-	}
-	return d.embedded.ClusterSize()
-}
-
 // connectBus connects to NATS. An external NATS that cannot be reached
 // is retried while ingest serves webhooks into the spool; d.bus stays nil
 // when ctx ends first (what was spooled meanwhile waits for the next
@@ -330,7 +322,6 @@ func (d *daemon) connectBus(ctx context.Context) error {
 		DedupWindow:      d.cfg.DedupWindow,
 		MaxInlineBytes:   d.cfg.MaxInlineBytes,
 		Replicas:         d.cfg.NATSReplicas,
-		ClusterSize:      d.embeddedClusterSize(),
 		ReplicasFlag:     "--nats-replicas",
 		OnReplicasKept: func(stream string, have, want int) {
 			log.Warn().Str("component", "bus").Str("stream", stream).Int("replicas", have).Int("nats_replicas", want).
