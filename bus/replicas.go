@@ -51,10 +51,7 @@ func (b *Bus) chooseReplicas() error {
 			n = 3
 		}
 	}
-	flagName := b.opts.ReplicasFlag
-	if flagName == "" {
-		flagName = "replicas"
-	}
+	flagName := b.replicasFlag()
 	switch {
 	case n < 1 || n > MaxReplicas:
 		return fmt.Errorf("%s %d: %w: JetStream keeps 1 to %d replicas", flagName, n, ErrReplicas, MaxReplicas)
@@ -63,6 +60,14 @@ func (b *Bus) chooseReplicas() error {
 	}
 	b.replicas = n
 	return nil
+}
+
+// replicasFlag names the setting Replicas came from, for errors.
+func (b *Bus) replicasFlag() string {
+	if b.opts.ReplicasFlag == "" {
+		return "replicas"
+	}
+	return b.opts.ReplicasFlag
 }
 
 // Replicas returns how many replicas the streams triggerd creates are
@@ -74,16 +79,8 @@ func (b *Bus) Replicas() int { return b.replicas }
 // a stream's replicas keeps them (OnReplicasKept is told), and placement
 // set by hand stays.
 func (b *Bus) ensureStream(ctx context.Context, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
-	cfg.Replicas = b.replicas
-	existing, err := retryJS(ctx, func(ctx context.Context) (jetstream.Stream, error) { return b.js.Stream(ctx, cfg.Name) })
-	switch {
-	case err == nil:
-		have := existing.CachedInfo().Config
-		cfg.Replicas = b.keepReplicas(cfg.Name, have.Replicas)
-		if cfg.Placement == nil {
-			cfg.Placement = have.Placement
-		}
-	case !errors.Is(err, jetstream.ErrStreamNotFound):
+	var err error
+	if cfg.Replicas, cfg.Placement, err = b.replicasFor(ctx, cfg.Name, cfg.Placement); err != nil {
 		return nil, fmt.Errorf("provision stream %s: %w", cfg.Name, err)
 	}
 	s, err := retryJS(ctx, func(ctx context.Context) (jetstream.Stream, error) { return b.js.CreateOrUpdateStream(ctx, cfg) })
@@ -95,18 +92,8 @@ func (b *Bus) ensureStream(ctx context.Context, cfg jetstream.StreamConfig) (jet
 
 // ensureObjectStore is ensureStream for an object store bucket.
 func (b *Bus) ensureObjectStore(ctx context.Context, cfg jetstream.ObjectStoreConfig) (jetstream.ObjectStore, error) {
-	cfg.Replicas = b.replicas
-	existing, err := retryJS(ctx, func(ctx context.Context) (jetstream.Stream, error) {
-		return b.js.Stream(ctx, "OBJ_"+cfg.Bucket)
-	})
-	switch {
-	case err == nil:
-		have := existing.CachedInfo().Config
-		cfg.Replicas = b.keepReplicas("OBJ_"+cfg.Bucket, have.Replicas)
-		if cfg.Placement == nil {
-			cfg.Placement = have.Placement
-		}
-	case !errors.Is(err, jetstream.ErrStreamNotFound):
+	var err error
+	if cfg.Replicas, cfg.Placement, err = b.replicasFor(ctx, "OBJ_"+cfg.Bucket, cfg.Placement); err != nil {
 		return nil, fmt.Errorf("provision object store %s: %w", cfg.Bucket, err)
 	}
 	os, err := retryJS(ctx, func(ctx context.Context) (jetstream.ObjectStore, error) {
@@ -116,6 +103,25 @@ func (b *Bus) ensureObjectStore(ctx context.Context, cfg jetstream.ObjectStoreCo
 		return nil, fmt.Errorf("provision object store %s with %d replicas: %w", cfg.Bucket, cfg.Replicas, b.replicasError(err))
 	}
 	return os, nil
+}
+
+// replicasFor returns the replicas and placement stream is to be given:
+// b.replicas and placement for a stream that does not exist yet, else
+// keepReplicas of what it has, and its own placement unless placement is
+// set.
+func (b *Bus) replicasFor(ctx context.Context, stream string, placement *jetstream.Placement) (int, *jetstream.Placement, error) {
+	existing, err := retryJS(ctx, func(ctx context.Context) (jetstream.Stream, error) { return b.js.Stream(ctx, stream) })
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		return b.replicas, placement, nil
+	case err != nil:
+		return 0, nil, err
+	}
+	have := existing.CachedInfo().Config
+	if placement == nil {
+		placement = have.Placement
+	}
+	return b.keepReplicas(stream, have.Replicas), placement, nil
 }
 
 // keepReplicas returns the replicas a stream that has have of them is
@@ -136,11 +142,7 @@ func (b *Bus) replicasError(err error) error {
 	if errors.As(err, &apiErr) {
 		switch apiErr.ErrorCode {
 		case codeInsufficientResources, codeNoPeers, codeReplicasNotSupported:
-			flagName := b.opts.ReplicasFlag
-			if flagName == "" {
-				flagName = "replicas"
-			}
-			return fmt.Errorf("%w: %w; lower %s or add JetStream servers", ErrReplicas, err, flagName)
+			return fmt.Errorf("%w: %w; lower %s or add JetStream servers", ErrReplicas, err, b.replicasFlag())
 		}
 	}
 	return err
