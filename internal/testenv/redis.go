@@ -30,36 +30,36 @@ type Redis struct {
 // is killed when the test ends. A missing redis-server is Missing.
 func StartRedis(tb testing.TB, args ...string) *Redis {
 	tb.Helper()
-	bin := Binary(tb, "redis-server")
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-	l.Close()
+	port := strconv.Itoa(FreePort(tb))
 	args = append([]string{"--port", port, "--bind", "127.0.0.1", "--dir", tb.TempDir(),
 		"--save", "", "--appendonly", "no"}, args...)
-	cmd := exec.Command(bin, args...)
+	r := runRedisServer(tb, "redis-server", port, args...)
+	r.URL = "redis://127.0.0.1:" + port + "/0"
+	return r
+}
+
+// runRedisServer starts redis-server with args, which must make it listen
+// on 127.0.0.1:port, kills it when the test ends, and waits until it
+// answers PING; what names it in failures.
+func runRedisServer(tb testing.TB, what, port string, args ...string) *Redis {
+	tb.Helper()
+	cmd := exec.Command(Binary(tb, "redis-server"), args...)
 	var out Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
-		tb.Fatalf("start redis-server: %v", err)
+		tb.Fatalf("start %s: %v", what, err)
 	}
 	exited := make(chan struct{})
 	go func() {
 		_ = cmd.Wait()
 		close(exited)
 	}()
-	tb.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGCONT) // a paused server dies only once resumed
-		_ = cmd.Process.Kill()
-		<-exited
-	})
-	r := &Redis{URL: "redis://127.0.0.1:" + port + "/0", addr: "127.0.0.1:" + port, cmd: cmd, exited: exited}
-	Eventually(tb, 10*time.Second, "redis-server on port "+port+" to answer PING", func() bool {
+	r := &Redis{addr: "127.0.0.1:" + port, cmd: cmd, exited: exited}
+	tb.Cleanup(r.kill)
+	Eventually(tb, 10*time.Second, what+" on port "+port+" to answer PING", func() bool {
 		select {
 		case <-exited:
-			tb.Fatalf("redis-server exited:\n%s", out.String())
+			tb.Fatalf("%s exited:\n%s", what, out.String())
 		default:
 		}
 		return r.answers(200 * time.Millisecond)
@@ -106,7 +106,11 @@ func (r *Redis) Addr() string { return r.addr }
 // process to exit.
 func (r *Redis) Kill(tb testing.TB) {
 	tb.Helper()
-	_ = r.cmd.Process.Signal(syscall.SIGCONT)
+	r.kill()
+}
+
+func (r *Redis) kill() {
+	_ = r.cmd.Process.Signal(syscall.SIGCONT) // a paused server dies only once resumed
 	_ = r.cmd.Process.Kill()
 	<-r.exited
 }
@@ -117,19 +121,13 @@ func (r *Redis) Kill(tb testing.TB) {
 // when the test ends. It returns their addresses once each answers PING.
 func StartSentinels(tb testing.TB, masterAddr string, n int) []string {
 	tb.Helper()
-	bin := Binary(tb, "redis-server")
 	host, port, err := net.SplitHostPort(masterAddr)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	var addrs []string
 	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			tb.Fatal(err)
-		}
-		sport := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-		l.Close()
+		sport := strconv.Itoa(FreePort(tb))
 		dir := tb.TempDir()
 		// Sentinels rewrite their configuration: it must be writable.
 		conf := filepath.Join(dir, "sentinel.conf")
@@ -140,31 +138,7 @@ func StartSentinels(tb testing.TB, masterAddr string, n int) []string {
 		if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
 			tb.Fatal(err)
 		}
-		cmd := exec.Command(bin, conf, "--sentinel")
-		var out Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Start(); err != nil {
-			tb.Fatalf("start sentinel: %v", err)
-		}
-		exited := make(chan struct{})
-		go func() {
-			_ = cmd.Wait()
-			close(exited)
-		}()
-		tb.Cleanup(func() {
-			_ = cmd.Process.Kill()
-			<-exited
-		})
-		s := &Redis{addr: "127.0.0.1:" + sport}
-		Eventually(tb, 10*time.Second, "sentinel on port "+sport+" to answer PING", func() bool {
-			select {
-			case <-exited:
-				tb.Fatalf("sentinel exited:\n%s", out.String())
-			default:
-			}
-			return s.answers(200 * time.Millisecond)
-		})
-		addrs = append(addrs, s.addr)
+		addrs = append(addrs, runRedisServer(tb, "sentinel", sport, conf, "--sentinel").addr)
 	}
 	return addrs
 }
