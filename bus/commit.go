@@ -239,9 +239,7 @@ func (b *Bus) publishEvents(ctx context.Context, events []triggers.Event, payloa
 		ack <-chan ackResult
 	}
 	sent := make([]pending, 0, len(events))
-	// firstAck is the first event's acknowledgement, when it was waited
-	// for before the others were sent (checkFirstOnly).
-	var firstAck *Published
+	acks := make([]Published, len(events))
 	// Waiters not waited for (an error below) stop waiting.
 	defer func() {
 		for _, p := range sent {
@@ -303,20 +301,17 @@ func (b *Bus) publishEvents(ctx context.Context, events []triggers.Event, payloa
 		sent = append(sent, pending{msg, id, ack})
 		if i == 0 && checkFirstOnly && unlessArchived != "" && len(events) > 1 {
 			// The condition passes or fails before the rest are sent.
-			first, err := b.acks.wait(ctx, msg, id, ack)
-			sent[0].ack = nil
+			acks[0], err = b.acks.wait(ctx, msg, id, ack)
+			sent[0].ack = nil // waited for
 			if err != nil {
 				return nil, fmt.Errorf("publish event %s: %w", e.ID, err)
 			}
-			firstAck = &first
 		}
 	}
-	acks := make([]Published, len(sent))
 	for i := range sent {
 		p := &sent[i]
-		if i == 0 && firstAck != nil {
-			acks[0] = *firstAck
-			continue
+		if p.ack == nil {
+			continue // the first, waited for above
 		}
 		ack, err := b.acks.wait(ctx, p.msg, p.id, p.ack)
 		p.ack = nil // waited for: wait forgets it if it gave up
