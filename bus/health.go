@@ -47,10 +47,7 @@ func (b *Bus) NotReadyReason() string {
 	if b.down.Load() {
 		return "NATS is unreachable"
 	}
-	if r := b.health.reason.Load(); r != nil {
-		return *r
-	}
-	return ""
+	return b.currentReason()
 }
 
 // writtenStreams are the streams ingest and dispatch write to.
@@ -138,7 +135,7 @@ func (b *Bus) checkHealth() string {
 	return ""
 }
 
-// currentReason is the reason last stored, or "".
+// currentReason is the reason the watcher last stored, or "".
 func (b *Bus) currentReason() string {
 	if r := b.health.reason.Load(); r != nil {
 		return *r
