@@ -153,15 +153,8 @@ func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
 	if maxPayload == 0 {
 		maxPayload = DefaultEmbeddedMaxPayload
 	}
-	serverName := "triggerd"
-	clusterSize := 0
-	if len(o.Cluster.Routes) > 0 {
-		if serverName, clusterSize, err = o.Cluster.apply(); err != nil {
-			return nil, err
-		}
-	}
 	opts := &server.Options{
-		ServerName:             serverName,
+		ServerName:             "triggerd",
 		Host:                   host,
 		Port:                   port,
 		JetStream:              true,
@@ -174,8 +167,9 @@ func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
 	if port == 0 {
 		opts.Port = server.RANDOM_PORT
 	}
-	if clusterSize > 0 {
-		if err := o.Cluster.setOptions(opts); err != nil {
+	clusterSize := 0
+	if len(o.Cluster.Routes) > 0 {
+		if clusterSize, err = o.Cluster.apply(opts); err != nil {
 			return nil, err
 		}
 	}

@@ -13,10 +13,11 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 )
 
-// apply checks the cluster settings and returns the server's name and the
+// apply checks the cluster settings, puts them into the server's options
+// (its name, the address it takes routes on, the routes) and returns the
 // cluster's size: the distinct routes, plus this server when none of them
 // names it.
-func (c *EmbeddedCluster) apply() (serverName string, size int, err error) {
+func (c *EmbeddedCluster) apply(opts *server.Options) (size int, err error) {
 	listenFlag, routesFlag := c.ListenFlag, c.RoutesFlag
 	if listenFlag == "" {
 		listenFlag = "cluster listen address"
@@ -25,23 +26,28 @@ func (c *EmbeddedCluster) apply() (serverName string, size int, err error) {
 		routesFlag = "routes"
 	}
 	if c.Listen == "" {
-		return "", 0, fmt.Errorf("%s is needed with %s: the address other members' routes reach this server on", listenFlag, routesFlag)
+		return 0, fmt.Errorf("%s is needed with %s: the address other members' routes reach this server on", listenFlag, routesFlag)
 	}
 	host, portStr, err := net.SplitHostPort(c.Listen)
 	if err != nil {
-		return "", 0, fmt.Errorf("%s %q: want host:port: %w", listenFlag, c.Listen, err)
+		return 0, fmt.Errorf("%s %q: want host:port: %w", listenFlag, c.Listen, err)
 	}
 	port, err := strconv.Atoi(portStr)
 	if err != nil || port <= 0 || port > 65535 {
-		return "", 0, fmt.Errorf("%s %q: bad port", listenFlag, c.Listen)
+		return 0, fmt.Errorf("%s %q: bad port", listenFlag, c.Listen)
 	}
 	seen := map[string]bool{}
 	self := false
+	routes := make([]*url.URL, 0, len(c.Routes))
 	for _, r := range c.Routes {
 		u, err := url.Parse(r)
 		if err != nil || u.Scheme != "nats" || u.Hostname() == "" || u.Port() == "" {
-			return "", 0, fmt.Errorf("%s: route %q: want nats://host:port", routesFlag, r)
+			return 0, fmt.Errorf("%s: route %q: want nats://host:port", routesFlag, r)
 		}
+		if c.Password != "" {
+			u.User = url.UserPassword(RouteUser, c.Password)
+		}
+		routes = append(routes, u)
 		if seen[u.Host] {
 			continue
 		}
@@ -54,7 +60,7 @@ func (c *EmbeddedCluster) apply() (serverName string, size int, err error) {
 	if !self {
 		size++
 	}
-	serverName = c.ServerName
+	serverName := c.ServerName
 	if serverName == "" {
 		hostname, err := os.Hostname()
 		if err != nil || hostname == "" {
@@ -63,36 +69,19 @@ func (c *EmbeddedCluster) apply() (serverName string, size int, err error) {
 		serverName = hostname + "-" + portStr
 	}
 	if strings.ContainsAny(serverName, " \t\n") {
-		return "", 0, fmt.Errorf("server name %q: no spaces", serverName)
+		return 0, fmt.Errorf("server name %q: no spaces", serverName)
 	}
-	return serverName, size, nil
-}
-
-// setOptions puts the cluster settings into the server's options.
-func (c *EmbeddedCluster) setOptions(opts *server.Options) error {
-	host, portStr, _ := net.SplitHostPort(c.Listen)
-	port, _ := strconv.Atoi(portStr)
+	opts.ServerName = serverName
 	opts.Cluster.Name = c.Name
 	if opts.Cluster.Name == "" {
 		opts.Cluster.Name = DefaultClusterName
 	}
 	opts.Cluster.Host, opts.Cluster.Port = host, port
-	routes := make([]string, len(c.Routes))
-	for i, r := range c.Routes {
-		u, _ := url.Parse(r)
-		if c.Password != "" {
-			u.User = url.UserPassword(RouteUser, c.Password)
-		}
-		routes[i] = u.String()
-	}
 	if c.Password != "" {
 		opts.Cluster.Username, opts.Cluster.Password = RouteUser, c.Password
 	}
-	opts.Routes = server.RoutesFromStr(strings.Join(routes, ","))
-	if len(opts.Routes) != len(c.Routes) {
-		return fmt.Errorf("routes %v: not all are nats://host:port URLs", c.Routes)
-	}
-	return nil
+	opts.Routes = routes
+	return size, nil
 }
 
 // isLocalHost reports whether a route's host names this machine, as the
