@@ -338,8 +338,7 @@ func TestSessionCookie(t *testing.T) {
 func TestSessionIdleExpiryAndSignOut(t *testing.T) {
 	f := newFixture(t, false)
 	cl, _ := f.signIn(t, keyA)
-	res, page := get(t, cl, f.srv.URL+"/console/deliveries")
-	if res.StatusCode != http.StatusOK {
+	if res, _ := get(t, cl, f.srv.URL+"/console/deliveries"); res.StatusCode != http.StatusOK {
 		t.Fatalf("deliveries: %d", res.StatusCode)
 	}
 	f.advance(11 * time.Hour)
@@ -356,7 +355,7 @@ func TestSessionIdleExpiryAndSignOut(t *testing.T) {
 	}
 
 	cl, _ = f.signIn(t, keyA)
-	_, page = get(t, cl, f.srv.URL+"/console/deliveries")
+	_, page := get(t, cl, f.srv.URL+"/console/deliveries")
 	res, err := cl.PostForm(f.srv.URL+"/console/signout", url.Values{"csrf": {csrfFrom(t, page)}})
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,6 @@ package deliverylog
 import (
 	"context"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -68,7 +67,6 @@ func TestRecordsReachTheStore(t *testing.T) {
 type slowStore struct {
 	*boltstore.Store
 	release chan struct{}
-	once    sync.Once
 }
 
 func (s *slowStore) PutDeliveries(ctx context.Context, ds []store.DeliveryRecord) error {

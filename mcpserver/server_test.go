@@ -52,7 +52,7 @@ func (f *fakeAccounts) add(a store.Account) {
 
 // fakeSteps runs "demo" steps: the input's "fail" is the error code to
 // fail with; otherwise the output echoes the tenant, account and input.
-type fakeSteps struct{ calls chan string }
+type fakeSteps struct{}
 
 var demoSteps = []connectors.Step{
 	{ID: "demo.get_thing", Name: "Get Thing", Connector: "demo", Description: "Reads a thing.",

@@ -99,7 +99,8 @@ func (s *Store) ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]s
 		if f.Before != "" {
 			upper = deliveryKey(f.TenantID, f.Before)
 		}
-		k, v := c.Seek(upper)
+		var v []byte
+		k, _ := c.Seek(upper)
 		if k == nil {
 			k, v = c.Last()
 		} else {

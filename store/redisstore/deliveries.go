@@ -85,8 +85,9 @@ func (s *Store) ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]s
 	}
 	out := []store.DeliveryRecord{}
 	for scanned := 0; scanned < store.MaxDeliveryScan; {
-		ids, err := s.rdb.ZRevRangeByLex(ctx, s.deliveriesKey(f.TenantID), &redis.ZRangeBy{
-			Max: upper, Min: lower, Count: int64(min(deliveryPage, store.MaxDeliveryScan-scanned)),
+		ids, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{
+			Key: s.deliveriesKey(f.TenantID), Start: upper, Stop: lower, ByLex: true, Rev: true, // Rev: from upper down
+			Count: int64(min(deliveryPage, store.MaxDeliveryScan-scanned)),
 		}).Result()
 		if err != nil {
 			return nil, fmt.Errorf("redisstore: list deliveries: %w", err)
@@ -131,8 +132,9 @@ func (s *Store) PruneDeliveries(ctx context.Context, before time.Time, limit int
 	limit = store.PruneLimit(limit)
 	total := 0
 	for total < limit {
-		members, err := s.rdb.ZRangeByLex(ctx, s.allDeliveriesKey(), &redis.ZRangeBy{
-			Min: "-", Max: "(" + store.DeliveryIDAt(before), Count: int64(min(limit-total, deliveryPage)),
+		members, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{
+			Key: s.allDeliveriesKey(), Start: "-", Stop: "(" + store.DeliveryIDAt(before), ByLex: true,
+			Count: int64(min(limit-total, deliveryPage)),
 		}).Result()
 		if err != nil {
 			return total, fmt.Errorf("redisstore: prune deliveries: %w", err)

@@ -254,7 +254,7 @@ func (s *Store) check(ctx context.Context, where string, allowVolatile bool) err
 
 // ErrRedisCluster is wrapped by the error Open returns for a node of a
 // Redis Cluster.
-var ErrRedisCluster = errors.New("Redis Cluster is not supported")
+var ErrRedisCluster = errors.New("redisstore: a Redis Cluster is not supported")
 
 // checkNotCluster refuses a node of a Redis Cluster: the store's scripts
 // and transactions touch several keys that a cluster would spread over
