@@ -998,7 +998,12 @@ func TestAnalyticsEndpoint(t *testing.T) {
 		{"data", "", "empty"},
 		{"data", "https://analyticsdata.googleapis.com/v1beta/x", "absolute"},
 		{"other", "v1beta/properties", "api"},
-		{"", "v1beta/properties", "api"},
+		{"", "v1beta/properties/1:runReprot", "set api"},
+		{"", "v1beta/widgets", "set api"},
+		{"admin", "v1beta/properties/1:runReport", "contradicts"},
+		{"admin", "v1beta/properties/1/metadata", "Data API"},
+		{"data", "v1beta/properties/1/keyEvents", "contradicts"},
+		{"data", "v1beta/accountSummaries", "Admin API"},
 		{"data", "v1beta/../v1/x", ""},
 		{"data", "v1beta//x", ""},
 	} {
@@ -1037,6 +1042,67 @@ func TestAnalyticsEndpoint(t *testing.T) {
 	for _, e := range []string{"v1/x", "v1alpha/x", "v2beta1/x"} {
 		if _, err := run(t, h.analytics(), h.env, map[string]any{"method": "DELETE", "api": "admin", "endpoint": e}); err != nil {
 			t.Errorf("%s: %v", e, err)
+		}
+	}
+}
+
+// The spec's input has no api: the endpoint alone chooses the host, and
+// an explicit api that agrees changes nothing.
+func TestAnalyticsAPIIsInferredFromTheEndpoint(t *testing.T) {
+	h := newHarness(t, false)
+	for _, tc := range []struct {
+		method, endpoint string
+		admin            bool
+	}{
+		{"POST", "v1beta/properties/123:runReport", false},
+		{"POST", "v1beta/properties/123:batchRunReports", false},
+		{"POST", "v1beta/properties/123:runPivotReport", false},
+		{"POST", "v1beta/properties/123:batchRunPivotReports", false},
+		{"POST", "v1beta/properties/123:runRealtimeReport", false},
+		{"POST", "v1beta/properties/123:checkCompatibility", false},
+		{"GET", "v1beta/properties/123/metadata", false},
+		{"GET", "v1beta/properties/0/metadata", false},
+		{"GET", "v1beta/properties/123/audienceExports?pageSize=5", false},
+		{"POST", "v1beta/properties/123/audienceExports/9:query", false},
+		{"POST", "v1alpha:runReport", false},
+		{"POST", "v1beta/properties/123%3ArunReport", false},
+		{"GET", "v1beta/accountSummaries", true},
+		{"GET", "v1beta/accounts", true},
+		{"POST", "v1beta/accounts:provisionAccountTicket", true},
+		{"GET", "v1beta/properties?filter=parent:accounts/42", true},
+		{"POST", "v1beta/properties", true},
+		{"GET", "v1beta/properties/123", true},
+		{"PATCH", "v1beta/properties/123?updateMask=display_name", true},
+		{"DELETE", "v1beta/properties/123", true},
+		{"POST", "v1beta/properties/123:runAccessReport", true},
+		{"GET", "v1beta/properties/123/keyEvents", true},
+		{"POST", "v1beta/properties/123/dataStreams", true},
+		{"PATCH", "v1beta/properties/123/dataStreams/7?updateMask=display_name", true},
+		{"GET", "v1beta/properties/123/customDimensions", true},
+		{"GET", "v1alpha/properties/123/audiences", true},
+	} {
+		for _, api := range []string{"", "data", "admin"} {
+			if api != "" && (api == "admin") != tc.admin {
+				continue
+			}
+			in := map[string]any{"method": tc.method, "endpoint": tc.endpoint}
+			if api != "" {
+				in["api"] = api
+			}
+			if tc.method != "GET" && tc.method != "DELETE" {
+				in["body"] = map[string]any{}
+			}
+			dataBefore, adminBefore := h.api.count(), h.admin.count()
+			if _, err := run(t, h.analytics(), h.env, in); err != nil {
+				t.Errorf("%s %s (api %q): %v", tc.method, tc.endpoint, api, err)
+				continue
+			}
+			gotAdmin := h.admin.count() == adminBefore+1 && h.api.count() == dataBefore
+			gotData := h.api.count() == dataBefore+1 && h.admin.count() == adminBefore
+			if tc.admin && !gotAdmin || !tc.admin && !gotData {
+				t.Errorf("%s %s (api %q): data %d→%d, admin %d→%d; want the %s",
+					tc.method, tc.endpoint, api, dataBefore, h.api.count(), adminBefore, h.admin.count(), map[bool]string{true: "Admin API", false: "Data API"}[tc.admin])
+			}
 		}
 	}
 }

@@ -215,9 +215,14 @@ type analyticsInput struct {
 }
 
 // Analytics returns the "Analytics API Call" step (analytics.api_call).
-// Its input is a method, the API ("data" or "admin"), an endpoint relative
-// to that API's base starting at the version segment (no leading slash,
-// e.g. v1beta/properties/123:runReport) and an optional JSON object body.
+// Its input is the spec's: a method, an endpoint relative to the API's
+// base starting at the version segment (no leading slash, e.g.
+// v1beta/properties/123:runReport) and an optional JSON object body. The
+// endpoint says which API serves it (see analyticsAPIOf): the Data API's
+// report methods, metadata and audience exports, the Admin API's
+// accounts, account summaries, properties and their collections. The
+// optional api ("data" or "admin") must agree with a known endpoint and
+// chooses the API of one neither is known to serve.
 func Analytics(o AnalyticsOptions) connectors.Step {
 	targets := map[string]*target{
 		analyticsAPIData:  newTarget("analytics", o.DataBaseURL, DefaultAnalyticsDataURL, false),
@@ -227,13 +232,16 @@ func Analytics(o AnalyticsOptions) connectors.Step {
 		ID:          "analytics.api_call",
 		Name:        "Analytics API Call",
 		Connector:   "analytics",
-		Description: "Sends a request to any endpoint of the analytics Data or Admin API as the connected account; the platform adds authentication.",
+		Description: "Sends a request to any endpoint of the analytics Data or Admin API as the connected account; the endpoint chooses the API, and the platform adds authentication.",
 		Input: schema.Root(schema.Object(schema.Props{
-			"method":   methodSchema(analyticsMethods),
-			"api":      schema.Enum("Which API: \"data\" (reports) or \"admin\" (properties, key events, data streams).", analyticsAPIData, analyticsAPIAdmin),
-			"endpoint": endpointSchema("Path relative to the chosen API's base, starting at the version segment and without a leading slash, e.g. "+analyticsEndpointExample+"; it may carry a query.", MaxEndpointLength-1),
-			"body":     bodySchema,
-		}, "method", "api", "endpoint")),
+			"method": methodSchema(analyticsMethods),
+			"endpoint": endpointSchema("Path relative to the API's base, starting at the version segment and without a leading slash, e.g. "+analyticsEndpointExample+"; it may carry a query. "+
+				"It chooses the API: the Data API serves the report methods on a property (:runReport, :batchRunReports, :runPivotReport, :batchRunPivotReports, :runRealtimeReport, :checkCompatibility), "+
+				"properties/<id>/metadata and audienceExports; the Admin API serves accounts, accountSummaries, properties and their other collections (keyEvents, dataStreams, customDimensions, ...).", MaxEndpointLength-1),
+			"api": schema.Enum("Optional: which API, \"data\" or \"admin\". The endpoint already says which; an api that contradicts it is refused. Needed only for an endpoint neither API is known to serve.",
+				analyticsAPIData, analyticsAPIAdmin),
+			"body": bodySchema,
+		}, "method", "endpoint")),
 		Output: schema.Root(outputSchema),
 		Run: func(ctx context.Context, env connectors.Env, input json.RawMessage) (any, error) {
 			var in analyticsInput
@@ -243,14 +251,14 @@ func Analytics(o AnalyticsOptions) connectors.Step {
 			if err := checkMethod(in.Method, analyticsMethods); err != nil {
 				return nil, err
 			}
-			t, ok := targets[in.API]
-			if !ok {
-				return nil, invalid("api must be %q or %q", analyticsAPIData, analyticsAPIAdmin)
-			}
 			if err := checkAnalyticsEndpoint(in.Endpoint); err != nil {
 				return nil, err
 			}
-			u, err := t.resolve("/" + in.Endpoint)
+			api, err := chooseAnalyticsAPI(in.API, in.Endpoint)
+			if err != nil {
+				return nil, err
+			}
+			u, err := targets[api].resolve("/" + in.Endpoint)
 			if err != nil {
 				return nil, err
 			}
@@ -258,7 +266,7 @@ func Analytics(o AnalyticsOptions) connectors.Step {
 			if err != nil {
 				return nil, err
 			}
-			return t.do(ctx, env, in.Method, u, http.Header{"Accept": {"application/json"}}, body)
+			return targets[api].do(ctx, env, in.Method, u, http.Header{"Accept": {"application/json"}}, body)
 		},
 	}
 }
@@ -272,15 +280,23 @@ func checkAnalyticsEndpoint(e string) error {
 		return invalid("the endpoint is empty; give a path such as %q", analyticsEndpointExample)
 	case e[0] == '/' || e[0] == '\\':
 		return invalid("the endpoint must not start with %q; write it from the version segment, e.g. %q", e[:1], analyticsEndpointExample)
-	case hasScheme(e):
+	case hasScheme(e) && !versionMethod(e):
 		return invalid("the endpoint is an absolute URL; give only the path from the version segment, e.g. %q", analyticsEndpointExample)
 	}
 	path, _, _ := strings.Cut(e, "?")
 	first, _, _ := strings.Cut(path, "/")
+	first, _, _ = strings.Cut(first, ":") // v1alpha:runReport
 	if !analyticsVersion.MatchString(first) {
 		return invalid("the endpoint must start with the API version segment, e.g. %q; put the version (such as v1beta) first", analyticsEndpointExample)
 	}
 	return nil
+}
+
+// versionMethod reports whether e starts with a method on the version
+// itself (v1alpha:runReport), which looks like a URL scheme but is not.
+func versionMethod(e string) bool {
+	v, rest, ok := strings.Cut(e, ":")
+	return ok && analyticsVersion.MatchString(v) && rest != "" && (rest[0] >= 'a' && rest[0] <= 'z')
 }
 
 func methodSchema(methods []string) schema.Schema { return schema.Enum("HTTP method.", methods...) }
