@@ -120,10 +120,12 @@ func (tk *toolkit) steps() []connectors.Step {
 	}
 	return []connectors.Step{
 		step(StepRunReports, "Run Reports",
-			"Runs a report of metrics by dimensions over date ranges for a GA4 property, with optional filters, ordering and paging.",
+			"Runs a report of metrics by dimensions over date ranges for a GA4 property, with optional filters, ordering and paging. "+
+				"GA4 processes most data within 24 hours and all of it (attribution, session stitching, key events) within 48 hours, so recent figures may still change: "+
+				"the output's data_may_change_from names the first such date and may_change says whether the report reaches it; for final figures, end the date range before it (3daysAgo).",
 			runReportsInput, reportOutput, tk.runReports),
 		step(StepRunRealtimeReport, "Run Realtime Report",
-			"Runs a report of the last 30 minutes of activity of a GA4 property.",
+			"Runs a report of the last 30 minutes of activity of a GA4 property (covers_minutes in the output), before GA4's processing: figures lack processed signals and differ from Run Reports'.",
 			runRealtimeInput, reportOutput, tk.runRealtimeReport),
 		step(StepGetMetadata, "Get Metadata",
 			"Lists the dimensions and metrics available to reports of a GA4 property, custom ones included.",

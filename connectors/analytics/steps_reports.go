@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/triggerd/triggerd/connectors"
@@ -160,6 +161,101 @@ type Report struct {
 	CurrencyCode          string `json:"currency_code,omitempty"`
 	SubjectToThresholding bool   `json:"subject_to_thresholding,omitempty"`
 	DataLossFromOtherRow  bool   `json:"data_loss_from_other_row,omitempty"`
+
+	// DataMayChangeFrom (Run Reports) is the first date, YYYY-MM-DD in
+	// the property's time zone, whose figures may still change: GA4
+	// processes most data within 24 hours and all of it (attribution,
+	// session stitching, key events) within 48, so every date whose end
+	// is less than 48 hours ago is not final.
+	DataMayChangeFrom string `json:"data_may_change_from,omitempty"`
+	// MayChange says the report covers data that may still change: a
+	// date range reaching DataMayChangeFrom, or any realtime report,
+	// whose data is not processed.
+	MayChange bool `json:"may_change"`
+	// CoversMinutes (Run Realtime Report) is how many of the last
+	// minutes the report covers: 30 unless minute ranges say otherwise.
+	CoversMinutes int `json:"covers_minutes,omitempty"`
+	// Freshness says the above in a sentence.
+	Freshness string `json:"freshness"`
+}
+
+// Processing delays of GA4 data (the product spec's limits; Google's
+// "Data freshness" help page).
+const (
+	// processingDelay is how long after its day ends a date's figures
+	// may still change.
+	processingDelay = 48 * time.Hour
+	// realtimeWindow is the default window of realtime reports.
+	realtimeWindow = 30
+)
+
+// mayChangeFrom returns the first date, in loc, whose figures may still
+// change at now: the first day that ended less than processingDelay ago
+// (the day of now-48h: two days before today).
+func mayChangeFrom(now time.Time, loc *time.Location) time.Time {
+	t := now.In(loc).Add(-processingDelay)
+	return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
+}
+
+// reportDay resolves a report date (YYYY-MM-DD, NdaysAgo, yesterday,
+// today) against today; ok is false for a date that does not parse.
+func reportDay(d string, today time.Time) (time.Time, bool) {
+	switch {
+	case d == "today":
+		return today, true
+	case d == "yesterday":
+		return today.AddDate(0, 0, -1), true
+	case strings.HasSuffix(d, "daysAgo"):
+		n, err := strconv.Atoi(strings.TrimSuffix(d, "daysAgo"))
+		return today.AddDate(0, 0, -n), err == nil
+	}
+	t, err := time.Parse(time.DateOnly, d)
+	return t, err == nil
+}
+
+// markCoreFreshness fills rep's freshness fields for a core report over
+// ranges, in the property's time zone as the answer gave it.
+func markCoreFreshness(rep *Report, ranges []gaDateRange, now time.Time) {
+	loc := time.UTC
+	if l, err := time.LoadLocation(rep.TimeZone); err == nil && rep.TimeZone != "" {
+		loc = l
+	}
+	from := mayChangeFrom(now, loc)
+	local := now.In(loc)
+	today := time.Date(local.Year(), local.Month(), local.Day(), 0, 0, 0, 0, time.UTC)
+	rep.DataMayChangeFrom = from.Format(time.DateOnly)
+	for _, r := range ranges {
+		if end, ok := reportDay(r.EndDate, today); !ok || !end.Before(from) {
+			rep.MayChange = true
+		}
+	}
+	zone := rep.TimeZone
+	if zone == "" {
+		zone = "UTC"
+	}
+	reach := "this report's dates end before it, so its figures are final"
+	if rep.MayChange {
+		reach = "this report reaches it, so its figures for those dates are provisional"
+	}
+	rep.Freshness = fmt.Sprintf("Figures from %s on (%s) may still change: GA4 processes most data within 24 hours and all of it (attribution, session stitching, key events) within 48 hours; %s.", rep.DataMayChangeFrom, zone, reach)
+}
+
+// markRealtimeFreshness fills rep's freshness fields for a realtime
+// report over ranges (none: the default last 30 minutes).
+func markRealtimeFreshness(rep *Report, ranges []gaMinuteRange) {
+	rep.MayChange = true
+	rep.CoversMinutes = realtimeWindow
+	if len(ranges) > 0 {
+		rep.CoversMinutes = 0
+		for _, r := range ranges {
+			start := realtimeWindow - 1
+			if r.StartMinutesAgo != nil {
+				start = *r.StartMinutesAgo
+			}
+			rep.CoversMinutes = max(rep.CoversMinutes, start+1)
+		}
+	}
+	rep.Freshness = fmt.Sprintf("Covers the last %d minutes of activity, before GA4's processing: figures lack processed signals (such as attribution) and differ from Run Reports' for the same events.", rep.CoversMinutes)
 }
 
 // MetricHeader names a metric column.
@@ -214,7 +310,12 @@ func (tk *toolkit) runReports(ctx context.Context, env connectors.Env, input jso
 	if err != nil {
 		return nil, err
 	}
-	return c.report(ctx, id, "runReport", req)
+	rep, err := c.report(ctx, id, "runReport", req)
+	if err != nil {
+		return nil, err
+	}
+	markCoreFreshness(rep, req.DateRanges, tk.now())
+	return rep, nil
 }
 
 // runRealtimeReport runs Run Realtime Report: POST
@@ -252,7 +353,12 @@ func (tk *toolkit) runRealtimeReport(ctx context.Context, env connectors.Env, in
 	if err != nil {
 		return nil, err
 	}
-	return c.report(ctx, id, "runRealtimeReport", req)
+	rep, err := c.report(ctx, id, "runRealtimeReport", req)
+	if err != nil {
+		return nil, err
+	}
+	markRealtimeFreshness(rep, req.MinuteRanges)
+	return rep, nil
 }
 
 // baseRequest validates and converts what both report steps share.

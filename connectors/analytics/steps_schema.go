@@ -161,7 +161,12 @@ var (
 		"currency_code":            schema.String(""),
 		"subject_to_thresholding":  schema.Boolean(""),
 		"data_loss_from_other_row": schema.Boolean(""),
-	}, "dimension_headers", "metric_headers", "rows", "row_count", "property_quota").Title("Report").Defs(quotaDefs)
+		"data_may_change_from": schema.String("Run Reports: the first date (YYYY-MM-DD, the property's time zone) whose figures may still change. GA4 processes most data within 24 hours and all of it (attribution, session stitching, key events) within 48 hours, so a date is final only 48 hours after it ends.").
+			Pattern(`^[0-9]{4}-[0-9]{2}-[0-9]{2}$`),
+		"may_change":     schema.Boolean("The report covers figures that may still change: a date range reaching data_may_change_from, or any realtime report (its data is not processed)."),
+		"covers_minutes": schema.Integer("Run Realtime Report: how many of the last minutes the report covers (30 by default).").Min(1).Max(60),
+		"freshness":      schema.String("The above in one sentence, for people and agents."),
+	}, "dimension_headers", "metric_headers", "rows", "row_count", "property_quota", "may_change", "freshness").Title("Report").Defs(quotaDefs)
 
 	metadataOutput = schema.Object(schema.Props{
 		"dimensions": schema.Array(schema.Object(schema.Props{

@@ -3,6 +3,7 @@ package analytics
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -650,5 +651,86 @@ func TestAdminReads(t *testing.T) {
 	empty, err := h.run(t, StepListDataStreams, `{"property":"properties/`+props[len(props)-1].(map[string]any)["property_id"].(string)+`"}`)
 	if err != nil || len(empty["data_streams"].([]any)) != 0 {
 		t.Errorf("empty list = %v, %v", empty, err)
+	}
+}
+
+// Run Reports says from which date its figures may still change (GA4
+// processes data within 48 hours), in the property's time zone, and
+// whether the report reaches that date; realtime reports say how many
+// minutes they cover.
+func TestReportsSayWhichFiguresMayStillChange(t *testing.T) {
+	h := newHarness(t)
+	addFacts(h)
+	p := "properties/" + h.prop
+	// start is 2026-03-02 11:20 in Berlin: 48 hours earlier it was
+	// 2026-02-28, the first date not final yet.
+	for _, tc := range []struct {
+		ranges string
+		change bool
+	}{
+		{``, true}, // the default, 28daysAgo..yesterday
+		{`,"date_ranges":[{"start_date":"2026-02-01","end_date":"2026-02-27"}]`, false},
+		{`,"date_ranges":[{"start_date":"2026-02-01","end_date":"2026-02-28"}]`, true},
+		{`,"date_ranges":[{"start_date":"30daysAgo","end_date":"3daysAgo"}]`, false},
+		{`,"date_ranges":[{"start_date":"30daysAgo","end_date":"2daysAgo"}]`, true},
+		{`,"date_ranges":[{"start_date":"30daysAgo","end_date":"3daysAgo"},{"start_date":"today","end_date":"today"}]`, true},
+	} {
+		out, err := h.run(t, StepRunReports, `{"property":"`+p+`","metrics":["eventCount"]`+tc.ranges+`}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out["data_may_change_from"] != "2026-02-28" || out["may_change"] != tc.change {
+			t.Errorf("%s: data_may_change_from %v may_change %v; want 2026-02-28 %v", tc.ranges, out["data_may_change_from"], out["may_change"], tc.change)
+		}
+		f, _ := out["freshness"].(string)
+		if !strings.Contains(f, "2026-02-28") || !strings.Contains(f, "48 hours") || !strings.Contains(f, "Europe/Berlin") {
+			t.Errorf("freshness = %q", f)
+		}
+		if _, ok := out["covers_minutes"]; ok {
+			t.Errorf("a core report says covers_minutes: %v", out)
+		}
+	}
+
+	// The date is the property's: at 2026-03-03 00:20 in Kiritimati
+	// (UTC+14) it is already 2026-03-01 there 48 hours earlier.
+	far := h.fake.AddProperty(fakeanalytics.Property{Account: "100", TimeZone: "Pacific/Kiritimati"})
+	h.fake.Grant(fakeanalytics.DefaultUser, "properties/"+far.ID, fakeanalytics.RoleViewer)
+	out, err := h.run(t, StepRunReports, `{"property":"properties/`+far.ID+`","metrics":["eventCount"],"date_ranges":[{"start_date":"2026-02-01","end_date":"2026-02-28"}]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out["data_may_change_from"] != "2026-03-01" || out["may_change"] != false {
+		t.Errorf("Kiritimati: %v %v; want 2026-03-01 false", out["data_may_change_from"], out["may_change"])
+	}
+
+	// A day later the date moves on.
+	h.clock.Advance(24 * time.Hour)
+	out, err = h.run(t, StepRunReports, `{"property":"`+p+`","metrics":["eventCount"],"date_ranges":[{"start_date":"2026-02-01","end_date":"2026-02-28"}]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out["data_may_change_from"] != "2026-03-01" || out["may_change"] != false {
+		t.Errorf("a day later: %v %v; want 2026-03-01 false", out["data_may_change_from"], out["may_change"])
+	}
+
+	for _, tc := range []struct {
+		ranges  string
+		minutes float64
+	}{
+		{``, 30},
+		{`,"minute_ranges":[{"start_minutes_ago":4,"end_minutes_ago":0}]`, 5},
+		{`,"minute_ranges":[{"start_minutes_ago":4},{"start_minutes_ago":29,"end_minutes_ago":10}]`, 30},
+	} {
+		out, err := h.run(t, StepRunRealtimeReport, `{"property":"`+p+`","metrics":["activeUsers"]`+tc.ranges+`}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, _ := out["freshness"].(string)
+		if out["covers_minutes"] != tc.minutes || out["may_change"] != true || !strings.Contains(f, fmt.Sprintf("last %d minutes", int(tc.minutes))) {
+			t.Errorf("realtime %s: covers_minutes %v may_change %v freshness %q; want %v", tc.ranges, out["covers_minutes"], out["may_change"], f, tc.minutes)
+		}
+		if _, ok := out["data_may_change_from"]; ok {
+			t.Errorf("a realtime report says data_may_change_from: %v", out)
+		}
 	}
 }
