@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -45,6 +46,8 @@ type propertyJSON struct {
 	TimeZone         string `json:"timeZone"`
 	CurrencyCode     string `json:"currencyCode,omitempty"`
 	ServiceLevel     string `json:"serviceLevel"`
+	DeleteTime       string `json:"deleteTime,omitempty"`
+	ExpireTime       string `json:"expireTime,omitempty"`
 	Account          string `json:"account"`
 }
 
@@ -60,8 +63,18 @@ func (p Property) toJSON() propertyJSON {
 		TimeZone:         p.TimeZone,
 		CurrencyCode:     p.CurrencyCode,
 		ServiceLevel:     p.ServiceLevel,
+		DeleteTime:       stampIf(p.DeleteTime),
+		ExpireTime:       stampIf(p.ExpireTime),
 		Account:          "accounts/" + p.Account,
 	}
+}
+
+// stampIf stamps t, or gives "" for the zero time.
+func stampIf(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return stamp(t)
 }
 
 func keyEventJSON(property string, k *KeyEvent) map[string]any {
@@ -85,13 +98,22 @@ func dataStreamJSON(property string, d *DataStream) map[string]any {
 	}
 	switch d.Type {
 	case "WEB_DATA_STREAM":
-		out["webStreamData"] = map[string]string{"measurementId": d.MeasurementID, "defaultUri": d.DefaultURI}
+		out["webStreamData"] = nonEmpty(map[string]string{"measurementId": d.MeasurementID, "defaultUri": d.DefaultURI})
 	case "ANDROID_APP_DATA_STREAM":
-		out["androidAppStreamData"] = map[string]string{"packageName": d.PackageName}
+		out["androidAppStreamData"] = nonEmpty(map[string]string{"packageName": d.PackageName})
 	case "IOS_APP_DATA_STREAM":
-		out["iosAppStreamData"] = map[string]string{"bundleId": d.BundleID}
+		out["iosAppStreamData"] = nonEmpty(map[string]string{"bundleId": d.BundleID})
+	}
+	if d.DisplayName == "" {
+		delete(out, "displayName")
 	}
 	return out
+}
+
+// nonEmpty drops m's empty values, as proto3 JSON leaves them out.
+func nonEmpty(m map[string]string) map[string]string {
+	maps.DeleteFunc(m, func(_, v string) bool { return v == "" })
+	return m
 }
 
 // page cuts a list by pageSize (default 50, at most 200) and pageToken,
@@ -192,11 +214,12 @@ func (s *Server) listProperties(c *call) {
 		c.fail(http.StatusBadRequest, fmt.Sprintf("Unsupported filter %q; use parent:accounts/{id} or ancestor:accounts/{id}.", filter))
 		return
 	}
+	showDeleted := c.r.URL.Query().Get("showDeleted") == "true"
 	s.mu.Lock()
 	var all []propertyJSON
 	for _, pid := range s.propertyIDs() {
 		p := s.props[pid].p
-		if p.Account == m[1] && s.propertyRole(c.email, pid) >= RoleViewer {
+		if p.Account == m[1] && s.propertyRole(c.email, pid) >= RoleViewer && (showDeleted || p.DeleteTime.IsZero()) {
 			all = append(all, p.toJSON())
 		}
 	}
@@ -407,4 +430,336 @@ func (s *Server) getDataStream(c *call) {
 		return
 	}
 	writeJSON(c.w, http.StatusOK, dataStreamJSON(st.p.ID, st.streams[i]))
+}
+
+// updatable lists a resource's fields an update may change, by their
+// snake_case mask path and JSON name; "*" selects them all.
+type updatable map[string]string
+
+// paths parses an update's updateMask query parameter: required,
+// comma-separated, snake_case (camelCase read too, as Google does), each
+// an updatable field or "*". It returns the JSON names to copy.
+func (u updatable) paths(c *call, resource string) ([]string, bool) {
+	mask := c.r.URL.Query().Get("updateMask")
+	if mask == "" {
+		c.fail(http.StatusBadRequest, "update_mask is required: name the fields to update, e.g. updateMask=display_name, or * for all of them.")
+		return nil, false
+	}
+	var out []string
+	for _, p := range strings.Split(mask, ",") {
+		p = strings.TrimSpace(p)
+		if p == "*" {
+			return slices.Sorted(maps.Values(u)), true
+		}
+		name, ok := u[snake(p)]
+		if !ok {
+			c.fail(http.StatusBadRequest, fmt.Sprintf("Field %q in update_mask is not an updatable field of %s; the updatable ones are %s.", p, resource, strings.Join(slices.Sorted(maps.Keys(u)), ", ")))
+			return nil, false
+		}
+		out = append(out, name)
+	}
+	return out, true
+}
+
+// snake turns a camelCase field path into snake_case.
+func snake(p string) string {
+	var b strings.Builder
+	for _, r := range p {
+		if r >= 'A' && r <= 'Z' {
+			b.WriteByte('_')
+			r += 'a' - 'A'
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// propertyFields are a Property's updatable fields.
+var propertyFields = updatable{
+	"display_name": "displayName", "time_zone": "timeZone",
+	"currency_code": "currencyCode", "industry_category": "industryCategory",
+}
+
+// decodeBody decodes an update's body strictly into v.
+func decodeBody(c *call, v any) bool {
+	dec := json.NewDecoder(bytes.NewReader(c.body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		c.fail(http.StatusBadRequest, "Invalid JSON payload received. "+err.Error())
+		return false
+	}
+	return true
+}
+
+// liveProperty is adminProperty for a property not in the trash: a
+// trashed one answers 404. Callers hold mu.
+func (s *Server) liveProperty(c *call, role Role) (*propState, bool) {
+	st, ok := s.adminProperty(c, role)
+	if ok && !st.p.DeleteTime.IsZero() {
+		c.fail(http.StatusNotFound, "Requested entity was not found.")
+		return nil, false
+	}
+	return st, ok
+}
+
+// updateProperty answers PATCH properties/{id}?updateMask=…: the
+// fields the mask names take the body's values, validated as on create;
+// it needs the Editor role.
+func (s *Server) updateProperty(c *call) {
+	var in propertyJSON
+	if !decodeBody(c, &in) {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.liveProperty(c, RoleEditor)
+	if !ok {
+		return
+	}
+	fields, ok := propertyFields.paths(c, "Property")
+	if !ok {
+		return
+	}
+	if in.Name != "" && in.Name != "properties/"+st.p.ID {
+		c.fail(http.StatusBadRequest, fmt.Sprintf("The body's name %s is not the property of the URL, properties/%s.", in.Name, st.p.ID))
+		return
+	}
+	p := st.p
+	for _, f := range fields {
+		switch f {
+		case "displayName":
+			if in.DisplayName == "" || len(utf16.Encode([]rune(in.DisplayName))) > 100 {
+				c.fail(http.StatusBadRequest, "displayName is required and must be at most 100 UTF-16 code units.")
+				return
+			}
+			p.DisplayName = in.DisplayName
+		case "timeZone":
+			if in.TimeZone == "" || in.TimeZone == "Local" || !validZone(in.TimeZone) {
+				c.fail(http.StatusBadRequest, fmt.Sprintf("Invalid timeZone %q.", in.TimeZone))
+				return
+			}
+			p.TimeZone = in.TimeZone
+		case "currencyCode":
+			if in.CurrencyCode != "" && !currencyCode.MatchString(in.CurrencyCode) {
+				c.fail(http.StatusBadRequest, fmt.Sprintf("Invalid currencyCode %q.", in.CurrencyCode))
+				return
+			}
+			p.CurrencyCode = in.CurrencyCode
+		case "industryCategory":
+			if in.IndustryCategory != "" && !slices.Contains(industryCategories, in.IndustryCategory) {
+				c.fail(http.StatusBadRequest, fmt.Sprintf("Invalid value at 'property.industry_category' (type.googleapis.com/google.analytics.admin.v1beta.IndustryCategory), %q", in.IndustryCategory))
+				return
+			}
+			p.IndustryCategory = in.IndustryCategory
+		}
+	}
+	p.UpdateTime = s.now().UTC()
+	st.p = p
+	writeJSON(c.w, http.StatusOK, p.toJSON())
+}
+
+// deleteProperty answers DELETE properties/{id}: the property moves to
+// the trash (deleteTime now, expireTime 35 days on) and is returned, as
+// Google does; it needs the Administrator role. A trashed property
+// answers 404.
+func (s *Server) deleteProperty(c *call) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.liveProperty(c, RoleAdministrator)
+	if !ok {
+		return
+	}
+	now := s.now().UTC()
+	st.p.DeleteTime, st.p.ExpireTime = now, now.Add(trashRetention)
+	writeJSON(c.w, http.StatusOK, st.p.toJSON())
+}
+
+// streamTypes are the DataStream types and the member each one needs.
+var streamTypes = map[string]string{
+	"WEB_DATA_STREAM":         "webStreamData",
+	"ANDROID_APP_DATA_STREAM": "androidAppStreamData",
+	"IOS_APP_DATA_STREAM":     "iosAppStreamData",
+}
+
+// dataStreamIn is a DataStream as a request carries it; output-only
+// fields are accepted and ignored, as Google does.
+type dataStreamIn struct {
+	Name          string `json:"name"`
+	Type          string `json:"type"`
+	DisplayName   string `json:"displayName"`
+	CreateTime    string `json:"createTime"`
+	UpdateTime    string `json:"updateTime"`
+	WebStreamData *struct {
+		MeasurementID string `json:"measurementId"`
+		FirebaseAppID string `json:"firebaseAppId"`
+		DefaultURI    string `json:"defaultUri"`
+	} `json:"webStreamData"`
+	AndroidAppStreamData *struct {
+		FirebaseAppID string `json:"firebaseAppId"`
+		PackageName   string `json:"packageName"`
+	} `json:"androidAppStreamData"`
+	IOSAppStreamData *struct {
+		FirebaseAppID string `json:"firebaseAppId"`
+		BundleID      string `json:"bundleId"`
+	} `json:"iosAppStreamData"`
+}
+
+// maxStreamName is the longest display name of a data stream.
+const maxStreamName = 255
+
+// createDataStream answers POST properties/{id}/dataStreams: type is
+// required and its *StreamData must be there (and no other's); a web
+// stream needs a displayName, an Android one a packageName, an iOS one a
+// bundleId. A web stream gets a measurement id. It needs the Editor role.
+func (s *Server) createDataStream(c *call) {
+	var in dataStreamIn
+	if !decodeBody(c, &in) {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.liveProperty(c, RoleEditor)
+	if !ok {
+		return
+	}
+	member, known := streamTypes[in.Type]
+	present := map[string]bool{"webStreamData": in.WebStreamData != nil, "androidAppStreamData": in.AndroidAppStreamData != nil, "iosAppStreamData": in.IOSAppStreamData != nil}
+	d := DataStream{Type: in.Type, DisplayName: in.DisplayName}
+	switch {
+	case !known:
+		c.fail(http.StatusBadRequest, fmt.Sprintf("type is required: one of WEB_DATA_STREAM, ANDROID_APP_DATA_STREAM, IOS_APP_DATA_STREAM (got %q).", in.Type))
+		return
+	case !present[member]:
+		c.fail(http.StatusBadRequest, fmt.Sprintf("%s must be populated for a %s.", member, in.Type))
+		return
+	case len(utf16.Encode([]rune(in.DisplayName))) > maxStreamName:
+		c.fail(http.StatusBadRequest, fmt.Sprintf("displayName must be at most %d UTF-16 code units.", maxStreamName))
+		return
+	}
+	for m, set := range present {
+		if set && m != member {
+			c.fail(http.StatusBadRequest, fmt.Sprintf("%s does not apply to a %s; send only %s.", m, in.Type, member))
+			return
+		}
+	}
+	switch in.Type {
+	case "WEB_DATA_STREAM":
+		if in.DisplayName == "" {
+			c.fail(http.StatusBadRequest, "displayName is required for web data streams.")
+			return
+		}
+		if u := in.WebStreamData.DefaultURI; u != "" && !validURI(u) {
+			c.fail(http.StatusBadRequest, fmt.Sprintf("Invalid defaultUri %q: give the web app's address, such as https://www.example.com.", u))
+			return
+		}
+		d.DefaultURI = in.WebStreamData.DefaultURI
+	case "ANDROID_APP_DATA_STREAM":
+		if in.AndroidAppStreamData.PackageName == "" {
+			c.fail(http.StatusBadRequest, "androidAppStreamData.packageName is required.")
+			return
+		}
+		d.PackageName = in.AndroidAppStreamData.PackageName
+	case "IOS_APP_DATA_STREAM":
+		if in.IOSAppStreamData.BundleID == "" {
+			c.fail(http.StatusBadRequest, "iosAppStreamData.bundleId is required.")
+			return
+		}
+		d.BundleID = in.IOSAppStreamData.BundleID
+	}
+	d = s.addDataStream(st, d)
+	writeJSON(c.w, http.StatusOK, dataStreamJSON(st.p.ID, &d))
+}
+
+// validURI reports whether u is an http(s) address with a host.
+func validURI(u string) bool {
+	p, err := url.Parse(u)
+	return err == nil && (p.Scheme == "http" || p.Scheme == "https") && p.Host != ""
+}
+
+// streamFields are a DataStream's updatable fields: type is immutable,
+// the measurement id output only, an app's package name or bundle id
+// immutable.
+var streamFields = updatable{"display_name": "displayName", "web_stream_data.default_uri": "webStreamData.defaultUri"}
+
+// stream finds the data stream of the URL in st, answering 404 when
+// there is none. Callers hold mu.
+func stream(c *call, st *propState) (int, bool) {
+	i := slices.IndexFunc(st.streams, func(d *DataStream) bool { return d.ID == c.vars["dataStreamId"] })
+	if i < 0 {
+		c.fail(http.StatusNotFound, "Requested entity was not found.")
+		return 0, false
+	}
+	return i, true
+}
+
+// updateDataStream answers PATCH properties/{id}/dataStreams/{id}
+// ?updateMask=…; it needs the Editor role.
+func (s *Server) updateDataStream(c *call) {
+	var in dataStreamIn
+	if !decodeBody(c, &in) {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.liveProperty(c, RoleEditor)
+	if !ok {
+		return
+	}
+	i, ok := stream(c, st)
+	if !ok {
+		return
+	}
+	fields, ok := streamFields.paths(c, "DataStream")
+	if !ok {
+		return
+	}
+	d := *st.streams[i]
+	for _, f := range fields {
+		switch f {
+		case "displayName":
+			if d.Type == "WEB_DATA_STREAM" && in.DisplayName == "" {
+				c.fail(http.StatusBadRequest, "displayName is required for web data streams.")
+				return
+			}
+			if len(utf16.Encode([]rune(in.DisplayName))) > maxStreamName {
+				c.fail(http.StatusBadRequest, fmt.Sprintf("displayName must be at most %d UTF-16 code units.", maxStreamName))
+				return
+			}
+			d.DisplayName = in.DisplayName
+		case "webStreamData.defaultUri":
+			if d.Type != "WEB_DATA_STREAM" {
+				c.fail(http.StatusBadRequest, "webStreamData.defaultUri applies to web data streams only.")
+				return
+			}
+			u := ""
+			if in.WebStreamData != nil {
+				u = in.WebStreamData.DefaultURI
+			}
+			if u != "" && !validURI(u) {
+				c.fail(http.StatusBadRequest, fmt.Sprintf("Invalid defaultUri %q: give the web app's address, such as https://www.example.com.", u))
+				return
+			}
+			d.DefaultURI = u
+		}
+	}
+	d.UpdateTime = s.now().UTC()
+	*st.streams[i] = d
+	writeJSON(c.w, http.StatusOK, dataStreamJSON(st.p.ID, &d))
+}
+
+// deleteDataStream answers DELETE properties/{id}/dataStreams/{id} with
+// {}; it needs the Editor role.
+func (s *Server) deleteDataStream(c *call) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.liveProperty(c, RoleEditor)
+	if !ok {
+		return
+	}
+	i, ok := stream(c, st)
+	if !ok {
+		return
+	}
+	st.streams = slices.Delete(st.streams, i, i+1)
+	writeJSON(c.w, http.StatusOK, map[string]any{})
 }

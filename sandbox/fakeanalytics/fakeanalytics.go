@@ -4,17 +4,22 @@
 // mode.
 //
 // Data API: POST /v1beta/properties/{id}:runReport, :batchRunReports (up
-// to five runReport requests for the property) and :runRealtimeReport
-// over a seeded fact table (dimensions date, country, eventName, pagePath;
-// realtime country, eventName, minutesAgo; metrics activeUsers, sessions,
-// eventCount, screenPageViews), with relative dates in the property's time
-// zone, FilterExpressions, orderBys, offset and limit; values are strings
-// and a report without rows has neither "rows" nor "rowCount", as GA4
-// answers. GET /v1beta/properties/{id}/metadata lists the fields.
+// to five runReport requests for the property), :runPivotReport,
+// :batchRunPivotReports and :runRealtimeReport over a seeded fact table
+// (dimensions date, country, eventName, pagePath, sessionSource; realtime
+// country, eventName, minutesAgo; metrics activeUsers, sessions,
+// eventCount, screenPageViews and keyEvents, the events marked as key
+// events), with relative dates in the property's time zone,
+// FilterExpressions, orderBys, offset and limit; values are strings and a
+// report without rows has neither "rows" nor "rowCount", as GA4 answers.
+// Metrics GA4 renamed (conversions, now keyEvents) are refused with a 400
+// that names the new name. GET /v1beta/properties/{id}/metadata lists the
+// fields.
 //
 // Admin API: account summaries, properties (list with its required
-// filter, get, create), key events (list, create, get, delete) and data
-// streams (list, get), token-paginated.
+// filter and showDeleted, get, create, update with updateMask, delete to
+// the trash), key events (list, create, get, delete) and data streams
+// (list, get, create, update with updateMask, delete), token-paginated.
 //
 // Access follows GA4 roles: a user's role on a property is the higher of
 // their role on it and on its account; reports need Viewer, key events
@@ -71,17 +76,24 @@ const (
 	RouteRunReport         Route = "POST /v1beta/properties/{id}:runReport"
 	RouteBatchRunReports   Route = "POST /v1beta/properties/{id}:batchRunReports"
 	RouteRunRealtimeReport Route = "POST /v1beta/properties/{id}:runRealtimeReport"
+	RouteRunPivotReport    Route = "POST /v1beta/properties/{id}:runPivotReport"
+	RouteBatchRunPivots    Route = "POST /v1beta/properties/{id}:batchRunPivotReports"
 	RouteGetMetadata       Route = "GET /v1beta/properties/{id}/metadata"
 	RouteAccountSummaries  Route = "GET /v1beta/accountSummaries"
 	RouteListProperties    Route = "GET /v1beta/properties"
 	RouteGetProperty       Route = "GET /v1beta/properties/{id}"
 	RouteCreateProperty    Route = "POST /v1beta/properties"
+	RouteUpdateProperty    Route = "PATCH /v1beta/properties/{id}"
+	RouteDeleteProperty    Route = "DELETE /v1beta/properties/{id}"
 	RouteListKeyEvents     Route = "GET /v1beta/properties/{id}/keyEvents"
 	RouteCreateKeyEvent    Route = "POST /v1beta/properties/{id}/keyEvents"
 	RouteGetKeyEvent       Route = "GET /v1beta/properties/{id}/keyEvents/{keyEventId}"
 	RouteDeleteKeyEvent    Route = "DELETE /v1beta/properties/{id}/keyEvents/{keyEventId}"
 	RouteListDataStreams   Route = "GET /v1beta/properties/{id}/dataStreams"
 	RouteGetDataStream     Route = "GET /v1beta/properties/{id}/dataStreams/{dataStreamId}"
+	RouteCreateDataStream  Route = "POST /v1beta/properties/{id}/dataStreams"
+	RouteUpdateDataStream  Route = "PATCH /v1beta/properties/{id}/dataStreams/{dataStreamId}"
+	RouteDeleteDataStream  Route = "DELETE /v1beta/properties/{id}/dataStreams/{dataStreamId}"
 )
 
 // Role is a GA4 access level; higher roles include lower ones.
@@ -168,7 +180,14 @@ type Property struct {
 	ServiceLevel     string // default GOOGLE_ANALYTICS_STANDARD
 	CreateTime       time.Time
 	UpdateTime       time.Time
+	// DeleteTime is when the property was moved to the trash (zero:
+	// not trashed); ExpireTime when the trash will delete it for good.
+	DeleteTime, ExpireTime time.Time
 }
+
+// trashRetention is how long a trashed property stays restorable
+// (Google: 35 days).
+const trashRetention = 35 * 24 * time.Hour
 
 // KeyEvent is a property's key event.
 type KeyEvent struct {
@@ -199,8 +218,11 @@ type DataStream struct {
 // on one day for one country and page.
 type Fact struct {
 	// Date is YYYY-MM-DD in the property's time zone.
-	Date                                               string
-	Country, PagePath, EventName                       string
+	Date                         string
+	Country, PagePath, EventName string
+	// SessionSource is the source of the session the event belongs to
+	// (google, (direct), ...); empty reads as "(not set)".
+	SessionSource                                      string
 	ActiveUsers, Sessions, EventCount, ScreenPageViews int64
 }
 
@@ -510,7 +532,7 @@ func (s *Server) CollectEvent(property, eventName string, count int64) {
 	}
 	now := s.now()
 	today := now.In(s.loc(st.p.TimeZone)).Format(time.DateOnly)
-	f := Fact{Date: today, Country: "United States", PagePath: "/", EventName: eventName, EventCount: count}
+	f := Fact{Date: today, Country: "United States", PagePath: "/", EventName: eventName, EventCount: count, SessionSource: "(direct)"}
 	if eventName == "page_view" {
 		f.ScreenPageViews = count
 	}
@@ -540,6 +562,7 @@ var (
 	demoCountries = []string{"United States", "Germany", "India", "Brazil"}
 	demoPages     = []string{"/", "/pricing", "/docs", "/blog"}
 	demoEvents    = []string{"page_view", "session_start", "first_visit", "scroll"}
+	demoSources   = []string{"google", "(direct)", "newsletter", "bing"}
 )
 
 // SeedReportData fills property's event table with deterministic data for
@@ -560,7 +583,8 @@ func (s *Server) SeedReportData(property string, days int) {
 			for pi, p := range demoPages {
 				for ei, e := range demoEvents {
 					h := int64((d*31+ci*17+pi*7+ei*3)%47 + 1)
-					f := Fact{Date: date, Country: c, PagePath: p, EventName: e, EventCount: h}
+					f := Fact{Date: date, Country: c, PagePath: p, EventName: e, EventCount: h,
+						SessionSource: demoSources[(d+ci+pi)%len(demoSources)]}
 					switch e {
 					case "page_view":
 						f.ScreenPageViews = h
@@ -632,6 +656,12 @@ func (s *Server) AddDataStream(property string, d DataStream) DataStream {
 	if !ok {
 		return DataStream{}
 	}
+	return s.addDataStream(st, d)
+}
+
+// addDataStream fills d's id and defaults and stores it on st. Callers
+// hold mu.
+func (s *Server) addDataStream(st *propState, d DataStream) DataStream {
 	if d.ID == "" {
 		d.ID = s.nextID()
 	}
@@ -650,6 +680,21 @@ func (s *Server) AddDataStream(property string, d DataStream) DataStream {
 	stored := d
 	st.streams = append(st.streams, &stored)
 	return d
+}
+
+// DataStreams returns property's data streams in creation order.
+func (s *Server) DataStreams(property string) []DataStream {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.props[property]
+	if !ok {
+		return nil
+	}
+	var out []DataStream
+	for _, d := range st.streams {
+		out = append(out, *d)
+	}
+	return out
 }
 
 // SetLimits sets property's quota limits in category c; consumption so
@@ -815,6 +860,10 @@ func match(method, path string, data, admin bool) (Route, map[string]string) {
 				return RouteBatchRunReports, vars
 			case "runRealtimeReport":
 				return RouteRunRealtimeReport, vars
+			case "runPivotReport":
+				return RouteRunPivotReport, vars
+			case "batchRunPivotReports":
+				return RouteBatchRunPivots, vars
 			}
 			return "", nil
 		}
@@ -839,8 +888,15 @@ func match(method, path string, data, admin bool) (Route, map[string]string) {
 		return RouteListProperties, vars
 	case len(segs) == 1 && segs[0] == "properties" && method == http.MethodPost:
 		return RouteCreateProperty, vars
-	case len(segs) == 2 && segs[0] == "properties" && method == http.MethodGet:
-		return RouteGetProperty, vars
+	case len(segs) == 2 && segs[0] == "properties":
+		switch method {
+		case http.MethodGet:
+			return RouteGetProperty, vars
+		case http.MethodPatch:
+			return RouteUpdateProperty, vars
+		case http.MethodDelete:
+			return RouteDeleteProperty, vars
+		}
 	case len(segs) == 3 && segs[0] == "properties" && segs[2] == "keyEvents":
 		switch method {
 		case http.MethodGet:
@@ -856,11 +912,23 @@ func match(method, path string, data, admin bool) (Route, map[string]string) {
 		case http.MethodDelete:
 			return RouteDeleteKeyEvent, vars
 		}
-	case len(segs) == 3 && segs[0] == "properties" && segs[2] == "dataStreams" && method == http.MethodGet:
-		return RouteListDataStreams, vars
-	case len(segs) == 4 && segs[0] == "properties" && segs[2] == "dataStreams" && method == http.MethodGet:
+	case len(segs) == 3 && segs[0] == "properties" && segs[2] == "dataStreams":
+		switch method {
+		case http.MethodGet:
+			return RouteListDataStreams, vars
+		case http.MethodPost:
+			return RouteCreateDataStream, vars
+		}
+	case len(segs) == 4 && segs[0] == "properties" && segs[2] == "dataStreams":
 		vars["dataStreamId"] = segs[3]
-		return RouteGetDataStream, vars
+		switch method {
+		case http.MethodGet:
+			return RouteGetDataStream, vars
+		case http.MethodPatch:
+			return RouteUpdateDataStream, vars
+		case http.MethodDelete:
+			return RouteDeleteDataStream, vars
+		}
 	}
 	return "", nil
 }
@@ -910,6 +978,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, data, admin bool)
 		s.batchReport(c)
 	case RouteRunRealtimeReport:
 		s.report(c, Realtime)
+	case RouteRunPivotReport:
+		s.pivotReport(c)
+	case RouteBatchRunPivots:
+		s.batchPivotReport(c)
 	case RouteGetMetadata:
 		s.metadata(c)
 	case RouteAccountSummaries:
@@ -920,6 +992,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, data, admin bool)
 		s.getProperty(c)
 	case RouteCreateProperty:
 		s.createProperty(c)
+	case RouteUpdateProperty:
+		s.updateProperty(c)
+	case RouteDeleteProperty:
+		s.deleteProperty(c)
 	case RouteListKeyEvents:
 		s.listKeyEvents(c)
 	case RouteCreateKeyEvent:
@@ -930,6 +1006,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, data, admin bool)
 		s.listDataStreams(c)
 	case RouteGetDataStream:
 		s.getDataStream(c)
+	case RouteCreateDataStream:
+		s.createDataStream(c)
+	case RouteUpdateDataStream:
+		s.updateDataStream(c)
+	case RouteDeleteDataStream:
+		s.deleteDataStream(c)
 	}
 }
 
@@ -937,7 +1019,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, data, admin bool)
 // (ok false for an Admin API route).
 func dataCategory(route Route) (Category, bool) {
 	switch route {
-	case RouteRunReport, RouteBatchRunReports, RouteGetMetadata:
+	case RouteRunReport, RouteBatchRunReports, RouteRunPivotReport, RouteBatchRunPivots, RouteGetMetadata:
 		return Core, true
 	case RouteRunRealtimeReport:
 		return Realtime, true

@@ -25,6 +25,7 @@ var (
 		{"country", "Country", "The country from which the user activity originated.", "Geography"},
 		{"eventName", "Event name", "The name of the event.", "Event"},
 		{"pagePath", "Page path", "The portion of the URL between the hostname and query string for web pages visited.", "Page / screen"},
+		{"sessionSource", "Session source", "The source that initiated a session on your website or app.", "Traffic source"},
 	}
 	realtimeDimensions = []string{"country", "eventName", "minutesAgo"}
 	metrics            = []field{
@@ -32,8 +33,32 @@ var (
 		{"sessions", "Sessions", "The number of sessions that began on your site or app.", "Session"},
 		{"eventCount", "Event count", "The count of events.", "Event"},
 		{"screenPageViews", "Views", "The number of app screens or web pages your users viewed.", "Page / screen"},
+		{"keyEvents", "Key events", "The count of key events. Marking an event as a key event affects reports from time of creation.", "Event"},
+	}
+
+	// renamedMetrics are metrics GA4 renamed, by their old names: in
+	// March 2024 conversions became key events. The old names' grace
+	// period is over; the Data API refuses them.
+	renamedMetrics = map[string]string{
+		"conversions":           "keyEvents",
+		"sessionConversionRate": "sessionKeyEventRate",
+		"userConversionRate":    "userKeyEventRate",
 	}
 )
+
+// unknownMetric is Google's message for a metric it does not know, with
+// the new name when GA4 renamed it.
+func unknownMetric(name string) string {
+	msg := fmt.Sprintf("Field %s is not a valid metric. For a list of valid dimensions and metrics, see https://developers.google.com/analytics/devguides/reporting/data/v1/api-schema", name)
+	base, event, perEvent := strings.Cut(name, ":")
+	if to, ok := renamedMetrics[base]; ok {
+		if perEvent {
+			to += ":" + event
+		}
+		msg += fmt.Sprintf(". %s was renamed %s when GA4 renamed conversions to key events; use %s.", name, to, to)
+	}
+	return msg
+}
 
 func isCoreDimension(n string) bool {
 	return slices.ContainsFunc(coreDimensions, func(f field) bool { return f.apiName == n })
@@ -107,8 +132,11 @@ type orderByJSON struct {
 // row is one aggregated report row.
 type row struct {
 	dims []string
-	m    [4]int64 // by metricIndex
+	m    [numMetrics]int64 // by metricIndex
 }
+
+// numMetrics is how many metrics the fake knows.
+const numMetrics = 5
 
 // metricIndex is a known metric's index in row.m (and metrics).
 func metricIndex(name string) int {
@@ -119,8 +147,10 @@ func metricIndex(name string) int {
 		return 1
 	case "eventCount":
 		return 2
-	default: // screenPageViews
+	case "screenPageViews":
 		return 3
+	default: // keyEvents
+		return 4
 	}
 }
 
@@ -135,6 +165,9 @@ type record struct {
 	core  *Fact
 	rt    *RealtimeFact
 	dates map[string]string // YYYY-MM-DD → YYYYMMDD
+	// keyEvents are the property's key events: their events count in
+	// the keyEvents metric.
+	keyEvents map[string]bool
 }
 
 func (r *record) get(name string) (string, bool) {
@@ -153,6 +186,11 @@ func (r *record) get(name string) (string, bool) {
 			return f.EventName, true
 		case "pagePath":
 			return f.PagePath, true
+		case "sessionSource":
+			if f.SessionSource == "" {
+				return "(not set)", true
+			}
+			return f.SessionSource, true
 		}
 		return "", false
 	}
@@ -177,10 +215,18 @@ func minutesAgo(n int) string {
 
 func (r *record) metric(i int) int64 {
 	if f := r.core; f != nil {
-		return [4]int64{f.ActiveUsers, f.Sessions, f.EventCount, f.ScreenPageViews}[i]
+		return [numMetrics]int64{f.ActiveUsers, f.Sessions, f.EventCount, f.ScreenPageViews, r.keyEventCount(f.EventName, f.EventCount)}[i]
 	}
 	f := r.rt
-	return [4]int64{f.ActiveUsers, 0, f.EventCount, f.ScreenPageViews}[i]
+	return [numMetrics]int64{f.ActiveUsers, 0, f.EventCount, f.ScreenPageViews, r.keyEventCount(f.EventName, f.EventCount)}[i]
+}
+
+// keyEventCount is count when event is a key event, else 0.
+func (r *record) keyEventCount(event string, count int64) int64 {
+	if r.keyEvents[event] {
+		return count
+	}
+	return 0
 }
 
 // rowView reads an aggregated row's metrics for metric filters.
@@ -418,37 +464,114 @@ func (s *Server) spentMessage(id string, c Category) string {
 // charge takes one report's tokens from property id's quota in category
 // c and, when req asked for it, adds the quota left to resp.
 func (s *Server) charge(id string, c Category, req *reportRequest, resp *reportResponse) {
+	resp.PropertyQuota = s.chargeTokens(id, c, len(req.Dimensions), req.ReturnPropertyQuota)
+}
+
+// chargeTokens takes the tokens of one report with dims dimensions from
+// property id's quota in category c and returns the quota left when
+// wantQuota (else nil).
+func (s *Server) chargeTokens(id string, c Category, dims int, wantQuota bool) *propertyQuotaJSON {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	q := s.props[id].quota[c]
 	cost := s.tokenCost
 	if cost <= 0 {
-		cost = 1 + int64(len(req.Dimensions))
+		cost = 1 + int64(dims)
 	}
 	s.roll(q)
 	q.dayUsed += cost
 	q.hourUsed += cost
+	if !wantQuota {
+		return nil
+	}
 	l := q.limits
-	if req.ReturnPropertyQuota {
-		resp.PropertyQuota = &propertyQuotaJSON{
-			TokensPerDay:                          quotaStatusJSON{cost, max(l.TokensPerDay-q.dayUsed, 0)},
-			TokensPerHour:                         quotaStatusJSON{cost, max(l.TokensPerHour-q.hourUsed, 0)},
-			ConcurrentRequests:                    quotaStatusJSON{0, l.ConcurrentRequests},
-			ServerErrorsPerProjectPerHour:         quotaStatusJSON{0, max(l.ServerErrorsPerProjectPerHour-q.serverErrors, 0)},
-			PotentiallyThresholdedRequestsPerHour: quotaStatusJSON{0, l.PotentiallyThresholdedRequestsPerHour},
-			TokensPerProjectPerHour:               quotaStatusJSON{cost, max(l.TokensPerProjectPerHour-q.hourUsed, 0)},
-		}
+	return &propertyQuotaJSON{
+		TokensPerDay:                          quotaStatusJSON{cost, max(l.TokensPerDay-q.dayUsed, 0)},
+		TokensPerHour:                         quotaStatusJSON{cost, max(l.TokensPerHour-q.hourUsed, 0)},
+		ConcurrentRequests:                    quotaStatusJSON{0, l.ConcurrentRequests},
+		ServerErrorsPerProjectPerHour:         quotaStatusJSON{0, max(l.ServerErrorsPerProjectPerHour-q.serverErrors, 0)},
+		PotentiallyThresholdedRequestsPerHour: quotaStatusJSON{0, l.PotentiallyThresholdedRequestsPerHour},
+		TokensPerProjectPerHour:               quotaStatusJSON{cost, max(l.TokensPerProjectPerHour-q.hourUsed, 0)},
 	}
 }
 
 // buildReport validates req and computes the report, or returns a status
 // and message.
 func (s *Server) buildReport(id string, cat Category, req *reportRequest) (*reportResponse, int, string) {
+	t, code, msg := s.tabulate(id, cat, req)
+	if msg != "" {
+		return nil, code, msg
+	}
+	rows := t.rows
+	if msg := sortRows(rows, req.OrderBys, t.dims, t.mets); msg != "" {
+		return nil, http.StatusBadRequest, msg
+	}
+	resp := &reportResponse{DimensionHeaders: t.dimensionHeaders(), MetricHeaders: t.metricHeaders(), Kind: "analyticsData#runReport"}
+	if cat == Realtime {
+		resp.Kind = "analyticsData#runRealtimeReport"
+	} else {
+		resp.Metadata = &metadataJSON{CurrencyCode: t.p.CurrencyCode, TimeZone: t.p.TimeZone}
+	}
+	resp.RowCount = int64(len(rows))
+	off := min(req.Offset.v, int64(len(rows)))
+	end := min(off+t.limit, int64(len(rows)))
+	for _, r := range rows[off:end] {
+		resp.Rows = append(resp.Rows, t.rowJSON(r))
+	}
+	return resp, 0, ""
+}
+
+// table is a report's rows, filtered and aggregated, before ordering and
+// paging.
+type table struct {
+	p Property
+	// dims are the rows' dimensions (with dateRange for several date
+	// ranges), mets their metrics.
+	dims, mets []string
+	rows       []*row
+	// limit is the request's limit (default 10,000).
+	limit int64
+}
+
+func (t *table) dimensionHeaders() []headerJSON {
+	out := []headerJSON{}
+	for _, d := range t.dims {
+		out = append(out, headerJSON{Name: d})
+	}
+	return out
+}
+
+func (t *table) metricHeaders() []headerJSON {
+	out := []headerJSON{}
+	for _, m := range t.mets {
+		out = append(out, headerJSON{Name: m, Type: "TYPE_INTEGER"})
+	}
+	return out
+}
+
+func (t *table) rowJSON(r *row) rowJSON {
+	var rj rowJSON
+	for _, d := range r.dims {
+		rj.DimensionValues = append(rj.DimensionValues, valueJSON{d})
+	}
+	for _, m := range t.mets {
+		rj.MetricValues = append(rj.MetricValues, valueJSON{strconv.FormatInt(r.m[metricIndex(m)], 10)})
+	}
+	return rj
+}
+
+// tabulate validates req and computes its rows, or returns a status and
+// message.
+func (s *Server) tabulate(id string, cat Category, req *reportRequest) (*table, int, string) {
 	s.mu.Lock()
 	st := s.props[id]
 	p := st.p
 	now := s.now()
 	facts, realtime := s.tables(st, now)
+	keyEvents := map[string]bool{}
+	for _, k := range st.keyEvents {
+		keyEvents[k.EventName] = true
+	}
 	s.mu.Unlock()
 	loc := s.loc(p.TimeZone)
 
@@ -477,7 +600,7 @@ func (s *Server) buildReport(id string, cat Category, req *reportRequest) (*repo
 	}
 	for _, m := range req.Metrics {
 		if !isMetric(m.Name) || (cat == Realtime && m.Name == "sessions") {
-			return nil, http.StatusBadRequest, fmt.Sprintf("Field %s is not a valid metric. For a list of valid dimensions and metrics, see https://developers.google.com/analytics/devguides/reporting/data/v1/api-schema", m.Name)
+			return nil, http.StatusBadRequest, unknownMetric(m.Name)
 		}
 		mets = append(mets, m.Name)
 	}
@@ -566,7 +689,7 @@ func (s *Server) buildReport(id string, cat Category, req *reportRequest) (*repo
 	groups := map[string]*row{}
 	var order []*row
 	var key []byte
-	rec := &record{dates: map[string]string{}}
+	rec := &record{dates: map[string]string{}, keyEvents: keyEvents}
 	add := func(spanName string) error {
 		if dimFilter != nil {
 			ok, err := dimFilter.eval(rec)
@@ -642,36 +765,7 @@ func (s *Server) buildReport(id string, cat Category, req *reportRequest) (*repo
 		}
 		rows = append(rows, r)
 	}
-	if msg := sortRows(rows, req.OrderBys, outDims, mets); msg != "" {
-		return nil, http.StatusBadRequest, msg
-	}
-
-	resp := &reportResponse{DimensionHeaders: []headerJSON{}, MetricHeaders: []headerJSON{}, Kind: "analyticsData#runReport"}
-	if cat == Realtime {
-		resp.Kind = "analyticsData#runRealtimeReport"
-	} else {
-		resp.Metadata = &metadataJSON{CurrencyCode: p.CurrencyCode, TimeZone: p.TimeZone}
-	}
-	for _, d := range outDims {
-		resp.DimensionHeaders = append(resp.DimensionHeaders, headerJSON{Name: d})
-	}
-	for _, m := range mets {
-		resp.MetricHeaders = append(resp.MetricHeaders, headerJSON{Name: m, Type: "TYPE_INTEGER"})
-	}
-	resp.RowCount = int64(len(rows))
-	off := min(req.Offset.v, int64(len(rows)))
-	end := min(off+limit, int64(len(rows)))
-	for _, r := range rows[off:end] {
-		var rj rowJSON
-		for _, d := range r.dims {
-			rj.DimensionValues = append(rj.DimensionValues, valueJSON{d})
-		}
-		for _, m := range mets {
-			rj.MetricValues = append(rj.MetricValues, valueJSON{strconv.FormatInt(r.m[metricIndex(m)], 10)})
-		}
-		resp.Rows = append(resp.Rows, rj)
-	}
-	return resp, 0, ""
+	return &table{p: p, dims: outDims, mets: mets, rows: rows, limit: limit}, 0, ""
 }
 
 // sentence makes an error text read like Google's messages: capitalised,
