@@ -382,6 +382,11 @@ func baseRequest(metrics, dimensions []string, dimFilter, metFilter json.RawMess
 			if !fieldPattern.MatchString(n) {
 				return nil, connectors.Errorf(connectors.CodeValidation, "%s[%d]: %q is not a field name", list.field, i, n)
 			}
+			if list.field == "metrics" {
+				if err := checkRenamed(i, n); err != nil {
+					return nil, err
+				}
+			}
 			if slices.Contains(list.names[:i], n) {
 				return nil, connectors.Errorf(connectors.CodeValidation, "%s: %s is named twice", list.field, n)
 			}
@@ -442,6 +447,29 @@ func baseRequest(metrics, dimensions []string, dimFilter, metFilter json.RawMess
 		req.Limit = strconv.FormatInt(*limit, 10)
 	}
 	return req, nil
+}
+
+// renamedMetrics are metrics GA4 renamed, by their old names: in March
+// 2024 conversions became key events, and after the grace period the
+// Data API refuses the old names.
+var renamedMetrics = map[string]string{
+	"conversions":           "keyEvents",
+	"sessionConversionRate": "sessionKeyEventRate",
+	"userConversionRate":    "userKeyEventRate",
+}
+
+// checkRenamed refuses metric i when GA4 renamed it, naming the new name
+// (conversions:purchase becomes keyEvents:purchase).
+func checkRenamed(i int, name string) error {
+	base, event, perEvent := strings.Cut(name, ":")
+	to, ok := renamedMetrics[base]
+	if !ok {
+		return nil
+	}
+	if perEvent {
+		to += ":" + event
+	}
+	return connectors.Errorf(connectors.CodeValidation, "metrics[%d]: GA4 renamed %s to %s when conversions became key events; ask for %s", i, name, to, to)
 }
 
 // checkDateRange validates one date range: YYYY-MM-DD, NdaysAgo,

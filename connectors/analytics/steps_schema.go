@@ -52,7 +52,7 @@ func reportDate(desc string) schema.Schema {
 var (
 	runReportsInput = schema.Object(schema.Props{
 		"property":   propertySchema,
-		"metrics":    fieldNames("Metrics (at most 10), e.g. activeUsers, sessions, screenPageViews, eventCount, keyEvents.").MinItems(1).MaxItems(10),
+		"metrics":    fieldNames("Metrics (at most 10), e.g. activeUsers, sessions, screenPageViews, eventCount, keyEvents (GA4's name for conversions since 2024; conversions is refused).").MinItems(1).MaxItems(10),
 		"dimensions": fieldNames("Dimensions (at most 9), e.g. date, country, sessionSource, pagePath, eventName.").MaxItems(9),
 		"date_ranges": schema.Array(schema.Object(schema.Props{
 			"start_date": reportDate("YYYY-MM-DD, NdaysAgo, yesterday or today."),

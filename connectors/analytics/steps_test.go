@@ -339,6 +339,8 @@ func TestRunReportsRefusals(t *testing.T) {
 		{`{"property":"` + p + `","metrics":["eventCount"],"date_ranges":[{"start_date":"2026-02-30","end_date":"today"}]}`, "is not a date"},
 		{`{"property":"` + p + `","metrics":["eventCount"],"dimension_filter":{"filter":{"fieldName":"country"}}}`, "exactly one of stringFilter"},
 		{`{"property":"` + p + `","metrics":["eventCount"],"metric_filter":{"orGroup":{"expressions":[]}}}`, "non-empty expressions"},
+		{`{"property":"` + p + `","metrics":["sessions","conversions"]}`, "metrics[1]: GA4 renamed conversions to keyEvents"},
+		{`{"property":"` + p + `","metrics":["conversions:purchase"]}`, "ask for keyEvents:purchase"},
 	} {
 		_, err := h.run(t, StepRunReports, tc.input)
 		if ce := connectortest.WantCode(t, err, connectors.CodeValidation); !strings.Contains(ce.Message, tc.want) {
