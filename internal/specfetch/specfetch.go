@@ -37,6 +37,9 @@ type Fetcher struct {
 	// NPMRegistry is the npm registry's base URL; "" means
 	// https://registry.npmjs.org.
 	NPMRegistry string
+	// GoProxy is the Go module proxy's base URL; "" means the first
+	// http(s) entry of $GOPROXY, else DefaultGoProxy.
+	GoProxy string
 }
 
 // MaxDownload bounds every body a Fetcher reads (metadata, archives and
