@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -138,6 +139,80 @@ redis.call('DEL', KEYS[1])
 for i = 2, #KEYS do redis.call('ZREM', KEYS[i], ARGV[2]) end
 return 1`)
 
+// ErrNotReplicated reports a write the master took that no replica
+// acknowledged within ReplicaWait: a failover now could lose it. The
+// caller must treat it as not written, and must not act on it (run a
+// step, say) until a later write is acknowledged.
+var ErrNotReplicated = errors.New("redisstore: no replica acknowledged the write")
+
+// ReplicaWait bounds how long a replicated write waits for a replica.
+const ReplicaWait = time.Second
+
+// write runs a write script, returning its integer result. With
+// replicated, on a store opened through Sentinel, the script is followed
+// on the same connection by WAIT 1: Redis replicates asynchronously, so a
+// write the master acknowledged can be lost when a replica is promoted,
+// and WAIT returns once a replica holds every earlier write of the
+// connection. A write (result 1) that no replica acknowledged within
+// ReplicaWait is ErrNotReplicated. A master without replicas (the one
+// promoted when the only replica took over) has nothing a failover could
+// promote over it: its writes do not wait (WAIT would wait out its
+// timeout), so dispatch goes on at its pace.
+func (s *Store) write(ctx context.Context, replicated bool, script *redis.Script, keys []string, args ...any) (int, error) {
+	if !replicated || !s.sentinel || s.masterReplicas(ctx) == 0 {
+		return script.Run(ctx, s.rdb, keys, args...).Int()
+	}
+	pipe := s.rdb.Pipeline()
+	// EVAL rather than EVALSHA: a pipeline cannot fall back on NOSCRIPT.
+	res := script.Eval(ctx, pipe, keys, args...)
+	acked := pipe.Do(ctx, "WAIT", 1, ReplicaWait.Milliseconds())
+	_, _ = pipe.Exec(ctx) // each command's error is read below
+	n, err := res.Int()
+	if err != nil || n != 1 {
+		return n, err
+	}
+	if replicas, err := acked.Int(); err != nil || replicas < 1 {
+		s.replicasRead.Store(0) // read the master's replicas again
+		if err != nil {
+			return n, fmt.Errorf("%w: %w", ErrNotReplicated, err)
+		}
+		return n, fmt.Errorf("%w within %s", ErrNotReplicated, ReplicaWait)
+	}
+	return n, nil
+}
+
+// masterReplicas returns how many replicas the master has connected, as
+// INFO replication read at most a second ago says; 1 when it cannot be
+// read, so that a write waits rather than not.
+func (s *Store) masterReplicas(ctx context.Context) int {
+	now := time.Now().UnixNano()
+	if now-s.replicasRead.Load() < int64(time.Second) {
+		return int(s.replicas.Load())
+	}
+	n := 1
+	if info, err := s.rdb.Info(ctx, "replication").Result(); err == nil {
+		if c := connectedReplicas(info); c >= 0 {
+			n = c
+		}
+	}
+	s.replicas.Store(int64(n))
+	s.replicasRead.Store(now)
+	return n
+}
+
+// connectedReplicas reads connected_slaves from INFO replication; -1 if
+// it is missing (so a failed INFO never waives the wait).
+func connectedReplicas(info string) int {
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "connected_slaves:"); ok {
+			if n, err := strconv.Atoi(v); err == nil {
+				return n
+			}
+		}
+	}
+	return -1
+}
+
 // updateResult turns the result of updateRecordScript (1: written, 0: a
 // version mismatch, -1: no such record) into an error.
 func updateResult(n int, err error) error {
@@ -199,6 +274,10 @@ type kind[T record.Versioned[T]] struct {
 	// unique returns the second key that finds a record (its value the
 	// record's id), which no other record may hold; nil for none.
 	unique func(T) string
+	// replicated makes each create and update of the kind wait, on a
+	// store opened through Sentinel, until a replica holds it (see
+	// Store.write).
+	replicated bool
 }
 
 // setsOf returns the sorted sets that list v.
@@ -229,7 +308,7 @@ func (k kind[T]) create(ctx context.Context, v T) (T, error) {
 		script, keys = createUniqueScript, append(keys, k.unique(v))
 	}
 	keys = append(keys, k.setsOf(v)...)
-	if err := createResult(script.Run(ctx, k.s.rdb, keys, data, f.ID, score(f.Created)).Int()); err != nil {
+	if err := createResult(k.s.write(ctx, k.replicated, script, keys, data, f.ID, score(f.Created))); err != nil {
 		return zero, fmt.Errorf("redisstore: create %s %s: %w", k.what, f.ID, err)
 	}
 	return v, nil
@@ -308,7 +387,7 @@ func (k kind[T]) update(ctx context.Context, v T) (T, error) {
 	// KEYS: record, sets to leave, sets to be in (to refresh the score).
 	// ARGV: tenant, expected version, JSON, id, score, number of sets to leave.
 	keys := slices.Concat([]string{k.key(f.TenantID, f.ID)}, leave, k.setsOf(v))
-	err = updateResult(updateRecordScript.Run(ctx, k.s.rdb, keys, f.TenantID, want, data, f.ID, score(f.Created), len(leave)).Int())
+	err = updateResult(k.s.write(ctx, k.replicated, updateRecordScript, keys, f.TenantID, want, data, f.ID, score(f.Created), len(leave)))
 	if err != nil {
 		return zero, fmt.Errorf("redisstore: update %s %s: %w", k.what, f.ID, err)
 	}

@@ -136,10 +136,17 @@ type Options struct {
 // Store is a store.Store over Redis. It is safe for concurrent use, and
 // several Stores (in one or many processes) may share a server and prefix.
 type Store struct {
-	rdb        *redis.Client
-	prefix     string
-	now        func() time.Time
-	unverified string
+	rdb    *redis.Client
+	prefix string
+	// sentinel is set for a store opened through Sentinel: a failover can
+	// lose the master's last writes, so run writes wait for a replica
+	// (see write), if the master has replicas: replicas is how many, as
+	// read at replicasRead (unix nanoseconds).
+	sentinel     bool
+	replicas     atomic.Int64
+	replicasRead atomic.Int64
+	now          func() time.Time
+	unverified   string
 	// durabilityUnverified and volatile are returned by
 	// DurabilityUnverified and Volatile.
 	durabilityUnverified string
@@ -176,7 +183,7 @@ func Open(ctx context.Context, url string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{rdb: rdb, prefix: o.Prefix, now: o.Now}
+	s := &Store{rdb: rdb, prefix: o.Prefix, now: o.Now, sentinel: IsSentinelURL(url)}
 	if err := s.check(ctx, where, o.AllowVolatile); err != nil {
 		_ = rdb.Close()
 		return nil, err

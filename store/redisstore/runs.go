@@ -47,14 +47,21 @@ func newerRun(a, b store.Run) int {
 // runs keeps runs: by id (the same event and trigger never make two
 // runs, in any tenant), in the sorted sets runSets lists, which follow
 // the run's trigger, agent, event and CreatedAt.
+//
+// Run writes are replicated before they are acknowledged (through
+// Sentinel; see Store.write). The dispatcher marks a step running before
+// it runs it and acts only on acknowledged writes, so a failover cannot
+// take a run back to before a step it ran: the promoted replica holds the
+// step as running (or done), and the step is not run again.
 func (s *Store) runs() kind[store.Run] {
 	return kind[store.Run]{
-		s:       s,
-		what:    "run",
-		key:     func(_, id string) string { return s.runKey(id) },
-		fields:  record.OfRun,
-		reaches: record.InTenantOrAny,
-		sets:    s.runSets,
+		s:          s,
+		what:       "run",
+		key:        func(_, id string) string { return s.runKey(id) },
+		fields:     record.OfRun,
+		reaches:    record.InTenantOrAny,
+		sets:       s.runSets,
+		replicated: true,
 	}
 }
 
