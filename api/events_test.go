@@ -2,8 +2,10 @@ package api_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -101,5 +103,56 @@ func TestAgentNamesAreDistinctUnlessAsked(t *testing.T) {
 	}
 	if _, list := v.do(http.MethodGet, "/v1/agents", key); len(list["agents"].([]any)) != 2 {
 		t.Fatalf("agents: %v, want the two", list)
+	}
+}
+
+// Concurrent creations of one name, racing past the registry's early
+// check, are decided by the store: exactly one 201, the others 409
+// name_taken naming it, on both backends.
+func TestConcurrentAgentNamesOneWins(t *testing.T) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			st := b.open(t)
+			defer st.Close()
+			v := newEnv(t, st)
+			_, key := v.tenant("acme")
+			withRegistry(t, v, key)
+			const n = 8
+			codes := make([]int, n)
+			bodies := make([]map[string]any, n)
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			for i := range n {
+				wg.Go(func() {
+					<-start
+					codes[i], bodies[i], _ = v.send(http.MethodPost, "/v1/agents", key, fmt.Sprintf(`{"name": %q}`, []string{"Triage", "triage"}[i%2]))
+				})
+			}
+			close(start)
+			wg.Wait()
+			var winner string
+			for i, code := range codes {
+				if code == http.StatusCreated {
+					if winner != "" {
+						t.Fatalf("two creations of one name succeeded: %v", codes)
+					}
+					winner = bodies[i]["id"].(string)
+				}
+			}
+			if winner == "" {
+				t.Fatalf("no creation succeeded: %v %v", codes, bodies)
+			}
+			for i, code := range codes {
+				if code == http.StatusCreated {
+					continue
+				}
+				if c, msg := errorOf(bodies[i]); code != http.StatusConflict || c != "name_taken" || !strings.Contains(msg, winner) {
+					t.Fatalf("a losing creation: %d %v; want 409 name_taken naming %s", code, bodies[i], winner)
+				}
+			}
+			if _, list := v.do(http.MethodGet, "/v1/agents", key); len(list["agents"].([]any)) != 1 {
+				t.Fatalf("agents after the race: %v, want one", list)
+			}
+		})
 	}
 }

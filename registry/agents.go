@@ -60,6 +60,8 @@ func (r *Registry) CreateAgent(ctx context.Context, tenantID string, in AgentInp
 		return store.Agent{}, "", invalidf("delivery %q: use \"nats\" (runs on agents.<agent-id>.runs) or \"http\" (runs POSTed to url)", in.Delivery)
 	}
 	if !in.AllowDuplicateName {
+		// A quick refusal before the secrets are made; the store checks
+		// again as it writes.
 		if err := r.checkNameFree(ctx, tenantID, in.Name); err != nil {
 			return store.Agent{}, "", err
 		}
@@ -87,8 +89,15 @@ func (r *Registry) CreateAgent(ctx context.Context, tenantID string, in AgentInp
 			return store.Agent{}, "", err
 		}
 	}
-	a, err = r.o.Store.CreateAgent(ctx, a)
+	create := r.o.Store.CreateAgentNamed
+	if in.AllowDuplicateName {
+		create = r.o.Store.CreateAgent
+	}
+	a, err = create(ctx, a)
 	if err != nil {
+		if taken := (*store.NameTakenError)(nil); errors.As(err, &taken) {
+			return store.Agent{}, "", nameTaken(taken.AgentID, taken.Name)
+		}
 		return store.Agent{}, "", fmt.Errorf("store agent: %w", err)
 	}
 	return a, secret, nil
@@ -271,21 +280,24 @@ func (r *Registry) AgentEndpoint(ctx context.Context, tenantID, agentID string) 
 }
 
 // checkNameFree returns ErrNameTaken if an agent of the tenant is named
-// name, compared as people read names: ignoring case. Two agents of one
-// name are told apart only by their ids, which lists and logs do not
-// make plain; a tenant that wants them anyway says so
-// (AgentInput.AllowDuplicateName). Two creations at the same instant may
-// both pass: the store has no index of names, and a duplicate is a
-// nuisance, not a fault.
+// name, compared as people read names (store.SameAgentName): two agents
+// of one name are told apart only by their ids, which lists and logs do
+// not make plain; a tenant that wants them anyway says so
+// (AgentInput.AllowDuplicateName). It is the early answer; the store's
+// CreateAgentNamed decides, atomically, for creations racing past it.
 func (r *Registry) checkNameFree(ctx context.Context, tenantID, name string) error {
 	agents, err := r.o.Store.ListAgents(ctx, tenantID)
 	if err != nil {
 		return fmt.Errorf("list the tenant's agents: %w", err)
 	}
-	for _, a := range agents {
-		if strings.EqualFold(a.Name, name) {
-			return fmt.Errorf("%w: agent %s is already named %q: choose another name, or send \"allow_duplicate_name\": true (triggerctl agents create --allow-duplicate-name) to have two", ErrNameTaken, a.ID, a.Name)
-		}
+	var taken *store.NameTakenError
+	if errors.As(store.TakenName(agents, name), &taken) {
+		return nameTaken(taken.AgentID, taken.Name)
 	}
 	return nil
+}
+
+// nameTaken is ErrNameTaken for the agent id already named name.
+func nameTaken(id, name string) error {
+	return fmt.Errorf("%w: agent %s is already named %q: choose another name, or send \"allow_duplicate_name\": true (triggerctl agents create --allow-duplicate-name) to have two", ErrNameTaken, id, name)
 }

@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"strings"
 	"time"
 )
 
@@ -67,11 +69,44 @@ func (a Agent) ForCreate(now time.Time) Agent {
 	return a
 }
 
+// SameAgentName reports whether two agent names are the same as people
+// read them: equal but for case.
+func SameAgentName(a, b string) bool { return strings.EqualFold(a, b) }
+
+// NameTakenError is CreateAgentNamed's refusal: the tenant's agent
+// AgentID is already named Name. It matches ErrNameTaken.
+type NameTakenError struct {
+	AgentID, Name string
+}
+
+func (e *NameTakenError) Error() string {
+	return fmt.Sprintf("agent %s is already named %q", e.AgentID, e.Name)
+}
+
+// Is makes errors.Is(err, ErrNameTaken) hold.
+func (e *NameTakenError) Is(target error) bool { return target == ErrNameTaken }
+
+// TakenName returns the first of agents named name (SameAgentName), as a
+// *NameTakenError, or nil when none is.
+func TakenName(agents []Agent, name string) error {
+	for _, a := range agents {
+		if SameAgentName(a.Name, name) {
+			return &NameTakenError{AgentID: a.ID, Name: a.Name}
+		}
+	}
+	return nil
+}
+
 // Agents stores agents.
 type Agents interface {
 	// CreateAgent stores a new agent with Version 1; ErrConflict if the id
 	// exists.
 	CreateAgent(ctx context.Context, a Agent) (Agent, error)
+	// CreateAgentNamed is CreateAgent, unless another agent of the tenant
+	// has a's name (SameAgentName): then a *NameTakenError, and nothing is
+	// stored. The check and the write are one step, so of two concurrent
+	// creations of one name exactly one succeeds.
+	CreateAgentNamed(ctx context.Context, a Agent) (Agent, error)
 	// GetAgent returns the tenant's agent or ErrNotFound (also for another
 	// tenant's).
 	GetAgent(ctx context.Context, tenantID, id string) (Agent, error)

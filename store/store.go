@@ -20,6 +20,8 @@ var (
 	// ErrLastAPIKey is returned by DeleteAPIKey for the tenant's only
 	// remaining key, which it keeps.
 	ErrLastAPIKey = errors.New("store: the tenant's only API key")
+	// ErrNameTaken is matched by CreateAgentNamed's *NameTakenError.
+	ErrNameTaken = errors.New("store: name taken")
 )
 
 // Store is everything a backend provides.

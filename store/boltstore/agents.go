@@ -3,6 +3,8 @@ package boltstore
 import (
 	"context"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/store/internal/record"
 )
@@ -32,6 +34,19 @@ var agents = kind[store.Agent]{
 // id exists, in any tenant.
 func (s *Store) CreateAgent(ctx context.Context, a store.Agent) (store.Agent, error) {
 	return agents.create(ctx, s, a)
+}
+
+// CreateAgentNamed is CreateAgent, unless another agent of the tenant has
+// a's name: then a *store.NameTakenError. The tenant's agents are read in
+// the transaction that writes, which bolt runs alone.
+func (s *Store) CreateAgentNamed(ctx context.Context, a store.Agent) (store.Agent, error) {
+	return agents.createIf(ctx, s, a, func(tx *bolt.Tx, a store.Agent) error {
+		all, err := tenantRecords[store.Agent](tx, bucketAgentTenant, bucketAgents, a.TenantID)
+		if err != nil {
+			return err
+		}
+		return store.TakenName(all, a.Name)
+	})
 }
 
 // GetAgent returns the tenant's agent, or store.ErrNotFound (also for

@@ -211,6 +211,12 @@ func (k kind[T]) read(tx *bolt.Tx, tenantID, id string) (T, error) {
 // create stores v with Version 1 (v.ForCreate) and its index entries;
 // store.ErrConflict if its key or one of its unique entries is taken.
 func (k kind[T]) create(ctx context.Context, s *Store, v T) (T, error) {
+	return k.createIf(ctx, s, v, nil)
+}
+
+// createIf is create, in a transaction where guard (unless nil) is asked
+// first and may refuse the record with an error of its own.
+func (k kind[T]) createIf(ctx context.Context, s *Store, v T, guard func(tx *bolt.Tx, v T) error) (T, error) {
 	var zero T
 	if err := ctx.Err(); err != nil {
 		return zero, fmt.Errorf("boltstore: create %s: %w", k.what, err)
@@ -225,6 +231,11 @@ func (k kind[T]) create(ctx context.Context, s *Store, v T) (T, error) {
 		return zero, fmt.Errorf("boltstore: create %s: %w", k.what, err)
 	}
 	err = s.write(k.batch, func(tx *bolt.Tx) error {
+		if guard != nil {
+			if err := guard(tx, v); err != nil {
+				return err
+			}
+		}
 		b, key, entries := tx.Bucket(k.bucket), k.key(f.TenantID, f.ID), k.entries(v)
 		if b.Get(key) != nil || taken(tx, entries) {
 			return store.ErrConflict

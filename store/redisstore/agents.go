@@ -2,6 +2,11 @@ package redisstore
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/store/internal/record"
@@ -28,6 +33,68 @@ func (s *Store) agents() kind[store.Agent] {
 // id exists, in any tenant.
 func (s *Store) CreateAgent(ctx context.Context, a store.Agent) (store.Agent, error) {
 	return s.agents().create(ctx, a)
+}
+
+// maxCreateNamedTries bounds CreateAgentNamed's optimistic retries under
+// contention.
+const maxCreateNamedTries = 100
+
+// CreateAgentNamed is CreateAgent, unless another agent of the tenant has
+// a's name: then a *store.NameTakenError. It reads the tenant's agents
+// under WATCH of agents:{tenant}, which every creation and deletion of one
+// of them changes, and writes in MULTI: a creation or deletion in between
+// fails the transaction, and the check runs again.
+func (s *Store) CreateAgentNamed(ctx context.Context, a store.Agent) (store.Agent, error) {
+	if err := a.Validate(); err != nil {
+		return store.Agent{}, fmt.Errorf("redisstore: create agent: %w", err)
+	}
+	k := s.agents()
+	a = a.ForCreate(s.now())
+	data, err := json.Marshal(a)
+	if err != nil {
+		return store.Agent{}, fmt.Errorf("redisstore: create agent: %w", err)
+	}
+	zkey := s.agentsKey(a.TenantID)
+	// KEYS: record, sorted sets. ARGV: JSON, id, score.
+	keys := append([]string{s.agentKey(a.ID)}, k.setsOf(a)...)
+	try := func(tx *redis.Tx) error {
+		ids, err := tx.ZRange(ctx, zkey, 0, -1).Result()
+		if err != nil {
+			return err
+		}
+		var named []store.Agent
+		err = mgetJSON(ctx, tx, ids, s.agentKey, func(_ int, x store.Agent) {
+			if x.TenantID == a.TenantID {
+				named = append(named, x)
+			}
+		})
+		if err != nil {
+			return err
+		}
+		if err := store.TakenName(named, a.Name); err != nil {
+			return err
+		}
+		var created *redis.Cmd
+		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			created = createRecordScript.Eval(ctx, p, keys, data, a.ID, score(a.CreatedAt))
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		return createResult(created.Int())
+	}
+	for range maxCreateNamedTries {
+		err := s.rdb.Watch(ctx, try, zkey)
+		if errors.Is(err, redis.TxFailedErr) {
+			continue
+		}
+		if err != nil {
+			return store.Agent{}, fmt.Errorf("redisstore: create agent %s: %w", a.ID, err)
+		}
+		return a, nil
+	}
+	return store.Agent{}, fmt.Errorf("redisstore: create agent %s: the tenant's agents kept changing (%d tries): %w", a.ID, maxCreateNamedTries, store.ErrConflict)
 }
 
 // GetAgent returns the tenant's agent, or store.ErrNotFound (also for

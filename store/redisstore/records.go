@@ -61,10 +61,16 @@ func (s *Store) getJSON(ctx context.Context, key string, v any) error {
 	return nil
 }
 
+// mgetter is what mgetJSON needs: a client, or a transaction's
+// connection.
+type mgetter interface {
+	MGet(ctx context.Context, keys ...string) *redis.SliceCmd
+}
+
 // mgetJSON reads the records of ids, at recordKey(id), with one MGET and
 // calls found with the index in ids and the decoded value of each that
 // exists.
-func mgetJSON[T any](ctx context.Context, rdb *redis.Client, ids []string, recordKey func(id string) string, found func(i int, v T)) error {
+func mgetJSON[T any](ctx context.Context, rdb mgetter, ids []string, recordKey func(id string) string, found func(i int, v T)) error {
 	if len(ids) == 0 {
 		return nil
 	}

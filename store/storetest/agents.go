@@ -2,8 +2,11 @@ package storetest
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -219,4 +222,69 @@ func testAgentDelete(t *testing.T, s store.Store) {
 	list, err = s.ListAgents(ctx, "t2")
 	must(t, "ListAgents t2", err)
 	sameOrder(t, "ListAgents t2", normAgent, agentID, list, []store.Agent{again})
+}
+
+// Of concurrent creations of one name (in any case) in one tenant,
+// exactly one succeeds and the others name it; other tenants, and the
+// name once its agent is deleted, are free. Rounds of creations released
+// together make the losers' reads overlap the winner's write.
+func testAgentConcurrentNamedCreates(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	const rounds, n = 25, 8
+	var winner store.Agent
+	for r := range rounds {
+		names := []string{"Triage", "triage", "TRIAGE", "tRiAgE"}
+		for i := range names {
+			names[i] += fmt.Sprint(r)
+		}
+		var mu sync.Mutex
+		var refusals []error
+		wins := runConcurrently(t, n, store.ErrNameTaken, func(i int) error {
+			a := agent("t1", fmt.Sprintf("ag%d-%d", r, i), base.Add(time.Duration(i)*time.Second))
+			a.Name = names[i%len(names)]
+			_, err := s.CreateAgentNamed(ctx, a)
+			if err != nil {
+				mu.Lock()
+				refusals = append(refusals, err)
+				mu.Unlock()
+			}
+			return err
+		})
+		if wins != 1 {
+			t.Fatalf("CreateAgentNamed of one name (round %d): %d of %d concurrent creations succeeded, want exactly 1", r, wins, n)
+		}
+		list, err := s.ListAgents(ctx, "t1")
+		must(t, "ListAgents", err)
+		named := slices.DeleteFunc(list, func(a store.Agent) bool { return !store.SameAgentName(a.Name, names[0]) })
+		if len(named) != 1 {
+			t.Fatalf("ListAgents after concurrent creations of one name (round %d): %d agents of that name, want 1", r, len(named))
+		}
+		winner = named[0]
+		for _, err := range refusals {
+			var taken *store.NameTakenError
+			if !errors.As(err, &taken) || taken.AgentID != winner.ID || taken.Name != winner.Name {
+				t.Fatalf("a refused creation: %v (%#v), want a *store.NameTakenError naming %s %q", err, taken, winner.ID, winner.Name)
+			}
+		}
+	}
+
+	other := agent("t2", "other", base)
+	other.Name = winner.Name
+	_, err := s.CreateAgentNamed(ctx, other)
+	must(t, "CreateAgentNamed of the name in another tenant", err)
+	distinct := agent("t1", "distinct", base)
+	distinct.Name = "Triage 2"
+	_, err = s.CreateAgentNamed(ctx, distinct)
+	must(t, "CreateAgentNamed of another name", err)
+
+	must(t, "DeleteAgent", s.DeleteAgent(ctx, "t1", winner.ID))
+	again := agent("t1", "again", base)
+	again.Name = strings.ToUpper(winner.Name)
+	_, err = s.CreateAgentNamed(ctx, again)
+	must(t, "CreateAgentNamed of a deleted agent's name", err)
+	// An id already taken is still a conflict, not a name.
+	dup := agent("t1", "again", base)
+	dup.Name = "fresh"
+	_, err = s.CreateAgentNamed(ctx, dup)
+	wantErr(t, "CreateAgentNamed with a taken id", err, store.ErrConflict)
 }

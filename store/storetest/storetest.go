@@ -94,6 +94,7 @@ func Run(t *testing.T, b Backend) {
 		{"Agents/List", testAgentList},
 		{"Agents/Update", testAgentUpdate},
 		{"Agents/Delete", testAgentDelete},
+		{"Agents/ConcurrentNamedCreates", testAgentConcurrentNamedCreates},
 		{"Triggers/CreateGet", testTriggerCreateGet},
 		{"Triggers/List", testTriggerList},
 		{"Triggers/Update", testTriggerUpdate},
