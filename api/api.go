@@ -62,6 +62,10 @@ type Options struct {
 	// Records reads runs and event outcomes; Replayer replays events.
 	Records  records
 	Replayer replayer
+	// Unrecorded finds, for GET /v1/events/{id}, an event of the shared
+	// endpoints that left no record because no trigger was a candidate
+	// for it; nil answers such an id 404, as an unknown one.
+	Unrecorded unrecordedFinder
 	// DryRunner tests triggers against past events; nil leaves
 	// /triggers/test and /triggers/{id}/test out.
 	DryRunner dryRunner

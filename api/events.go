@@ -25,12 +25,24 @@ const noCandidateNote = "triggerd received this event, but no trigger of this te
 	"POST /v1/triggers/test tells what a trigger would do with the latest events of its kind."
 
 func (a *API) getEvent(c echo.Context) error {
-	id := c.Param("id")
-	rec, err := a.o.Records.GetEvent(c.Request().Context(), tenantOf(c), id)
+	ctx, id := c.Request().Context(), c.Param("id")
+	rec, err := a.o.Records.GetEvent(ctx, tenantOf(c), id)
+	if errors.Is(err, store.ErrNotFound) && a.o.Unrecorded != nil {
+		// No record: an event of the shared endpoints no trigger was a
+		// candidate for leaves none, and is looked for in the stream.
+		u, uerr := a.o.Unrecorded.LookUpUnrecorded(ctx, tenantOf(c), id)
+		switch {
+		case uerr == nil:
+			return c.JSON(http.StatusOK, eventView{EventRecord: u.Record, Note: u.Reason + "."})
+		case !errors.Is(uerr, store.ErrNotFound):
+			a.log.Warn().Err(uerr).Str("event", id).Msg("looking for an event without a record")
+			return fail(c, http.StatusServiceUnavailable, "unavailable",
+				fmt.Sprintf("event %s has no record, and the events stream could not be searched for it now: retry", id))
+		}
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		return fail(c, http.StatusNotFound, "not_found", fmt.Sprintf("no event %s is known to this tenant: "+
-			"the id is wrong, or the event is older than the records kept, or it reached a shared endpoint "+
-			"(/webhooks/codehost or /webhooks/deploy without a hook id) and no trigger of this tenant was a candidate for it", id))
+			"the id is wrong, or the event is older than the events kept, or another tenant's", id))
 	}
 	if err != nil {
 		return a.registryFail(c, err, "event")
@@ -59,9 +71,9 @@ func (a *API) replayEvent(c echo.Context) error {
 	plans, err := a.o.Replayer.Replay(c.Request().Context(), tenantOf(c), c.Param("id"), in.TriggerID, in.BypassFilter)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			msg := fmt.Sprintf("no event %s with a record for this tenant (an event leaves one when a trigger of the tenant was a candidate for it; triggerctl triggers events ID lists a trigger's)", c.Param("id"))
+			msg := fmt.Sprintf("no event %s is known to this tenant: the id is wrong, or the event is older than the events kept, or another tenant's (triggerctl triggers events ID lists a trigger's)", c.Param("id"))
 			if in.TriggerID != "" {
-				msg = fmt.Sprintf("no event %s with a record for this tenant, or no trigger %s", c.Param("id"), in.TriggerID)
+				msg = fmt.Sprintf("no event %s known to this tenant, or no trigger %s", c.Param("id"), in.TriggerID)
 			}
 			return fail(c, http.StatusNotFound, "not_found", msg)
 		}

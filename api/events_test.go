@@ -2,6 +2,8 @@ package api_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -13,8 +15,11 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/triggerd/triggerd/api"
+	"github.com/triggerd/triggerd/bus/bustest"
+	"github.com/triggerd/triggerd/dispatch"
 	"github.com/triggerd/triggerd/registry"
 	"github.com/triggerd/triggerd/store"
+	"github.com/triggerd/triggerd/triggers"
 )
 
 // newRegistry returns a registry over v's store and accounts that
@@ -154,5 +159,62 @@ func TestConcurrentAgentNamesOneWins(t *testing.T) {
 				t.Fatalf("agents after the race: %v, want one", list)
 			}
 		})
+	}
+}
+
+// noSteps is a dispatcher's step runner for tests that start no run.
+type noSteps struct{}
+
+func (noSteps) Run(context.Context, string, string, string, json.RawMessage) (json.RawMessage, error) {
+	return nil, errors.New("this test runs no step")
+}
+
+// An event of the shared endpoints that no trigger was a candidate for
+// leaves no record, yet GET /v1/events/{id} finds it in the events stream
+// for the tenant that owns those endpoints: 200, no outcomes, and a note
+// naming its kind. Other tenants, and unknown ids, get 404.
+func TestSharedEventWithoutCandidatesIsFound(t *testing.T) {
+	v, key := newBoltEnv(t)
+	tenant, err := v.tenants.Authenticate(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := bustest.Start(t)
+	d, err := dispatch.New(dispatch.Options{Store: v.store, Queue: b, Steps: noSteps{}, SharedTenant: tenant})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := api.New(api.Options{Accounts: v.accounts, Auth: v.tenants, Tenants: v.tenants, Registry: newRegistry(t, v),
+		Records: v.store, Replayer: d, Unrecorded: d, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.e = echo.New()
+	a.Register(v.e)
+
+	body := []byte(`{"id": "uev_quiet", "type": "deployment.created", "createdAt": 1, "payload": {"team": {"id": "team_1"}, "user": {"id": "u1"},
+		"project": {"id": "prj_1"}, "deployment": {"id": "dpl_1", "url": "x.vercel.app", "name": "x", "meta": {}}, "target": "production"}}`)
+	now := time.Now()
+	res, err := triggers.Map(triggers.Delivery{Connector: triggers.Deploy, ReceivedAt: now, Payload: body})
+	if err != nil || len(res.Events) == 0 {
+		t.Fatalf("map: %v %+v", err, res)
+	}
+	if _, err := b.Commit(context.Background(), triggers.Capture{Connector: triggers.Deploy, DeliveryID: res.DeliveryID, ReceivedAt: now, Body: body}, res.Events); err != nil {
+		t.Fatal(err)
+	}
+	ev := res.Events[0]
+	code, got := v.do(http.MethodGet, "/v1/events/"+ev.ID, key)
+	outcomes, isList := got["outcomes"].([]any)
+	note, _ := got["note"].(string)
+	if code != http.StatusOK || got["event_id"] != ev.ID || got["kind"] != string(ev.Kind) || !isList || len(outcomes) != 0 ||
+		!strings.Contains(note, "no trigger of this tenant is of kind "+string(ev.Kind)) {
+		t.Fatalf("an event of the shared endpoints no trigger wanted: %d %v; want 200, outcomes [] and a note naming its kind", code, got)
+	}
+	_, otherKey := v.tenant("globex")
+	if code, _ := v.do(http.MethodGet, "/v1/events/"+ev.ID, otherKey); code != http.StatusNotFound {
+		t.Fatalf("another tenant: %d, want 404 (the shared endpoints are the default tenant's)", code)
+	}
+	if code, got := v.do(http.MethodGet, "/v1/events/evt-never", key); code != http.StatusNotFound {
+		t.Fatalf("an unknown id: %d %v, want 404", code, got)
 	}
 }

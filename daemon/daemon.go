@@ -417,7 +417,7 @@ func (d *daemon) startServices(ctx context.Context) error {
 	mgmt, err := api.New(api.Options{
 		Accounts: notifyingAccounts{Service: acct, b: d.bus, log: log}, Auth: tenantSvc, Tenants: tenantSvc, Steps: runner, AdminKeys: d.adminKeys, Logger: log,
 		ReturnOrigins: cfg.ConnectReturnOrigins(), ReturnOriginsSetting: "--connect-return-origins (TRIGGERD_CONNECT_RETURN_ORIGINS)",
-		Registry: disp.registry, Records: st, Replayer: disp.dispatcher, DryRunner: disp.dispatcher,
+		Registry: disp.registry, Records: st, Replayer: disp.dispatcher, DryRunner: disp.dispatcher, Unrecorded: disp.dispatcher,
 	})
 	if err != nil {
 		return err

@@ -35,6 +35,9 @@ type Queue interface {
 	EventAt(ctx context.Context, seq uint64) (subject string, data []byte, err error)
 	// ReadBack reads events on filters from the newest back (DryRun).
 	ReadBack(ctx context.Context, filters []string, maxRead int, visit func(data []byte), done func() bool) (read int, exhausted bool, err error)
+	// FindEvent finds an event by id among the newest maxRead
+	// (LookUpUnrecorded).
+	FindEvent(ctx context.Context, id string, maxRead int) (seq uint64, found, exhausted bool, err error)
 }
 
 // StepRunner runs one tool step as a connected account (steps.Runner).

@@ -215,6 +215,15 @@ type ReplayPlan struct {
 // the replay consumer, durably, which checks the trigger's state again.
 func (d *Dispatcher) Replay(ctx context.Context, tenantID, eventID, triggerID string, bypass bool) ([]ReplayPlan, error) {
 	rec, err := d.o.Store.GetEvent(ctx, tenantID, eventID)
+	if errors.Is(err, store.ErrNotFound) {
+		// An event of the shared endpoints no trigger was a candidate
+		// for has no record, and is looked for in the stream.
+		u, uerr := d.LookUpUnrecorded(ctx, tenantID, eventID)
+		if uerr != nil && !errors.Is(uerr, store.ErrNotFound) {
+			return nil, uerr
+		}
+		rec, err = u.Record, uerr
+	}
 	if err != nil {
 		return nil, fmt.Errorf("event %s: %w", eventID, err)
 	}
