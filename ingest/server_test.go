@@ -22,6 +22,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/rs/zerolog"
 
+	"github.com/triggerd/triggerd/api/apitest"
 	"github.com/triggerd/triggerd/internal/testenv"
 	"github.com/triggerd/triggerd/triggers"
 )
@@ -67,18 +68,20 @@ func (f *fakeCommitter) count() int {
 }
 
 type harness struct {
-	t   *testing.T
-	s   *Server
-	e   *echo.Echo
-	fc  *fakeCommitter
-	reg *prometheus.Registry
+	t *testing.T
+	// check holds every exchange to the OpenAPI document.
+	check *apitest.Checker
+	s     *Server
+	e     *echo.Echo
+	fc    *fakeCommitter
+	reg   *prometheus.Registry
 }
 
 func newHarness(t *testing.T, mutate func(*Options)) *harness {
 	t.Helper()
 	ch, _ := NewVerifier(CodeHostScheme, testCodeHostSecret)
 	dp, _ := NewVerifier(DeployScheme, testDeploySecret)
-	h := &harness{t: t, fc: &fakeCommitter{}, reg: prometheus.NewRegistry()}
+	h := &harness{t: t, check: apitest.New(t), fc: &fakeCommitter{}, reg: prometheus.NewRegistry()}
 	o := Options{Committer: h.fc, CodeHost: ch, Deploy: dp, Logger: zerolog.Nop(), Registerer: h.reg}
 	if mutate != nil {
 		mutate(&o)
@@ -100,8 +103,7 @@ type answer struct {
 
 func (h *harness) do(req *http.Request) answer {
 	h.t.Helper()
-	rec := httptest.NewRecorder()
-	h.e.ServeHTTP(rec, req)
+	rec := h.check.Serve(h.e, req)
 	a := answer{status: rec.Code, header: rec.Header()}
 	if err := json.Unmarshal(rec.Body.Bytes(), &a.body); err != nil {
 		h.t.Fatalf("answer %d is not JSON: %q", rec.Code, rec.Body.String())

@@ -103,8 +103,23 @@ func (c *Checker) Check(req *http.Request, reqBody []byte, resp *http.Response, 
 	}
 }
 
+// Verify is Checker.Verify for a caller with no test at hand.
+func Verify(req *http.Request, reqBody []byte, resp *http.Response, respBody []byte) error {
+	s, err := once()
+	if err != nil {
+		return err
+	}
+	return (&Checker{s: s}).Verify(req, reqBody, resp, respBody)
+}
+
 // Verify is Check returning what is wrong instead of failing the test.
 func (c *Checker) Verify(req *http.Request, reqBody []byte, resp *http.Response, respBody []byte) error {
+	return c.verify(req, reqBody, true, resp, respBody)
+}
+
+// verify is Verify; without wholeRequest (the handler answered before it
+// read the whole body) the request is taken as the route's, unchecked.
+func (c *Checker) verify(req *http.Request, reqBody []byte, wholeRequest bool, resp *http.Response, respBody []byte) error {
 	if !strings.HasPrefix(req.URL.Path, "/v1/") && !strings.HasPrefix(req.URL.Path, "/webhooks/") {
 		return nil // the probes and /metrics are not part of the contract
 	}
@@ -114,6 +129,9 @@ func (c *Checker) Verify(req *http.Request, reqBody []byte, resp *http.Response,
 	r.Body = io.NopCloser(bytes.NewReader(reqBody))
 	r.ContentLength = int64(len(reqBody))
 	reqOK, reqErrs := c.s.v.ValidateHttpRequestSync(r)
+	if !reqOK && !wholeRequest && !missingRoute(reqErrs) {
+		reqOK = true
+	}
 	if !reqOK && missingRoute(reqErrs) {
 		// A route the document lacks: only echo's own refusals may answer.
 		if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed {
@@ -155,18 +173,57 @@ func describe(errs []*verrors.ValidationError) string {
 }
 
 // Serve answers req with h into a recorder, checks the exchange and
-// returns the recorder.
+// returns the recorder. The request's body reaches h as it comes (a test
+// may stream it, or send more than h reads): the request is checked with
+// what h read, and only when h read it whole.
 func (c *Checker) Serve(h http.Handler, req *http.Request) *httptest.ResponseRecorder {
 	c.t.Helper()
-	var body []byte
-	if req.Body != nil {
-		body, _ = io.ReadAll(req.Body)
-		req.Body = io.NopCloser(bytes.NewReader(body))
+	body := &recordedBody{}
+	if req.Body != nil && req.Body != http.NoBody {
+		body.r = req.Body
+		req.Body = body
+	} else {
+		body.eof = true
 	}
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
-	c.Check(req, body, rec.Result(), rec.Body.Bytes())
+	if err := c.verify(req, body.buf.Bytes(), body.eof, rec.Result(), rec.Body.Bytes()); err != nil {
+		c.t.Errorf("%s %s answered %d against the OpenAPI document (api/openapi.yaml): %v", req.Method, req.URL.RequestURI(), rec.Code, err)
+	}
 	return rec
+}
+
+// recordedBody keeps what a handler reads of a request body, and whether
+// it read to the end.
+type recordedBody struct {
+	r   io.ReadCloser
+	buf bytes.Buffer
+	eof bool
+}
+
+func (b *recordedBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	b.buf.Write(p[:n])
+	if err == io.EOF {
+		b.eof = true
+	}
+	return n, err
+}
+
+func (b *recordedBody) Close() error { return b.r.Close() }
+
+// Handler returns h checking every exchange it serves: for a test server
+// standing in for triggerd (httptest.NewServer(c.Handler(mux))), so that a
+// client's requests, and the stand-in's answers, are held to the document.
+func (c *Checker) Handler(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		rec := c.Serve(h, req)
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(rec.Body.Bytes())
+	})
 }
 
 // Transport returns a RoundTripper that checks every exchange it carries
@@ -178,6 +235,19 @@ func (c *Checker) Transport(base http.RoundTripper) http.RoundTripper {
 	return transport{c: c, base: base}
 }
 
+// StrictTransport returns a RoundTripper that fails a round trip whose
+// exchange disagrees with the document (through base, or
+// http.DefaultTransport when nil), its error saying what is wrong: for a
+// client that a package's tests share, with no one test at hand.
+func StrictTransport(base http.RoundTripper) http.RoundTripper {
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	return transport{base: base}
+}
+
+// transport checks exchanges with c, or fails them when c is nil
+// (StrictTransport).
 type transport struct {
 	c    *Checker
 	base http.RoundTripper
@@ -210,6 +280,12 @@ func (t transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(respBody))
+	if t.c == nil {
+		if err := Verify(req, body, resp, respBody); err != nil {
+			return nil, fmt.Errorf("%s %s answered %d against the OpenAPI document (api/openapi.yaml): %w", req.Method, req.URL.RequestURI(), resp.StatusCode, err)
+		}
+		return resp, nil
+	}
 	t.c.Check(req, body, resp, respBody)
 	return resp, nil
 }

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/triggerd/triggerd/api/apitest"
 	"github.com/triggerd/triggerd/ingest"
 )
 
@@ -72,7 +73,9 @@ func newFakeTriggerd(t *testing.T) *fakeTriggerd {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /webhooks/{connector}", f.serve)
 	mux.HandleFunc("POST /webhooks/{connector}/{hook}", f.serve)
-	f.srv = httptest.NewServer(mux)
+	// triggerctl's requests, and the fake's answers, are held to the
+	// OpenAPI document, as triggerd's own are in its tests.
+	f.srv = httptest.NewServer(apitest.New(t).Handler(mux))
 	t.Cleanup(f.srv.Close)
 	return f
 }
@@ -156,6 +159,9 @@ func (f *fakeTriggerd) serve(w http.ResponseWriter, r *http.Request) {
 	status := f.status
 	f.mu.Unlock()
 	if status != 0 {
+		if status == http.StatusServiceUnavailable {
+			w.Header().Set("Retry-After", "5") // as triggerd's
+		}
 		writeError(w, status, "unavailable", "the event bus is down")
 		return
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/triggerd/triggerd/api/apitest"
 	"github.com/triggerd/triggerd/bus"
 	"github.com/triggerd/triggerd/ingest"
 	"github.com/triggerd/triggerd/internal/testenv"
@@ -209,7 +210,10 @@ type reply struct {
 	}
 }
 
-var client = &http.Client{Timeout: 20 * time.Second}
+// client is the tests' shared HTTP client: an exchange with /v1 or
+// /webhooks that disagrees with the OpenAPI document fails, its error
+// saying how.
+var client = &http.Client{Timeout: 20 * time.Second, Transport: apitest.StrictTransport(nil)}
 
 func post(url, secret string, d delivery) (reply, error) {
 	req, _ := http.NewRequest(http.MethodPost, url+"/webhooks/codehost", bytes.NewReader(d.body))
