@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -14,6 +15,9 @@ import (
 // eventView is an event's record as GET /v1/events/{id} shows it.
 type eventView struct {
 	store.EventRecord
+	// DispatchedAt hides the record's: absent for an event found in the
+	// stream, which no dispatcher decided on.
+	DispatchedAt *time.Time `json:"dispatched_at,omitempty"`
 	// Note says, when Outcomes is empty, that no trigger of the tenant was
 	// a candidate for the event.
 	Note string `json:"note,omitempty"`
@@ -47,7 +51,7 @@ func (a *API) getEvent(c echo.Context) error {
 	if err != nil {
 		return a.registryFail(c, err, "event")
 	}
-	v := eventView{EventRecord: rec}
+	v := eventView{EventRecord: rec, DispatchedAt: &rec.DispatchedAt}
 	if len(v.Outcomes) == 0 {
 		v.Outcomes = []store.Outcome{}
 		v.Note = noCandidateNote

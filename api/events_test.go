@@ -207,7 +207,7 @@ func TestSharedEventWithoutCandidatesIsFound(t *testing.T) {
 	outcomes, isList := got["outcomes"].([]any)
 	note, _ := got["note"].(string)
 	if code != http.StatusOK || got["event_id"] != ev.ID || got["kind"] != string(ev.Kind) || !isList || len(outcomes) != 0 ||
-		!strings.Contains(note, "no trigger of this tenant is of kind "+string(ev.Kind)) {
+		!strings.Contains(note, "no trigger of this tenant is of kind "+string(ev.Kind)) || got["dispatched_at"] != nil {
 		t.Fatalf("an event of the shared endpoints no trigger wanted: %d %v; want 200, outcomes [] and a note naming its kind", code, got)
 	}
 	_, otherKey := v.tenant("globex")
