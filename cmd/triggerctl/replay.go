@@ -10,6 +10,9 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/google/uuid"
@@ -71,8 +74,10 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	secretFile := fs.String("secret-file", "", "with --hook: file holding that hook's or endpoint's secret (triggerctl agents endpoint AGENT prints a deployment endpoint's generated one, until agents set-secrets replaces it)")
 	dataDir := fs.String("data-dir", "./data", "directory where triggerd keeps generated webhook secrets, read when TRIGGERD_<CONNECTOR>_WEBHOOK_SECRET is unset")
 	timeout := fs.Duration("timeout", 10*time.Second, "timeout of each request")
+	output := fs.String("o", "", "output format: table (the default on a terminal), jsonl (one JSON line per file, as it is answered; the default otherwise) or json (one document: the list of answers)")
 	synopsis := "usage: triggerctl replay [flags] FILE...\n\n" +
-		"Signs each captured webhook payload file and posts it to triggerd, printing one JSON line per file.\n" +
+		"Signs each captured webhook payload file and posts it to triggerd, printing triggerd's answer to each:\n" +
+		"its status, delivery id and the events it published (their ids are what triggerctl events get takes).\n" +
 		"With --hook ID and --secret-file, posts to a tenant's hook or an agent's deployment endpoint instead.\n" +
 		"Secrets, where triggerd reads them: the file named by TRIGGERD_CODEHOST_WEBHOOK_SECRET_FILE /\n" +
 		"TRIGGERD_DEPLOY_WEBHOOK_SECRET_FILE, else TRIGGERD_CODEHOST_WEBHOOK_SECRET / TRIGGERD_DEPLOY_WEBHOOK_SECRET\n" +
@@ -103,12 +108,40 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *timeout <= 0 {
 		return usageError(fs, "--timeout must be positive, not %v", *timeout)
 	}
+	format := *output
+	switch format {
+	case "":
+		format = outputJSONL // what scripts piping replay have always read
+		if isTerminal(stdout) {
+			format = outputTable
+		}
+	case outputTable, outputJSON, outputJSONL:
+	default:
+		return usageError(fs, "-o %q: want table, json or jsonl", format)
+	}
 
 	client := &http.Client{Timeout: *timeout}
 	secrets := &secretCache{dataDir: *dataDir}
 	enc := json.NewEncoder(stdout)
 	enc.SetEscapeHTML(false)
 	var failed []string
+	// answered are the lines a table or a json document prints at the end.
+	var answered []replayLine
+	defer func() {
+		var err error
+		switch format {
+		case outputTable:
+			err = writeReplayTable(stdout, answered)
+		case outputJSON:
+			if answered == nil {
+				answered = []replayLine{}
+			}
+			err = writeJSON(stdout, answered, "  ")
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "triggerctl replay: write the results: %v\n", err)
+		}
+	}()
 	for _, file := range fs.Args() {
 		if ctx.Err() != nil {
 			fmt.Fprintln(stderr, "triggerctl replay: interrupted")
@@ -120,7 +153,9 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			failed = append(failed, file)
 			continue
 		}
-		if err := enc.Encode(line); err != nil {
+		if format != outputJSONL {
+			answered = append(answered, line)
+		} else if err := enc.Encode(line); err != nil {
 			fmt.Fprintf(stderr, "triggerctl replay: write the result: %v\n", err)
 			return 1
 		}
@@ -290,4 +325,56 @@ func asJSON(body []byte) json.RawMessage {
 	}
 	s, _ := json.Marshal(string(body))
 	return s
+}
+
+// writeReplayTable writes replay's answers as a table: a row per file with
+// its status, delivery id and what became of it (the events published, as
+// kind and id, or why there were none).
+func writeReplayTable(w io.Writer, lines []replayLine) error {
+	if len(lines) == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "FILE\tSTATUS\tDELIVERY\tEVENTS")
+	for _, l := range lines {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", filepath.Base(l.File), l.Status, l.DeliveryID, replayOutcome(l.Response))
+	}
+	return tw.Flush()
+}
+
+// replayOutcome says in a few words what an answer reports: the events
+// published ("new_issue 01f2…"), a duplicate, why it was ignored, or the
+// error.
+func replayOutcome(raw json.RawMessage) string {
+	var a struct {
+		Events []struct {
+			ID   string `json:"id"`
+			Kind string `json:"kind"`
+		} `json:"events"`
+		Ignored   string `json:"ignored"`
+		Duplicate bool   `json:"duplicate"`
+		Message   string `json:"message"`
+		Error     *struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(raw, &a) != nil {
+		return cell(string(raw))
+	}
+	switch {
+	case a.Error != nil:
+		return cell(a.Error.Code + ": " + a.Error.Message)
+	case a.Duplicate:
+		return cell("duplicate: " + a.Message)
+	case a.Ignored != "":
+		return cell("none: " + a.Ignored)
+	case len(a.Events) == 0:
+		return "none"
+	}
+	parts := make([]string, len(a.Events))
+	for i, e := range a.Events {
+		parts[i] = e.Kind + " " + e.ID
+	}
+	return strings.Join(parts, ", ")
 }

@@ -403,3 +403,38 @@ func TestReplayToAHook(t *testing.T) {
 		t.Errorf("--hook alone: exit %d, stderr %q; want 2", code, stderr)
 	}
 }
+
+// replay -o table prints a row per file with the events published (kind
+// and id); -o json one document, the list of answers; a bad -o is a usage
+// error.
+func TestReplayOutputFormats(t *testing.T) {
+	dataDir := setTestEnv(t)
+	f := newFakeTriggerd(t)
+	dir := t.TempDir()
+	a := writeFile(t, dir, "issues.opened.json", codeHostPayload)
+	b := writeFile(t, dir, "issues.labeled.json", codeHostPayload)
+
+	code, stdout, stderr := runCtl("replay", "--url", f.srv.URL, "--data-dir", dataDir, "-o", "table", a, b)
+	if code != 0 {
+		t.Fatalf("-o table: exit %d, stderr: %s", code, stderr)
+	}
+	rows := strings.Split(strings.TrimSpace(stdout), "\n")
+	if len(rows) != 3 || !strings.HasPrefix(rows[0], "FILE") || !strings.Contains(rows[0], "EVENTS") {
+		t.Fatalf("-o table: want a header and a row per file, got:\n%s", stdout)
+	}
+	for i, name := range []string{"issues.opened.json", "issues.labeled.json"} {
+		if fields := strings.Fields(rows[i+1]); len(fields) < 5 || fields[0] != name || fields[1] != "202" || strings.Contains(rows[i+1], "{") {
+			t.Errorf("-o table row %q: want the file, 202, its delivery id and its events' kinds and ids", rows[i+1])
+		}
+	}
+
+	code, stdout, stderr = runCtl("replay", "--url", f.srv.URL, "--data-dir", dataDir, "-o", "json", a, b)
+	var doc []replayLine
+	if code != 0 || json.Unmarshal([]byte(stdout), &doc) != nil || len(doc) != 2 || doc[0].Status != 202 || doc[1].File != b {
+		t.Fatalf("-o json: exit %d, want one document listing both answers: %s %s", code, stdout, stderr)
+	}
+
+	if code, _, stderr := runCtl("replay", "--url", f.srv.URL, "-o", "yaml", a); code != 2 || !strings.Contains(stderr, "want table, json or jsonl") {
+		t.Fatalf("-o yaml: exit %d, stderr %q; want 2 naming the formats", code, stderr)
+	}
+}

@@ -176,10 +176,14 @@ func (e Env) UsageGroups(fs *flag.FlagSet, synopsis string, groups []Group) func
 		seen := map[string]bool{}
 		line := func(f *flag.Flag) {
 			seen[f.Name] = true
+			dashes := "--"
+			if len(f.Name) == 1 {
+				dashes = "-" // -o, as people type it
+			}
 			if env, ok := e.Var(f.Name); ok {
-				fmt.Fprintf(w, "  --%s (env %s, default %q)\n    \t%s\n", f.Name, env, f.DefValue, f.Usage)
+				fmt.Fprintf(w, "  %s%s (env %s, default %q)\n    \t%s\n", dashes, f.Name, env, f.DefValue, f.Usage)
 			} else {
-				fmt.Fprintf(w, "  --%s (default %q)\n    \t%s\n", f.Name, f.DefValue, f.Usage)
+				fmt.Fprintf(w, "  %s%s (default %q)\n    \t%s\n", dashes, f.Name, f.DefValue, f.Usage)
 			}
 		}
 		for _, g := range groups {
