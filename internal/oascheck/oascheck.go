@@ -46,7 +46,8 @@ func Parse(name string, spec []byte) (*Description, error) {
 	if !ok || len(paths) == 0 {
 		return nil, fmt.Errorf("oascheck: %s has no paths", name)
 	}
-	d := &Description{name: name, doc: doc, router: newRouter(paths)}
+	d := &Description{name: name, doc: doc}
+	d.router = newRouter(paths, func(t string) bool { return multiSegment(doc, t) })
 	// The servers' path (Vercel's and GitHub's have none) prefixes every
 	// request path; the host is ignored: exchanges go to fakes.
 	if servers, _ := doc["servers"].([]any); len(servers) > 0 {

@@ -40,7 +40,7 @@ const petstore = `{
       }
     },
     "/files/{path}": {
-      "get": {"operationId": "files/get", "parameters": [{"name": "path", "in": "path", "required": true, "schema": {"type": "string"}}],
+      "get": {"operationId": "files/get", "parameters": [{"name": "path", "in": "path", "required": true, "schema": {"type": "string"}, "x-multi-segment": true}],
         "responses": {"200": {"description": "a file"}}}
     }
   },
@@ -193,7 +193,7 @@ func TestRouterPrefersLiteralSegments(t *testing.T) {
 		"/repos/{owner}/{repo}/pulls/{n}":       nil,
 		"/repos/{owner}/{repo}/pulls/comments":  nil,
 		"/gists/{id}.json":                      nil,
-	})
+	}, func(t string) bool { return strings.HasSuffix(t, "{path}") })
 	for path, want := range map[string]string{
 		"/repos/a/b":                 "/repos/{owner}/{repo}",
 		"/repos/a/b/pulls/comments":  "/repos/{owner}/{repo}/pulls/comments",
@@ -202,6 +202,8 @@ func TestRouterPrefersLiteralSegments(t *testing.T) {
 		"/repos/a/b%2Fc":             "/repos/{owner}/{repo}",
 		"/gists/12.json":             "/gists/{id}.json",
 		"/repos/a":                   "",
+		"/repos/a/b/contents":        "/repos/{owner}/{repo}/contents/{path}",
+		"/repos/a/b/pulls/7/files":   "",
 	} {
 		u, _ := url.Parse(path)
 		if got, _ := rt.find(u, ""); got != want {

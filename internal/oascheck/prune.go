@@ -12,6 +12,10 @@ import (
 type route struct {
 	template string
 	segs     []segment
+	// multi: the last segment is a parameter that spans any number of
+	// segments, none included (GitHub marks such parameters
+	// x-multi-segment: the contents API's {path}).
+	multi bool
 }
 
 // segment is one segment of a path template: a literal, a whole-segment
@@ -24,8 +28,8 @@ type segment struct {
 
 var paramRE = regexp.MustCompile(`\{[^}/]+\}`)
 
-func compileRoute(template string) route {
-	r := route{template: template}
+func compileRoute(template string, multi bool) route {
+	r := route{template: template, multi: multi}
 	for _, s := range strings.Split(strings.Trim(template, "/"), "/") {
 		switch {
 		case !strings.Contains(s, "{"):
@@ -45,15 +49,13 @@ func compileRoute(template string) route {
 
 // score says how well r matches the path's segments: ok is false when
 // it does not; otherwise rank orders matches, literal segments before
-// patterns before parameters, left to right, as routers prefer. A
-// template whose last segment is a parameter also matches a longer path
-// (the contents API's {path} spans segments), ranked below every exact
-// length match.
+// patterns before parameters, left to right, as routers prefer, and a
+// multi-segment parameter's match below every exact one.
 func (r route) score(segs []string) (rank string, ok bool) {
+	n := len(r.segs)
 	greedy := false
-	if len(segs) != len(r.segs) {
-		last := len(r.segs) - 1
-		if last < 0 || len(segs) < len(r.segs) || !r.segs[last].param {
+	if len(segs) != n {
+		if !r.multi || len(segs) < n-1 {
 			return "", false
 		}
 		greedy = true
@@ -65,6 +67,9 @@ func (r route) score(segs []string) (rank string, ok bool) {
 		b.WriteByte('1')
 	}
 	for i, s := range r.segs {
+		if i >= len(segs) {
+			break // an empty multi-segment parameter
+		}
 		seg := segs[i]
 		switch {
 		case s.param:
@@ -90,10 +95,10 @@ func (r route) score(segs []string) (rank string, ok bool) {
 // router finds an exchange's path template among a description's paths.
 type router []route
 
-func newRouter(paths map[string]any) router {
+func newRouter(paths map[string]any, multi func(template string) bool) router {
 	rt := make(router, 0, len(paths))
 	for t := range paths {
-		rt = append(rt, compileRoute(t))
+		rt = append(rt, compileRoute(t, multi(t)))
 	}
 	sort.Slice(rt, func(i, j int) bool { return rt[i].template < rt[j].template })
 	return rt
@@ -101,9 +106,10 @@ func newRouter(paths map[string]any) router {
 
 // find returns the template that best matches the request path p (with
 // basePath, the servers' path, removed), or "". When the template's last
-// parameter spans several segments, path is p's escaped path with those
-// segments' slashes escaped, so that validators, which match one segment
-// per parameter, find the same template; otherwise path is p's.
+// parameter spans several segments (or none), path is p's escaped path
+// with those segments' slashes escaped (or an empty last segment), so
+// that validators, which match one segment per parameter, find the same
+// template; otherwise path is p's.
 func (rt router) find(p *url.URL, basePath string) (template, path string) {
 	escaped := strings.TrimPrefix(p.EscapedPath(), basePath)
 	raw := strings.Split(strings.Trim(escaped, "/"), "/")
@@ -127,6 +133,12 @@ func (rt router) find(p *url.URL, basePath string) (template, path string) {
 	n := len(best.segs)
 	if len(raw) == n {
 		return best.template, p.EscapedPath()
+	}
+	if len(raw) == n-1 {
+		// An empty multi-segment parameter names the root ("/repos/o/r/
+		// contents" lists the repository's top folder): validators need a
+		// segment, so it is checked as "/", the root it names.
+		return best.template, basePath + "/" + strings.Join(raw, "/") + "/%2F"
 	}
 	joined := append(raw[:n-1:n-1], strings.Join(raw[n-1:], "%2F"))
 	return best.template, basePath + "/" + strings.Join(joined, "/")
@@ -193,7 +205,36 @@ func prune(doc map[string]any, keep map[string]map[string]bool) (map[string]any,
 	if len(keptComponents) > 0 {
 		out["components"] = keptComponents
 	}
-	return out, nil
+	return withoutDiscriminators(out).(map[string]any), nil
+}
+
+// withoutDiscriminators returns a deep copy of v without its
+// discriminator objects. A discriminator is a hint for choosing among
+// oneOf's alternatives; without it oneOf still holds an answer to exactly
+// one of them. Validators enforce it, though, and GitHub's description
+// puts one over an alternative that is an array (the contents API's
+// directory listing, mapped as "array"), which no array can satisfy.
+func withoutDiscriminators(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			if d, ok := e.(map[string]any); ok && k == "discriminator" {
+				if _, isHint := d["propertyName"].(string); isHint {
+					continue
+				}
+			}
+			out[k] = withoutDiscriminators(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = withoutDiscriminators(e)
+		}
+		return out
+	}
+	return v
 }
 
 // reach copies the component ref names ("#/components/schemas/x") from
@@ -229,6 +270,42 @@ func isMethod(k string) bool {
 	switch k {
 	case "get", "put", "post", "delete", "options", "head", "patch", "trace":
 		return true
+	}
+	return false
+}
+
+// multiSegment reports whether the last segment of template is a
+// parameter marked x-multi-segment in its path item or an operation,
+// inline or through #/components/parameters.
+func multiSegment(doc map[string]any, template string) bool {
+	last := template[strings.LastIndex(template, "/")+1:]
+	if !strings.HasPrefix(last, "{") || !strings.HasSuffix(last, "}") {
+		return false
+	}
+	name := last[1 : len(last)-1]
+	item, _ := doc["paths"].(map[string]any)[template].(map[string]any)
+	components, _ := doc["components"].(map[string]any)
+	shared, _ := components["parameters"].(map[string]any)
+	marked := func(params any) bool {
+		list, _ := params.([]any)
+		for _, p := range list {
+			pm, _ := p.(map[string]any)
+			if ref, ok := pm["$ref"].(string); ok {
+				pm, _ = shared[strings.TrimPrefix(ref, "#/components/parameters/")].(map[string]any)
+			}
+			if pm["name"] == name && pm["in"] == "path" && pm["x-multi-segment"] == true {
+				return true
+			}
+		}
+		return false
+	}
+	if marked(item["parameters"]) {
+		return true
+	}
+	for k, op := range item {
+		if om, ok := op.(map[string]any); ok && isMethod(k) && marked(om["parameters"]) {
+			return true
+		}
 	}
 	return false
 }
