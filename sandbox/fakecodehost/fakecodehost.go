@@ -110,6 +110,11 @@ type Options struct {
 	DeliveryClient *http.Client
 	// DeliveryTimeout bounds one delivery (default 10 s, GitHub's).
 	DeliveryTimeout time.Duration
+	// EnterpriseOrgs names the organisations on GitHub Enterprise Cloud:
+	// only they may create repositories with visibility internal; others
+	// answer 422, as GitHub does (api.github.com's description has no
+	// internal, Enterprise Cloud's has).
+	EnterpriseOrgs []string
 }
 
 // Request is one request the fake received.
@@ -727,6 +732,7 @@ func (c *call) pageOf(items []any, wrap string, defPer, maxPer int) *reply {
 		m := M{"total_count": len(items), wrap: out}
 		if wrap == "items" {
 			m["incomplete_results"] = false
+			m["search_type"] = "lexical"
 		}
 		rep = okBody(m)
 	}

@@ -2,6 +2,7 @@ package fakecodehost
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"regexp"
 	"slices"
@@ -119,14 +120,16 @@ func (c *call) abs(u string) any {
 }
 
 // minimalRepoJSON is the short repository object of notifications.
+// minimalRepoJSON is GitHub's minimal-repository, the shape a
+// notification thread carries: identity, owner and the related URLs.
 func (c *call) minimalRepoJSON(r *repo) M {
-	u := c.repoURL(r)
-	return M{
+	m := M{
 		"id": r.id, "node_id": nodeID("Repository", r.id), "name": r.name, "full_name": r.owner + "/" + r.name,
 		"owner": c.user(r.owner), "private": r.private, "html_url": repoHTML(r), "description": nullable(r.description),
-		"fork": false, "url": u, "issues_url": u + "/issues{/number}", "pulls_url": u + "/pulls{/number}",
-		"hooks_url": u + "/hooks", "notifications_url": u + "/notifications{?since,all,participating}",
+		"fork": false, "url": c.repoURL(r),
 	}
+	maps.Copy(m, c.repoURLs(r))
+	return m
 }
 
 func (c *call) notificationJSON(n *notification) M {

@@ -3,6 +3,8 @@ package fakecodehost
 import (
 	"encoding/base64"
 	"fmt"
+	"maps"
+	"net/url"
 	"path"
 	"slices"
 	"strings"
@@ -28,14 +30,25 @@ func (c *call) user(login string) any {
 	if u == nil {
 		return nil
 	}
+	return c.simpleUser(u)
+}
+
+// simpleUser is GitHub's simple-user: a user or organisation as other
+// resources embed it, with the URLs of its related resources.
+func (c *call) simpleUser(u *user) M {
 	typ := "User"
 	if u.org {
 		typ = "Organization"
 	}
+	api := c.base + "/users/" + u.login
 	return M{
-		"login": u.login, "id": u.id, "node_id": nodeID("User", u.id), "type": typ, "site_admin": false,
-		"avatar_url": fmt.Sprintf("https://avatars.githubusercontent.com/u/%d?v=4", u.id),
-		"url":        c.base + "/users/" + u.login, "html_url": webURL + "/" + u.login,
+		"login": u.login, "id": u.id, "node_id": nodeID("User", u.id), "type": typ, "user_view_type": "public", "site_admin": false,
+		"avatar_url": fmt.Sprintf("https://avatars.githubusercontent.com/u/%d?v=4", u.id), "gravatar_id": "",
+		"url": api, "html_url": webURL + "/" + u.login,
+		"followers_url": api + "/followers", "following_url": api + "/following{/other_user}",
+		"gists_url": api + "/gists{/gist_id}", "starred_url": api + "/starred{/owner}{/repo}",
+		"subscriptions_url": api + "/subscriptions", "organizations_url": api + "/orgs", "repos_url": api + "/repos",
+		"events_url": api + "/events{/privacy}", "received_events_url": api + "/received_events",
 	}
 }
 
@@ -60,25 +73,53 @@ func (c *call) repoJSON(r *repo) M {
 		}
 	}
 	role := c.s.st.role(r, c.login)
-	return M{
+	m := M{
 		"id": r.id, "node_id": nodeID("Repository", r.id), "name": r.name, "full_name": r.owner + "/" + r.name,
 		"owner": c.user(r.owner), "private": r.private, "visibility": r.visibility,
 		"html_url": repoHTML(r), "description": nullable(r.description), "fork": false, "url": c.repoURL(r),
-		"homepage": nullable(r.homepage), "language": nil, "size": len(r.commits),
+		"homepage": nullable(r.homepage), "language": nil, "size": len(r.commits), "mirror_url": nil,
 		"stargazers_count": len(r.stargazers), "watchers_count": len(r.stargazers), "watchers": len(r.stargazers),
+		"subscribers_count": len(r.stargazers), "network_count": 0,
 		"forks_count": 0, "forks": 0, "open_issues_count": open, "open_issues": open,
 		"has_issues": r.hasIssues, "has_projects": r.hasProjects, "has_wiki": r.hasWiki,
+		"has_downloads": true, "has_pages": false, "has_discussions": false,
 		"archived": false, "disabled": false, "is_template": r.isTemplate, "topics": []string{},
 		"license": nil, "default_branch": r.defaultBranch,
 		"created_at": ts(r.created), "updated_at": ts(r.updated), "pushed_at": ts(r.pushed),
 		"clone_url": repoHTML(r) + ".git", "git_url": "git://github.com/" + r.owner + "/" + r.name + ".git",
-		"ssh_url": "git@github.com:" + r.owner + "/" + r.name + ".git",
+		"ssh_url": "git@github.com:" + r.owner + "/" + r.name + ".git", "svn_url": repoHTML(r),
 		"permissions": M{
 			"admin": roleRank[role] >= roleRank["admin"], "maintain": roleRank[role] >= roleRank["maintain"],
 			"push": roleRank[role] >= roleRank["push"], "triage": roleRank[role] >= roleRank["triage"],
 			"pull": roleRank[role] >= roleRank["pull"] || !r.private,
 		},
 	}
+	maps.Copy(m, c.repoURLs(r))
+	return m
+}
+
+// repoURLs are the URLs (or RFC 6570 templates) of a repository's
+// related resources, which every repository shape carries, as GitHub
+// spells them.
+func (c *call) repoURLs(r *repo) M {
+	api := c.repoURL(r)
+	m := M{}
+	for _, kv := range [][2]string{
+		{"archive", "{archive_format}{/ref}"}, {"assignees", "assignees{/user}"}, {"blobs", "git/blobs{/sha}"},
+		{"branches", "branches{/branch}"}, {"collaborators", "collaborators{/collaborator}"}, {"comments", "comments{/number}"},
+		{"commits", "commits{/sha}"}, {"compare", "compare/{base}...{head}"}, {"contents", "contents/{+path}"},
+		{"contributors", "contributors"}, {"deployments", "deployments"}, {"downloads", "downloads"}, {"events", "events"},
+		{"forks", "forks"}, {"git_commits", "git/commits{/sha}"}, {"git_refs", "git/refs{/sha}"}, {"git_tags", "git/tags{/sha}"},
+		{"hooks", "hooks"}, {"issue_comment", "issues/comments{/number}"}, {"issue_events", "issues/events{/number}"},
+		{"issues", "issues{/number}"}, {"keys", "keys{/key_id}"}, {"labels", "labels{/name}"}, {"languages", "languages"},
+		{"merges", "merges"}, {"milestones", "milestones{/number}"}, {"notifications", "notifications{?since,all,participating}"},
+		{"pulls", "pulls{/number}"}, {"releases", "releases{/id}"}, {"stargazers", "stargazers"}, {"statuses", "statuses/{sha}"},
+		{"subscribers", "subscribers"}, {"subscription", "subscription"}, {"tags", "tags"}, {"teams", "teams"},
+		{"trees", "git/trees{/sha}"},
+	} {
+		m[kv[0]+"_url"] = api + "/" + kv[1]
+	}
+	return m
 }
 
 func nullable(s string) any {
@@ -88,19 +129,27 @@ func nullable(s string) any {
 	return s
 }
 
-var labelColors = map[string]string{"bug": "d73a4a", "enhancement": "a2eeef", "documentation": "0075ca"}
+// defaultLabels are the labels GitHub gives a new repository: colour
+// and description.
+var defaultLabels = map[string][2]string{
+	"bug":           {"d73a4a", "Something isn't working"},
+	"enhancement":   {"a2eeef", "New feature or request"},
+	"documentation": {"0075ca", "Improvements or additions to documentation"},
+}
 
+// labelsJSON renders labels. A label made by naming it on an issue has
+// an empty description: GitHub's pull request shape has no null there.
 func (c *call) labelsJSON(r *repo, names []string) []any {
 	out := []any{}
 	for _, n := range names {
-		color := labelColors[n]
-		if color == "" {
-			color = "ededed"
+		d, isDefault := defaultLabels[n]
+		if !isDefault {
+			d = [2]string{"ededed", ""}
 		}
 		out = append(out, M{
-			"id": int64(len(n))*1000 + int64(n[0]), "node_id": nodeID("Label", int64(len(n))), "name": n, "color": color,
-			"default": labelColors[n] != "", "description": nil,
-			"url": c.repoURL(r) + "/labels/" + n,
+			"id": int64(len(n))*1000 + int64(n[0]), "node_id": nodeID("Label", int64(len(n))), "name": n, "color": d[0],
+			"default": isDefault, "description": d[1],
+			"url": c.repoURL(r) + "/labels/" + url.PathEscape(n),
 		})
 	}
 	return out
@@ -108,9 +157,26 @@ func (c *call) labelsJSON(r *repo, names []string) []any {
 
 func (c *call) milestoneJSON(r *repo, n int) any {
 	for _, m := range r.milestones {
-		if m.number == n {
-			return M{"number": m.number, "title": m.title, "state": m.state, "id": int64(2000 + m.number),
-				"url": c.repoURL(r) + fmt.Sprintf("/milestones/%d", m.number), "html_url": repoHTML(r) + fmt.Sprintf("/milestone/%d", m.number)}
+		if m.number != n {
+			continue
+		}
+		open, closed := 0, 0
+		for _, is := range r.issues {
+			switch {
+			case is.milestone != n:
+			case is.state == "open":
+				open++
+			default:
+				closed++
+			}
+		}
+		u := c.repoURL(r) + fmt.Sprintf("/milestones/%d", m.number)
+		id := int64(2000 + m.number)
+		return M{
+			"id": id, "node_id": nodeID("Milestone", id), "number": m.number, "title": m.title, "description": nil,
+			"state": m.state, "creator": c.user(r.owner), "open_issues": open, "closed_issues": closed,
+			"created_at": ts(r.created), "updated_at": ts(r.created), "due_on": nil, "closed_at": nil,
+			"url": u, "labels_url": u + "/labels", "html_url": repoHTML(r) + fmt.Sprintf("/milestone/%d", m.number),
 		}
 	}
 	return nil
@@ -125,9 +191,11 @@ func (c *call) issueJSON(r *repo, is *issue) M {
 	if is.pr != nil {
 		kind = "pull"
 	}
+	api := c.repoURL(r) + fmt.Sprintf("/issues/%d", is.number)
 	m := M{
 		"id": is.id, "node_id": nodeID("Issue", is.id), "number": is.number,
-		"url":            c.repoURL(r) + fmt.Sprintf("/issues/%d", is.number),
+		"url": api, "comments_url": api + "/comments", "events_url": api + "/events",
+		"labels_url": api + "/labels{/name}", "timeline_url": api + "/timeline",
 		"repository_url": c.repoURL(r),
 		"html_url":       repoHTML(r) + fmt.Sprintf("/%s/%d", kind, is.number),
 		"title":          is.title, "body": nullable(is.body), "user": c.user(is.user),
@@ -179,12 +247,28 @@ func (c *call) pullJSON(r *repo, is *issue) M {
 	if hc := r.commits[p.headSHA]; hc != nil {
 		changed = len(hc.changes)
 	}
+	var assignee any
+	if len(is.assignees) > 0 {
+		assignee = c.user(is.assignees[0])
+	}
+	api := c.repoURL(r) + fmt.Sprintf("/pulls/%d", is.number)
+	html := repoHTML(r) + fmt.Sprintf("/pull/%d", is.number)
+	issueAPI := c.repoURL(r) + fmt.Sprintf("/issues/%d", is.number)
+	statuses := c.repoURL(r) + "/statuses/" + p.headSHA
+	link := func(href string) M { return M{"href": href} }
 	return M{
 		"id": is.id + 100000, "node_id": nodeID("PullRequest", is.id), "number": is.number,
-		"url":       c.repoURL(r) + fmt.Sprintf("/pulls/%d", is.number),
-		"html_url":  repoHTML(r) + fmt.Sprintf("/pull/%d", is.number),
-		"issue_url": c.repoURL(r) + fmt.Sprintf("/issues/%d", is.number),
-		"state":     state, "locked": false, "title": is.title, "body": nullable(is.body), "user": c.user(is.user),
+		"url": api, "html_url": html, "issue_url": issueAPI,
+		"diff_url": html + ".diff", "patch_url": html + ".patch", "commits_url": api + "/commits",
+		"review_comments_url": api + "/comments", "review_comment_url": c.repoURL(r) + "/pulls/comments{/number}",
+		"comments_url": issueAPI + "/comments", "statuses_url": statuses,
+		"_links": M{
+			"self": link(api), "html": link(html), "issue": link(issueAPI), "comments": link(issueAPI + "/comments"),
+			"review_comments": link(api + "/comments"), "review_comment": link(c.repoURL(r) + "/pulls/comments{/number}"),
+			"commits": link(api + "/commits"), "statuses": link(statuses),
+		},
+		"assignee": assignee, "auto_merge": nil, "active_lock_reason": nil,
+		"state": state, "locked": false, "title": is.title, "body": nullable(is.body), "user": c.user(is.user),
 		"labels": c.labelsJSON(r, is.labels), "milestone": c.milestoneJSON(r, is.milestone),
 		"assignees": c.users(is.assignees), "requested_reviewers": c.users(p.requested), "requested_teams": []any{},
 		"head": branch(p.head, p.headSHA), "base": branch(p.base, p.baseSHA),
@@ -231,8 +315,9 @@ func (c *call) commitJSON(r *repo, cm *commit, full bool) M {
 			files = append(files, M{
 				"sha": blobSHA(cm.tree[ch.filename]), "filename": ch.filename, "status": ch.status,
 				"additions": ch.additions, "deletions": ch.deletions, "changes": ch.additions + ch.deletions,
-				"blob_url": repoHTML(r) + "/blob/" + cm.sha + "/" + ch.filename,
-				"raw_url":  repoHTML(r) + "/raw/" + cm.sha + "/" + ch.filename,
+				"blob_url":     repoHTML(r) + "/blob/" + cm.sha + "/" + ch.filename,
+				"raw_url":      repoHTML(r) + "/raw/" + cm.sha + "/" + ch.filename,
+				"contents_url": c.repoURL(r) + "/contents/" + ch.filename + "?ref=" + cm.sha,
 			})
 		}
 		m["stats"] = M{"additions": add, "deletions": del, "total": add + del}
@@ -311,15 +396,53 @@ func (c *call) runJSON(r *repo, rn *run) M {
 		msg = cm.message
 	}
 	u := c.repoURL(r) + fmt.Sprintf("/actions/runs/%d", rn.id)
+	suite := rn.id + 1000000
 	return M{
 		"id": rn.id, "name": name, "node_id": nodeID("WorkflowRun", rn.id), "head_branch": rn.branch, "head_sha": rn.sha,
 		"path": wfPath, "display_title": msg, "run_number": rn.number, "run_attempt": 1, "event": rn.event,
 		"status": status, "conclusion": nullable(conclusion), "workflow_id": rn.workflowID,
+		"check_suite_id": suite, "check_suite_node_id": nodeID("CheckSuite", suite),
 		"url": u, "html_url": repoHTML(r) + fmt.Sprintf("/actions/runs/%d", rn.id),
 		"jobs_url": u + "/jobs", "logs_url": u + "/logs", "workflow_url": c.repoURL(r) + fmt.Sprintf("/actions/workflows/%d", rn.workflowID),
+		"check_suite_url": c.repoURL(r) + fmt.Sprintf("/check-suites/%d", suite), "artifacts_url": u + "/artifacts",
+		"cancel_url": u + "/cancel", "rerun_url": u + "/rerun", "previous_attempt_url": nil,
 		"created_at": ts(rn.created), "updated_at": ts(updated), "run_started_at": ts(rn.created),
 		"actor": c.user(rn.actor), "triggering_actor": c.user(rn.actor),
+		"pull_requests": c.runPulls(r, rn), "head_commit": c.headCommit(r, rn.sha),
+		"repository": c.repoJSON(r), "head_repository": c.repoJSON(r), "head_repository_id": r.id,
+		"referenced_workflows": []any{},
 	}
+}
+
+// runPulls are the open pull requests whose head is the run's branch, in
+// GitHub's minimal shape.
+func (c *call) runPulls(r *repo, rn *run) []any {
+	out := []any{}
+	for _, is := range r.issues {
+		if is.pr == nil || is.state != "open" || is.pr.head != rn.branch {
+			continue
+		}
+		ref := func(name, sha string) M {
+			return M{"ref": name, "sha": sha, "repo": M{"id": r.id, "url": c.repoURL(r), "name": r.name}}
+		}
+		out = append(out, M{
+			"id": is.id + 100000, "number": is.number, "url": c.repoURL(r) + fmt.Sprintf("/pulls/%d", is.number),
+			"head": ref(is.pr.head, is.pr.headSHA), "base": ref(is.pr.base, is.pr.baseSHA),
+		})
+	}
+	return out
+}
+
+// headCommit is a run's head commit in GitHub's simple-commit shape, or
+// null when the fake does not hold it.
+func (c *call) headCommit(r *repo, sha string) any {
+	cm := r.commits[sha]
+	if cm == nil {
+		return nil
+	}
+	who := c.gitUser(cm.author, cm.date)
+	delete(who, "date")
+	return M{"id": cm.sha, "tree_id": treeSHA(cm.tree), "message": cm.message, "timestamp": ts(cm.date), "author": who, "committer": who}
 }
 
 func (c *call) workflowJSON(r *repo, w *workflow) M {

@@ -193,10 +193,14 @@ func (c *call) createRepo() *reply {
 	}
 	if in.Visibility != "" {
 		allowed := []string{"public", "private"}
-		if _, isOrg := c.p["org"]; isOrg {
+		if org, isOrg := c.p["org"]; isOrg && slices.ContainsFunc(c.s.o.EnterpriseOrgs, func(e string) bool { return strings.EqualFold(e, org) }) {
 			allowed = append(allowed, "internal")
 		}
 		if !slices.Contains(allowed, in.Visibility) {
+			if in.Visibility == "internal" {
+				return validation(M{"resource": "Repository", "code": "custom", "field": "visibility",
+					"message": "visibility can only be internal for organizations on GitHub Enterprise Cloud"})
+			}
 			return invalid("Repository", "visibility", "invalid")
 		}
 		visibility = in.Visibility
@@ -1329,6 +1333,10 @@ func (c *call) listReviews() *reply {
 			"html_url":           repoHTML(r) + fmt.Sprintf("/pull/%d#pullrequestreview-%d", is.number, rv.id),
 			"pull_request_url":   c.repoURL(r) + fmt.Sprintf("/pulls/%d", is.number),
 			"author_association": c.association(r, rv.user),
+			"_links": M{
+				"html":         M{"href": repoHTML(r) + fmt.Sprintf("/pull/%d#pullrequestreview-%d", is.number, rv.id)},
+				"pull_request": M{"href": c.repoURL(r) + fmt.Sprintf("/pulls/%d", is.number)},
+			},
 		}
 	}
 	return c.page(items, "")
