@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/oauth2"
+
 	"github.com/triggerd/triggerd/connectors"
 	"github.com/triggerd/triggerd/connectors/codehost"
 	"github.com/triggerd/triggerd/connectors/connectortest"
@@ -135,6 +137,7 @@ func TestConformsToGitHubsDescription(t *testing.T) {
 	provokeErrors(t, rec)
 	provokeHooks(t, rec)
 	provokePolls(t, rec)
+	provokeIdentify(t, rec)
 
 	var forDotcom, forEnterprise []oascheck.Exchange
 	for _, ex := range rec.Exchanges() {
@@ -326,6 +329,22 @@ func rateLimitAnswer(ex oascheck.Exchange) (bool, error) {
 		return true, fmt.Errorf("the body is not {message, documentation_url}: %s", ex.ResponseBody)
 	}
 	return true, nil
+}
+
+// provokeIdentify reads the signed-in user, as connecting an account
+// does.
+func provokeIdentify(t *testing.T, rec *oascheck.Recorder) {
+	t.Helper()
+	h := newHarness(t, fakecodehost.Options{}, codehost.ToolkitOptions{})
+	rec.Base = http.DefaultTransport
+	p, err := codehost.New(codehost.Config{ClientID: "Iv1.conformance", ClientSecret: "secret", RedirectURL: "http://127.0.0.1/callback",
+		APIBaseURL: h.url, HTTPClient: &http.Client{Transport: rec}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, err := p.Identify(t.Context(), &oauth2.Token{AccessToken: token}); err != nil || id.Login != "octocat" {
+		t.Fatalf("Identify: %+v %v", id, err)
+	}
 }
 
 // repositoriesPath is the path GitHub redirects a renamed repository's

@@ -52,6 +52,47 @@ func (c *call) simpleUser(u *user) M {
 	}
 }
 
+// authenticatedUser serves GET /user: the caller's own profile, GitHub's
+// private-user (the simple-user, its public profile, and what only its
+// owner sees).
+func (c *call) authenticatedUser() *reply {
+	u := c.s.st.users[strings.ToLower(c.login)]
+	if u == nil {
+		return notFound()
+	}
+	public, private := 0, 0
+	for _, r := range c.s.st.repos {
+		switch {
+		case !strings.EqualFold(r.owner, u.login):
+		case r.private:
+			private++
+		default:
+			public++
+		}
+	}
+	gists, secret := 0, 0
+	for _, g := range c.s.st.gists {
+		switch {
+		case !strings.EqualFold(g.owner, u.login):
+		case g.public:
+			gists++
+		default:
+			secret++
+		}
+	}
+	m := c.simpleUser(u)
+	maps.Copy(m, M{
+		"user_view_type": "private", "name": nullable(u.name), "email": nullable(u.email),
+		"company": nil, "blog": "", "location": nil, "hireable": nil, "bio": nil, "twitter_username": nil,
+		"public_repos": public, "public_gists": gists, "followers": 0, "following": 0,
+		"created_at": ts(seedEpoch), "updated_at": ts(seedEpoch),
+		"total_private_repos": private, "owned_private_repos": private, "private_gists": secret,
+		"disk_usage": 0, "collaborators": 0, "two_factor_authentication": true,
+		"plan": M{"name": "free", "space": 976562499, "collaborators": 0, "private_repos": 10000},
+	})
+	return okBody(m)
+}
+
 func (c *call) users(logins []string) []any {
 	out := []any{}
 	for _, l := range logins {

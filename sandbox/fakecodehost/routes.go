@@ -26,7 +26,7 @@ func (s *Server) table() []route {
 	const rp = "/repos/{owner}/{repo}"
 	rows := []row{
 		{"GET /rate_limit", (*call).rateLimit},
-		{"GET /user", func(c *call) *reply { return okBody(c.user(c.login)) }},
+		{"GET /user", (*call).authenticatedUser},
 		{"POST /user/repos", (*call).createRepo},
 		{"POST /orgs/{org}/repos", (*call).createRepo},
 		{"GET " + rp, (*call).getRepo},
