@@ -91,6 +91,11 @@ type Options struct {
 	// LockTTL is the refresh lease's lifetime, which also bounds one
 	// refresh and the wait for another process's refresh (default 30s).
 	LockTTL time.Duration
+	// Transport is the base transport of the clients Client returns; nil
+	// means the oauth2.HTTPClient of Client's context, if any, else
+	// http.DefaultTransport. triggerd passes one that refuses loopback,
+	// private and link-local addresses (netguard.Transport).
+	Transport http.RoundTripper
 }
 
 // Service manages connected accounts. It is safe for concurrent use.
@@ -104,6 +109,7 @@ type Service struct {
 	flowTTL   time.Duration
 	skew      time.Duration
 	lockTTL   time.Duration
+	transport http.RoundTripper
 	flights   flightGroup
 }
 
@@ -148,6 +154,7 @@ func New(o Options) (*Service, error) {
 		flowTTL:   o.FlowTTL,
 		skew:      o.RefreshSkew,
 		lockTTL:   o.LockTTL,
+		transport: o.Transport,
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -603,8 +610,8 @@ func (s *Service) Token(ctx context.Context, tenantID, id string) (*oauth2.Token
 
 // Client returns an *http.Client that sends the account's access token
 // (see Token) as a bearer token and does not follow redirects (a 3xx comes
-// back as the response). Its base transport is the one of the
-// oauth2.HTTPClient in ctx, if any. The token is not refreshed ahead of
+// back as the response). Its base transport is Options.Transport, else
+// the one of the oauth2.HTTPClient in ctx, if any. The token is not refreshed ahead of
 // its expiry during the client's life (get a client per job), but a token
 // the provider refuses is: on a 401 the client tells Rejected, and sends
 // the refused request once more with the token it gets, which is safe
@@ -616,7 +623,10 @@ func (s *Service) Client(ctx context.Context, tenantID, id string) (*http.Client
 	if err != nil {
 		return nil, acc, err
 	}
-	base := oauth2.NewClient(ctx, nil).Transport
+	base := s.transport
+	if base == nil {
+		base = oauth2.NewClient(ctx, nil).Transport
+	}
 	if base == nil {
 		base = http.DefaultTransport
 	}

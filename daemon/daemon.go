@@ -88,6 +88,9 @@ type daemon struct {
 	ln        net.Listener
 	sb        *sandbox.Sandbox
 	providers map[string]connectors.Provider
+	// providerTransport carries every request to the providers (see
+	// ProviderConfig.transport).
+	providerTransport http.RoundTripper
 	// unconfigured names the connectors without OAuth client settings.
 	unconfigured []string
 	// openStore, startNATS
@@ -177,7 +180,12 @@ func (d *daemon) startSandbox(context.Context) error {
 		d.log.Warn().Str("codehost", d.sb.CodeHostURL).Str("deploy", d.sb.DeployURL).Str("analytics", d.sb.AnalyticsURL).
 			Msg("sandbox mode: the providers are in-process fakes; nothing reaches the real services")
 	}
-	providers, unconfigured, err := buildProviders(d.cfg.Providers, d.cfg.PublicURL, providerLookup)
+	if d.cfg.Providers.AllowPrivateURLs && !d.cfg.Sandbox {
+		d.log.Warn().Str("flag", "--allow-private-provider-urls").
+			Msg("requests to the providers may connect to loopback, private and link-local addresses: a provider URL or DNS answer pointing inside the network gets tokens sent there")
+	}
+	d.providerTransport = d.cfg.Providers.transport()
+	providers, unconfigured, err := buildProviders(d.cfg.Providers, d.providerTransport, d.cfg.PublicURL, providerLookup)
 	if err != nil {
 		return err
 	}
@@ -377,7 +385,7 @@ func (d *daemon) connectBus(ctx context.Context) error {
 // dispatcher and the spool's forwarding, and serves every route.
 func (d *daemon) startServices(ctx context.Context) error {
 	cfg, log, st := d.cfg, d.log, d.st
-	acct, err := accounts.New(accounts.Options{Store: st, Vault: d.vault, Providers: d.providers, Logger: log})
+	acct, err := accounts.New(accounts.Options{Store: st, Vault: d.vault, Providers: d.providers, Logger: log, Transport: d.providerTransport})
 	if err != nil {
 		return err
 	}
@@ -399,7 +407,7 @@ func (d *daemon) startServices(ctx context.Context) error {
 			return err
 		}
 	}
-	runner, err := newStepRunner(cfg.Providers, acct, st, log)
+	runner, err := newStepRunner(cfg.Providers, d.providerTransport, acct, st, log)
 	if err != nil {
 		return err
 	}

@@ -3,9 +3,11 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/url"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/triggerd/triggerd/connectors/apicall"
 	"github.com/triggerd/triggerd/connectors/codehost"
 	"github.com/triggerd/triggerd/connectors/deploy"
+	"github.com/triggerd/triggerd/internal/netguard"
 	"github.com/triggerd/triggerd/steps"
 	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/store/boltstore"
@@ -30,11 +33,38 @@ type ProviderConfig struct {
 	AnalyticsClientID, AnalyticsAuthURL, AnalyticsTokenURL, AnalyticsUserInfoURL, AnalyticsAdminAPIURL, AnalyticsRevokeURL string
 	// AnalyticsDataAPIURL and CodeHostMediaType configure the tool steps.
 	AnalyticsDataAPIURL, CodeHostMediaType string
+	// AllowPrivateURLs lets requests to the providers (sign-in, tokens,
+	// API calls and hooks) connect to loopback, private and link-local
+	// addresses (--allow-private-provider-urls); without it the dial guard
+	// refuses them, so that no token or client secret is sent inside the
+	// network. The sandbox turns it on: its fakes listen on loopback.
+	AllowPrivateURLs bool
+}
+
+// providerAddrSetting names AllowPrivateURLs in the dial guard's errors.
+const providerAddrSetting = "--allow-private-provider-urls (TRIGGERD_ALLOW_PRIVATE_PROVIDER_URLS)"
+
+// transport returns the transport of every request to the providers, the
+// one place their clients get it: guarded unless p.AllowPrivateURLs. Build
+// it once and share it: it pools connections.
+func (p ProviderConfig) transport() http.RoundTripper {
+	return netguard.Transport(netguard.TransportOptions{AllowPrivate: p.AllowPrivateURLs, Setting: providerAddrSetting})
+}
+
+// providerClient is the connectors' default client (30 s timeout, no
+// redirects followed) on transport t.
+func providerClient(t http.RoundTripper) *http.Client {
+	return &http.Client{
+		Transport:     t,
+		Timeout:       30 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
 }
 
 // newStepRunner builds the tool step catalogue: each connector's toolkit
 // and its API Call step, on the configured API base URLs.
-func newStepRunner(p ProviderConfig, acct *accounts.Service, limits store.RateLimits, log zerolog.Logger) (*steps.Runner, error) {
+// Its requests go through transport t (see ProviderConfig.transport).
+func newStepRunner(p ProviderConfig, t http.RoundTripper, acct *accounts.Service, limits store.RateLimits, log zerolog.Logger) (*steps.Runner, error) {
 	if err := p.checkURLs(); err != nil {
 		return nil, err
 	}
@@ -53,7 +83,8 @@ func newStepRunner(p ProviderConfig, acct *accounts.Service, limits store.RateLi
 			apicall.Deploy(apicall.DeployOptions{BaseURL: p.DeployAPIBaseURL}),
 			apicall.Analytics(apicall.AnalyticsOptions{DataBaseURL: p.AnalyticsDataAPIURL, AdminBaseURL: p.AnalyticsAdminAPIURL}),
 		},
-		Accounts: acct,
+		Accounts:  acct,
+		Transport: t,
 		OnCircuitChange: func(c steps.CircuitChange) {
 			if c.Open {
 				log.Warn().Str("account", c.AccountID).Int("failures", c.Failures).Str("last", c.Last).Time("until", c.Until).
@@ -86,8 +117,9 @@ func (p ProviderConfig) checkURLs() error {
 }
 
 // buildProviders returns a provider for each connector whose client id is
-// configured, and the names of those left unconfigured.
-func buildProviders(p ProviderConfig, publicURL string, lookup func(string) (string, bool)) (map[string]connectors.Provider, []string, error) {
+// configured, and the names of those left unconfigured. Their requests go
+// through transport t (see ProviderConfig.transport).
+func buildProviders(p ProviderConfig, t http.RoundTripper, publicURL string, lookup func(string) (string, bool)) (map[string]connectors.Provider, []string, error) {
 	redirect := func(c string) string { return strings.TrimRight(publicURL, "/") + "/v1/connect/" + c + "/callback" }
 	secret := func(c, id string) (string, error) {
 		env := "TRIGGERD_" + strings.ToUpper(c) + "_CLIENT_SECRET"
@@ -107,7 +139,7 @@ func buildProviders(p ProviderConfig, publicURL string, lookup func(string) (str
 			return nil, nil, err
 		}
 		prov, err := codehost.New(codehost.Config{ClientID: p.CodeHostClientID, ClientSecret: s, RedirectURL: redirect("codehost"),
-			AuthBaseURL: p.CodeHostAuthBaseURL, APIBaseURL: p.CodeHostAPIBaseURL})
+			AuthBaseURL: p.CodeHostAuthBaseURL, APIBaseURL: p.CodeHostAPIBaseURL, HTTPClient: providerClient(t)})
 		if err != nil {
 			return nil, nil, err
 		}
@@ -121,7 +153,7 @@ func buildProviders(p ProviderConfig, publicURL string, lookup func(string) (str
 			return nil, nil, err
 		}
 		prov, err := deploy.New(deploy.Config{ClientID: p.DeployClientID, ClientSecret: s, RedirectURL: redirect("deploy"),
-			IntegrationSlug: p.DeployIntegrationSlug, AuthBaseURL: p.DeployAuthBaseURL, APIBaseURL: p.DeployAPIBaseURL})
+			IntegrationSlug: p.DeployIntegrationSlug, AuthBaseURL: p.DeployAuthBaseURL, APIBaseURL: p.DeployAPIBaseURL, HTTPClient: providerClient(t)})
 		if err != nil {
 			return nil, nil, err
 		}
@@ -136,7 +168,7 @@ func buildProviders(p ProviderConfig, publicURL string, lookup func(string) (str
 		}
 		prov, err := analytics.New(analytics.Config{ClientID: p.AnalyticsClientID, ClientSecret: s, RedirectURL: redirect("analytics"),
 			AuthBaseURL: p.AnalyticsAuthURL, TokenURL: p.AnalyticsTokenURL, UserInfoURL: p.AnalyticsUserInfoURL,
-			AdminAPIBaseURL: p.AnalyticsAdminAPIURL, RevokeURL: p.AnalyticsRevokeURL})
+			AdminAPIBaseURL: p.AnalyticsAdminAPIURL, RevokeURL: p.AnalyticsRevokeURL, HTTPClient: providerClient(t)})
 		if err != nil {
 			return nil, nil, err
 		}
@@ -181,7 +213,7 @@ func openStore(ctx context.Context, cfg Config, log zerolog.Logger) (store.Store
 // generated part (api.StepsDocument), which must list the same steps with
 // the same schemas. Its steps are not to be run.
 func StepCatalog(p ProviderConfig) ([]connectors.Step, error) {
-	runner, err := newStepRunner(p, (*accounts.Service)(nil), nil, zerolog.Nop())
+	runner, err := newStepRunner(p, nil, (*accounts.Service)(nil), nil, zerolog.Nop())
 	if err != nil {
 		return nil, err
 	}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/triggerd/triggerd/accounts"
 	"github.com/triggerd/triggerd/connectors"
+	"github.com/triggerd/triggerd/internal/netguard"
 	"github.com/triggerd/triggerd/store"
 )
 
@@ -60,6 +61,12 @@ type Options struct {
 	// Audit, when set, is told of every run of a step, whoever asked
 	// (connectors.Caller: the API, MCP, a pipeline), once it has ended.
 	Audit func(Audit)
+	// Transport sends the steps' requests to the providers, beneath the
+	// token and the connectors' policies; nil means the oauth2.HTTPClient
+	// of the run's context, if any, else http.DefaultTransport. triggerd
+	// passes one that refuses loopback, private and link-local addresses
+	// (netguard.Transport), so that no token is sent inside the network.
+	Transport http.RoundTripper
 }
 
 // Audit is one step run, for the audit log: who ran what as which
@@ -87,6 +94,7 @@ type Runner struct {
 	acc     accountTokens
 	breaker *breaker
 	audit   func(Audit)
+	base    http.RoundTripper
 }
 
 // New compiles every step's input schema and refuses duplicate ids.
@@ -94,7 +102,7 @@ func New(o Options) (*Runner, error) {
 	if o.Accounts == nil {
 		return nil, errors.New("steps: nil Accounts")
 	}
-	r := &Runner{entries: map[string]*entry{}, acc: o.Accounts, breaker: newBreaker(o), audit: o.Audit}
+	r := &Runner{entries: map[string]*entry{}, acc: o.Accounts, breaker: newBreaker(o), audit: o.Audit, base: o.Transport}
 	wraps := map[string]func(string, http.RoundTripper) http.RoundTripper{}
 	var all []connectors.Step
 	for _, tk := range o.Toolkits {
@@ -216,7 +224,7 @@ func (r *Runner) run(ctx context.Context, tenantID, id, accountID string, input 
 			r.breaker.done(accountID, sent, answered)
 		}()
 	}
-	out, w, err := e.runAs(ctx, r.breaker, tok, info, input)
+	out, w, err := e.runAs(ctx, r.breaker, r.base, tok, info, input)
 	var marked bool
 	if w.refused {
 		// The provider refused the token: get another (a refresh), or
@@ -228,7 +236,7 @@ func (r *Runner) run(ctx context.Context, tenantID, id, accountID string, input 
 			// Nothing but reads reached the provider: run it again with
 			// the new token, once.
 			var again *watch
-			out, again, err = e.runAs(ctx, r.breaker, next, info, input)
+			out, again, err = e.runAs(ctx, r.breaker, r.base, next, info, input)
 			w.add(again)
 		}
 	}
@@ -250,8 +258,12 @@ func (r *Runner) run(ctx context.Context, tenantID, id, accountID string, input 
 // runAs runs the step with an account's token under its connector's HTTP
 // policy, and reports what the provider answered, to the caller and to
 // the breaker.
-func (e *entry) runAs(ctx context.Context, b *breaker, tok *oauth2.Token, info connectors.AccountInfo, input json.RawMessage) (any, *watch, error) {
-	hc := oauth2.NewClient(ctx, oauth2.StaticTokenSource(tok))
+func (e *entry) runAs(ctx context.Context, b *breaker, base http.RoundTripper, tok *oauth2.Token, info connectors.AccountInfo, input json.RawMessage) (any, *watch, error) {
+	clientCtx := ctx // where oauth2 finds its base transport
+	if base != nil {
+		clientCtx = context.WithValue(ctx, oauth2.HTTPClient, &http.Client{Transport: base})
+	}
+	hc := oauth2.NewClient(clientCtx, oauth2.StaticTokenSource(tok))
 	w := &watch{base: hc.Transport, breaker: b, accountID: info.ID}
 	hc.Transport = w
 	if e.wrap != nil {
@@ -289,6 +301,12 @@ func (w *watch) RoundTrip(req *http.Request) (*http.Response, error) {
 		defer w.mu.Unlock()
 		w.effects = w.effects || !safeMethod(req.Method)
 		return resp, err
+	}
+	if errors.Is(err, netguard.ErrForbiddenAddress) {
+		// The dial guard refused the provider's address: nothing was
+		// sent, the provider is not to blame, and only the operator's
+		// setting (named in err) changes the outcome.
+		return nil, &connectors.Error{Code: connectors.CodeUpstream, Message: "request not sent: " + err.Error()}
 	}
 	failed, detail := false, ""
 	switch {

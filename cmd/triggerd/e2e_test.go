@@ -68,7 +68,8 @@ func newE2EWith(t *testing.T, args, env []string) *e2e {
 	v.args = []string{
 		"--http-addr", v.httpAddr, "--public-url", public, "--nats-listen", v.natsAddr, "--data-dir", v.dir,
 		"--codehost-client-id", auth.ClientID, "--codehost-auth-base-url", auth.URL(), "--codehost-api-base-url", v.gh.URL(),
-		"--allow-private-agent-urls", "--dispatch-ack-wait", "2s", "--step-timeout", "3s", "--reconcile-interval", "0",
+		"--allow-private-agent-urls", "--allow-private-provider-urls", // the fakes and agents listen on loopback
+		"--dispatch-ack-wait", "2s", "--step-timeout", "3s", "--reconcile-interval", "0",
 	}
 	v.args = append(v.args, args...)
 	v.env = append([]string{"TRIGGERD_CODEHOST_CLIENT_SECRET=" + auth.ClientSecret}, env...)

@@ -220,6 +220,7 @@ func providerFlags(fs *flag.FlagSet, p *daemon.ProviderConfig) {
 	fs.StringVar(&p.AnalyticsAdminAPIURL, "analytics-admin-api-base-url", analytics.DefaultAdminAPIBaseURL, "Analytics Admin API base URL")
 	fs.StringVar(&p.AnalyticsRevokeURL, "analytics-revoke-url", analytics.DefaultRevokeURL, "Google token revocation endpoint")
 	fs.StringVar(&p.AnalyticsDataAPIURL, "analytics-data-api-base-url", analytics.DefaultDataAPIBaseURL, "Analytics Data API base URL")
+	fs.BoolVar(&p.AllowPrivateURLs, "allow-private-provider-urls", false, "let requests to the providers (sign-in, tokens, API calls, hooks) connect to loopback, private or link-local addresses, for a provider inside your network (a GitHub Enterprise Server) or a local fake; off, the dial guard refuses them, whatever the URL or DNS answer, so that no token or client secret is sent inside the network (--sandbox turns it on)")
 	fs.StringVar(&p.CodeHostMediaType, "codehost-media-type", "application/vnd.codehost+json", "the accept value the code-hosting API Call step requires (application/vnd.github+json for servers that want it)")
 }
 
@@ -238,6 +239,6 @@ var flagGroups = []envflag.Group{
 		"codehost-client-id", "codehost-auth-base-url", "codehost-api-base-url", "codehost-media-type",
 		"deploy-client-id", "deploy-integration-slug", "deploy-auth-base-url", "deploy-api-base-url",
 		"analytics-client-id", "analytics-auth-url", "analytics-token-url", "analytics-userinfo-url",
-		"analytics-admin-api-base-url", "analytics-data-api-base-url", "analytics-revoke-url"}},
+		"analytics-admin-api-base-url", "analytics-data-api-base-url", "analytics-revoke-url", "allow-private-provider-urls"}},
 	{Title: "Operations", Flags: []string{"shutdown-timeout", "log-level", "log-format", "gc-percent", "debug-addr"}},
 }

@@ -1,7 +1,6 @@
 package push
 
 import (
-	"net"
 	"net/http"
 	"time"
 
@@ -14,22 +13,8 @@ import (
 // unless allowPrivate, netguard.DialControl refuses forbidden addresses.
 // allowPrivate is for development and tests against local agents.
 func NewClient(timeout time.Duration, allowPrivate bool) *http.Client {
-	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
-	if !allowPrivate {
-		dialer.Control = netguard.DialControl
-	}
 	return &http.Client{
-		Transport: &http.Transport{
-			Proxy:                  nil,
-			DialContext:            dialer.DialContext,
-			ForceAttemptHTTP2:      true,
-			MaxIdleConns:           100,
-			MaxIdleConnsPerHost:    4,
-			IdleConnTimeout:        90 * time.Second,
-			TLSHandshakeTimeout:    10 * time.Second,
-			ExpectContinueTimeout:  time.Second,
-			MaxResponseHeaderBytes: 64 << 10,
-		},
+		Transport:     netguard.Transport(netguard.TransportOptions{AllowPrivate: allowPrivate}),
 		Timeout:       timeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}

@@ -2,17 +2,21 @@
 // outsider must not make triggerd reach: loopback, private, link-local and
 // other reserved ranges (reliability case 27). CheckURL refuses such a URL
 // when it is saved; DialControl refuses such an address at every dial, so
-// no name, redirect or DNS rebinding gets around it.
+// no name, redirect or DNS rebinding gets around it. Transport is a client
+// transport that dials through it: HTTP agents' and providers'.
 package netguard
 
 import (
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // ErrForbiddenAddress reports a URL or connection aimed at an address
@@ -68,14 +72,84 @@ func CheckURL(raw string, allowPrivate bool) error {
 // address of every connection attempt, so no name, redirect or DNS
 // rebinding gets around it.
 func DialControl(network, address string, _ syscall.RawConn) error {
+	return check(address, "")
+}
+
+// ControlNaming is DialControl with errors that name setting, the
+// operator's setting that lets such addresses through
+// ("--allow-private-provider-urls (TRIGGERD_...)").
+func ControlNaming(setting string) func(network, address string, c syscall.RawConn) error {
+	return func(_, address string, _ syscall.RawConn) error { return check(address, setting) }
+}
+
+// check refuses address (host:port, as dialed) when it is forbidden.
+func check(address, setting string) error {
 	ap, err := netip.ParseAddrPort(address)
 	if err != nil {
-		return fmt.Errorf("%w: %s is not an IP address", ErrForbiddenAddress, address)
+		return &RefusedError{Address: address, Setting: setting, notIP: true}
 	}
 	if forbidden(ap.Addr()) {
-		return fmt.Errorf("%w: %s", ErrForbiddenAddress, ap.Addr())
+		return &RefusedError{Address: ap.Addr().String(), Setting: setting}
 	}
 	return nil
+}
+
+// RefusedError is a connection refused by the dial guard. It matches
+// ErrForbiddenAddress.
+type RefusedError struct {
+	// Address is the IP address dialed (or what was dialed, when it was
+	// not one).
+	Address string
+	// Setting names what lets such addresses through; empty when the
+	// caller says it elsewhere.
+	Setting string
+	notIP   bool
+}
+
+func (e *RefusedError) Error() string {
+	msg := ErrForbiddenAddress.Error() + ": " + e.Address
+	if e.notIP {
+		return msg + " is not an IP address"
+	}
+	if e.Setting != "" {
+		msg += " is a loopback, private, link-local or reserved address, which the dial guard refuses; the operator can allow such addresses with " + e.Setting
+	}
+	return msg
+}
+
+// Is reports whether target is ErrForbiddenAddress.
+func (e *RefusedError) Is(target error) bool { return target == ErrForbiddenAddress }
+
+// TransportOptions configures Transport.
+type TransportOptions struct {
+	// AllowPrivate turns the guard off: every address may be dialed.
+	AllowPrivate bool
+	// Setting names the operator's setting that sets AllowPrivate, for the
+	// guard's errors.
+	Setting string
+}
+
+// Transport returns a transport for requests to services outside: proxies
+// from the environment are not used (a proxy would dial for us,
+// unchecked), and, unless o.AllowPrivate, every connection it makes goes
+// to an address that is not forbidden, checked after the name is
+// resolved (see DialControl). Share one: it pools connections.
+func Transport(o TransportOptions) *http.Transport {
+	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	if !o.AllowPrivate {
+		dialer.Control = ControlNaming(o.Setting)
+	}
+	return &http.Transport{
+		Proxy:                  nil,
+		DialContext:            dialer.DialContext,
+		ForceAttemptHTTP2:      true,
+		MaxIdleConns:           100,
+		MaxIdleConnsPerHost:    4,
+		IdleConnTimeout:        90 * time.Second,
+		TLSHandshakeTimeout:    10 * time.Second,
+		ExpectContinueTimeout:  time.Second,
+		MaxResponseHeaderBytes: 64 << 10,
+	}
 }
 
 // reserved holds the ranges forbidden beyond those netip classifies.

@@ -1,8 +1,15 @@
 package netguard
 
 import (
+	"context"
 	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func TestCheckURL(t *testing.T) {
@@ -44,5 +51,55 @@ func TestCheckURL(t *testing.T) {
 		if err := CheckURL(u, true); err != nil {
 			t.Errorf("CheckURL(%q, true) = %v", u, err)
 		}
+	}
+}
+
+// The guarded transport refuses, at dial time, every address CheckURL
+// would, named by IP or by a name that resolves to one, and says which
+// setting lets them through; allowed, it connects.
+func TestTransportRefusesForbiddenAddressesAtDialTime(t *testing.T) {
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	const setting = "--allow-private-things (TRIGGERD_ALLOW_PRIVATE_THINGS)"
+	get := func(tr *http.Transport, url string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := (&http.Client{Transport: tr}).Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	guarded := Transport(TransportOptions{Setting: setting})
+	for _, u := range []string{
+		srv.URL,                    // loopback, the test server itself
+		"http://localhost:" + port, // a name that resolves to loopback
+		"http://169.254.169.254/latest/meta-data/", // cloud metadata
+		"http://10.0.0.1:" + port,                  // private
+	} {
+		err := get(guarded, u)
+		var re *RefusedError
+		if !errors.Is(err, ErrForbiddenAddress) || !errors.As(err, &re) || !strings.Contains(err.Error(), setting) {
+			t.Errorf("GET %s through the guard: %v, want a refusal naming %s", u, err, setting)
+		}
+	}
+	if n := hits.Load(); n != 0 {
+		t.Fatalf("the test server got %d requests through the guard, want none", n)
+	}
+	allowed := Transport(TransportOptions{AllowPrivate: true, Setting: setting})
+	for _, u := range []string{srv.URL, "http://localhost:" + port} {
+		if err := get(allowed, u); err != nil {
+			t.Fatalf("GET %s, allowed: %v", u, err)
+		}
+	}
+	if n := hits.Load(); n != 2 {
+		t.Fatalf("the test server got %d requests once allowed, want 2", n)
+	}
+	// Unnamed, the refusal stays as DialControl words it.
+	if err := DialControl("tcp", "127.0.0.1:80", nil); err == nil || err.Error() != "address not allowed: 127.0.0.1" {
+		t.Fatalf("DialControl: %v", err)
 	}
 }

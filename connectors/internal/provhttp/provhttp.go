@@ -236,7 +236,10 @@ func RetryAttempts(req *http.Request, base time.Duration, attempts int, canRetry
 
 func retryable(resp *http.Response, err error) bool {
 	if err != nil {
-		return true
+		// A refusal that says it will not pass (the dial guard's) is not
+		// tried again.
+		var ce *connectors.Error
+		return !errors.As(err, &ce) || ce.Retryable
 	}
 	switch resp.StatusCode {
 	case http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
