@@ -303,6 +303,7 @@ func (d *daemon) buildIngest(context.Context) error {
 		MaxBodyBytes:         d.cfg.MaxBodyBytes,
 		MaxBodyBytesInFlight: d.cfg.MaxBodyInFlight,
 		CommitTimeout:        d.cfg.CommitTimeout,
+		MaxDeliveryAge:       maxDeliveryAge(d.cfg.ArchiveRetention),
 		Logger:               d.log,
 		Registerer:           d.reg,
 	})
@@ -312,6 +313,18 @@ func (d *daemon) buildIngest(context.Context) error {
 	d.web = newWebServer(d.ln, d.cfg.HTTPReadTimeout)
 	d.stops.add("http server", d.web.shutdown)
 	return nil
+}
+
+// maxDeliveryAge is the age past which a delivery that says when it was
+// created is refused (ingest.Options.MaxDeliveryAge): the archive's
+// retention, which duplicates are recognised by, less the sender's clock
+// skew allowed (a delivery stamped ahead of the time it was received is
+// archived for less than its stamp suggests).
+func maxDeliveryAge(archiveRetention time.Duration) time.Duration {
+	if archiveRetention <= 0 {
+		archiveRetention = bus.DefaultArchiveRetention
+	}
+	return archiveRetention - ingest.ClockSkew
 }
 
 // connectBus connects to NATS. An external NATS that cannot be reached

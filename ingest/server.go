@@ -109,6 +109,10 @@ const (
 	maxDeliveryIDLen = 200
 	// retryAfterSeconds is what a 503 asks the sender to wait.
 	retryAfterSeconds = 5
+	// ClockSkew is how far the sender's clock may be ahead of triggerd's:
+	// a delivery created further in the future is not taken (see
+	// Options.MaxDeliveryAge).
+	ClockSkew = 15 * time.Minute
 )
 
 // Options configures a Server.
@@ -146,6 +150,15 @@ type Options struct {
 	// CommitTimeout bounds the wait for durability (default
 	// DefaultCommitTimeout).
 	CommitTimeout time.Duration
+	// MaxDeliveryAge refuses a delivery that says (triggers.Result's
+	// CreatedAt: a deployment delivery's signed createdAt) it was created
+	// longer ago: once the Committer may have forgotten its first
+	// acceptance (the archive's retention), it could not be told apart
+	// from a replay and would start agents again. It is answered 400
+	// stale_delivery before anything is published. A delivery created
+	// more than ClockSkew ahead of Now is answered 503 clock_skew (not
+	// accepted; the sender retries). Zero takes deliveries of any age.
+	MaxDeliveryAge time.Duration
 	// Spool, when set, takes the deliveries the Committer cannot make
 	// durable in time (answered 202 with "spooled": true); without it
 	// they are answered 503.
@@ -566,6 +579,9 @@ func (s *Server) accept(c echo.Context, start time.Time, d triggers.Delivery, ra
 		return s.reject(c, d.Connector, http.StatusBadRequest, "malformed_payload",
 			fmt.Sprintf("%s must be 1 to %d characters, without spaces or control characters", what, maxDeliveryIDLen))
 	}
+	if refused, err := s.checkAge(c, d, res); refused {
+		return err
+	}
 	event := s.metrics.eventLabel(d.Connector, res.SourceEvent)
 	r := c.Request()
 	capture := triggers.Capture{
@@ -628,6 +644,48 @@ func (s *Server) accept(c echo.Context, start time.Time, d triggers.Delivery, ra
 	s.metrics.delivery(d.Connector, event, outcome)
 	s.logDelivery(d, res, outcome)
 	return c.JSONBlob(http.StatusAccepted, ans)
+}
+
+// checkAge refuses a delivery created too long ago or too far ahead (see
+// Options.MaxDeliveryAge), and reports whether it did, with the answer's
+// write error.
+func (s *Server) checkAge(c echo.Context, d triggers.Delivery, res triggers.Result) (bool, error) {
+	if s.o.MaxDeliveryAge <= 0 || res.CreatedAt.IsZero() {
+		return false, nil
+	}
+	now := s.o.Now()
+	created := res.CreatedAt.UTC().Format(time.RFC3339)
+	switch age := now.Sub(res.CreatedAt); {
+	case age > s.o.MaxDeliveryAge:
+		s.log.Warn().Str("delivery_id", res.DeliveryID).Str("connector", string(d.Connector)).Str("hook", c.Param("hook")).
+			Time("created_at", res.CreatedAt).Dur("max_age", s.o.MaxDeliveryAge).Msg("delivery older than the archive's retention refused: it could be a replay")
+		return true, s.reject(c, d.Connector, http.StatusBadRequest, "stale_delivery", fmt.Sprintf(
+			"delivery %s was created at %s (its createdAt), %s ago: longer ago than the %s triggerd remembers deliveries to recognise one accepted before, "+
+				"so it cannot be told apart from a replay; it was refused and nothing was started. "+
+				"If it was never processed, have the platform send a new event (redeploy); if it was, replay its event instead (POST /v1/events/{event id}/replay)",
+			res.DeliveryID, created, shortDuration(age.Round(time.Minute)), shortDuration(s.o.MaxDeliveryAge)))
+	case -age > ClockSkew:
+		s.log.Warn().Str("delivery_id", res.DeliveryID).Str("connector", string(d.Connector)).Time("created_at", res.CreatedAt).
+			Msg("delivery created in the future refused: check the server's clock")
+		c.Response().Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds))
+		return true, s.reject(c, d.Connector, http.StatusServiceUnavailable, "clock_skew", fmt.Sprintf(
+			"delivery %s was created at %s (its createdAt), %s ahead of this server's clock, more than the %s allowed for clocks that differ: "+
+				"nothing was accepted; retry later. Check the clock of the server running triggerd (NTP)",
+			res.DeliveryID, created, shortDuration((-age).Round(time.Second)), shortDuration(ClockSkew)))
+	}
+	return false, nil
+}
+
+// shortDuration writes d without zero trailing units: 167h45m, 192h, 15m.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
 }
 
 // logDelivery writes one line per delivery taken, at debug only: at info

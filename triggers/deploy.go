@@ -3,6 +3,7 @@ package triggers
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // This file maps deployment-platform deliveries (Vercel's webhook format).
@@ -37,7 +38,7 @@ func mapDeploy(d Delivery) (Result, error) {
 		return Result{DeliveryID: env.ID}, &PayloadError{Reason: `deployment envelope lacks a string "type"`}
 	}
 	e := emitter{
-		res:      Result{DeliveryID: env.ID, SourceEvent: env.Type},
+		res:      Result{DeliveryID: env.ID, SourceEvent: env.Type, CreatedAt: createdAt(env.CreatedAt)},
 		conn:     Deploy,
 		received: d.ReceivedAt,
 		payload:  d.Payload,
@@ -55,6 +56,15 @@ func mapDeploy(d Delivery) (Result, error) {
 	e.repo = deployRepository(p.Deployment)
 	e.emit(t.kind, deployResource(p, t.state))
 	return e.res, nil
+}
+
+// createdAt is an envelope's createdAt (ms since the epoch) as a time;
+// zero when absent or not positive.
+func createdAt(ms int64) time.Time {
+	if ms <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
 }
 
 // deployAccount returns the account a deployment belongs to (its team, or

@@ -78,6 +78,11 @@ type Result struct {
 	// Ignored says why the delivery maps to no event; empty when Events is
 	// not empty.
 	Ignored string
+	// CreatedAt is when the sender says it created the delivery (a
+	// deployment delivery's "createdAt"); zero when the delivery does not
+	// say. It is part of the signed body: ingest refuses a delivery too
+	// old to be told apart from a replay.
+	CreatedAt time.Time
 }
 
 // Repository identifies a code-hosting repository.

@@ -195,9 +195,11 @@ type ghRelease struct {
 
 // vEnvelope is the deployment platform's webhook envelope.
 type vEnvelope struct {
-	ID      string    `json:"id"`
-	Type    string    `json:"type"`
-	Payload *vPayload `json:"payload"`
+	ID   string `json:"id"`
+	Type string `json:"type"`
+	// CreatedAt is in milliseconds since the epoch.
+	CreatedAt int64     `json:"createdAt"`
+	Payload   *vPayload `json:"payload"`
 }
 
 // vPayload is a deployment event's payload. The 2020 shape carries url, name

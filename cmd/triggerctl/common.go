@@ -11,7 +11,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/triggerd/triggerd/ingest"
 	"github.com/triggerd/triggerd/internal/envflag"
@@ -234,9 +236,11 @@ type envelope struct {
 
 // splitEnvelope decodes the top level of a deployment webhook body and
 // re-encodes it with a hole where the "id" value goes (adding "id" if it was
-// missing). Keys come out sorted and the top level loses its white space;
-// every other value, the nested "payload" above all, keeps its bytes exactly
-// as in body.
+// missing), and "createdAt" set to now: a body with a new id is a new
+// delivery, and triggerd refuses one dated older than its archive's
+// retention, as it could be a replay. Keys come out sorted and the top
+// level loses its white space; every other value, the nested "payload"
+// above all, keeps its bytes exactly as in body.
 func splitEnvelope(body []byte) (envelope, error) {
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(body, &top); err != nil {
@@ -246,6 +250,7 @@ func splitEnvelope(body []byte) (envelope, error) {
 		return envelope{}, errors.New("a deploy payload must be a JSON object (the {\"id\",\"type\",\"createdAt\",\"payload\"} envelope), not null")
 	}
 	top["id"] = nil
+	top["createdAt"] = strconv.AppendInt(nil, time.Now().UnixMilli(), 10)
 	keys := make([]string, 0, len(top))
 	for k := range top {
 		keys = append(keys, k)

@@ -1000,7 +1000,7 @@ func TestDeployEndpointTakesTheProvidersSecret(t *testing.T) {
 	deliver := func(secret string) (int, string) {
 		t.Helper()
 		n++
-		body := fmt.Appendf(nil, `{"id":"evt_s25_%d","type":"deployment.created","createdAt":1763800000000,"payload":{"deployment":{"id":"dpl_%d","url":"web-%d.vercel.app"},"project":{"id":"prj_web"},"target":"production"}}`, n, n, n)
+		body := fmt.Appendf(nil, `{"id":"evt_s25_%d","type":"deployment.created","createdAt":%d,"payload":{"deployment":{"id":"dpl_%d","url":"web-%d.vercel.app"},"project":{"id":"prj_web"},"target":"production"}}`, n, time.Now().UnixMilli(), n, n)
 		req, _ := http.NewRequest(http.MethodPost, ep["url"].(string), bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("x-vercel-signature", ingest.DeployScheme.Sign([]byte(secret), body))
