@@ -90,7 +90,7 @@ func (h Hooks) Deliveries(ctx context.Context, t HookTarget, id int64, since tim
 		return Deliveries{}, wrapHook(what, err)
 	}
 	var out Deliveries
-	out.Truncated, err = hookPages(ctx, h, c, what, "webhook deliveries", t.path()+"/"+strconv.FormatInt(id, 10)+"/deliveries",
+	out.Truncated, err = hookPages(ctx, h, c, what, "webhook deliveries", t.path()+"/"+strconv.FormatInt(id, 10)+"/deliveries", nil,
 		ErrHookNotFound, maxDeliveryPages, func(page []hookDeliveryJSON) bool {
 			for _, j := range page {
 				d := HookDelivery{ID: j.ID, GUID: j.GUID, DeliveredAt: j.DeliveredAt, Redelivery: j.Redelivery,

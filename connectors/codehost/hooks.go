@@ -198,7 +198,7 @@ func (h Hooks) List(ctx context.Context, t HookTarget) ([]Hook, error) {
 		return nil, wrapHook(what, err)
 	}
 	out := []Hook{}
-	more, err := hookPages(ctx, h, c, what, "webhooks", t.path(), ErrHookPermission, maxHookPages, func(page []hookJSON) bool {
+	more, err := hookPages(ctx, h, c, what, "webhooks", t.path(), nil, ErrHookPermission, maxHookPages, func(page []hookJSON) bool {
 		for _, j := range page {
 			out = append(out, j.hook())
 		}
@@ -214,13 +214,17 @@ func (h Hooks) List(ctx context.Context, t HookTarget) ([]Hook, error) {
 	return out, nil
 }
 
-// hookPages GETs path (100 a page) and follows GitHub's Link rel="next",
+// hookPages GETs path with query (100 a page) and follows GitHub's Link rel="next",
 // on the API's host only, handing each page, a JSON array of T, to page.
 // It stops at the last page, at an empty one, or when page returns false;
 // after maxPages pages it stops with more true. A failed call is mapped by
 // fail, with notFound for a 404; what names the call and noun its items.
-func hookPages[T any](ctx context.Context, h Hooks, c *client, what, noun, path string, notFound error, maxPages int, page func([]T) bool) (more bool, err error) {
-	next := c.url(path, url.Values{"per_page": {strconv.Itoa(perPage)}})
+func hookPages[T any](ctx context.Context, h Hooks, c *client, what, noun, path string, query url.Values, notFound error, maxPages int, page func([]T) bool) (more bool, err error) {
+	q := url.Values{"per_page": {strconv.Itoa(perPage)}}
+	for k, v := range query {
+		q[k] = v
+	}
+	next := c.url(path, q)
 	for pages := 1; ; pages++ {
 		a, err := h.exchange(ctx, c, http.MethodGet, next, nil, nil)
 		if err != nil {

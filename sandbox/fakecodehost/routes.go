@@ -79,6 +79,7 @@ func (s *Server) table() []route {
 		{"POST /graphql", (*call).graphql},
 	}
 	rows = append(rows, hookRoutes()...)
+	rows = append(rows, reachRoutes()...)
 	out := make([]route, len(rows))
 	for i, r := range rows {
 		out[i] = newRoute(r.name, r.h)
@@ -238,6 +239,9 @@ func (c *call) createRepo() *reply {
 		// its admin.
 		r.collaborators[c.login] = "admin"
 	}
+	// A new repository has no hooks of its own yet: only its
+	// organisation's hooks hear of it.
+	c.emit(r, "repository", M{"action": "created"})
 	return created(c.repoJSON(r))
 }
 
