@@ -318,7 +318,7 @@ func (x *Index) eachCandidate(ev *triggers.Event, exact, wild []*entry, fn func(
 		} else {
 			e, wild = wild[0], wild[1:]
 		}
-		if inScope(ev.Scope, &e.t, x.shared) && mentionSource(ev, e) && !fn(e) {
+		if inScope(ev.Scope, &e.t, x.shared) && mentionSource(ev, e) && repositorySource(ev, e) && !fn(e) {
 			return
 		}
 	}
@@ -373,6 +373,19 @@ func mentionSource(ev *triggers.Event, e *entry) bool {
 		return true
 	}
 	return ev.Scope.Polled() == (len(e.repos) == 0)
+}
+
+// repositorySource keeps the two sources of new_repository apart:
+// triggers without an organisation take the poller's events from the
+// account's own repositories, those with one its hook's events. A
+// repository created in an organisation the account also polls for is
+// not its own, but its organisation's hook reports it: without this, a
+// trigger without an organisation would take that event too.
+func repositorySource(ev *triggers.Event, e *entry) bool {
+	if ev.Kind != triggers.NewRepository {
+		return true
+	}
+	return ev.Scope.Polled() == (e.t.Params.Organization == "")
 }
 
 // matcher matches one event, holding its filter activation once built.

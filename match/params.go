@@ -32,8 +32,9 @@ type Params struct {
 	// Environments restricts deployment kinds to these targets.
 	Environments []string `json:"environments,omitempty"`
 	// Organization is the organisation whose hook serves the
-	// organisation-level kinds (new_repository,
-	// project_item_status_changed); required for them.
+	// organisation-level kinds: required for project_item_status_changed;
+	// for new_repository, without it the repositories the account itself
+	// creates are polled (GitHub has no webhook for a personal account).
 	Organization string `json:"organization,omitempty"`
 	// Mentioned restricts new_mention from repositories to mentions of
 	// these logins (Resource.Mentioned), compared case-insensitively;
@@ -88,10 +89,21 @@ var paramKinds = map[string][]triggers.Kind{
 	paramMentioned:    {triggers.NewMention},
 }
 
-// OrgKinds reports whether k is served by an organisation hook (and
-// requires the organization parameter).
+// OrgKinds reports whether k is organisation-level: served by the hook of
+// the organisation its organization parameter names. Only
+// project_item_status_changed requires the parameter; new_repository
+// without it is polled from the account's own repositories.
 func OrgKinds(k triggers.Kind) bool {
 	return k == triggers.NewRepository || k == triggers.ProjectItemStatusChanged
+}
+
+// AllRepositories reports whether a trigger of kind k with params p takes
+// the events of every repository its account can reach: a code-hosting
+// kind that takes repositories, given none. (new_mention without
+// repositories is the account's own mentions, polled from its
+// notifications, and is not one.)
+func AllRepositories(k triggers.Kind, p Params) bool {
+	return len(p.Repositories) == 0 && k != triggers.NewMention && appliesTo(paramRepositories, k, k.Connector())
 }
 
 // allowedValues are the accepted values of the enumerated parameters, in
@@ -156,8 +168,13 @@ func kindsTaking(p string) []string {
 // labels to the issue and pull request kinds; column_id to new_project_card;
 // conclusions to the workflow kinds; review_states to
 // new_pull_request_review; environments to the deployment kinds;
-// organization (required) to new_repository and
-// project_item_status_changed; mentioned to new_mention with repositories.
+// organization to new_repository (optional: without it, the account's own
+// new repositories are polled) and project_item_status_changed
+// (required); mentioned to new_mention with repositories.
+//
+// A kind that takes repositories, given none, takes every repository the
+// account can reach (AllRepositories), except new_mention, which then
+// takes the account's own mentions.
 func ParamsFor(k triggers.Kind) []string {
 	ps := kindParams[k]
 	if ps == nil {
@@ -217,8 +234,8 @@ func ValidateParams(k triggers.Kind, p Params) error {
 		}
 		return nil
 	})
-	if OrgKinds(k) && p.Organization == "" {
-		errs = append(errs, fmt.Errorf("%s needs the organization parameter: it is served by an organisation hook", k))
+	if k == triggers.ProjectItemStatusChanged && p.Organization == "" {
+		errs = append(errs, fmt.Errorf("%s needs the organization parameter: it is served by an organisation hook (GitHub sends no event for a user's projects)", k))
 	}
 	return errors.Join(errs...)
 }
