@@ -42,6 +42,8 @@ func (a *API) triggerKinds(c echo.Context) error {
 			v.Delivery = "polling"
 		case info.Kind == triggers.NewMention:
 			v.Delivery = "webhook with repositories, polling (notifications) without"
+		case info.Kind == triggers.NewRepository:
+			v.Delivery = "webhook with an organization, polling (the account's own repositories) without"
 		}
 		out = append(out, v)
 	}
@@ -84,6 +86,10 @@ type triggerView struct {
 	AccountStatus       store.AccountStatus `json:"account_status,omitempty"`
 	AccountStatusReason string              `json:"account_status_reason,omitempty"`
 	Hooks               []hookView          `json:"hooks"`
+	// Coverage is, for a trigger on all the account's repositories (no
+	// repositories given), how many hooks serve it and where the account
+	// lacks the rights to one.
+	Coverage *registry.Coverage `json:"coverage,omitempty"`
 	// Endpoint is the agent's deployment endpoint, for deployment kinds.
 	Endpoint  *endpointView `json:"deploy_endpoint,omitempty"`
 	CreatedAt time.Time     `json:"created_at"`
@@ -127,6 +133,9 @@ func (a *API) triggerView(c echo.Context, t store.Trigger, withSecret bool, accs
 			Status: h.Status, StatusReason: h.StatusReason, ExternalID: h.ExternalID, CheckedAt: h.CheckedAt,
 			HealedThrough: h.HealedThrough, Activity: a.activity(ctx, h.ID),
 		})
+	}
+	if v.Coverage, err = a.o.Registry.CoverageOf(ctx, t, hooks); err != nil {
+		a.log.Warn().Err(err).Str("trigger", t.ID).Msg("reading a trigger's coverage")
 	}
 	return v
 }

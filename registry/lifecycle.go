@@ -70,7 +70,12 @@ func (r *Registry) AccountConnected(ctx context.Context, tenantID, accountID str
 			errs = append(errs, err)
 			continue
 		}
-		for _, k := range keysFor(t) {
+		tkeys, err := r.keysOf(ctx, t)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, k := range tkeys {
 			if !slices.Contains(keys, k) {
 				keys = append(keys, k)
 			}

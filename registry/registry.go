@@ -45,6 +45,8 @@ type Store interface {
 	store.Triggers
 	store.Hooks
 	store.Locker
+	// Cursors keep each account's reach (reach.go).
+	store.Cursors
 }
 
 // Accounts is the registry's view of connected accounts.
@@ -61,6 +63,10 @@ type HookAPI interface {
 	Delete(ctx context.Context, t codehost.HookTarget, id int64) error
 	Deliveries(ctx context.Context, t codehost.HookTarget, id int64, since time.Time) (codehost.Deliveries, error)
 	Redeliver(ctx context.Context, t codehost.HookTarget, id, deliveryID int64) error
+	// Repositories and OrgMemberships tell what the account can reach,
+	// for triggers on all its repositories (reach.go).
+	Repositories(ctx context.Context) ([]codehost.AccountRepo, error)
+	OrgMemberships(ctx context.Context) ([]codehost.OrgMembership, error)
 }
 
 // Sealer seals and opens secrets at rest (accounts.Vault).
@@ -278,7 +284,8 @@ func deliveryOf(k triggers.Kind, p match.Params) delivery {
 	switch {
 	case k.Connector() == triggers.Deploy:
 		return viaEndpoint
-	case k == triggers.NewGist, k == triggers.NewMention && len(p.Repositories) == 0:
+	case k == triggers.NewGist, k == triggers.NewMention && len(p.Repositories) == 0,
+		k == triggers.NewRepository && p.Organization == "":
 		return viaPolling
 	}
 	return viaHooks
@@ -347,9 +354,6 @@ func (r *Registry) DraftTrigger(ctx context.Context, tenantID string, in Trigger
 		return store.Trigger{}, invalidf("params: %v", err)
 	}
 	how := deliveryOf(k, p)
-	if how == viaHooks && !match.OrgKinds(k) && len(p.Repositories) == 0 {
-		return store.Trigger{}, invalidf("%s needs at least one repository in params.repositories (owner/repo): triggerd registers a webhook on each", k)
-	}
 	acc, err := r.o.Accounts.Get(ctx, tenantID, in.Account)
 	if errors.Is(err, accounts.ErrAccountNotFound) || errors.Is(err, store.ErrNotFound) {
 		return store.Trigger{}, invalidf("account %q: no such account in this tenant (triggerctl accounts list shows them)", in.Account)
@@ -464,8 +468,13 @@ func endpointKey(tenantID, agentID string) store.HookKey {
 	return store.HookKey{TenantID: tenantID, Connector: string(triggers.Deploy), Scope: store.HookAgentEndpoint, Target: agentID}
 }
 
-// keysFor returns the hooks a trigger's events arrive through.
-func keysFor(t store.Trigger) []store.HookKey {
+// keysFor returns the hooks a trigger's events arrive through, given its
+// account's reach (reach.go; nil or empty when the account has no
+// trigger on all its repositories): a trigger on all repositories uses
+// the reach's hooks, and a repository of an organisation the reach has a
+// hook on is served by that hook rather than one of its own, so that no
+// event of the account reaches it twice.
+func keysFor(t store.Trigger, rc *Reach) []store.HookKey {
 	var p match.Params
 	_ = json.Unmarshal(t.Params, &p)
 	k := triggers.Kind(t.Kind)
@@ -476,24 +485,70 @@ func keysFor(t store.Trigger) []store.HookKey {
 		return nil
 	}
 	base := store.HookKey{TenantID: t.TenantID, AccountID: t.AccountID, Connector: string(triggers.CodeHost)}
-	if match.OrgKinds(k) {
-		base.Scope, base.Target = store.HookOrganization, strings.ToLower(p.Organization)
-		return []store.HookKey{base}
-	}
 	var keys []store.HookKey
-	for _, repo := range p.Repositories {
+	add := func(scope store.HookScope, target string) {
 		key := base
-		key.Scope, key.Target = store.HookRepository, strings.ToLower(repo)
+		key.Scope, key.Target = scope, strings.ToLower(target)
 		if !slices.Contains(keys, key) {
 			keys = append(keys, key)
+		}
+	}
+	switch {
+	case match.OrgKinds(k):
+		add(store.HookOrganization, p.Organization)
+	case match.AllRepositories(k, p):
+		if rc != nil {
+			for _, o := range rc.Orgs {
+				add(store.HookOrganization, o)
+			}
+			for _, repo := range rc.Repos {
+				add(store.HookRepository, repo)
+			}
+		}
+	default:
+		for _, repo := range p.Repositories {
+			if owner, _, _ := strings.Cut(repo, "/"); rc.hasOrg(owner) {
+				add(store.HookOrganization, owner)
+			} else {
+				add(store.HookRepository, repo)
+			}
 		}
 	}
 	return keys
 }
 
-// syncFor brings every hook of t's in line with the triggers using it.
+// keysOf is keysFor with the account's stored reach.
+func (r *Registry) keysOf(ctx context.Context, t store.Trigger) ([]store.HookKey, error) {
+	if !usesHooks(t) {
+		return keysFor(t, nil), nil
+	}
+	rc, _, err := r.loadReach(ctx, t.TenantID, t.AccountID)
+	if err != nil {
+		return nil, err
+	}
+	return keysFor(t, &rc), nil
+}
+
+// usesHooks reports whether t's events arrive through code-hosting hooks.
+func usesHooks(t store.Trigger) bool {
+	var p match.Params
+	_ = json.Unmarshal(t.Params, &p)
+	return deliveryOf(triggers.Kind(t.Kind), p) == viaHooks
+}
+
+// syncFor brings every hook of t's in line with the triggers using it. For
+// a trigger on all repositories, the account's reach is read again first
+// (RefreshReach): it is created, or the last one deleted.
 func (r *Registry) syncFor(ctx context.Context, t store.Trigger) error {
-	return r.syncKeys(ctx, keysFor(t))
+	if AllRepositories(t) {
+		_, err := r.refreshReach(ctx, t.TenantID, t.AccountID, true)
+		return err
+	}
+	keys, err := r.keysOf(ctx, t)
+	if err != nil {
+		return err
+	}
+	return r.syncKeys(ctx, keys)
 }
 
 // syncKeys brings each hook of keys in line with the triggers using it,
@@ -523,9 +578,17 @@ func (r *Registry) desiredEvents(ctx context.Context, key store.HookKey) ([]stri
 	if err != nil {
 		return nil, fmt.Errorf("list triggers: %w", err)
 	}
+	var rc *Reach
+	if key.Connector == string(triggers.CodeHost) {
+		stored, _, err := r.loadReach(ctx, key.TenantID, key.AccountID)
+		if err != nil {
+			return nil, err
+		}
+		rc = &stored
+	}
 	var events []string
 	for _, t := range ts {
-		if t.Status != store.TriggerActive && !endpoint || !slices.Contains(keysFor(t), key) {
+		if t.Status != store.TriggerActive && !endpoint || !slices.Contains(keysFor(t, rc), key) {
 			continue
 		}
 		for _, e := range triggers.Kind(t.Kind).HookEvents() {
@@ -541,6 +604,12 @@ func (r *Registry) desiredEvents(ctx context.Context, key store.HookKey) ([]stri
 // lockHook takes the lease on one hook key, waiting for a holder to finish.
 func (r *Registry) lockHook(ctx context.Context, key store.HookKey) (func(), error) {
 	name := fmt.Sprintf("hook:%s:%s:%s:%s:%s", key.TenantID, key.AccountID, key.Connector, key.Scope, key.Target)
+	return r.lock(ctx, name, fmt.Sprintf("hook %s/%s", key.Scope, key.Target))
+}
+
+// lock takes the store lease name, waiting up to 30s for a holder to
+// finish; what names the thing locked in the error.
+func (r *Registry) lock(ctx context.Context, name, what string) (func(), error) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		release, held, err := r.o.Store.TryLock(ctx, name, time.Minute)
@@ -551,7 +620,7 @@ func (r *Registry) lockHook(ctx context.Context, key store.HookKey) (func(), err
 			return release, nil
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("hook %s/%s is being changed by another process; try again", key.Scope, key.Target)
+			return nil, fmt.Errorf("%s is being changed by another process; try again", what)
 		}
 		select {
 		case <-ctx.Done():
@@ -791,8 +860,12 @@ func findUpstream(hooks []codehost.Hook, id int64, url string) *codehost.Hook {
 // HooksOf returns the hooks a trigger's events arrive through (none for
 // polled kinds; for deployment kinds, the agent's endpoint).
 func (r *Registry) HooksOf(ctx context.Context, t store.Trigger) ([]store.Hook, error) {
+	keys, err := r.keysOf(ctx, t)
+	if err != nil {
+		return nil, err
+	}
 	var out []store.Hook
-	for _, key := range keysFor(t) {
+	for _, key := range keys {
 		h, err := r.o.Store.FindHook(ctx, key)
 		if errors.Is(err, store.ErrNotFound) {
 			continue

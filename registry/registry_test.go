@@ -399,12 +399,8 @@ func TestInvalidTriggers(t *testing.T) {
 		mention []string
 	}{
 		{"unknown kind", registry.TriggerInput{Kind: "new_thing", Account: h.octo.ID, Agent: h.agent.ID}, []string{"new_thing"}},
-		{"no repositories", registry.TriggerInput{Kind: "new_issue", Account: h.octo.ID, Agent: h.agent.ID},
-			[]string{"new_issue", "repositor", "owner/repo"}},
-		{"empty repositories", registry.TriggerInput{Kind: "new_push", Account: h.octo.ID, Agent: h.agent.ID, Params: []byte(`{"repositories":[]}`)},
-			[]string{"repositor"}},
-		{"organisation kind without organization", registry.TriggerInput{Kind: "new_repository", Account: h.octo.ID, Agent: h.agent.ID},
-			[]string{"organization"}},
+		{"project kind without organization", registry.TriggerInput{Kind: "project_item_status_changed", Account: h.octo.ID, Agent: h.agent.ID},
+			[]string{"organization", "organisation hook"}},
 		{"organisation kind with repositories", registry.TriggerInput{Kind: "new_repository", Account: h.octo.ID, Agent: h.agent.ID,
 			Params: []byte(`{"organization":"octo-org","repositories":["octocat/hello-world"]}`)}, []string{"repositories"}},
 		{"bad repository", registry.TriggerInput{Kind: "new_issue", Account: h.octo.ID, Agent: h.agent.ID, Params: []byte(repos("hello-world"))},
