@@ -104,7 +104,7 @@ func newDispatch(ctx context.Context, cfg Config, b *bus.Bus, embedded *bus.Embe
 	parts := &dispatchParts{registry: r, dispatcher: d, hooks: hooks}
 	if dc.PollInterval > 0 { // 0: never (poll.New would take it for its default)
 		if parts.poller, err = poll.New(poll.Options{
-			Store: st, Accounts: acct, Committer: b, CodeHostAPI: cfg.Providers.CodeHostAPIBaseURL,
+			Store: st, Accounts: acct, Committer: b, Reach: r, CodeHostAPI: cfg.Providers.CodeHostAPIBaseURL,
 			Interval: dc.PollInterval, Logger: log,
 		}); err != nil {
 			return nil, err

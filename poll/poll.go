@@ -9,7 +9,16 @@
 //     If-Modified-Since, no more often than X-Poll-Interval), one event per
 //     thread with reason "mention" updated after the trigger's creation and
 //     after the last event emitted for that thread, so a thread mentioned
-//     again later emits again.
+//     again later emits again;
+//   - new_repository for triggers with no organisation: the repositories
+//     the account owns (GET /user/repos?affiliation=owner, newest first,
+//     with the stored ETag), one event per repository created after the
+//     account's earliest such trigger and not emitted before: GitHub has
+//     no webhook for a personal account's new repositories;
+//   - the reach of accounts with triggers on all their repositories
+//     (Options.Reach, registry.RefreshReach): what they own, administer and
+//     may not hook is read again each pass, so that a repository created
+//     later gets its hook within one interval.
 //
 // Each item is committed like a webhook delivery of its own (bus.Commit):
 // its capture is keyed by a stable delivery id ("gist-<id>",
@@ -51,13 +60,15 @@ const (
 	// Options.Concurrency is zero.
 	DefaultConcurrency = 4
 	// HeaderPoll is the header the archived capture of a polled item carries
-	// instead of a webhook's headers; its value is "gists" or
-	// "notifications".
+	// instead of a webhook's headers; its value is "gists",
+	// "notifications" or "repositories".
 	HeaderPoll = "X-Triggerd-Poll"
-	// SourceGists and SourceNotifications are the SourceEvent of polled
-	// new_gist and new_mention events.
+	// SourceGists, SourceNotifications and SourceRepositories are the
+	// SourceEvent of polled new_gist, new_mention and new_repository
+	// events.
 	SourceGists         = "poll.gists"
 	SourceNotifications = "poll.notifications"
+	SourceRepositories  = "poll.repositories"
 )
 
 // minAccountTimeout bounds one account's poll from below when the interval
@@ -85,11 +96,21 @@ type Committer interface {
 	Commit(ctx context.Context, c triggers.Capture, events []triggers.Event) (duplicate bool, err error)
 }
 
+// Reach reads again what an account with triggers on all its
+// repositories reaches, and registers hooks where that changed
+// (*registry.Registry).
+type Reach interface {
+	RefreshReach(ctx context.Context, tenantID, accountID string) (registry.Reach, error)
+}
+
 // Options configures a Poller.
 type Options struct {
 	Store     Store
 	Accounts  Accounts
 	Committer Committer
+	// Reach, when set, is refreshed each pass for every account with an
+	// active trigger on all its repositories.
+	Reach Reach
 	// CodeHostAPI is the code-hosting REST API root (default
 	// https://api.github.com).
 	CodeHostAPI string
@@ -188,10 +209,14 @@ feed:
 // target is one account to poll, with what to poll on it.
 type target struct {
 	tenant, account string
-	// gistsFrom and mentionsFrom are the creation time, floored to the
-	// second, of the account's earliest active new_gist and account-wide
-	// new_mention trigger; zero when it has none.
-	gistsFrom, mentionsFrom time.Time
+	// gistsFrom, mentionsFrom and reposFrom are the creation time,
+	// floored to the second, of the account's earliest active new_gist,
+	// account-wide new_mention and polled new_repository trigger; zero
+	// when it has none.
+	gistsFrom, mentionsFrom, reposFrom time.Time
+	// reach is set when the account has an active trigger on all its
+	// repositories.
+	reach bool
 }
 
 // targets lists the accounts to poll, ordered by tenant and account.
@@ -211,7 +236,12 @@ func (p *Poller) targets(ctx context.Context) ([]target, error) {
 	}
 	for _, t := range ts {
 		k := triggers.Kind(t.Kind)
-		if t.Status != store.TriggerActive || t.AccountID == "" || (k != triggers.NewGist && k != triggers.NewMention) || !registry.Polled(t) {
+		if t.Status != store.TriggerActive || t.AccountID == "" {
+			continue
+		}
+		polled := registry.Polled(t) && (k == triggers.NewGist || k == triggers.NewMention || k == triggers.NewRepository)
+		reach := p.o.Reach != nil && registry.AllRepositories(t)
+		if !polled && !reach {
 			continue
 		}
 		key := [2]string{t.TenantID, t.AccountID}
@@ -220,10 +250,15 @@ func (p *Poller) targets(ctx context.Context) ([]target, error) {
 			tg = &target{tenant: t.TenantID, account: t.AccountID}
 			byAccount[key] = tg
 		}
-		if k == triggers.NewGist {
+		switch {
+		case reach:
+			tg.reach = true
+		case k == triggers.NewGist:
 			earliest(&tg.gistsFrom, t.CreatedAt)
-		} else {
+		case k == triggers.NewMention:
 			earliest(&tg.mentionsFrom, t.CreatedAt)
+		default:
+			earliest(&tg.reposFrom, t.CreatedAt)
 		}
 	}
 	out := make([]target, 0, len(byAccount))
@@ -261,7 +296,7 @@ func (p *Poller) leaseTTL() time.Duration { return p.accountTimeout() + 30*time.
 func lockKey(tenantID, accountID string) string { return "poll:" + tenantID + ":" + accountID }
 
 // cursorKey is the name of the cursor of an account's polled kind
-// (new_gist or new_mention).
+// (new_gist, new_mention or new_repository).
 func cursorKey(tenantID, accountID string, k triggers.Kind) string {
 	return "poll:" + tenantID + ":" + accountID + ":" + string(k)
 }
@@ -305,6 +340,15 @@ func (p *Poller) pollAccount(ctx context.Context, t target) {
 	if !t.mentionsFrom.IsZero() {
 		n, err := p.pollMentions(ctx, a, t.mentionsFrom)
 		p.report(log, "notifications", n, err)
+	}
+	if !t.reposFrom.IsZero() {
+		n, err := p.pollRepos(ctx, a, t.reposFrom)
+		p.report(log, "repositories", n, err)
+	}
+	if t.reach {
+		if _, err := p.o.Reach.RefreshReach(ctx, t.tenant, t.account); err != nil {
+			log.Warn().Err(err).Msg("reading what the account reaches failed; its hooks stay as they were until the next pass")
+		}
 	}
 }
 
