@@ -438,3 +438,44 @@ func TestInactiveAndOrganization(t *testing.T) {
 		t.Errorf("outcomes = %v", got)
 	}
 }
+
+// new_repository has two sources, kept apart like new_mention's: a
+// trigger without an organisation takes the poller's events of the
+// account's own repositories, one with an organisation its hook's.
+func TestNewRepositorySources(t *testing.T) {
+	x := NewIndex("")
+	mustPut(t, x, trig("own", triggers.NewRepository, Params{}), trig("org", triggers.NewRepository, Params{Organization: "octo-org"}))
+	hooked := event(triggers.NewRepository, "octo-org/new", triggers.Resource{Type: "repository"})
+	hooked.Scope = &triggers.Scope{Hook: "h1", Tenant: "ten-1", Account: "acct-1"}
+	if got := results(x.Match(hooked)); len(got) != 1 || got["org"] != Matched {
+		t.Errorf("organisation hook's event: %v, want the organisation trigger only", got)
+	}
+	polled := event(triggers.NewRepository, "octocat/new", triggers.Resource{Type: "repository"})
+	polled.Account = "octocat"
+	polled.Scope = &triggers.Scope{Hook: triggers.PolledHookPrefix + "acct-1", Tenant: "ten-1", Account: "acct-1"}
+	if got := results(x.Match(polled)); len(got) != 1 || got["own"] != Matched {
+		t.Errorf("polled event: %v, want the personal trigger only", got)
+	}
+}
+
+// A kind that takes repositories, given none, is on all of them; except
+// new_mention, whose account-wide form is the account's own mentions.
+func TestAllRepositories(t *testing.T) {
+	for k, want := range map[triggers.Kind]bool{
+		triggers.NewIssue: true, triggers.NewPush: true, triggers.WorkflowRunCompleted: true,
+		triggers.NewMention: false, triggers.NewRepository: false, triggers.NewGist: false, triggers.DeploymentFailed: false,
+	} {
+		if got := AllRepositories(k, Params{}); got != want {
+			t.Errorf("AllRepositories(%s, none) = %v, want %v", k, got, want)
+		}
+	}
+	if AllRepositories(triggers.NewIssue, Params{Repositories: []string{"a/b"}}) {
+		t.Error("a trigger with repositories is on all of them")
+	}
+	if err := ValidateParams(triggers.NewRepository, Params{}); err != nil {
+		t.Errorf("new_repository without an organisation: %v, want valid (polled)", err)
+	}
+	if err := ValidateParams(triggers.ProjectItemStatusChanged, Params{}); err == nil || !strings.Contains(err.Error(), "organization") {
+		t.Errorf("project_item_status_changed without an organisation: %v, want an error naming the parameter", err)
+	}
+}
