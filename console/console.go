@@ -86,6 +86,7 @@ type Registry interface {
 	SetEnabled(ctx context.Context, tenantID, id string, enabled bool) (store.Trigger, error)
 	DeleteTrigger(ctx context.Context, tenantID, id string) error
 	HooksOf(ctx context.Context, t store.Trigger) ([]store.Hook, error)
+	CoverageOf(ctx context.Context, t store.Trigger, hooks []store.Hook) (*registry.Coverage, error)
 	HookURL(h store.Hook) string
 	AccountRemoving(ctx context.Context, tenantID string, acc store.Account) error
 }

@@ -155,6 +155,17 @@ func (f *fakeRegistry) DeleteTrigger(_ context.Context, tid, id string) error {
 }
 func (f *fakeRegistry) HooksOf(context.Context, store.Trigger) ([]store.Hook, error) { return nil, nil }
 func (f *fakeRegistry) HookURL(h store.Hook) string                                  { return "http://x/" + h.ID }
+
+// CoverageOf answers for new_issue triggers without parameters, which
+// are on all the account's repositories.
+func (f *fakeRegistry) CoverageOf(_ context.Context, t store.Trigger, _ []store.Hook) (*registry.Coverage, error) {
+	if t.Kind != "new_issue" || len(t.Params) > 0 {
+		return nil, nil
+	}
+	return &registry.Coverage{Hooks: 2, Organizations: []string{"octo-org"}, Repositories: 1, Lacking: []registry.Gap{
+		{Scope: store.HookRepository, Target: "monalisa/octo-app", Reason: "octocat has push rights on it, not admin <b>"},
+	}}, nil
+}
 func (f *fakeRegistry) AccountRemoving(context.Context, string, store.Account) error { return nil }
 
 type fixture struct {
@@ -699,5 +710,19 @@ func TestErrorPagesSayWhereToGoOn(t *testing.T) {
 	admin, _ := f.signIn(t, adminKey)
 	if _, page := get(t, admin, f.srv.URL+"/console/runs"); !strings.Contains(page, "Choose a tenant") || !strings.Contains(page, `href="/console/tenants">Go to Tenants`) {
 		t.Errorf("the admin without a tenant on Runs is not sent to Tenants: %s", page)
+	}
+}
+
+// A trigger on all repositories shows its hooks' count and, as text,
+// where its account lacks the rights to one.
+func TestTriggerPageShowsCoverage(t *testing.T) {
+	f := newFixture(t, false)
+	cl, _ := f.signIn(t, keyA)
+	_, page := get(t, cl, f.srv.URL+"/console/triggers/tr-ta")
+	for _, want := range []string{"Every repository the account reaches: 2 hooks registered, organisation octo-org, 1 repository on their own",
+		"repository monalisa/octo-app", "not admin &lt;b&gt;"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("trigger page lacks %q", want)
+		}
 	}
 }

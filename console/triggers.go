@@ -110,6 +110,8 @@ type triggerRow struct {
 	Account store.Account
 	Agent   string
 	Hooks   []hookRow
+	// Coverage is set for a trigger on all the account's repositories.
+	Coverage *registry.Coverage
 }
 
 type hookRow struct {
@@ -151,6 +153,9 @@ func (c *Console) triggerRows(r *http.Request, tid string, ts []store.Trigger) (
 				return nil, err
 			}
 			row.Hooks = append(row.Hooks, hookRow{Hook: h, URL: c.o.Registry.HookURL(h), Activity: act})
+		}
+		if row.Coverage, err = c.o.Registry.CoverageOf(ctx, t, hooks); err != nil {
+			return nil, err
 		}
 		rows = append(rows, row)
 	}

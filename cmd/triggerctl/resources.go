@@ -91,7 +91,8 @@ func triggersCmd(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		"       triggerctl triggers create --kind KIND --account ACCOUNT --agent AGENT [--repos owner/repo,...] [--params JSON|@FILE] [--filter CEL] [--disabled]\n" +
 		"       triggerctl triggers test ID [--filter CEL] [--limit N]\n" +
 		"       triggerctl triggers test --kind KIND --account ACCOUNT --agent AGENT [--repos ...] [--params ...] [--filter CEL] [--limit N]\n\n" +
-		"create registers the webhook the trigger needs on each repository (or organisation) through the account.\n" +
+		"create registers the webhook the trigger needs on each repository (or organisation) through the account;\n" +
+		"without --repos, a kind that takes repositories takes every one the account reaches (its coverage says where it lacks rights).\n" +
 		"test starts nothing: it shows what a trigger (with --filter in place of its own), or one not created yet,\n" +
 		"would have done with the latest --limit events of its kind that the events stream holds, newest first."
 	define := func(fs *flag.FlagSet) {
