@@ -270,7 +270,10 @@ func (r *Registry) readReach(ctx context.Context, tenantID, accountID string) (R
 	for _, repo := range repos {
 		name := strings.ToLower(repo.FullName)
 		switch {
-		case rc.hasOrg(repo.Owner):
+		case rc.hasOrg(repo.Owner), repo.Archived:
+			// Served by the organisation's hook; or read-only, with
+			// nothing to report until it is unarchived (a later refresh
+			// hooks it then).
 		case repo.Admin:
 			rc.Repos = append(rc.Repos, name)
 		default:

@@ -27,7 +27,9 @@ type AccountRepo struct {
 	Owner      string
 	OwnerIsOrg bool
 	Private    bool
-	HTMLURL    string
+	// Archived repositories are read-only: nothing happens there.
+	Archived bool
+	HTMLURL  string
 	// Admin is permissions.admin: the user may manage the repository's
 	// webhooks. Permission is the best right the user has there (admin,
 	// maintain, push, triage or pull; "" when GitHub sent none).
@@ -43,6 +45,7 @@ type repoJSON struct {
 	ID       int64  `json:"id"`
 	FullName string `json:"full_name"`
 	Private  bool   `json:"private"`
+	Archived bool   `json:"archived"`
 	HTMLURL  string `json:"html_url"`
 	Owner    struct {
 		Login string `json:"login"`
@@ -68,7 +71,7 @@ func decodeAccountRepo(raw json.RawMessage) (AccountRepo, error) {
 		owner, _, _ = strings.Cut(j.FullName, "/")
 	}
 	r := AccountRepo{ID: j.ID, FullName: j.FullName, Owner: owner, OwnerIsOrg: j.Owner.Type == "Organization",
-		Private: j.Private, HTMLURL: j.HTMLURL, CreatedAt: j.CreatedAt, Raw: raw}
+		Private: j.Private, Archived: j.Archived, HTMLURL: j.HTMLURL, CreatedAt: j.CreatedAt, Raw: raw}
 	if p := j.Permissions; p != nil {
 		r.Admin = p.Admin
 		for _, c := range []struct {
