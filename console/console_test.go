@@ -725,4 +725,8 @@ func TestTriggerPageShowsCoverage(t *testing.T) {
 			t.Errorf("trigger page lacks %q", want)
 		}
 	}
+	_, list := get(t, cl, f.srv.URL+"/console/triggers")
+	if !strings.Contains(list, "every repository reached: 2 hooks · <span class=\"why\">1 without rights</span>") {
+		t.Errorf("trigger list does not sum up the coverage")
+	}
 }
