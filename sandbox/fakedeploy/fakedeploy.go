@@ -2,10 +2,15 @@
 // API the deploy connector uses, faithful enough to run the connector's
 // steps against in tests and in a sandbox mode.
 //
-// It serves the exact versioned paths Vercel documents (GET /v6/deployments,
-// GET, POST and DELETE /v13/deployments, PATCH /v12/deployments/{id}/cancel,
-// GET /v9/projects and /v10/projects, GET /v9/projects/{idOrName}) and
-// answers any other path or version with Vercel's 404 envelope. Requests
+// It serves the exact versioned paths Vercel documents for every
+// deployment-platform endpoint of the product spec (deployments, projects,
+// domains, environment variables, teams and members; the Route constants
+// list them), under both the 2024 path versions the product spec uses and
+// the 2025 ones where they differ (POST /v11/projects, GET
+// /v10/projects/{idOrName}/env, GET /v3/teams/{teamId}/members), and
+// answers any other path or version with Vercel's 404 envelope. State is
+// kept, so a project, domain or variable created through the API can be
+// read, changed and deleted through it. Requests
 // carry "Authorization: Bearer <token>"; a missing or unknown token gets
 // 403 {"error":{"code":"forbidden","invalidToken":true}} as Vercel answers.
 // A teamId query parameter scopes a request to that team, and a team the
@@ -62,6 +67,29 @@ const (
 	RouteListProjects     Route = "GET /v9/projects"
 	RouteListProjectsV10  Route = "GET /v10/projects"
 	RouteGetProject       Route = "GET /v9/projects/{idOrName}"
+	RouteCreateProject    Route = "POST /v10/projects"
+	RouteCreateProjectV11 Route = "POST /v11/projects"
+	RouteUpdateProject    Route = "PATCH /v9/projects/{idOrName}"
+	RouteDeleteProject    Route = "DELETE /v9/projects/{idOrName}"
+
+	RouteListDomains         Route = "GET /v5/domains"
+	RouteGetDomain           Route = "GET /v5/domains/{domain}"
+	RouteListProjectDomains  Route = "GET /v9/projects/{idOrName}/domains"
+	RouteGetProjectDomain    Route = "GET /v9/projects/{idOrName}/domains/{domain}"
+	RouteAddProjectDomain    Route = "POST /v10/projects/{idOrName}/domains"
+	RouteRemoveProjectDomain Route = "DELETE /v9/projects/{idOrName}/domains/{domain}"
+
+	RouteListEnv    Route = "GET /v9/projects/{idOrName}/env"
+	RouteListEnvV10 Route = "GET /v10/projects/{idOrName}/env"
+	RouteGetEnv     Route = "GET /v1/projects/{idOrName}/env/{id}"
+	RouteCreateEnv  Route = "POST /v10/projects/{idOrName}/env"
+	RouteEditEnv    Route = "PATCH /v9/projects/{idOrName}/env/{id}"
+	RouteDeleteEnv  Route = "DELETE /v9/projects/{idOrName}/env/{id}"
+
+	RouteListTeams     Route = "GET /v2/teams"
+	RouteGetTeam       Route = "GET /v2/teams/{teamId}"
+	RouteListMembers   Route = "GET /v2/teams/{teamId}/members"
+	RouteListMembersV3 Route = "GET /v3/teams/{teamId}/members"
 )
 
 // Deployment states (readyState).
@@ -123,6 +151,116 @@ type Project struct {
 	// time already taken moves on by a millisecond), so the list's
 	// timestamp cursor is exact.
 	CreatedAt time.Time
+	// UpdatedAt is the last change (CreatedAt when never changed).
+	UpdatedAt time.Time
+	// Framework and the build settings are the project's settings (empty
+	// means Vercel's null: detected at build time).
+	Framework, BuildCommand, DevCommand, InstallCommand, OutputDirectory, RootDirectory string
+	// PublicSource makes /_src and /_logs public.
+	PublicSource bool
+	// CustomEnvironments are the project's custom environments (besides
+	// production, preview and development), deployable by slug or id.
+	CustomEnvironments []CustomEnvironment
+	// Env are the project's environment variables.
+	Env []EnvVar
+	// Domains are the domains assigned to the project.
+	Domains []ProjectDomain
+}
+
+// CustomEnvironment is a project's custom environment (a Pro feature),
+// such as "staging".
+type CustomEnvironment struct {
+	// ID is "env_…"; AddProject fills it when empty.
+	ID string
+	// Slug names it in URLs and API calls.
+	Slug string
+}
+
+// EnvVar is one environment variable of a project.
+type EnvVar struct {
+	// ID identifies the variable; filled when empty.
+	ID string
+	// Key is the variable's name.
+	Key string
+	// Value is the plain value, whatever the type.
+	Value string
+	// Type is plain, encrypted (the default), sensitive, secret or system.
+	Type string
+	// Target lists the environments: production, preview, development.
+	Target []string
+	// GitBranch restricts a preview variable to one branch.
+	GitBranch string
+	// Comment describes the variable.
+	Comment string
+	// CustomEnvironmentIDs are custom environments it applies to.
+	CustomEnvironmentIDs []string
+	// CreatedAt and UpdatedAt are filled from the clock.
+	CreatedAt, UpdatedAt time.Time
+	// CreatedBy and UpdatedBy are user ids.
+	CreatedBy, UpdatedBy string
+}
+
+// ProjectDomain is a domain assigned to a project.
+type ProjectDomain struct {
+	// Name is the host name ("www.example.com").
+	Name string
+	// GitBranch, when set, serves that branch's latest preview.
+	GitBranch string
+	// Redirect and RedirectStatusCode make the domain redirect.
+	Redirect           string
+	RedirectStatusCode int
+	// Verified says the owner proved control of the apex domain.
+	Verified bool
+	// CreatedAt and UpdatedAt are filled from the clock.
+	CreatedAt, UpdatedAt time.Time
+}
+
+// Domain is a domain of an account (GET /v5/domains).
+type Domain struct {
+	// ID is "dom_…"; filled when empty.
+	ID string
+	// Name is the apex domain ("example.com").
+	Name string
+	// OwnerID is the user or team id owning it (default DefaultUserID).
+	OwnerID string
+	// CreatorID is the user who added it (default DefaultUserID).
+	CreatorID string
+	// Verified says the owner proved control of the domain.
+	Verified bool
+	// ServiceType is "zeit.world" (Vercel's nameservers), "external"
+	// (default) or "na".
+	ServiceType string
+	// CreatedAt is unique per fake, so the list's cursor is exact.
+	CreatedAt time.Time
+}
+
+// Team is a Vercel team.
+type Team struct {
+	// ID is "team_…".
+	ID string
+	// Slug names the team in URLs; Name is its display name.
+	Slug, Name string
+	// CreatorID is the user who created it (default DefaultUserID).
+	CreatorID string
+	// CreatedAt defaults to the clock.
+	CreatedAt time.Time
+	// Members are the team's members; the creator is added as OWNER when
+	// missing.
+	Members []Member
+}
+
+// Member is a member of a team.
+type Member struct {
+	// UID is the user id; Username, Email and Name describe the user.
+	UID, Username, Email, Name string
+	// Role is OWNER, MEMBER, DEVELOPER, SECURITY, BILLING, VIEWER,
+	// VIEWER_FOR_PLUS or CONTRIBUTOR (default MEMBER).
+	Role string
+	// Confirmed is false for an invited member who has not joined.
+	Confirmed bool
+	// CreatedAt is when the user joined (default the clock), unique per
+	// team so the member list's cursor is exact.
+	CreatedAt time.Time
 }
 
 // Deployment is one deployment as the fake stores it.
@@ -139,8 +277,13 @@ type Deployment struct {
 	State string
 	// Target is "production", "staging" or "" (preview).
 	Target string
+	// CustomEnvironment is the custom environment deployed to, if any.
+	CustomEnvironment *CustomEnvironment
 	// Ref and SHA are the Git ref and commit deployed.
 	Ref, SHA string
+	// Repo is the repository deployed from (AddDeployment fills it from
+	// the project's link when Ref is set).
+	Repo *GitRepo
 	// Meta is the deployment's metadata.
 	Meta map[string]string
 	// CreatorID is the user who created it.
@@ -208,15 +351,18 @@ type Server struct {
 	seq         int
 	projects    map[string]*Project // by id
 	deployments map[string]*Deployment
+	domains     map[string]*Domain // by name
+	teams       map[string]*Team   // by id
 	lastCreated time.Time
-	// lastProject is lastCreated for projects.
-	lastProject time.Time
-	limits      map[Route]rateLimit
-	defLimit    rateLimit
-	buckets     map[bucketKey]*bucket
-	failures    map[Route][]Failure
-	log         []Request
-	srv         *httptest.Server
+	// lastProject, lastDomain and lastMember are lastCreated for
+	// projects, domains and team members.
+	lastProject, lastDomain, lastMember time.Time
+	limits                              map[Route]rateLimit
+	defLimit                            rateLimit
+	buckets                             map[bucketKey]*bucket
+	failures                            map[Route][]Failure
+	log                                 []Request
+	srv                                 *httptest.Server
 }
 
 // New returns a Server with no projects and no deployments.
@@ -226,6 +372,8 @@ func New(o Options) *Server {
 		now:         o.Now,
 		projects:    map[string]*Project{},
 		deployments: map[string]*Deployment{},
+		domains:     map[string]*Domain{},
+		teams:       map[string]*Team{},
 		limits:      map[Route]rateLimit{},
 		defLimit:    rateLimit{limit: DefaultRateLimit, window: DefaultRateWindow},
 		buckets:     map[bucketKey]*bucket{},
@@ -251,6 +399,26 @@ func New(o Options) *Server {
 	s.handle(mux, RouteListProjects, s.listProjects)
 	s.handle(mux, RouteListProjectsV10, s.listProjects)
 	s.handle(mux, RouteGetProject, s.getProject)
+	s.handle(mux, RouteCreateProject, s.createProject)
+	s.handle(mux, RouteCreateProjectV11, s.createProject)
+	s.handle(mux, RouteUpdateProject, s.updateProject)
+	s.handle(mux, RouteDeleteProject, s.deleteProject)
+	s.handle(mux, RouteListDomains, s.listDomains)
+	s.handle(mux, RouteGetDomain, s.getDomain)
+	s.handle(mux, RouteListProjectDomains, s.listProjectDomains)
+	s.handle(mux, RouteGetProjectDomain, s.getProjectDomain)
+	s.handle(mux, RouteAddProjectDomain, s.addProjectDomain)
+	s.handle(mux, RouteRemoveProjectDomain, s.removeProjectDomain)
+	s.handle(mux, RouteListEnv, s.listEnv)
+	s.handle(mux, RouteListEnvV10, s.listEnv)
+	s.handle(mux, RouteGetEnv, s.getEnv)
+	s.handle(mux, RouteCreateEnv, s.createEnv)
+	s.handle(mux, RouteEditEnv, s.editEnv)
+	s.handle(mux, RouteDeleteEnv, s.deleteEnv)
+	s.handle(mux, RouteListTeams, s.listTeams)
+	s.handle(mux, RouteGetTeam, s.getTeam)
+	s.handle(mux, RouteListMembers, s.listMembers)
+	s.handle(mux, RouteListMembersV3, s.listMembers)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.record(r, "")
 		writeError(w, http.StatusNotFound, "not_found", "The requested API endpoint was not found.")
@@ -296,6 +464,29 @@ func (s *Server) AddProject(p Project) Project {
 		p.OwnerID = DefaultUserID
 	}
 	p.CreatedAt = s.projectCreated(p.CreatedAt)
+	if p.UpdatedAt.Before(p.CreatedAt) {
+		p.UpdatedAt = p.CreatedAt
+	}
+	p.CustomEnvironments = slices.Clone(p.CustomEnvironments)
+	for i := range p.CustomEnvironments {
+		if p.CustomEnvironments[i].ID == "" {
+			p.CustomEnvironments[i].ID = "env_" + s.nextID()
+		}
+	}
+	p.Env = slices.Clone(p.Env)
+	for i := range p.Env {
+		s.fillEnv(&p.Env[i], p.CreatedAt)
+	}
+	p.Domains = slices.Clone(p.Domains)
+	for i := range p.Domains {
+		d := &p.Domains[i]
+		if d.CreatedAt.IsZero() {
+			d.CreatedAt = p.CreatedAt
+		}
+		if d.UpdatedAt.IsZero() {
+			d.UpdatedAt = d.CreatedAt
+		}
+	}
 	if p.Link != nil {
 		l := *p.Link
 		if l.Type == "" {
@@ -355,6 +546,15 @@ func (s *Server) AddDeployment(d Deployment) Deployment {
 	}
 	if d.URL == "" {
 		d.URL = deploymentHost(d.Name, d.ID, d.OwnerID)
+	}
+	if p, ok := s.projects[d.ProjectID]; ok && d.Repo == nil && d.Ref != "" && p.Link != nil {
+		l := *p.Link
+		d.Repo = &l
+	}
+	if d.Repo != nil {
+		r := *d.Repo
+		r.Branches = slices.Clone(r.Branches)
+		d.Repo = &r
 	}
 	d.CreatedAt = s.created(d.CreatedAt)
 	d.Meta = maps.Clone(d.Meta)
@@ -469,7 +669,8 @@ func (s *Server) ClearRequests() {
 // scope is who a request acts as.
 type scope struct {
 	userID string
-	owner  string // team id or user id
+	owner  string   // team id or user id
+	teams  []string // the teams the token may act for
 }
 
 // handle registers route with the common prelude: log, injected failure,
@@ -491,8 +692,16 @@ func (s *Server) handle(mux *http.ServeMux, route Route, h func(http.ResponseWri
 			writeForbiddenToken(w)
 			return
 		}
-		sc := scope{userID: userID, owner: userID}
-		if team := r.URL.Query().Get("teamId"); team != "" {
+		sc := scope{userID: userID, owner: userID, teams: teams}
+		team := r.URL.Query().Get("teamId")
+		if slug := r.URL.Query().Get("slug"); team == "" && slug != "" {
+			team = s.teamIDBySlug(slug)
+			if team == "" {
+				writeError(w, http.StatusForbidden, "forbidden", "Not authorized")
+				return
+			}
+		}
+		if team != "" {
 			if !slices.Contains(teams, team) {
 				writeError(w, http.StatusForbidden, "forbidden", "Not authorized")
 				return
@@ -672,6 +881,13 @@ func (s *Server) findDeployment(owner, idOrURL string) *Deployment {
 }
 
 func cloneProject(p Project) Project {
+	p.CustomEnvironments = slices.Clone(p.CustomEnvironments)
+	p.Env = slices.Clone(p.Env)
+	for i := range p.Env {
+		p.Env[i].Target = slices.Clone(p.Env[i].Target)
+		p.Env[i].CustomEnvironmentIDs = slices.Clone(p.Env[i].CustomEnvironmentIDs)
+	}
+	p.Domains = slices.Clone(p.Domains)
 	if p.Link != nil {
 		l := *p.Link
 		l.Branches = slices.Clone(l.Branches)
@@ -681,6 +897,15 @@ func cloneProject(p Project) Project {
 }
 
 func cloneDeployment(d Deployment) Deployment {
+	if d.Repo != nil {
+		r := *d.Repo
+		r.Branches = slices.Clone(r.Branches)
+		d.Repo = &r
+	}
+	if d.CustomEnvironment != nil {
+		ce := *d.CustomEnvironment
+		d.CustomEnvironment = &ce
+	}
 	d.Meta = maps.Clone(d.Meta)
 	d.Request = slices.Clone(d.Request)
 	return d
