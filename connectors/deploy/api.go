@@ -85,15 +85,20 @@ func (c *client) CancelDeployment(ctx context.Context, id, asked string) (*verce
 // vercelDeployment decodes a deployment from GET or POST /v13/deployments
 // (id, readyState) and from a GET /v6/deployments item (uid, state).
 type vercelDeployment struct {
-	ID           string         `json:"id"`
-	UID          string         `json:"uid"`
-	Name         string         `json:"name"`
-	URL          *string        `json:"url"`
-	ProjectID    string         `json:"projectId"`
-	ReadyState   string         `json:"readyState"`
-	State        string         `json:"state"`
-	Status       string         `json:"status"`
-	Target       *string        `json:"target"`
+	ID         string  `json:"id"`
+	UID        string  `json:"uid"`
+	Name       string  `json:"name"`
+	URL        *string `json:"url"`
+	ProjectID  string  `json:"projectId"`
+	ReadyState string  `json:"readyState"`
+	State      string  `json:"state"`
+	Status     string  `json:"status"`
+	Target     *string `json:"target"`
+	// CustomEnvironment is set for a deployment to a custom environment.
+	CustomEnvironment *struct {
+		ID   string `json:"id"`
+		Slug string `json:"slug"`
+	} `json:"customEnvironment"`
 	CreatedAt    int64          `json:"createdAt"`
 	Created      int64          `json:"created"`
 	Ready        *int64         `json:"ready"`

@@ -21,12 +21,19 @@ const (
 	StepCancelDeployment = "deploy.cancel_deployment"
 )
 
-// Deployment environments a step accepts.
+// Deployment environments: the targets Vercel deploys to (production,
+// preview, staging), and the one it does not (development, the local
+// environment of vercel dev).
 const (
 	EnvProduction  = "production"
 	EnvPreview     = "preview"
+	EnvStaging     = "staging"
 	EnvDevelopment = "development"
 )
+
+// errDevelopment says why no step deploys to, or lists deployments of,
+// Vercel's Development environment.
+const errDevelopment = "vercel's development environment is the local one of vercel dev: it holds environment variables and takes no deployment"
 
 // List Deployments bounds.
 const (
@@ -40,7 +47,7 @@ var cancelable = []string{"QUEUED", "INITIALIZING", "BUILDING"}
 
 // reservedConfig are the body keys Create Deployment sets itself; the
 // custom configuration may not set them.
-var reservedConfig = []string{"name", "project", "target", "gitSource", "meta"}
+var reservedConfig = []string{"name", "project", "target", "customEnvironmentSlugOrId", "gitSource", "meta"}
 
 // ToolkitOptions configures NewToolkit.
 type ToolkitOptions struct {
@@ -135,8 +142,8 @@ type Deployment struct {
 	// State is Vercel's readyState: QUEUED, INITIALIZING, BUILDING, READY,
 	// ERROR, CANCELED (DELETED in lists).
 	State string `json:"state"`
-	// Target is "production", "preview" (Vercel's null) or a custom
-	// environment.
+	// Target is "production", "preview" (Vercel's null), "staging" or a
+	// custom environment's slug (its id when Vercel gives no slug).
 	Target    string `json:"target"`
 	ProjectID string `json:"project_id"`
 	// CreatedAt, ReadyAt and CanceledAt are RFC 3339 UTC times.
@@ -196,8 +203,11 @@ func toDeployment(v vercelDeployment) Deployment {
 		}
 		d.URL = &u
 	}
-	if v.Target != nil && *v.Target != "" {
+	switch {
+	case v.Target != nil && *v.Target != "":
 		d.Target = *v.Target
+	case v.CustomEnvironment != nil:
+		d.Target = firstOf(v.CustomEnvironment.Slug, v.CustomEnvironment.ID, EnvPreview)
 	}
 	if v.Ready != nil && *v.Ready > 0 {
 		t := msTime(*v.Ready)
@@ -286,24 +296,26 @@ func gitSource(project string, l *projectLink, ref, sha string) (map[string]any,
 }
 
 type createInput struct {
-	Project     string            `json:"project"`
-	Branch      string            `json:"branch"`
-	SHA         string            `json:"sha"`
-	Environment string            `json:"environment"`
-	Name        string            `json:"name"`
-	Meta        map[string]string `json:"meta"`
-	Config      map[string]any    `json:"config"`
+	Project           string            `json:"project"`
+	Branch            string            `json:"branch"`
+	SHA               string            `json:"sha"`
+	Environment       string            `json:"environment"`
+	CustomEnvironment string            `json:"custom_environment"`
+	Name              string            `json:"name"`
+	Meta              map[string]string `json:"meta"`
+	Config            map[string]any    `json:"config"`
 }
 
 // createDeployment runs Create Deployment: it reads the project (GET
 // /v9/projects/{id}) for its id, name and Git link, then POSTs
 // /v13/deployments with the custom configuration, the name, the project,
-// target "production" (omitted for preview, Vercel's default), the meta
-// and a gitSource for the branch (default: the link's production branch).
+// the target ("production" or "staging"; omitted for preview, Vercel's
+// default) or customEnvironmentSlugOrId, the meta and a gitSource for the
+// branch (default: the link's production branch).
 //
 // Environment "development" is refused: Vercel's Development environment
 // is the local one (vercel dev and its environment variables); no
-// deployment can target it.
+// deployment can target it, and Vercel refuses the target.
 func (tk *toolkit) createDeployment(ctx context.Context, env connectors.Env, input json.RawMessage) (any, error) {
 	var in createInput
 	if err := decodeInput(input, &in); err != nil {
@@ -314,11 +326,15 @@ func (tk *toolkit) createDeployment(ctx context.Context, env connectors.Env, inp
 		return nil, connectors.Errorf(connectors.CodeValidation, "project is required: a project name or id")
 	}
 	switch in.Environment {
-	case "", EnvPreview, EnvProduction:
+	case "", EnvPreview, EnvProduction, EnvStaging:
 	case EnvDevelopment:
-		return nil, connectors.Errorf(connectors.CodeValidation, "environment development cannot be deployed to: it is vercel's local environment (vercel dev); use preview or production")
+		return nil, connectors.Errorf(connectors.CodeValidation, "environment development cannot be deployed to: %s; use preview, production, staging or a custom_environment", errDevelopment)
 	default:
-		return nil, connectors.Errorf(connectors.CodeValidation, "environment %q is not one of production, preview", in.Environment)
+		return nil, connectors.Errorf(connectors.CodeValidation, "environment %q is not one of preview, production, staging; name a custom environment in custom_environment", in.Environment)
+	}
+	in.CustomEnvironment = strings.TrimSpace(in.CustomEnvironment)
+	if in.CustomEnvironment != "" && in.Environment != "" && in.Environment != EnvPreview {
+		return nil, connectors.Errorf(connectors.CodeValidation, "custom_environment %s and environment %s name two environments; a deployment goes to one: give one of them", in.CustomEnvironment, in.Environment)
 	}
 	for _, k := range reservedConfig {
 		if _, ok := in.Config[k]; ok {
@@ -342,8 +358,11 @@ func (tk *toolkit) createDeployment(ctx context.Context, env connectors.Env, inp
 	}
 	body["name"] = firstOf(in.Name, proj.Name, in.Project)
 	body["project"] = firstOf(proj.ID, in.Project)
-	if in.Environment == EnvProduction {
-		body["target"] = EnvProduction
+	switch {
+	case in.CustomEnvironment != "":
+		body["customEnvironmentSlugOrId"] = in.CustomEnvironment
+	case in.Environment == EnvProduction, in.Environment == EnvStaging:
+		body["target"] = in.Environment
 	}
 	if len(in.Meta) > 0 {
 		body["meta"] = in.Meta
@@ -431,10 +450,12 @@ func (tk *toolkit) listDeployments(ctx context.Context, env connectors.Env, inpu
 	}
 	switch in.Environment {
 	case "":
-	case EnvProduction, EnvPreview:
+	case EnvProduction, EnvPreview, EnvStaging:
 		q.Set("target", in.Environment)
+	case EnvDevelopment:
+		return nil, connectors.Errorf(connectors.CodeValidation, "environment development lists nothing: %s; use production, preview or staging", errDevelopment)
 	default:
-		return nil, connectors.Errorf(connectors.CodeValidation, "environment %q is not one of production, preview", in.Environment)
+		return nil, connectors.Errorf(connectors.CodeValidation, "environment %q is not one of production, preview, staging", in.Environment)
 	}
 	if len(in.State) > 0 {
 		for _, s := range in.State {

@@ -123,11 +123,15 @@ func TestSchemasCompileAndExamplesValidate(t *testing.T) {
 				`{"project":"web"}`,
 				`{"project":"prj_123","branch":"feature/login","environment":"production","meta":{"ticket":"OPS-1"}}`,
 				`{"project":"web","environment":"preview","sha":"0123abc","config":{"projectSettings":{"buildCommand":"npm run build"}}}`,
+				`{"project":"web","environment":"staging"}`,
+				`{"project":"web","custom_environment":"qa"}`,
 			},
 			Bad: []string{
 				`{}`,
 				`{"project":""}`,
-				`{"project":"web","environment":"staging"}`,
+				`{"project":"web","environment":"development"}`,
+				`{"project":"web","environment":"nightly"}`,
+				`{"project":"web","config":{"customEnvironmentSlugOrId":"qa"}}`,
 				`{"project":"web","meta":{"n":1}}`,
 				`{"project":"web","config":{"gitSource":{}}}`,
 				`{"project":"web","colour":"red"}`,
@@ -138,6 +142,7 @@ func TestSchemasCompileAndExamplesValidate(t *testing.T) {
 				`{}`,
 				`{"project":"web","environment":"production","state":["READY","ERROR"],"limit":150}`,
 				`{"since":1767225600000,"until":"2026-03-01T00:00:00Z","branch":"main"}`,
+				`{"environment":"staging"}`,
 			},
 			Bad: []string{
 				`{"state":["DONE"]}`,
@@ -243,9 +248,11 @@ func TestCreateDeploymentRefusals(t *testing.T) {
 	linkedProject(h, fakedeploy.DefaultUserID, "main")
 	h.fake.AddProject(fakedeploy.Project{Name: "static"})
 
-	_, err := h.run(t, StepCreateDeployment, personal, `{"project":"web","environment":"development"}`)
-	if ce := connectortest.WantCode(t, err, connectors.CodeValidation); !strings.Contains(ce.Message, "development") {
-		t.Errorf("message = %q", ce.Message)
+	// The schema does not offer development; a caller that skips it is
+	// told why.
+	_, err := h.step(t, StepCreateDeployment).Run(context.Background(), h.env(personal), json.RawMessage(`{"project":"web","environment":"development"}`))
+	if ce := connectortest.WantCode(t, err, connectors.CodeValidation); !strings.Contains(ce.Message, "vercel dev") {
+		t.Errorf("message = %q, want why development takes no deployment", ce.Message)
 	}
 	if n := len(h.fake.Requests()); n != 0 {
 		t.Errorf("development sent %d requests", n)
@@ -471,4 +478,89 @@ func TestCreateDeploymentFromFiles(t *testing.T) {
 	}
 	_, err = h.run(t, StepCreateDeployment, personal, `{"project":"static","branch":"main","config":{"files":[]}}`)
 	connectortest.WantCode(t, err, connectors.CodeValidation)
+}
+
+// The environments the steps offer are the targets Vercel deploys to, and
+// their schemas say why development is not one of them.
+func TestEnvironmentsOffered(t *testing.T) {
+	tk := NewToolkit(ToolkitOptions{})
+	for _, id := range []string{StepCreateDeployment, StepListDeployments} {
+		var sch struct {
+			Properties map[string]struct {
+				Enum        []string `json:"enum"`
+				Description string   `json:"description"`
+			} `json:"properties"`
+		}
+		s := slices.IndexFunc(tk.Steps, func(s connectors.Step) bool { return s.ID == id })
+		if err := json.Unmarshal(tk.Steps[s].Input, &sch); err != nil {
+			t.Fatal(err)
+		}
+		env := sch.Properties["environment"]
+		slices.Sort(env.Enum)
+		if strings.Join(env.Enum, ",") != "preview,production,staging" || !strings.Contains(env.Description, "vercel dev") {
+			t.Errorf("%s environment: enum %v, description %q", id, env.Enum, env.Description)
+		}
+	}
+}
+
+func TestCreateDeploymentEnvironments(t *testing.T) {
+	h := newHarness(t)
+	h.fake.AddProject(fakedeploy.Project{
+		Name: "web", OwnerID: fakedeploy.DefaultTeamID,
+		Link:               &fakedeploy.GitRepo{Org: "acme", Repo: "web", RepoID: 4242},
+		CustomEnvironments: []fakedeploy.CustomEnvironment{{Slug: "qa"}},
+	})
+	for _, tc := range []struct {
+		input, bodyKey, bodyValue, target string
+	}{
+		{`{"project":"web","environment":"staging"}`, "target", "staging", "staging"},
+		{`{"project":"web","environment":"production"}`, "target", "production", "production"},
+		{`{"project":"web","custom_environment":"qa"}`, "customEnvironmentSlugOrId", "qa", "qa"},
+		{`{"project":"web","custom_environment":"qa","environment":"preview"}`, "customEnvironmentSlugOrId", "qa", "qa"},
+	} {
+		h.fake.ClearRequests()
+		out, err := h.run(t, StepCreateDeployment, team, tc.input)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.input, err)
+		}
+		post := h.fake.RequestsTo(fakedeploy.RouteCreateDeployment)
+		var body map[string]any
+		if len(post) != 1 || json.Unmarshal(post[0].Body, &body) != nil {
+			t.Fatalf("%s: POSTs %+v", tc.input, post)
+		}
+		if body[tc.bodyKey] != tc.bodyValue || out["target"] != tc.target {
+			t.Errorf("%s: sent %s=%v, output target %v; want %s, %s", tc.input, tc.bodyKey, body[tc.bodyKey], out["target"], tc.bodyValue, tc.target)
+		}
+	}
+
+	// Two environments at once, or an unknown custom one.
+	h.fake.ClearRequests()
+	_, err := h.run(t, StepCreateDeployment, team, `{"project":"web","custom_environment":"qa","environment":"production"}`)
+	if ce := connectortest.WantCode(t, err, connectors.CodeValidation); !strings.Contains(ce.Message, "one of them") {
+		t.Errorf("message = %q", ce.Message)
+	}
+	if n := len(h.fake.Requests()); n != 0 {
+		t.Errorf("a refused input sent %d requests", n)
+	}
+	_, err = h.run(t, StepCreateDeployment, team, `{"project":"web","custom_environment":"nightly"}`)
+	if ce := connectortest.WantCode(t, err, connectors.CodeValidation); ce.Status != 400 || !strings.Contains(ce.Message, "nightly") {
+		t.Errorf("unknown custom environment: %v", ce)
+	}
+
+	// List Deployments filters staging as Vercel does.
+	out, err := h.run(t, StepListDeployments, team, `{"environment":"staging"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds := out["deployments"].([]any)
+	if len(ds) != 1 || ds[0].(map[string]any)["target"] != "staging" {
+		t.Errorf("staging list = %v", ds)
+	}
+	if q := h.fake.RequestsTo(fakedeploy.RouteListDeployments); len(q) != 1 || q[0].Query.Get("target") != "staging" {
+		t.Errorf("list requests = %+v", q)
+	}
+	_, err = h.step(t, StepListDeployments).Run(context.Background(), h.env(team), json.RawMessage(`{"environment":"development"}`))
+	if ce := connectortest.WantCode(t, err, connectors.CodeValidation); !strings.Contains(ce.Message, "vercel dev") {
+		t.Errorf("list development: %v", ce)
+	}
 }
