@@ -176,7 +176,7 @@ type envJSON struct {
 	CreatedBy            string   `json:"createdBy"`
 	UpdatedBy            string   `json:"updatedBy"`
 	Decrypted            *bool    `json:"decrypted,omitempty"`
-	SecurityIssues       []any    `json:"securityIssues,omitempty"`
+	SecurityIssues       *[]any   `json:"securityIssues,omitempty"` // in lists only
 }
 
 // toJSON shapes e: an encrypted value is shown as ciphertext unless
@@ -247,7 +247,7 @@ func (s *Server) listEnv(w http.ResponseWriter, r *http.Request, sc scope) {
 		case ceID != "" && !slices.Contains(e.CustomEnvironmentIDs, ceID):
 		default:
 			j := e.toJSON(decrypt)
-			j.SecurityIssues = []any{}
+			j.SecurityIssues = &[]any{}
 			envs = append(envs, j)
 		}
 	}
