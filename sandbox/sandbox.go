@@ -48,6 +48,7 @@ func Start() *Sandbox {
 		ga: fakeanalytics.New(fakeanalytics.Options{}),
 	}
 	s.CodeHostURL, s.DeployURL, s.AnalyticsURL = s.gh.Start(), s.vc.Start(), s.ga.Start()
+	s.vc.AddTeam(fakedeploy.Team{ID: fakedeploy.DefaultTeamID, Slug: "sandbox-team", Name: "Sandbox team"})
 	s.vc.AddProject(fakedeploy.Project{Name: "web", OwnerID: fakedeploy.DefaultTeamID,
 		Link: &fakedeploy.GitRepo{Org: fakecodehost.SeedOwner, Repo: fakecodehost.SeedRepo, RepoID: fakecodehost.SeedRepoID}})
 	acc := s.ga.AddAccount(fakeanalytics.Account{DisplayName: "Sandbox"})

@@ -283,10 +283,6 @@ func plan(owner string) string {
 	return "hobby"
 }
 
-func (d *Deployment) settingsJSON() projectSettingsJSON {
-	return projectSettingsJSON{}
-}
-
 func (d *Deployment) toJSON() deploymentJSON {
 	out := deploymentJSON{
 		ID:                d.ID,
@@ -317,7 +313,7 @@ func (d *Deployment) toJSON() deploymentJSON {
 		Build:             buildJSON{Env: []string{}},
 		Env:               []string{},
 		Plan:              plan(d.OwnerID),
-		ProjectSettings:   d.settingsJSON(),
+		ProjectSettings:   projectSettingsJSON{},
 	}
 	if !d.CanceledAt.IsZero() {
 		v := d.CanceledAt.UnixMilli()
@@ -352,7 +348,7 @@ func (d *Deployment) toListItem() listItemJSON {
 		Source:            d.source(),
 		AliasAssigned:     d.State == StateReady,
 		IsRollbackCand:    d.State == StateReady && d.Target == "production",
-		ProjectSettings:   d.settingsJSON(),
+		ProjectSettings:   projectSettingsJSON{},
 	}
 }
 

@@ -11,8 +11,9 @@ import (
 	"strings"
 )
 
-// projectName is Vercel's rule for project names.
-var projectName = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]{0,98}[a-z0-9_-])?$|^[a-z0-9]$`)
+// projectName is Vercel's rule for project names: up to 100 lower-case
+// letters, digits, ".", "_" and "-", with no "---".
+var projectName = regexp.MustCompile(`^[a-z0-9._-]{1,100}$`)
 
 // projectBody is the body of POST /v10/projects and PATCH
 // /v9/projects/{idOrName}: the settings the fake keeps. Vercel refuses
@@ -102,7 +103,7 @@ func (b *projectBody) apply(p *Project) string {
 
 func checkProjectName(name string) string {
 	if !projectName.MatchString(name) || strings.Contains(name, "---") {
-		return "The name of a Project can only contain up to 100 alphanumeric lowercase characters and hyphens, underscores and dots, and may not start or end with one of these."
+		return "Project names can be up to 100 characters long and must be lowercase. They can include letters, digits, and the following characters: '.', '_', '-'. However, they cannot contain the sequence '---'."
 	}
 	return ""
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 )
 
 // teamRoles are the roles of Vercel's team members.
@@ -34,7 +35,7 @@ func (s *Server) addTeam(t Team) *Team {
 	if t.CreatedAt.IsZero() {
 		t.CreatedAt = s.now()
 	}
-	t.CreatedAt = t.CreatedAt.Truncate(1e6)
+	t.CreatedAt = t.CreatedAt.Truncate(time.Millisecond)
 	t.Members = slices.Clone(t.Members)
 	if !slices.ContainsFunc(t.Members, func(m Member) bool { return m.UID == t.CreatorID }) {
 		t.Members = append([]Member{{UID: t.CreatorID, Role: "OWNER", Confirmed: true, CreatedAt: t.CreatedAt}}, t.Members...)
