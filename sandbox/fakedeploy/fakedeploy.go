@@ -10,13 +10,15 @@
 // /v10/projects/{idOrName}/env, GET /v3/teams/{teamId}/members), and
 // answers any other path or version with Vercel's 404 envelope. State is
 // kept, so a project, domain or variable created through the API can be
-// read, changed and deleted through it. Requests
-// carry "Authorization: Bearer <token>"; a missing or unknown token gets
-// 403 {"error":{"code":"forbidden","invalidToken":true}} as Vercel answers.
-// A teamId query parameter scopes a request to that team, and a team the
-// token cannot access gets 403; without it the request acts on the user's
-// personal scope, so team resources are not found.
+// read, changed and deleted through it. Requests carry "Authorization:
+// Bearer <token>"; a missing or unknown token gets 403
+// {"error":{"code":"forbidden","invalidToken":true}} as Vercel answers. A
+// teamId (or slug) query parameter scopes a request to that team, and a
+// team the token cannot access gets 403; without it the request acts on
+// the user's personal scope, so team resources are not found.
 //
+// AddProject, AddDeployment, AddDomain and AddTeam seed state;
+// SetDeploymentState and SetDomainVerified move it as Vercel would.
 // Every endpoint has a rate-limit bucket per scope (default 1,000 requests
 // a minute) reported in X-RateLimit-Limit, -Remaining and -Reset; a spent
 // bucket answers 429 with Retry-After and Vercel's rate_limited body.
@@ -354,15 +356,15 @@ type Server struct {
 	domains     map[string]*Domain // by name
 	teams       map[string]*Team   // by id
 	lastCreated time.Time
-	// lastProject, lastDomain and lastMember are lastCreated for
-	// projects, domains and team members.
-	lastProject, lastDomain, lastMember time.Time
-	limits                              map[Route]rateLimit
-	defLimit                            rateLimit
-	buckets                             map[bucketKey]*bucket
-	failures                            map[Route][]Failure
-	log                                 []Request
-	srv                                 *httptest.Server
+	// lastProject, lastDomain, lastTeam and lastMember are lastCreated
+	// for projects, domains, teams and team members.
+	lastProject, lastDomain, lastTeam, lastMember time.Time
+	limits                                        map[Route]rateLimit
+	defLimit                                      rateLimit
+	buckets                                       map[bucketKey]*bucket
+	failures                                      map[Route][]Failure
+	log                                           []Request
+	srv                                           *httptest.Server
 }
 
 // New returns a Server with no projects and no deployments.

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // call is do with the team scope and a check of the status.
@@ -290,6 +291,48 @@ func TestDeploymentTargets(t *testing.T) {
 		m := call(t, u, "GET", "/v6/deployments?target="+target, "", 200)
 		if n := len(m["deployments"].([]any)); n != want {
 			t.Errorf("target=%s lists %d, want %d", target, n, want)
+		}
+	}
+}
+
+// The account's domains and the token's teams page by Vercel's timestamp
+// cursor: pagination.next passed back as until, null at the end.
+func TestDomainsAndTeamsPaginate(t *testing.T) {
+	s := New(Options{Now: func() time.Time { return now }, Authenticate: func(string) (string, []string, bool) {
+		return DefaultUserID, []string{"team_a", "team_b", "team_c"}, true
+	}})
+	u := s.Start()
+	t.Cleanup(s.Close)
+	for i := range 5 {
+		s.AddDomain(Domain{Name: "site" + strconv.Itoa(i) + ".dev"})
+	}
+	for i, id := range []string{"team_a", "team_b", "team_c"} {
+		s.AddTeam(Team{ID: id, CreatedAt: now.Add(time.Duration(i) * time.Second)})
+	}
+	for _, tc := range []struct {
+		path, list string
+		want       int
+	}{{"/v5/domains", "domains", 5}, {"/v2/teams", "teams", 3}} {
+		seen := map[string]bool{}
+		q := "?limit=2"
+		pages := 0
+		for range 5 {
+			resp, m := do(t, "GET", u+tc.path+q, "t", "")
+			if resp.StatusCode != 200 {
+				t.Fatalf("GET %s%s = %d %v", tc.path, q, resp.StatusCode, m)
+			}
+			pages++
+			for _, it := range m[tc.list].([]any) {
+				seen[it.(map[string]any)["id"].(string)] = true
+			}
+			next, ok := m["pagination"].(map[string]any)["next"].(float64)
+			if !ok {
+				break
+			}
+			q = "?limit=2&until=" + strconv.FormatInt(int64(next), 10)
+		}
+		if len(seen) != tc.want || pages != (tc.want+1)/2 {
+			t.Errorf("%s: %d distinct in %d pages, want %d in %d", tc.path, len(seen), pages, tc.want, (tc.want+1)/2)
 		}
 	}
 }

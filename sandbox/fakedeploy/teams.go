@@ -5,14 +5,13 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"time"
 )
 
 // teamRoles are the roles of Vercel's team members.
 var teamRoles = []string{"OWNER", "MEMBER", "DEVELOPER", "SECURITY", "BILLING", "VIEWER", "VIEWER_FOR_PLUS", "CONTRIBUTOR"}
 
 // AddTeam stores t, filling Slug and Name (from the id), CreatorID and
-// CreatedAt, and the creator as OWNER when not among Members, and returns
+// CreatedAt (unique per fake, so the list's cursor is exact), and the creator as OWNER when not among Members, and returns
 // it. Teams a token may act for (Options.Authenticate) that were never
 // added exist all the same, with those defaults.
 func (s *Server) AddTeam(t Team) Team {
@@ -32,10 +31,7 @@ func (s *Server) addTeam(t Team) *Team {
 	if t.CreatorID == "" {
 		t.CreatorID = DefaultUserID
 	}
-	if t.CreatedAt.IsZero() {
-		t.CreatedAt = s.now()
-	}
-	t.CreatedAt = t.CreatedAt.Truncate(time.Millisecond)
+	t.CreatedAt = s.after(&s.lastTeam, t.CreatedAt)
 	t.Members = slices.Clone(t.Members)
 	if !slices.ContainsFunc(t.Members, func(m Member) bool { return m.UID == t.CreatorID }) {
 		t.Members = append([]Member{{UID: t.CreatorID, Role: "OWNER", Confirmed: true, CreatedAt: t.CreatedAt}}, t.Members...)
