@@ -12,8 +12,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 
@@ -157,7 +159,10 @@ func (d *Description) Check(exs []Exchange) (Report, error) {
 	keep := map[string]map[string]bool{}
 	for i, ex := range exs {
 		method := strings.ToLower(ex.Request.Method)
-		template, path := d.router.find(ex.Request.URL, d.basePath)
+		template, path := d.router.findFor(ex.Request.URL, d.basePath, func(t string) bool {
+			_, ok := d.doc["paths"].(map[string]any)[t].(map[string]any)[method]
+			return ok
+		})
 		paths[i] = path
 		report[i] = Finding{Operation: ex.Request.Method + " " + ex.Request.URL.Path, Status: ex.Response.StatusCode}
 		if template == "" {
@@ -180,16 +185,38 @@ func (d *Description) Check(exs []Exchange) (Report, error) {
 	if len(keep) == 0 {
 		return report, nil
 	}
-	v, err := d.validator(keep)
-	if err != nil {
-		return nil, err
+	// Templates spelling one path with differently named parameters go
+	// to validators of their own: a validator takes the first template
+	// matching a path, whatever its methods.
+	layers := []map[string]map[string]bool{}
+	layerOf := map[string]int{}
+	for _, t := range slices.Sorted(maps.Keys(keep)) {
+		shape := paramRE.ReplaceAllString(t, "{}")
+		i := slices.IndexFunc(layers, func(l map[string]map[string]bool) bool {
+			return !slices.ContainsFunc(slices.Collect(maps.Keys(l)), func(o string) bool { return paramRE.ReplaceAllString(o, "{}") == shape })
+		})
+		if i < 0 {
+			layers = append(layers, map[string]map[string]bool{})
+			i = len(layers) - 1
+		}
+		layers[i][t] = keep[t]
+		layerOf[t] = i
 	}
-	defer v.Release()
+	vs := make([]validator.Validator, len(layers))
+	for i, l := range layers {
+		v, err := d.validator(l)
+		if err != nil {
+			return nil, err
+		}
+		defer v.Release()
+		vs[i] = v
+	}
 	for i, ex := range exs {
 		if !matched[i] {
 			continue
 		}
-		report[i].Request, report[i].Response = validate(v, ex, paths[i])
+		t := strings.TrimPrefix(report[i].Operation, ex.Request.Method+" ")
+		report[i].Request, report[i].Response = validate(vs[layerOf[t]], ex, paths[i])
 	}
 	return report, nil
 }

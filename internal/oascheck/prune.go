@@ -104,13 +104,21 @@ func newRouter(paths map[string]any, multi func(template string) bool) router {
 	return rt
 }
 
-// find returns the template that best matches the request path p (with
-// basePath, the servers' path, removed), or "". When the template's last
-// parameter spans several segments (or none), path is p's escaped path
-// with those segments' slashes escaped (or an empty last segment), so
-// that validators, which match one segment per parameter, find the same
-// template; otherwise path is p's.
+// find is findFor accepting every template.
 func (rt router) find(p *url.URL, basePath string) (template, path string) {
+	return rt.findFor(p, basePath, nil)
+}
+
+// findFor returns the template that best matches the request path p (with
+// basePath, the servers' path, removed), or "". Templates accept (when
+// not nil) takes are preferred: a description may spell one path twice
+// with differently named parameters, each with its own methods (Vercel's
+// GET /v13/deployments/{idOrUrl} and DELETE /v13/deployments/{id}). When
+// the template's last parameter spans several segments (or none), path is
+// p's escaped path with those segments' slashes escaped (or an empty last
+// segment), so that validators, which match one segment per parameter,
+// find the same template; otherwise path is p's.
+func (rt router) findFor(p *url.URL, basePath string, accept func(template string) bool) (template, path string) {
 	escaped := strings.TrimPrefix(p.EscapedPath(), basePath)
 	raw := strings.Split(strings.Trim(escaped, "/"), "/")
 	segs := make([]string, len(raw))
@@ -121,10 +129,15 @@ func (rt router) find(p *url.URL, basePath string) (template, path string) {
 		segs[i] = s
 	}
 	var best route
-	bestRank := ""
+	bestRank, bestAccepted := "", false
 	for _, r := range rt {
-		if rank, ok := r.score(segs); ok && rank > bestRank {
-			best, bestRank = r, rank
+		rank, ok := r.score(segs)
+		if !ok {
+			continue
+		}
+		accepted := accept == nil || accept(r.template)
+		if accepted && !bestAccepted || accepted == bestAccepted && rank > bestRank {
+			best, bestRank, bestAccepted = r, rank, accepted
 		}
 	}
 	if bestRank == "" {
