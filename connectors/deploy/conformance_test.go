@@ -1,28 +1,21 @@
 package deploy
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"maps"
 	"net/http"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/pb33f/libopenapi"
-	validator "github.com/pb33f/libopenapi-validator"
-	"github.com/pb33f/libopenapi-validator/config"
-	verrors "github.com/pb33f/libopenapi-validator/errors"
-
 	"github.com/triggerd/triggerd/connectors"
 	"github.com/triggerd/triggerd/connectors/connectortest"
+	"github.com/triggerd/triggerd/internal/oascheck"
 	"github.com/triggerd/triggerd/internal/specfetch"
 	"github.com/triggerd/triggerd/sandbox/fakedeploy"
 )
@@ -38,14 +31,14 @@ func vercelDescription(t *testing.T) []byte {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	b, src, err := specfetch.VercelSpec(ctx, specfetch.VercelOptions{})
+	b, src, err := (&specfetch.Fetcher{}).Vercel(ctx)
 	if err == nil {
 		t.Logf("Vercel's OpenAPI description: %s (%d bytes)", src, len(b))
 		return b
 	}
 	msg := fmt.Sprintf("SKIPPED: Vercel's OpenAPI description (%s of %s) could not be had, so the fake's answers and the client's requests are NOT checked against it: %v. "+
 		"Set $%s to a copy of the file to check against it.", specfetch.VercelSpecFile, specfetch.VercelModule, err, specfetch.VercelSpecEnv)
-	refused := errors.Is(err, specfetch.ErrVercelUnavailable)
+	refused := errors.Is(err, specfetch.ErrUnavailable)
 	if os.Getenv(requireSpecs) == "1" || os.Getenv("CI") == "true" && !refused {
 		t.Fatal(msg)
 	}
@@ -93,49 +86,68 @@ var specEndpoints = []endpoint{
 // endpoint of the product spec is called, through the steps where a step
 // calls it and directly otherwise, and each exchange must be one the
 // description takes (request) and lists (status and body of the answer).
+// An exchange under a path version the description lacks is left out;
+// every endpoint must be in it under one of the versions the fake serves.
 func TestVercelConformance(t *testing.T) {
 	if testing.Short() {
 		t.Skip("SKIPPED in -short: fetches and compiles Vercel's OpenAPI description")
 	}
 	spec := vercelDescription(t)
-	c, err := newSpecChecker(spec, specEndpoints)
+	d, err := oascheck.Parse(vercelName, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
+	rec := &oascheck.Recorder{}
+	exerciseVercel(t, rec)
+	report, err := d.Check(rec.Exchanges())
+	if err != nil {
+		t.Fatal(err)
+	}
+	reached := map[string]bool{}
+	var bad oascheck.Report
+	for _, f := range report {
+		if !strings.Contains(f.Operation, "{") && !f.OK() && strings.Contains(strings.Join(f.Request, " "), vercelName) {
+			continue // a path version the description does not have
+		}
+		reached[normalize(f.Operation)] = true
+		if !f.OK() {
+			bad = append(bad, f)
+		}
+	}
 	for _, e := range specEndpoints {
-		if !slices.ContainsFunc(e.versions, func(p string) bool { return c.has(e.method, p) }) {
+		if !slices.ContainsFunc(e.versions, func(p string) bool { return reached[normalize(e.method+" "+p)] }) {
 			t.Errorf("%s: the description has none of %s %v", e.name, e.method, e.versions)
 		}
 	}
-	rec := &recorder{}
-	exerciseVercel(t, rec)
-	for _, f := range c.check(rec.exchanges) {
-		t.Error(f)
+	if len(bad) > 0 {
+		t.Errorf("the fake or the client does not conform to Vercel's description: %s", bad)
 	}
 }
 
-// TestConformanceCheckerCatches holds the checker itself to a description
-// made for the purpose: an answer lacking a required field, a status the
-// description does not list and a request body it does not take are
-// each reported; conforming exchanges are not.
-func TestConformanceCheckerCatches(t *testing.T) {
+const vercelName = "Vercel REST (vercel-spec.json)"
+
+// normalize spells an operation with its path parameters unnamed
+// ("GET /v9/projects/{}"), as descriptions name them differently.
+func normalize(op string) string { return paramName.ReplaceAllString(op, "{}") }
+
+var paramName = regexp.MustCompile(`\{[^}/]*\}`)
+
+// TestConformanceCheckCatches holds the check to a description made for
+// the purpose: the fake's answer lacking a field the description requires
+// and a request body it does not take are reported; a conforming
+// exchange is not.
+func TestConformanceCheckCatches(t *testing.T) {
 	desc := `{"openapi":"3.0.3","info":{"title":"t","version":"1"},"servers":[{"url":"https://api.vercel.com"}],"paths":{
-	  "/v13/deployments/{idOrUrl}":{"get":{"parameters":[{"name":"idOrUrl","in":"path","required":true,"schema":{"type":"string"}},
-	    {"name":"teamId","in":"query","schema":{"type":"string"}}],
+	  "/v13/deployments/{idOrUrl}":{"get":{"parameters":[{"name":"idOrUrl","in":"path","required":true,"schema":{"type":"string"}}],
 	    "responses":{"200":{"description":"","content":{"application/json":{"schema":{"type":"object","required":["id","plan"],
 	      "properties":{"id":{"type":"string"},"plan":{"type":"string","enum":["hobby","pro","enterprise"]}}}}}},
 	      "404":{"description":""}}}},
 	  "/v9/projects/{idOrName}":{"get":{"parameters":[{"name":"idOrName","in":"path","required":true,"schema":{"type":"string"}}],
 	    "responses":{"200":{"description":"","content":{"application/json":{"schema":{"type":"object","required":["id","madeUpField"]}}}}}}},
 	  "/v13/deployments":{"post":{"requestBody":{"required":true,"content":{"application/json":{"schema":{"type":"object",
-	    "required":["name"],"properties":{"name":{"type":"string"},"target":{"type":"string"}},"additionalProperties":false}}}},
-	    "responses":{"200":{"description":"","content":{"application/json":{"schema":{"type":"object"}}}}}}}}}`
-	eps := []endpoint{
-		{"get deployment", "GET", []string{"/v13/deployments/{idOrUrl}"}},
-		{"get project", "GET", []string{"/v9/projects/{idOrName}"}},
-		{"create deployment", "POST", []string{"/v13/deployments"}},
-	}
-	c, err := newSpecChecker([]byte(desc), eps)
+	    "required":["name"],"properties":{"name":{"type":"string"}},"additionalProperties":false}}}},
+	    "responses":{"200":{"description":"","content":{"application/json":{"schema":{"type":"object"}}}},"400":{"description":""}}}}}}`
+	d, err := oascheck.Parse("test description", []byte(desc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,11 +155,16 @@ func TestConformanceCheckerCatches(t *testing.T) {
 	u := fake.Start()
 	t.Cleanup(fake.Close)
 	p := fake.AddProject(fakedeploy.Project{Name: "web"})
-	d := fake.AddDeployment(fakedeploy.Deployment{ProjectID: p.ID})
-	rec := &recorder{}
+	dep := fake.AddDeployment(fakedeploy.Deployment{ProjectID: p.ID})
+	rec := &oascheck.Recorder{}
 	hc := &http.Client{Transport: rec}
-	send := func(method, path, body string) {
-		req, _ := http.NewRequest(method, u+path, strings.NewReader(body))
+	for _, r := range []struct{ method, path, body string }{
+		{"GET", "/v13/deployments/" + dep.ID, ""},   // conforms
+		{"GET", "/v13/deployments/dpl_none", ""},    // 404, listed without a body
+		{"GET", "/v9/projects/web", ""},             // lacks madeUpField
+		{"POST", "/v13/deployments", `{"nam":"x"}`}, // a body the description does not take
+	} {
+		req, _ := http.NewRequest(r.method, u+r.path, strings.NewReader(r.body))
 		req.Header.Set("Authorization", "Bearer t")
 		resp, err := hc.Do(req)
 		if err != nil {
@@ -155,63 +172,17 @@ func TestConformanceCheckerCatches(t *testing.T) {
 		}
 		resp.Body.Close()
 	}
-	send("GET", "/v13/deployments/"+d.ID, "")      // conforms
-	send("GET", "/v13/deployments/dpl_none", "")   // 404, listed without a body schema
-	send("GET", "/v9/projects/web", "")            // lacks madeUpField
-	send("POST", "/v13/deployments", `{"nam":1}`)  // a body the description does not take, answered 400
-	send("GET", "/v13/deployments/"+d.ID+"/x", "") // no such operation: not the checker's business
-	got := strings.Join(c.check(rec.exchanges), "\n")
-	for _, want := range []string{"GET /v9/projects/{idOrName}", "madeUpField", "POST /v13/deployments", "400"} {
-		if !strings.Contains(got, want) {
-			t.Errorf("findings lack %q:\n%s", want, got)
-		}
-	}
-	if strings.Contains(got, "GET /v13/deployments/{idOrUrl}") {
-		t.Errorf("a conforming exchange was reported:\n%s", got)
-	}
-}
-
-// exchange is one request and answer, with both bodies.
-type exchange struct {
-	req      *http.Request
-	reqBody  []byte
-	resp     *http.Response
-	respBody []byte
-}
-
-// recorder is an http.RoundTripper keeping every exchange.
-type recorder struct {
-	mu        sync.Mutex
-	exchanges []exchange
-}
-
-func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
-	var body []byte
-	if req.Body != nil {
-		var err error
-		if body, err = io.ReadAll(req.Body); err != nil {
-			return nil, err
-		}
-		req.Body.Close()
-		req = req.Clone(req.Context())
-		req.ContentLength = int64(len(body))
-		req.Body = io.NopCloser(bytes.NewReader(body))
-	}
-	resp, err := http.DefaultTransport.RoundTrip(req)
+	report, err := d.Check(rec.Exchanges())
 	if err != nil {
-		return nil, err
+		t.Fatal(err)
 	}
-	respBody, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		return nil, err
+	fails := report.Failures()
+	if len(fails["GET /v13/deployments/{idOrUrl}"]) != 0 {
+		t.Errorf("a conforming exchange was reported: %v", fails)
 	}
-	resp.Body = io.NopCloser(bytes.NewReader(respBody))
-	kept := *resp
-	r.mu.Lock()
-	r.exchanges = append(r.exchanges, exchange{req: req, reqBody: body, resp: &kept, respBody: respBody})
-	r.mu.Unlock()
-	return resp, nil
+	if !strings.Contains(fmt.Sprint(fails["GET /v9/projects/{idOrName}"]), "madeUpField") || len(fails["POST /v13/deployments"]) == 0 {
+		t.Errorf("findings = %v, want the missing field and the wrong body", fails)
+	}
 }
 
 // exerciseVercel calls every endpoint of specEndpoints on a fake through
@@ -219,7 +190,7 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 // requests are checked too), the others directly, under every path
 // version the fake serves, with both answers that succeed and answers
 // that refuse.
-func exerciseVercel(t *testing.T, rec *recorder) {
+func exerciseVercel(t *testing.T, rec *oascheck.Recorder) {
 	t.Helper()
 	h := newHarness(t)
 	h.fake.AddProject(fakedeploy.Project{Name: "web", OwnerID: fakedeploy.DefaultTeamID,
@@ -300,134 +271,4 @@ func exerciseVercel(t *testing.T, rec *recorder) {
 	for _, v := range []string{"v2", "v3"} {
 		send("GET", "/"+v+"/teams/"+fakedeploy.DefaultTeamID+"/members", "")
 	}
-}
-
-// specChecker validates exchanges against a description pruned to the
-// endpoints exercised (the whole of Vercel's is about 11 MB).
-type specChecker struct {
-	v         validator.Validator
-	ops       map[string]bool // "METHOD template" present in the description
-	templates []string
-}
-
-func newSpecChecker(spec []byte, eps []endpoint) (*specChecker, error) {
-	var doc map[string]any
-	if err := json.Unmarshal(spec, &doc); err != nil {
-		return nil, fmt.Errorf("the description is not JSON: %w", err)
-	}
-	paths, _ := doc["paths"].(map[string]any)
-	if len(paths) == 0 {
-		return nil, errors.New("the description has no paths")
-	}
-	kept := map[string]any{}
-	ops := map[string]bool{}
-	for _, e := range eps {
-		for _, p := range e.versions {
-			item, ok := paths[p].(map[string]any)
-			if !ok {
-				continue
-			}
-			kept[p] = item
-			if _, ok := item[strings.ToLower(e.method)]; ok {
-				ops[e.method+" "+p] = true
-			}
-		}
-	}
-	doc["paths"] = kept
-	pruned, err := json.Marshal(doc)
-	if err != nil {
-		return nil, err
-	}
-	d, err := libopenapi.NewDocument(pruned)
-	if err != nil {
-		return nil, fmt.Errorf("the description: %w", err)
-	}
-	v, errs := validator.NewValidator(d, config.WithoutSecurityValidation())
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("the description: %v", errors.Join(errs...))
-	}
-	return &specChecker{v: v, ops: ops, templates: slices.Collect(maps.Keys(kept))}, nil
-}
-
-func (c *specChecker) has(method, template string) bool { return c.ops[method+" "+template] }
-
-// check returns one finding per exchange that does not conform: a
-// request the description does not take (unless the fake refused it,
-// 4xx), an answer whose status or body it does not list. Exchanges with
-// paths outside the description are left out: the coverage check says
-// which endpoints it lacks.
-func (c *specChecker) check(exs []exchange) []string {
-	var out []string
-	for _, ex := range exs {
-		r := ex.req.Clone(ex.req.Context())
-		r.Body = io.NopCloser(bytes.NewReader(ex.reqBody))
-		ok, errs := c.v.ValidateHttpRequestSync(r)
-		if !ok && missingPath(errs) {
-			continue
-		}
-		op := ex.req.Method + " " + c.template(ex.req.URL.Path)
-		if !ok && (ex.resp.StatusCode < 400 || ex.resp.StatusCode >= 500) {
-			out = append(out, fmt.Sprintf("%s: the request is not one Vercel's description takes, yet the fake answered %d: %s\nbody: %.400s",
-				op, ex.resp.StatusCode, describe(errs), ex.reqBody))
-		}
-		r.Body = io.NopCloser(bytes.NewReader(ex.reqBody))
-		w := *ex.resp
-		w.Body = io.NopCloser(bytes.NewReader(ex.respBody))
-		w.ContentLength = int64(len(ex.respBody))
-		if ok, errs := c.v.ValidateHttpResponse(r, &w); !ok {
-			out = append(out, fmt.Sprintf("%s answered %d, not as Vercel's description lists: %s\nbody: %.600s",
-				op, ex.resp.StatusCode, describe(errs), ex.respBody))
-		}
-	}
-	return out
-}
-
-func missingPath(errs []*verrors.ValidationError) bool {
-	for _, e := range errs {
-		if e.ValidationType == "path" && (e.ValidationSubType == "missing" || e.ValidationSubType == "missingOperation") {
-			return true
-		}
-	}
-	return false
-}
-
-// template returns the description's path template matching path, the
-// one with the most literal segments when several do, or path itself.
-func (c *specChecker) template(path string) string {
-	segs := strings.Split(strings.Trim(path, "/"), "/")
-	best, bestLit := path, -1
-	for _, tpl := range c.templates {
-		ts := strings.Split(strings.Trim(tpl, "/"), "/")
-		if len(ts) != len(segs) {
-			continue
-		}
-		lit := 0
-		for i, s := range ts {
-			switch {
-			case strings.HasPrefix(s, "{") && strings.HasSuffix(s, "}"):
-			case s == segs[i]:
-				lit++
-			default:
-				lit = -1
-			}
-			if lit < 0 {
-				break
-			}
-		}
-		if lit > bestLit {
-			best, bestLit = tpl, lit
-		}
-	}
-	return best
-}
-
-func describe(errs []*verrors.ValidationError) string {
-	var b strings.Builder
-	for _, e := range errs {
-		fmt.Fprintf(&b, "\n  - %s: %s", e.Message, e.Reason)
-		for _, se := range e.SchemaValidationErrors {
-			fmt.Fprintf(&b, "\n      %s: %s", se.FieldPath, se.Reason)
-		}
-	}
-	return b.String()
 }

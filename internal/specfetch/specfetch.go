@@ -74,7 +74,7 @@ func (f *Fetcher) cacheDir() (string, error) {
 }
 
 // get GETs url and returns its body, at most MaxDownload bytes; a status
-// other than 200 is an error (404 wraps ErrNotFound).
+// other than 200 is an error (404, 403 and 410 wrap ErrNotFound).
 func (f *Fetcher) get(ctx context.Context, url, accept string) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
@@ -89,8 +89,12 @@ func (f *Fetcher) get(ctx context.Context, url, accept string) ([]byte, error) {
 		return nil, fmt.Errorf("specfetch: GET %s: %w", url, err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusNotFound {
-		return nil, fmt.Errorf("%w: GET %s answered 404", ErrNotFound, url)
+	switch resp.StatusCode {
+	case http.StatusNotFound, http.StatusGone, http.StatusForbidden:
+		// 403 and 410 are how the Go module proxy refuses a module it
+		// will not serve ("This module version is not available.").
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
+		return nil, fmt.Errorf("%w: GET %s answered %s %q", ErrNotFound, url, resp.Status, bytes.TrimSpace(msg))
 	}
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))

@@ -1,150 +1,125 @@
 package specfetch
 
 import (
-	"archive/tar"
-	"archive/zip"
-	"bytes"
-	"compress/gzip"
 	"context"
+	"crypto/sha512"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 )
 
-const spec = `{"openapi":"3.0.3","paths":{}}`
+const vercelSpec = `{"openapi":"3.0.3","paths":{}}`
 
-// registries serves a Go module proxy and an npm registry for vercel/sdk
-// on loopback; zipSpec and tgzSpec say whether their archives hold the
-// description, badSum spoils npm's integrity.
-type registries struct {
-	proxy, npm *httptest.Server
-	zips       atomic.Int32
-}
-
-func newRegistries(t *testing.T, zipSpec, tgzSpec, badSum bool, proxyStatus int) *registries {
+// vercelRegistries serves vercel/sdk from a Go module proxy (with the
+// checksum database's lookup) and from an npm registry, on loopback.
+// withZip and withTgz say whether each archive holds the description;
+// refuse makes the proxy answer 403 as it does for a module it will not
+// serve.
+func vercelRegistries(t *testing.T, withZip, withTgz, refuse bool) (f *Fetcher, zips *atomic.Int32) {
 	t.Helper()
-	r := &registries{}
-	const version = "v1.0.1-0.20251027000000-1aada4a8abcd"
-	r.proxy = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if proxyStatus != 0 {
-			http.Error(w, "This module version is not available.", proxyStatus)
+	const version = "v1.28.35"
+	files := map[string]string{"README.md": "sdk"}
+	if withZip {
+		files[VercelSpecFile] = vercelSpec
+	}
+	body, sum := moduleZip(t, VercelModule, version, files)
+	zips = &atomic.Int32{}
+	esc := escapeModule(VercelModule)
+	gp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if refuse {
+			http.Error(w, "This module version is not available.", http.StatusForbidden)
 			return
 		}
-		switch req.URL.Path {
-		case "/" + VercelModule + "/@latest":
+		switch r.URL.Path {
+		case "/" + esc + "/@latest":
 			json.NewEncoder(w).Encode(map[string]string{"Version": version})
-		case "/" + VercelModule + "/@v/" + version + ".zip":
-			r.zips.Add(1)
-			var b bytes.Buffer
-			zw := zip.NewWriter(&b)
-			prefix := VercelModule + "@" + version + "/"
-			names := []string{prefix + "README.md"}
-			if zipSpec {
-				names = append(names, prefix+VercelSpecFile)
-			}
-			for _, n := range names {
-				f, _ := zw.Create(n)
-				f.Write([]byte(spec))
-			}
-			zw.Close()
-			w.Write(b.Bytes())
+		case "/" + esc + "/@v/" + version + ".zip":
+			zips.Add(1)
+			w.Write(body)
+		case "/sumdb/sum.golang.org/lookup/" + esc + "@" + version:
+			fmt.Fprintf(w, "1\n%s %s %s\n\ngo.sum database tree\n", VercelModule, version, sum)
 		default:
-			http.NotFound(w, req)
+			http.NotFound(w, r)
 		}
 	}))
-	t.Cleanup(r.proxy.Close)
-	var tgz bytes.Buffer
-	gz := gzip.NewWriter(&tgz)
-	tw := tar.NewWriter(gz)
-	files := map[string]string{"package/package.json": `{}`}
-	if tgzSpec {
-		files["package/"+VercelSpecFile] = spec
+	t.Cleanup(gp.Close)
+	pkg := map[string]string{"package.json": "{}"}
+	if withTgz {
+		pkg[VercelSpecFile] = vercelSpec
 	}
-	for n, body := range files {
-		tw.WriteHeader(&tar.Header{Name: n, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg})
-		tw.Write([]byte(body))
-	}
-	tw.Close()
-	gz.Close()
-	sri := "sha512-" + vercelSRI(tgz.Bytes())
-	if badSum {
-		sri = "sha512-" + vercelSRI([]byte("other"))
-	}
-	r.npm = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		switch req.URL.EscapedPath() {
-		case "/@vercel%2fsdk/latest":
+	tgz := tarball(t, pkg)
+	sri := sha512.Sum512(tgz)
+	var npm *httptest.Server
+	npm = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.EscapedPath() {
+		case "/@vercel%2Fsdk/latest":
 			json.NewEncoder(w).Encode(map[string]any{"version": "1.28.35", "dist": map[string]string{
-				"tarball": "http://" + req.Host + "/sdk.tgz", "integrity": sri}})
+				"tarball": npm.URL + "/sdk.tgz", "integrity": "sha512-" + base64.StdEncoding.EncodeToString(sri[:])}})
 		case "/sdk.tgz":
-			w.Write(tgz.Bytes())
+			w.Write(tgz)
 		default:
-			http.NotFound(w, req)
+			http.NotFound(w, r)
 		}
 	}))
-	t.Cleanup(r.npm.Close)
-	return r
+	t.Cleanup(npm.Close)
+	return &Fetcher{GoProxy: gp.URL, NPMRegistry: npm.URL, CacheDir: t.TempDir()}, zips
 }
 
-func (r *registries) options(t *testing.T) VercelOptions {
-	return VercelOptions{CacheDir: t.TempDir(), GoProxy: r.proxy.URL, NPMRegistry: r.npm.URL}
-}
-
-func TestVercelSpecFromGoProxyIsCached(t *testing.T) {
+func TestVercelFromTheGoProxyIsCached(t *testing.T) {
 	t.Setenv(VercelSpecEnv, "")
-	r := newRegistries(t, true, false, false, 0)
-	o := r.options(t)
+	f, zips := vercelRegistries(t, true, false, false)
 	for range 2 {
-		b, src, err := VercelSpec(context.Background(), o)
-		if err != nil || string(b) != spec || src.Where != "goproxy" || !strings.Contains(src.Version, "1aada4a8") {
-			t.Fatalf("VercelSpec = %q %v %v", b, src, err)
+		b, src, err := f.Vercel(context.Background())
+		if err != nil || string(b) != vercelSpec || !strings.Contains(src, VercelModule+"@v1.28.35") {
+			t.Fatalf("Vercel = %q, %q, %v", b, src, err)
 		}
 	}
-	if n := r.zips.Load(); n != 1 {
+	if n := zips.Load(); n != 1 {
 		t.Errorf("the module zip was fetched %d times, want once (then the cache)", n)
 	}
 }
 
-func TestVercelSpecFallsBackToNPM(t *testing.T) {
+func TestVercelFallsBackToNPM(t *testing.T) {
 	t.Setenv(VercelSpecEnv, "")
-	r := newRegistries(t, false, true, false, 0)
-	b, src, err := VercelSpec(context.Background(), r.options(t))
-	if err != nil || string(b) != spec || src.Where != "npm" || src.Version != "1.28.35" {
-		t.Fatalf("VercelSpec = %q %v %v", b, src, err)
+	f, _ := vercelRegistries(t, false, true, true)
+	b, src, err := f.Vercel(context.Background())
+	if err != nil || string(b) != vercelSpec || !strings.Contains(src, "npm") {
+		t.Fatalf("Vercel = %q, %q, %v", b, src, err)
 	}
 }
 
-func TestVercelSpecUnavailable(t *testing.T) {
+// Neither registry serving the file is ErrUnavailable, saying what each
+// answered; a registry that cannot be reached is not.
+func TestVercelUnavailable(t *testing.T) {
 	t.Setenv(VercelSpecEnv, "")
-	r := newRegistries(t, false, false, false, http.StatusForbidden)
-	_, _, err := VercelSpec(context.Background(), r.options(t))
-	if !errors.Is(err, ErrVercelUnavailable) || !strings.Contains(err.Error(), "403") || !strings.Contains(err.Error(), "has no "+VercelSpecFile) {
-		t.Errorf("err = %v, want ErrVercelUnavailable saying what each registry answered", err)
+	f, _ := vercelRegistries(t, false, false, true)
+	_, _, err := f.Vercel(context.Background())
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "403") || !strings.Contains(err.Error(), "no file "+VercelSpecFile) {
+		t.Errorf("err = %v, want ErrUnavailable with the proxy's 403 and npm's missing file", err)
+	}
+	f = &Fetcher{GoProxy: "http://127.0.0.1:1", NPMRegistry: "http://127.0.0.1:1", CacheDir: t.TempDir()}
+	if _, _, err := f.Vercel(context.Background()); err == nil || errors.Is(err, ErrUnavailable) {
+		t.Errorf("unreachable registries: err = %v, want an error that is not ErrUnavailable", err)
 	}
 }
 
-func TestVercelSpecIntegrity(t *testing.T) {
-	t.Setenv(VercelSpecEnv, "")
-	r := newRegistries(t, false, true, true, http.StatusNotFound)
-	_, _, err := VercelSpec(context.Background(), r.options(t))
-	if err == nil || errors.Is(err, ErrVercelUnavailable) || !strings.Contains(err.Error(), "sha512") {
-		t.Errorf("err = %v, want a checksum error (not 'unavailable')", err)
-	}
-}
-
-func TestVercelSpecLocalFile(t *testing.T) {
-	p := t.TempDir() + "/vercel-spec.json"
-	if err := writeFile(p, spec); err != nil {
+func TestVercelLocalFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), VercelSpecFile)
+	if err := os.WriteFile(p, []byte(vercelSpec), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv(VercelSpecEnv, p)
-	b, src, err := VercelSpec(context.Background(), VercelOptions{GoProxy: "http://127.0.0.1:1", NPMRegistry: "http://127.0.0.1:1"})
-	if err != nil || string(b) != spec || src.Where != "file" {
-		t.Errorf("VercelSpec = %q %v %v", b, src, err)
+	f := &Fetcher{GoProxy: "http://127.0.0.1:1", NPMRegistry: "http://127.0.0.1:1"}
+	b, src, err := f.Vercel(context.Background())
+	if err != nil || string(b) != vercelSpec || !strings.Contains(src, p) {
+		t.Errorf("Vercel = %q, %q, %v", b, src, err)
 	}
 }
-
-func writeFile(p, s string) error { return vercelKeep(p, []byte(s)) }
