@@ -98,6 +98,7 @@ type Records interface {
 	GetEvent(ctx context.Context, tenantID, eventID string) (store.EventRecord, error)
 	GetDelivery(ctx context.Context, tenantID, id string) (store.DeliveryRecord, error)
 	ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]store.DeliveryRecord, error)
+	ReadActivity(ctx context.Context, tenantID string, spans []store.ActivitySpan) ([][]store.ActivityCounts, error)
 }
 
 // Replayer replays events (dispatch.Dispatcher).

@@ -730,3 +730,33 @@ func TestTriggerPageShowsCoverage(t *testing.T) {
 		t.Errorf("trigger list does not sum up the coverage")
 	}
 }
+
+// The Overview's charts count what the store's activity counters hold:
+// the tenant's own deliveries and runs, not another tenant's.
+func TestOverviewCounts(t *testing.T) {
+	f := newFixture(t, false)
+	at := time.Now().Add(-2 * time.Minute)
+	var ds []store.DeliveryRecord
+	for i := range 4 {
+		ds = append(ds, store.DeliveryRecord{ID: store.NewDeliveryID(at.Add(time.Duration(i))), TenantID: "ta", Connector: "codehost",
+			Answer: store.AnswerAccepted, Status: 202, ReceivedAt: at})
+	}
+	ds = append(ds, store.DeliveryRecord{ID: store.NewDeliveryID(at), TenantID: "tb", Connector: "codehost",
+		Answer: store.AnswerAccepted, Status: 202, ReceivedAt: at})
+	if err := f.st.PutDeliveries(t.Context(), ds); err != nil {
+		t.Fatal(err)
+	}
+	cl, _ := f.signIn(t, keyA)
+	_, page := get(t, cl, f.srv.URL+"/console/")
+	for _, want := range []string{
+		"Deliveries, last hour, per minute: 5 ", // 4 accepted, 1 refused
+		"Deliveries, last day, per hour: 5 ",
+		"Runs, last hour, per minute (by start): 1 ",
+		"accepted 4 · refused 1", // the bar's title
+		"failed 1",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("overview lacks %q", want)
+		}
+	}
+}

@@ -11,10 +11,6 @@ import (
 	"github.com/triggerd/triggerd/store"
 )
 
-// overviewCap bounds the deliveries and the runs Overview reads: past it
-// a chart says its counts are at least what it shows.
-const overviewCap = 1000
-
 // chart is a stacked bar chart drawn as inline SVG.
 type chart struct {
 	Title  string
@@ -22,16 +18,20 @@ type chart struct {
 	Height int
 	Bars   []bar
 	Series []series
-	Max    int
-	Capped bool
+	Max    int64
 	// Labels are the axis's time labels.
 	Labels []axisLabel
-	Total  int
+	Total  int64
 	// AxisY and LabelY place the time axis and its labels.
 	AxisY, LabelY int
 }
 
-type series struct{ Name, Class string }
+// series is one stacked part of a chart's bars: its name in the legend,
+// its CSS class, and its count in one bucket.
+type series struct {
+	Name, Class string
+	count       func(store.ActivityCounts) int64
+}
 
 type bar struct {
 	Rects []rect
@@ -48,40 +48,34 @@ type axisLabel struct {
 	Text string
 }
 
-// buildChart counts items into buckets of step from start and stacks
-// them by the series key.
-func buildChart(title string, start time.Time, step time.Duration, n int, ss []series, times []time.Time, keys []string, capped bool) chart {
-	counts := make([]map[string]int, n)
-	for i := range counts {
-		counts[i] = map[string]int{}
-	}
-	total := 0
-	for i, t := range times {
-		b := int(t.Sub(start) / step)
-		if b >= 0 && b < n {
-			counts[b][keys[i]]++
-			total++
-		}
-	}
-	c := chart{Title: title, Width: 720, Height: 140, Series: ss, Capped: capped, Total: total, AxisY: 120, LabelY: 136}
-	for _, m := range counts {
-		sum := 0
-		for _, v := range m {
-			sum += v
+// buildChart stacks the series' counts of each bucket of span; labels
+// says how to write a bucket's start.
+func buildChart(title string, span store.ActivitySpan, layout string, ss []series, buckets []store.ActivityCounts) chart {
+	c := chart{Title: title, Width: 720, Height: 140, Series: ss, AxisY: 120, LabelY: 136}
+	counts := make([][]int64, len(buckets))
+	for i, b := range buckets {
+		counts[i] = make([]int64, len(ss))
+		var sum int64
+		for j, s := range ss {
+			counts[i][j] = max(s.count(b), 0)
+			sum += counts[i][j]
 		}
 		c.Max = max(c.Max, sum)
+		c.Total += sum
 	}
 	scale := 1.0
 	if c.Max > 0 {
 		scale = float64(c.Height-20) / float64(c.Max)
 	}
+	n := len(buckets)
 	w := float64(c.Width) / float64(n)
-	for i, m := range counts {
+	for i := range buckets {
 		x := float64(i) * w
 		y := float64(c.Height - 20)
-		b := bar{Title: start.Add(time.Duration(i) * step).UTC().Format("15:04")}
-		for _, s := range ss {
-			if v := m[s.Name]; v > 0 {
+		at := span.Start(i).UTC().Format(layout)
+		b := bar{Title: at}
+		for j, s := range ss {
+			if v := counts[i][j]; v > 0 {
 				h := float64(v) * scale
 				y -= h
 				b.Rects = append(b.Rects, rect{X: x + 1, Y: y, W: max(w-2, 1), H: h, Class: s.Class})
@@ -89,25 +83,36 @@ func buildChart(title string, start time.Time, step time.Duration, n int, ss []s
 			}
 		}
 		c.Bars = append(c.Bars, b)
-		if i%(n/6) == 0 {
-			c.Labels = append(c.Labels, axisLabel{X: x, Text: start.Add(time.Duration(i) * step).UTC().Format("15:04")})
+		if i%max(n/6, 1) == 0 {
+			c.Labels = append(c.Labels, axisLabel{X: x, Text: at})
 		}
 	}
 	return c
 }
 
-var (
-	deliverySeries = []series{{"accepted", "s-accepted"}, {"duplicate", "s-duplicate"}, {"ignored", "s-ignored"}, {"refused", "s-refused"}}
-	runSeries      = []series{{"succeeded", "s-succeeded"}, {"failed", "s-failed"}, {"waiting", "s-waiting"}}
-)
-
-func runKey(r store.Run) string {
-	switch r.Status {
-	case store.RunSucceeded, store.RunFailed:
-		return string(r.Status)
-	}
-	return "waiting"
+// counter returns a series' count: the counter name.
+func counter(name string) func(store.ActivityCounts) int64 {
+	return func(c store.ActivityCounts) int64 { return c[name] }
 }
+
+var (
+	deliverySeries = []series{
+		{"accepted", "s-accepted", counter(store.AnswerAccepted)},
+		{"duplicate", "s-duplicate", counter(store.AnswerDuplicate)},
+		{"ignored", "s-ignored", counter(store.AnswerIgnored)},
+		{"refused", "s-refused", counter(store.AnswerRefused)},
+	}
+	// Runs count in the bucket of their creation; those neither succeeded
+	// nor failed yet are waiting (claimed, started, or a step waiting on
+	// a rate limit).
+	runSeries = []series{
+		{"succeeded", "s-succeeded", counter(store.CountRunsSucceeded)},
+		{"failed", "s-failed", counter(store.CountRunsFailed)},
+		{"waiting", "s-waiting", func(c store.ActivityCounts) int64 {
+			return c[store.CountRunsCreated] - c[store.CountRunsSucceeded] - c[store.CountRunsFailed]
+		}},
+	}
+)
 
 func (c *Console) overview(w http.ResponseWriter, r *http.Request, s *session) error {
 	if s.admin && s.tenant == "" {
@@ -121,45 +126,19 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, s *session) e
 	ctx := r.Context()
 	now := c.o.Now()
 	data := map[string]any{}
-	// One read of the last day serves both spans: the hour is its newest
-	// part. Past overviewCap records a chart counts only those read.
-	dayStart := now.Add(-24 * time.Hour).Truncate(30 * time.Minute).Add(30 * time.Minute)
-	ds, err := c.o.Records.ListDeliveries(ctx, store.DeliveryFilter{TenantID: tid, Since: dayStart, Limit: overviewCap})
+	// The store's activity counters, kept as deliveries and runs are
+	// written by every process: one read of 60 minutes and 24 hours,
+	// whatever the volume.
+	hour := store.ActivitySpan{Step: store.ActivityMinute, From: now.Add(-59 * time.Minute), N: 60}
+	day := store.ActivitySpan{Step: store.ActivityHour, From: now.Add(-23 * time.Hour), N: 24}
+	counts, err := c.o.Records.ReadActivity(ctx, tid, []store.ActivitySpan{hour, day})
 	if err != nil {
 		return err
 	}
-	runs, err := c.o.Records.ListRuns(ctx, store.RunFilter{TenantID: tid, Limit: overviewCap})
-	if err != nil {
-		return err
-	}
-	runs = slices.DeleteFunc(runs, func(r store.Run) bool { return r.CreatedAt.Before(dayStart) })
-	dTimes, dKeys := make([]time.Time, len(ds)), make([]string, len(ds))
-	for i, d := range ds {
-		dTimes[i], dKeys[i] = d.ReceivedAt, d.Answer
-	}
-	rTimes, rKeys := make([]time.Time, len(runs)), make([]string, len(runs))
-	for i, r := range runs {
-		rTimes[i], rKeys[i] = r.CreatedAt, runKey(r)
-	}
-	// capped reports whether a read that filled its cap stopped after
-	// start (its oldest record, the last, is newer).
-	capped := func(n int, oldest func() time.Time, start time.Time) bool {
-		return n == overviewCap && oldest().After(start)
-	}
-	for _, span := range []struct {
-		key, label string
-		start      time.Time
-		n          int
-		step       time.Duration
-	}{
-		{"Hour", "last hour, per minute", now.Add(-time.Hour).Truncate(time.Minute).Add(time.Minute), 60, time.Minute},
-		{"Day", "last day, per 30 minutes", dayStart, 48, 30 * time.Minute},
-	} {
-		data["Deliveries"+span.key] = buildChart("Deliveries, "+span.label, span.start, span.step, span.n, deliverySeries, dTimes, dKeys,
-			capped(len(ds), func() time.Time { return ds[len(ds)-1].ReceivedAt }, span.start))
-		data["Runs"+span.key] = buildChart("Runs, "+span.label, span.start, span.step, span.n, runSeries, rTimes, rKeys,
-			capped(len(runs), func() time.Time { return runs[len(runs)-1].CreatedAt }, span.start))
-	}
+	data["DeliveriesHour"] = buildChart("Deliveries, last hour, per minute", hour, "15:04", deliverySeries, counts[0])
+	data["RunsHour"] = buildChart("Runs, last hour, per minute (by start)", hour, "15:04", runSeries, counts[0])
+	data["DeliveriesDay"] = buildChart("Deliveries, last day, per hour", day, "15:04", deliverySeries, counts[1])
+	data["RunsDay"] = buildChart("Runs, last day, per hour (by start)", day, "15:04", runSeries, counts[1])
 	refused, err := c.o.Records.ListDeliveries(ctx, store.DeliveryFilter{TenantID: tid, Answer: store.AnswerRefused, Limit: 5})
 	if err != nil {
 		return err

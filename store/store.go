@@ -38,6 +38,7 @@ type Store interface {
 	Events
 	Cursors
 	Deliveries
+	Activity
 	// Close releases the backend's resources.
 	Close() error
 }

@@ -47,6 +47,8 @@
 //	                bucket is the tenant's index: ids start with the time)
 //	delivery-ids    record id \0 tenant id -> empty (every record, for
 //	                PruneDeliveries)
+//	activity        tenant id \0 "m"|"h" \0 bucket start -> store.ActivityCounts
+//	                (activity.go)
 //
 // Agent, trigger, hook and run ids are global, like the keys of their
 // buckets: a create finds another tenant's id taken. The time-ordered
@@ -104,6 +106,7 @@ var buckets = [][]byte{
 	bucketEvents, bucketEventTrigger, bucketEventTime,
 	bucketCursors,
 	bucketDeliveries, bucketDeliveryIDs,
+	bucketActivity,
 }
 
 // Options configures Open.

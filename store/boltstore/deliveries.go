@@ -22,8 +22,10 @@ var (
 
 func deliveryKey(tenantID, id string) []byte { return []byte(tenantID + sep + id) }
 
-// PutDeliveries stores the records in one write transaction (shared with
-// concurrent callers' by Batch).
+// PutDeliveries stores the records, and counts them in the activity
+// counters, in one write transaction (shared with concurrent callers' by
+// Batch). A record put again counts again: the delivery log puts each
+// once.
 func (s *Store) PutDeliveries(ctx context.Context, ds []store.DeliveryRecord) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("boltstore: put deliveries: %w", err)
@@ -40,7 +42,11 @@ func (s *Store) PutDeliveries(ctx context.Context, ds []store.DeliveryRecord) er
 		}
 		kvs = append(kvs, kv{deliveryKey(d.TenantID, d.ID), v, []byte(d.ID + sep + d.TenantID)})
 	}
+	counts := store.DeliveryActivity(ds)
 	err := s.db.Batch(func(tx *bolt.Tx) error {
+		if err := s.addActivity(tx, counts); err != nil {
+			return err
+		}
 		recs, ids := tx.Bucket(bucketDeliveries), tx.Bucket(bucketDeliveryIDs)
 		for _, x := range kvs {
 			if err := recs.Put(x.k, x.v); err != nil {

@@ -161,6 +161,18 @@ type kind[T record.Versioned[T]] struct {
 	// batch writes through db.Batch, whose concurrent writers share one
 	// commit (the dispatcher's runs); others through db.Update.
 	batch bool
+	// counts returns what writing v, replacing prev (nil on creation),
+	// adds to the activity counters, in the same transaction; nil for
+	// kinds not counted (all but runs).
+	counts func(prev *T, v T) []store.ActivityDelta
+}
+
+// count adds to the activity counters what writing v over prev adds.
+func (k kind[T]) count(tx *bolt.Tx, s *Store, prev *T, v T) error {
+	if k.counts == nil {
+		return nil
+	}
+	return s.addActivity(tx, k.counts(prev, v))
 }
 
 // byID is the key of records whose ids are global.
@@ -241,6 +253,9 @@ func (k kind[T]) createIf(ctx context.Context, s *Store, v T, guard func(tx *bol
 			return store.ErrConflict
 		}
 		if err := b.Put(key, data); err != nil {
+			return err
+		}
+		if err := k.count(tx, s, nil, v); err != nil {
 			return err
 		}
 		return putIndexes(tx, entries)
@@ -330,6 +345,9 @@ func (k kind[T]) update(ctx context.Context, s *Store, v T, check func(cur, next
 			}
 		}
 		if err := moveIndexes(tx, k.entries(cur), k.entries(v)); err != nil {
+			return err
+		}
+		if err := k.count(tx, s, &cur, v); err != nil {
 			return err
 		}
 		return tx.Bucket(k.bucket).Put(k.key(f.TenantID, f.ID), data)

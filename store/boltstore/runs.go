@@ -54,6 +54,7 @@ var runs = kind[store.Run]{
 	reaches: record.InTenantOrAny,
 	indexes: runIndexes,
 	batch:   true,
+	counts:  store.RunActivity,
 }
 
 // CreateRun stores a new run with Version 1; store.ErrConflict if the id

@@ -26,8 +26,10 @@ func (s *Store) allDeliveriesKey() string           { return s.prefix + "deliver
 // deliveryPage is how many ids ListDeliveries reads per round trip.
 const deliveryPage = 500
 
-// PutDeliveries stores the records and indexes them in one pipeline
-// (MULTI/EXEC: a reader sees a record with its index entries or neither).
+// PutDeliveries stores the records, indexes them and counts them in the
+// activity counters in one pipeline (MULTI/EXEC: a reader sees a record
+// with its index entries and counts or none of them). A record put again
+// counts again: the delivery log puts each once.
 func (s *Store) PutDeliveries(ctx context.Context, ds []store.DeliveryRecord) error {
 	if len(ds) == 0 {
 		return nil
@@ -43,12 +45,14 @@ func (s *Store) PutDeliveries(ctx context.Context, ds []store.DeliveryRecord) er
 		}
 		vals[i] = v
 	}
+	incrs := s.activityIncrs(store.DeliveryActivity(ds))
 	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		for i, d := range ds {
 			p.Set(ctx, s.deliveryKey(d.TenantID, d.ID), vals[i], 0)
 			p.ZAdd(ctx, s.deliveriesKey(d.TenantID), redis.Z{Member: d.ID})
 			p.ZAdd(ctx, s.allDeliveriesKey(), redis.Z{Member: d.ID + "\x00" + d.TenantID})
 		}
+		queueIncrs(ctx, p, incrs)
 		return nil
 	})
 	if err != nil {

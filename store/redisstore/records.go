@@ -16,13 +16,21 @@ import (
 	"github.com/triggerd/triggerd/store/internal/record"
 )
 
-// createRecordScript stores a new record and adds its id to sorted
-// sets. KEYS: record, sorted sets. ARGV: JSON, id, score. Returns 1
+// createRecordScript stores a new record, adds its id to sorted sets
+// and increments activity counters. KEYS: record, sorted sets, counter
+// hashes. ARGV: JSON, id, score, number of counters, then field,
+// increment and TTL (seconds) of each (see scriptCounters). Returns 1
 // when written, 0 when the record exists.
 var createRecordScript = redis.NewScript(`
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('SET', KEYS[1], ARGV[1])
-for i = 2, #KEYS do redis.call('ZADD', KEYS[i], ARGV[3], ARGV[2]) end
+local nc = tonumber(ARGV[4] or '0')
+local sets = #KEYS - nc
+for i = 2, sets do redis.call('ZADD', KEYS[i], ARGV[3], ARGV[2]) end
+for i = 1, nc do
+  redis.call('HINCRBY', KEYS[sets + i], ARGV[2 + 3*i], ARGV[3 + 3*i])
+  redis.call('EXPIRE', KEYS[sets + i], ARGV[4 + 3*i])
+end
 return 1`)
 
 // createUniqueScript stores a new record and a second key that finds
@@ -116,11 +124,13 @@ func listSet[T any](ctx context.Context, s *Store, zkey string, recordKey func(i
 }
 
 // updateRecordScript replaces a tenant's record if its version field
-// is the expected one, removes its id from the sorted sets it leaves
-// and adds it (with its new score) to those it is in. KEYS: record,
-// ARGV[6] sorted sets to leave, sorted sets to be in. ARGV: tenant,
-// expected version, JSON, id, score, number of sets to leave. Returns
-// 1 when written, 0 on a version mismatch, -1 when the record does not
+// is the expected one, removes its id from the sorted sets it leaves,
+// adds it (with its new score) to those it is in, and increments
+// activity counters. KEYS: record, ARGV[6] sorted sets to leave, sorted
+// sets to be in, counter hashes. ARGV: tenant, expected version, JSON,
+// id, score, number of sets to leave, number of counters, then field,
+// increment and TTL (seconds) of each (see scriptCounters). Returns 1
+// when written, 0 on a version mismatch, -1 when the record does not
 // exist or is another tenant's.
 var updateRecordScript = redis.NewScript(`
 local cur = redis.call('GET', KEYS[1])
@@ -129,8 +139,14 @@ local r = cjson.decode(cur)
 if r.tenant_id ~= ARGV[1] then return -1 end
 if r.version ~= tonumber(ARGV[2]) then return 0 end
 local leave = tonumber(ARGV[6])
+local nc = tonumber(ARGV[7] or '0')
+local sets = #KEYS - nc
 for i = 2, 1 + leave do redis.call('ZREM', KEYS[i], ARGV[4]) end
-for i = 2 + leave, #KEYS do redis.call('ZADD', KEYS[i], ARGV[5], ARGV[4]) end
+for i = 2 + leave, sets do redis.call('ZADD', KEYS[i], ARGV[5], ARGV[4]) end
+for i = 1, nc do
+  redis.call('HINCRBY', KEYS[sets + i], ARGV[5 + 3*i], ARGV[6 + 3*i])
+  redis.call('EXPIRE', KEYS[sets + i], ARGV[7 + 3*i])
+end
 redis.call('SET', KEYS[1], ARGV[3])
 return 1`)
 
@@ -284,6 +300,18 @@ type kind[T record.Versioned[T]] struct {
 	// store opened through Sentinel, until a replica holds it (see
 	// Store.write).
 	replicated bool
+	// counts returns what writing v, replacing prev (nil on creation),
+	// adds to the activity counters; nil for kinds not counted (which
+	// is all but runs). Not with unique.
+	counts func(prev *T, v T) []store.ActivityDelta
+}
+
+// incrs returns the counter increments of writing v over prev.
+func (k kind[T]) incrs(prev *T, v T) []counterIncr {
+	if k.counts == nil {
+		return nil
+	}
+	return k.s.activityIncrs(k.counts(prev, v))
 }
 
 // setsOf returns the sorted sets that list v.
@@ -314,7 +342,12 @@ func (k kind[T]) create(ctx context.Context, v T) (T, error) {
 		script, keys = createUniqueScript, append(keys, k.unique(v))
 	}
 	keys = append(keys, k.setsOf(v)...)
-	if err := createResult(k.s.write(ctx, k.replicated, script, keys, data, f.ID, score(f.Created))); err != nil {
+	args := []any{data, f.ID, score(f.Created)}
+	if incrs := k.incrs(nil, v); len(incrs) > 0 && k.unique == nil {
+		ckeys, cargs := scriptCounters(incrs)
+		keys, args = append(keys, ckeys...), append(args, cargs...)
+	}
+	if err := createResult(k.s.write(ctx, k.replicated, script, keys, args...)); err != nil {
 		return zero, fmt.Errorf("redisstore: create %s %s: %w", k.what, f.ID, err)
 	}
 	return v, nil
@@ -374,6 +407,7 @@ func (k kind[T]) update(ctx context.Context, v T) (T, error) {
 	}
 	f := k.fields(&v)
 	var leave []string
+	var incrs []counterIncr
 	if k.sets != nil {
 		cur, err := k.read(ctx, f.TenantID, f.ID)
 		if err != nil {
@@ -383,6 +417,7 @@ func (k kind[T]) update(ctx context.Context, v T) (T, error) {
 			return zero, fmt.Errorf("redisstore: update %s %s: %w", k.what, f.ID, store.ErrConflict)
 		}
 		leave = leaving(k.sets(cur), k.sets(v))
+		incrs = k.incrs(&cur, v) // the script's version check makes cur the one replaced
 	}
 	want := *f.Version
 	*f.Version++
@@ -392,8 +427,10 @@ func (k kind[T]) update(ctx context.Context, v T) (T, error) {
 	}
 	// KEYS: record, sets to leave, sets to be in (to refresh the score).
 	// ARGV: tenant, expected version, JSON, id, score, number of sets to leave.
-	keys := slices.Concat([]string{k.key(f.TenantID, f.ID)}, leave, k.setsOf(v))
-	err = updateResult(k.s.write(ctx, k.replicated, updateRecordScript, keys, f.TenantID, want, data, f.ID, score(f.Created), len(leave)))
+	ckeys, cargs := scriptCounters(incrs)
+	keys := slices.Concat([]string{k.key(f.TenantID, f.ID)}, leave, k.setsOf(v), ckeys)
+	args := append([]any{f.TenantID, want, data, f.ID, score(f.Created), len(leave)}, cargs...)
+	err = updateResult(k.s.write(ctx, k.replicated, updateRecordScript, keys, args...))
 	if err != nil {
 		return zero, fmt.Errorf("redisstore: update %s %s: %w", k.what, f.ID, err)
 	}

@@ -62,6 +62,7 @@ func (s *Store) runs() kind[store.Run] {
 		reaches:    record.InTenantOrAny,
 		sets:       s.runSets,
 		replicated: true,
+		counts:     store.RunActivity,
 	}
 }
 

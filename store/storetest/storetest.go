@@ -119,6 +119,8 @@ func Run(t *testing.T, b Backend) {
 		{"Events/ConcurrentPuts", testEventConcurrentPuts},
 		{"Events/Prune", testEventPrune},
 		{"Events/PutAfterPrune", testEventPutAfterPrune},
+		{"Activity/Deliveries", testActivityDeliveries},
+		{"Activity/Runs", testActivityRuns},
 		{"Deliveries/PutGet", testDeliveryPutGet},
 		{"Deliveries/List", testDeliveryList},
 		{"Deliveries/Prune", testDeliveryPrune},
