@@ -198,7 +198,8 @@ func newFixture(t *testing.T, secure bool) *fixture {
 			t.Fatal(err)
 		}
 		if _, err := st.CreateRun(ctx, store.Run{ID: "run-" + tid, TenantID: tid, EventID: "ev-" + tid, TriggerID: "tr-" + tid,
-			AgentID: "ag-" + tid, Kind: "new_issue", Status: store.RunFailed, Error: &store.RunError{Code: "x", Message: hostile}}); err != nil {
+			AgentID: "ag-" + tid, Kind: "new_issue", Summary: "#1 " + hostile, Status: store.RunFailed,
+			Error: &store.RunError{Code: "x", Message: hostile}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -470,8 +471,22 @@ func TestTenantsApart(t *testing.T) {
 func TestOutsideTextIsEscaped(t *testing.T) {
 	f := newFixture(t, false)
 	cl, _ := f.signIn(t, keyA)
-	ds, _ := f.st.ListDeliveries(t.Context(), store.DeliveryFilter{TenantID: "ta"})
-	for _, p := range []string{"/console/deliveries/" + ds[0].ID, "/console/runs/run-ta", "/console/"} {
+	// An issue titled with markup: its delivery, its event and its run
+	// show the title in lists and on their pages.
+	at := time.Now()
+	accepted := store.DeliveryRecord{ID: store.NewDeliveryID(at), TenantID: "ta", Connector: "codehost", DeliveryID: "dlv-title",
+		Event: "issues", Action: "opened", Summary: "#1 " + hostile, Answer: store.AnswerAccepted, Status: 202, ReceivedAt: at,
+		Events: []store.DeliveryEvent{{ID: "ev-ta", Kind: "new_issue", Summary: "#1 " + hostile}}}
+	if err := f.st.PutDeliveries(t.Context(), []store.DeliveryRecord{accepted}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.st.PutEvent(t.Context(), store.EventRecord{TenantID: "ta", EventID: "ev-ta", Kind: "new_issue", Summary: "#1 " + hostile,
+		DeliveryID: "dlv-title", ReceivedAt: at, Outcomes: []store.Outcome{}}); err != nil {
+		t.Fatal(err)
+	}
+	ds, _ := f.st.ListDeliveries(t.Context(), store.DeliveryFilter{TenantID: "ta", Answer: store.AnswerRefused})
+	for _, p := range []string{"/console/deliveries/" + ds[0].ID, "/console/deliveries/" + accepted.ID, "/console/deliveries",
+		"/console/events", "/console/events/ev-ta", "/console/runs", "/console/runs/run-ta", "/console/"} {
 		_, page := get(t, cl, f.srv.URL+p)
 		if strings.Contains(page, hostile) || !strings.Contains(page, "&lt;img src=x onerror=alert(1)&gt;") {
 			t.Errorf("%s does not show the hostile text escaped", p)

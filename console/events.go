@@ -15,6 +15,7 @@ import (
 // delivery log, each under the delivery that produced it.
 type eventRow struct {
 	ID, Kind   string
+	Summary    string
 	Delivery   store.DeliveryRecord
 	ReceivedAt time.Time
 }
@@ -45,7 +46,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) err
 	for _, d := range ds {
 		for _, e := range d.Events {
 			if kind == "" || e.Kind == kind {
-				rows = append(rows, eventRow{ID: e.ID, Kind: e.Kind, Delivery: d, ReceivedAt: d.ReceivedAt})
+				rows = append(rows, eventRow{ID: e.ID, Kind: e.Kind, Summary: e.Summary, Delivery: d, ReceivedAt: d.ReceivedAt})
 			}
 		}
 	}

@@ -201,7 +201,11 @@ func Record(tenant string, o ingest.DeliveryOutcome) store.DeliveryRecord {
 		rec.Key = "" // not archived
 	}
 	for _, e := range o.Events {
-		rec.Events = append(rec.Events, store.DeliveryEvent{ID: e.ID, Kind: string(e.Kind)})
+		de := store.DeliveryEvent{ID: e.ID, Kind: string(e.Kind), Summary: e.Summary()}
+		rec.Events = append(rec.Events, de)
+		if rec.Summary == "" {
+			rec.Summary = de.Summary
+		}
 	}
 	return rec
 }

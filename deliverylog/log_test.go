@@ -44,7 +44,7 @@ func TestRecordsReachTheStore(t *testing.T) {
 	scope := &triggers.Scope{Hook: "h1", Tenant: "t1"}
 	l.Record(ingest.DeliveryOutcome{Connector: triggers.CodeHost, Hook: "h1", Scope: scope, DeliveryID: "d1", Key: "h1/d1",
 		Event: "issues", Action: "opened", Answer: store.AnswerAccepted, Status: 202, ReceivedAt: at,
-		Events: []triggers.Event{{ID: "e1", Kind: triggers.NewIssue}}})
+		Events: []triggers.Event{{ID: "e1", Kind: triggers.NewIssue, Resource: triggers.Resource{Type: "issue", Number: 7, Title: "Crash"}}}})
 	// Refused before the hook was resolved: the tenant comes from the hook.
 	l.Record(ingest.DeliveryOutcome{Connector: triggers.CodeHost, Hook: "h1", DeliveryID: "d2", Key: "h1/d2",
 		Answer: store.AnswerRefused, Status: 401, Code: "invalid_signature", ReceivedAt: at.Add(time.Millisecond)})
@@ -60,6 +60,9 @@ func TestRecordsReachTheStore(t *testing.T) {
 	}
 	if ds[1].DeliveryID != "d1" || ds[1].Key != "h1/d1" || len(ds[1].Events) != 1 || ds[1].Events[0].Kind != "new_issue" {
 		t.Errorf("older record %+v: want d1 with its event", ds[1])
+	}
+	if ds[1].Summary != "#7 Crash" || len(ds[1].Events) != 1 || ds[1].Events[0].Summary != "#7 Crash" {
+		t.Errorf("older record %+v: want the issue's number and title as its summary and its event's", ds[1])
 	}
 }
 

@@ -48,8 +48,11 @@ type runSpec struct {
 	agentID  string
 	kind     triggers.Kind
 	eventID  string
-	event    []byte
-	replay   bool
+	// summary is the event's (triggers.Event.Summary), for the run's
+	// record.
+	summary string
+	event   []byte
+	replay  bool
 }
 
 // handleEvent dispatches one trigger event: outcomes for every candidate,
@@ -108,7 +111,7 @@ func (d *Dispatcher) handleEvent(ctx context.Context, j *bus.Job) {
 		r := records[tenant]
 		if r == nil {
 			r = &store.EventRecord{
-				TenantID: tenant, EventID: ev.ID, Kind: string(ev.Kind), Subject: j.Subject(), Seq: j.Sequence(),
+				TenantID: tenant, EventID: ev.ID, Kind: string(ev.Kind), Summary: ev.Summary(), Subject: j.Subject(), Seq: j.Sequence(),
 				DeliveryID: ev.DeliveryID, ReceivedAt: ev.ReceivedAt, Outcomes: []store.Outcome{},
 			}
 			if ev.Repository != nil {
@@ -131,7 +134,7 @@ func (d *Dispatcher) handleEvent(ctx context.Context, j *bus.Job) {
 		if o.Result == match.Matched {
 			spec := runSpec{
 				id: RunID(ev.ID, o.TriggerID, ""), tenantID: o.TenantID, trigger: o.TriggerID,
-				agentID: o.Agent, kind: ev.Kind, eventID: ev.ID, event: j.Data(),
+				agentID: o.Agent, kind: ev.Kind, eventID: ev.ID, summary: ev.Summary(), event: j.Data(),
 			}
 			r, fresh, err := d.startRun(ctx, spec, ev.ReceivedAt)
 			var perm permanentError
@@ -272,7 +275,7 @@ func (d *Dispatcher) claim(ctx context.Context, spec runSpec, delivery store.Age
 	now := d.o.Now()
 	r, err := d.o.Store.CreateRun(ctx, store.Run{
 		ID: spec.id, TenantID: spec.tenantID, EventID: spec.eventID, TriggerID: spec.trigger,
-		AgentID: spec.agentID, Kind: string(spec.kind), Replay: spec.replay, Status: store.RunClaimed,
+		AgentID: spec.agentID, Kind: string(spec.kind), Summary: spec.summary, Replay: spec.replay, Status: store.RunClaimed,
 		Attempts: 1, ClaimedBy: uuid.NewString(), ClaimedUntil: now.Add(d.lease()), Delivery: delivery,
 		CreatedAt: now, UpdatedAt: now,
 	})

@@ -336,7 +336,7 @@ func (d *Dispatcher) handleReplay(ctx context.Context, j *bus.Job) {
 	}
 	spec := runSpec{
 		id: req.RunID, tenantID: req.TenantID, trigger: req.TriggerID, agentID: req.AgentID,
-		kind: ev.Kind, eventID: ev.ID, event: data, replay: true,
+		kind: ev.Kind, eventID: ev.ID, summary: ev.Summary(), event: data, replay: true,
 	}
 	// The trigger may have been disabled, stopped or deleted since the
 	// replay was queued (or the request predates the check in Replay).
@@ -384,7 +384,7 @@ func (d *Dispatcher) holdReplay(ctx context.Context, spec runSpec) (bool, error)
 	now := d.o.Now()
 	_, err = d.o.Store.CreateRun(ctx, store.Run{
 		ID: spec.id, TenantID: spec.tenantID, EventID: spec.eventID, TriggerID: spec.trigger,
-		AgentID: spec.agentID, Kind: string(spec.kind), Replay: true, Status: store.RunFailed,
+		AgentID: spec.agentID, Kind: string(spec.kind), Summary: spec.summary, Replay: true, Status: store.RunFailed,
 		Error:     &store.RunError{Code: code, Message: "replay not started: " + msg},
 		CreatedAt: now, UpdatedAt: now, FinishedAt: now,
 	})
@@ -476,7 +476,7 @@ func (d *Dispatcher) handleResume(ctx context.Context, j *bus.Job) {
 	}
 	d.continueRun(ctx, j, runSpec{
 		id: r.ID, tenantID: r.TenantID, trigger: r.TriggerID, agentID: r.AgentID,
-		kind: triggers.Kind(r.Kind), eventID: r.EventID, event: data, replay: r.Replay,
+		kind: triggers.Kind(r.Kind), eventID: r.EventID, summary: r.Summary, event: data, replay: r.Replay,
 	}, req.Seq)
 }
 

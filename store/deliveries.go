@@ -19,6 +19,9 @@ const (
 type DeliveryEvent struct {
 	ID   string `json:"id"`
 	Kind string `json:"kind"`
+	// Summary is the event's line in lists (triggers.Event.Summary):
+	// outside text.
+	Summary string `json:"summary,omitempty"`
 }
 
 // DeliveryRecord is one attempt at a delivery to a tenant's hook or
@@ -42,6 +45,9 @@ type DeliveryRecord struct {
 	// ("opened").
 	Event  string `json:"event,omitempty"`
 	Action string `json:"action,omitempty"`
+	// Summary is its first event's summary (an issue's number and
+	// title, a deployment's project): outside text, for lists.
+	Summary string `json:"summary,omitempty"`
 	// Answer is one of the Answer* values; Status the HTTP status sent.
 	Answer string `json:"answer"`
 	Status int    `json:"status"`

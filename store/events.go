@@ -24,6 +24,9 @@ type EventRecord struct {
 	EventID  string `json:"event_id"`
 	Kind     string `json:"kind"`
 	Subject  string `json:"subject"`
+	// Summary is the event's summary (triggers.Event.Summary): outside
+	// text.
+	Summary string `json:"summary,omitempty"`
 	// Seq is the event's sequence in the events stream, to read it back.
 	Seq        uint64    `json:"seq,omitempty"`
 	DeliveryID string    `json:"delivery_id"`

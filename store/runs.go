@@ -70,6 +70,9 @@ type Run struct {
 	TriggerID string `json:"trigger_id"`
 	AgentID   string `json:"agent_id"`
 	Kind      string `json:"kind"`
+	// Summary is the event's summary (triggers.Event.Summary): outside
+	// text, for lists.
+	Summary string `json:"summary,omitempty"`
 	// Replay is set for runs started by an operator's replay.
 	Replay bool      `json:"replay,omitempty"`
 	Status RunStatus `json:"status"`

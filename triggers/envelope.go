@@ -322,3 +322,43 @@ func (ev *Event) PayloadByReference() string {
 	}
 	return ev.PayloadRef
 }
+
+// maxSummary bounds a Summary, in runes.
+const maxSummary = 120
+
+// Summary returns a short line that tells the event apart in a list: an
+// issue's or pull request's number and title, a commit's first line, a
+// deployment's project and target, a branch or tag. It is outside text
+// (a title, a message), to be shown as text. "" when the event has
+// nothing to say beyond its kind.
+func (e Event) Summary() string {
+	r := e.Resource
+	var s string
+	switch {
+	case r.ProjectName != "":
+		s = r.ProjectName
+		if r.Target != "" {
+			s += " (" + r.Target + ")"
+		}
+	case r.Number > 0 && r.Title != "":
+		s = "#" + strconv.FormatInt(r.Number, 10) + " " + r.Title
+	case r.Number > 0:
+		s = "#" + strconv.FormatInt(r.Number, 10)
+	case r.Title != "":
+		s = r.Title
+	case r.Ref != "":
+		s = r.Ref
+	case r.SHA != "":
+		s = r.SHA[:min(len(r.SHA), 12)]
+	}
+	s = strings.Join(strings.Fields(s), " ")
+	if n := 0; len(s) > maxSummary {
+		for i := range s {
+			if n == maxSummary-1 {
+				return s[:i] + "…"
+			}
+			n++
+		}
+	}
+	return s
+}

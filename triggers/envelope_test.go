@@ -226,3 +226,24 @@ func TestEventJSONFieldNames(t *testing.T) {
 		t.Errorf("received_at %s is not RFC 3339: %v", fields["received_at"], err)
 	}
 }
+
+func TestEventSummary(t *testing.T) {
+	long := strings.Repeat("é", 200)
+	for _, tc := range []struct {
+		r    Resource
+		want string
+	}{
+		{Resource{Type: "issue", Number: 12, Title: "Crash on\nstart"}, "#12 Crash on start"},
+		{Resource{Type: "issue", Number: 12, Title: "<img src=x onerror=alert(1)>"}, "#12 <img src=x onerror=alert(1)>"},
+		{Resource{Type: "commit", SHA: "0123456789abcdef", Title: "Fix the build"}, "Fix the build"},
+		{Resource{Type: "deployment", ProjectName: "web", Target: "production"}, "web (production)"},
+		{Resource{Type: "branch", Ref: "main"}, "main"},
+		{Resource{Type: "push", SHA: "0123456789abcdef"}, "0123456789ab"},
+		{Resource{Type: "star"}, ""},
+		{Resource{Title: long}, strings.Repeat("é", maxSummary-1) + "…"},
+	} {
+		if got := (Event{Resource: tc.r}).Summary(); got != tc.want {
+			t.Errorf("Summary of %+v = %q, want %q", tc.r, got, tc.want)
+		}
+	}
+}
