@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"html"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -773,5 +775,51 @@ func TestOverviewCounts(t *testing.T) {
 		if !strings.Contains(page, want) {
 			t.Errorf("overview lacks %q", want)
 		}
+	}
+}
+
+var (
+	runLink   = regexp.MustCompile(`<a href="/console/runs/([^"]+)">`)
+	olderLink = regexp.MustCompile(`<a href="([^"]+)">Older →</a>`)
+)
+
+// Runs reads a page at a time; each page's Older link goes on where it
+// ended, until every run was listed once.
+func TestRunsPages(t *testing.T) {
+	f := newFixture(t, false)
+	at := time.Now().Add(-time.Hour)
+	const n = 2*pageSize + 7
+	for i := range n {
+		// Pairs created at the same time: the cursor orders them by id.
+		if _, err := f.st.CreateRun(t.Context(), store.Run{ID: fmt.Sprintf("page-%03d", i), TenantID: "ta", EventID: "ev",
+			TriggerID: "tr-ta", AgentID: "ag-ta", Kind: "new_issue", Status: store.RunSucceeded,
+			CreatedAt: at.Add(time.Duration(i/2) * time.Second)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl, _ := f.signIn(t, keyA)
+	seen := map[string]bool{}
+	u, pages := "/console/runs", 0
+	for ; u != "" && pages < 10; pages++ {
+		res, page := get(t, cl, f.srv.URL+u)
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %d", u, res.StatusCode)
+		}
+		for _, m := range runLink.FindAllStringSubmatch(page, -1) {
+			if seen[m[1]] {
+				t.Errorf("%s lists %s again", u, m[1])
+			}
+			seen[m[1]] = true
+		}
+		u = ""
+		if m := olderLink.FindStringSubmatch(page); m != nil {
+			u = html.UnescapeString(m[1])
+		}
+	}
+	if pages != 3 || len(seen) != n+1 { // the fixture's run too
+		t.Errorf("%d pages listed %d runs, want 3 pages of %d", pages, len(seen), n+1)
+	}
+	if res, _ := get(t, cl, f.srv.URL+"/console/runs?before=nonsense"); res.StatusCode != http.StatusBadRequest {
+		t.Errorf("a malformed cursor: %d, want 400", res.StatusCode)
 	}
 }

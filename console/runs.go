@@ -17,9 +17,12 @@ func (c *Console) runs(w http.ResponseWriter, r *http.Request, s *session) error
 	}
 	q := r.URL.Query()
 	f := store.RunFilter{TenantID: tid, Status: store.RunStatus(q.Get("status")),
-		AgentID: strings.TrimSpace(q.Get("agent")), TriggerID: strings.TrimSpace(q.Get("trigger")), Limit: pageSize}
+		AgentID: strings.TrimSpace(q.Get("agent")), TriggerID: strings.TrimSpace(q.Get("trigger")), Limit: pageSize + 1}
 	if f.Status != "" && !slices.Contains(runStatuses, f.Status) {
 		return badRequest("status %q: choose one of the listed states", f.Status)
+	}
+	if f.Before, err = store.ParseRunCursor(q.Get("before")); err != nil {
+		return badRequest("%v", err)
 	}
 	since, err := sinceOf(c.o.Now(), q.Get("range"))
 	if err != nil {
@@ -29,10 +32,16 @@ func (c *Console) runs(w http.ResponseWriter, r *http.Request, s *session) error
 	if err != nil {
 		return err
 	}
+	next := ""
+	if len(runs) > pageSize {
+		runs = runs[:pageSize]
+		next = withQuery(Prefix+"runs", q, "before", store.CursorOf(runs[len(runs)-1]).String())
+	}
 	if !since.IsZero() {
-		// Runs come newest first: the page ends at the first older one.
+		// Runs come newest first: the page, and the list, end at the
+		// first older one.
 		if i := slices.IndexFunc(runs, func(r store.Run) bool { return r.CreatedAt.Before(since) }); i >= 0 {
-			runs = runs[:i]
+			runs, next = runs[:i], ""
 		}
 	}
 	agents, err := c.o.Registry.ListAgents(r.Context(), tid)
@@ -49,7 +58,7 @@ func (c *Console) runs(w http.ResponseWriter, r *http.Request, s *session) error
 	}
 	c.render(w, r, s, http.StatusOK, "runs", "Runs", map[string]any{
 		"Runs": runs, "AgentNames": names, "Q": q, "Statuses": runStatuses, "Ranges": ranges, "Agents": agents, "Triggers": ts,
-		"Full":     len(runs) == pageSize,
+		"Next": next, "Paged": !f.Before.IsZero(), "First": withQuery(Prefix+"runs", q, "before", ""),
 		"Filtered": f.Status != "" || f.AgentID != "" || f.TriggerID != "" || !since.IsZero(),
 	})
 	return nil

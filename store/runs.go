@@ -3,6 +3,9 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -125,13 +128,16 @@ func (r Run) FinishedBefore(t time.Time) bool {
 }
 
 // RunFilter narrows ListRuns; empty fields do not narrow. Runs come newest
-// first (by CreatedAt, then id), at most Limit (0: 100).
+// first (by CreatedAt, then id), at most Limit (0: 100), and only those
+// after Before in that order when it is set (the cursor of the last run
+// of the page before).
 type RunFilter struct {
 	TenantID  string
 	TriggerID string
 	AgentID   string
 	EventID   string
 	Status    RunStatus
+	Before    RunCursor
 	Limit     int
 }
 
@@ -141,7 +147,57 @@ func (f RunFilter) Match(r Run) bool {
 		(f.TriggerID == "" || r.TriggerID == f.TriggerID) &&
 		(f.AgentID == "" || r.AgentID == f.AgentID) &&
 		(f.EventID == "" || r.EventID == f.EventID) &&
-		(f.Status == "" || r.Status == f.Status)
+		(f.Status == "" || r.Status == f.Status) &&
+		(f.Before.IsZero() || f.Before.Precedes(r))
+}
+
+// RunCursor marks a place in the newest-first order of runs: a run's
+// CreatedAt and id.
+type RunCursor struct {
+	CreatedAt time.Time
+	ID        string
+}
+
+// CursorOf returns the cursor just at r: a page that ends with r goes on
+// with the runs after CursorOf(r).
+func CursorOf(r Run) RunCursor { return RunCursor{CreatedAt: r.CreatedAt, ID: r.ID} }
+
+// IsZero reports whether c marks no place (the start).
+func (c RunCursor) IsZero() bool { return c.ID == "" && c.CreatedAt.IsZero() }
+
+// Precedes reports whether r comes after c, newest first: created
+// before c, or at the same time with a lesser id.
+func (c RunCursor) Precedes(r Run) bool {
+	switch r.CreatedAt.Compare(c.CreatedAt) {
+	case -1:
+		return true
+	case 0:
+		return r.ID < c.ID
+	}
+	return false
+}
+
+// String returns the cursor as a page's link carries it: the Unix
+// nanoseconds, "_", the id.
+func (c RunCursor) String() string {
+	if c.IsZero() {
+		return ""
+	}
+	return strconv.FormatInt(c.CreatedAt.UnixNano(), 10) + "_" + c.ID
+}
+
+// ParseRunCursor parses what RunCursor.String returns ("" is the zero
+// cursor).
+func ParseRunCursor(s string) (RunCursor, error) {
+	if s == "" {
+		return RunCursor{}, nil
+	}
+	ns, id, ok := strings.Cut(s, "_")
+	n, err := strconv.ParseInt(ns, 10, 64)
+	if !ok || err != nil || id == "" {
+		return RunCursor{}, fmt.Errorf("run cursor %q: want the Unix nanoseconds, '_' and a run id, as a page's Older link gives it", s)
+	}
+	return RunCursor{CreatedAt: time.Unix(0, n), ID: id}, nil
 }
 
 // Runs stores runs.

@@ -98,8 +98,8 @@ func (s *Store) PruneRuns(ctx context.Context, before time.Time, limit int) (int
 // ListRuns returns the runs f selects, newest first (by CreatedAt, then
 // id), at most f.Limit (100 if not positive). It walks the most selective
 // index f allows (the tenant's event, the trigger, the agent, the tenant,
-// or every run) and checks the rest, the status included, on the runs it
-// reads.
+// or every run), from f.Before when it is set, and checks the rest, the
+// status included, on the runs it reads.
 func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("boltstore: list runs: %w", err)
@@ -119,10 +119,14 @@ func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, e
 	default:
 		bucket, scope = bucketRunTime, ""
 	}
+	var from []byte
+	if !f.Before.IsZero() {
+		from = timeIndexKey(scope, f.Before.CreatedAt, f.Before.ID)
+	}
 	rs := []store.Run{}
 	err := s.db.View(func(tx *bolt.Tx) error {
 		records := tx.Bucket(bucketRuns)
-		return newestFirst(tx.Bucket(bucket), scope, func(id string) (bool, error) {
+		return newestFirstBefore(tx.Bucket(bucket), scope, from, func(id string) (bool, error) {
 			r, err := getJSON[store.Run](records, []byte(id))
 			if errors.Is(err, store.ErrNotFound) {
 				return true, nil

@@ -41,11 +41,20 @@ func timeIndexKey(scope string, t time.Time, id string) []byte {
 // contain NUL, so an entry can belong to a longer scope (and an id can
 // come twice): f checks the record it reads.
 func newestFirst(b *bolt.Bucket, scope string, f func(id string) (more bool, err error)) error {
+	return newestFirstBefore(b, scope, nil, f)
+}
+
+// newestFirstBefore is newestFirst from the entry before the key from
+// (timeIndexKey(scope, t, id)) down; from the newest for nil.
+func newestFirstBefore(b *bolt.Bucket, scope string, from []byte, f func(id string) (more bool, err error)) error {
 	prefix := []byte(scope + sep)
 	seen := make(map[string]bool)
 	c := b.Cursor()
 	// The first key after every key with the prefix is scope + "\x01".
-	k, _ := c.Seek([]byte(scope + "\x01"))
+	if from == nil {
+		from = []byte(scope + "\x01")
+	}
+	k, _ := c.Seek(from)
 	if k == nil {
 		k, _ = c.Last()
 	} else {

@@ -141,7 +141,7 @@ func (s *Store) ListTriggerEvents(ctx context.Context, tenantID, triggerID strin
 	newer := func(a, b store.EventRecord) int {
 		return cmp.Or(b.DispatchedAt.Compare(a.DispatchedAt), cmp.Compare(b.EventID, a.EventID))
 	}
-	es, err := newestFirst(ctx, s.rdb, s.triggerEventsKey(tenantID, triggerID), recordKey, keep, newer, store.ListLimit(limit))
+	es, err := newestFirst(ctx, s.rdb, s.triggerEventsKey(tenantID, triggerID), "", recordKey, keep, newer, store.ListLimit(limit))
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: list trigger events %s: %w", triggerID, err)
 	}

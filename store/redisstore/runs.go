@@ -89,8 +89,8 @@ func (s *Store) UpdateRun(ctx context.Context, r store.Run) (store.Run, error) {
 // ListRuns returns the runs f selects, newest first (by CreatedAt, then
 // id), at most f.Limit (100 if not positive). It reads the most selective
 // sorted set f allows (the tenant's event, the trigger, the agent, the
-// tenant, or every run) and checks the rest, the status included, on the
-// runs it reads.
+// tenant, or every run), from f.Before's score when it is set, and checks
+// the rest, the status included, on the runs it reads.
 func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, error) {
 	var zkey string
 	switch {
@@ -105,7 +105,13 @@ func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, e
 	default:
 		zkey = s.allRunsKey()
 	}
-	rs, err := newestFirst(ctx, s.rdb, zkey, s.runKey, f.Match, newerRun, store.ListLimit(f.Limit))
+	// From the cursor's score down: runs of the same score (scores are
+	// coarser than nanoseconds) are read, and f.Match keeps those after it.
+	max := ""
+	if !f.Before.IsZero() {
+		max = score(f.Before.CreatedAt)
+	}
+	rs, err := newestFirst(ctx, s.rdb, zkey, max, s.runKey, f.Match, newerRun, store.ListLimit(f.Limit))
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: list runs: %w", err)
 	}

@@ -43,7 +43,8 @@ type sortedScan[T any] struct {
 	zkey      string
 	recordKey func(member string) string
 	// oldest reads from the lowest score up to max (a score, as ZRANGEBYSCORE
-	// takes it); otherwise from the highest score down.
+	// takes it); otherwise from the highest score down, from max when it
+	// is set.
 	oldest bool
 	max    string
 	// keep chooses records; order sorts them, first first.
@@ -71,9 +72,12 @@ func scanSorted[T any](ctx context.Context, rdb *redis.Client, sc sortedScan[T])
 	for start, page := 0, min(sc.limit, 1000); ; start, page = start+page, min(2*page, 1000) {
 		// One more than the page: the last is a look at the next page.
 		var zs []redis.Z
-		if sc.oldest {
+		switch {
+		case sc.oldest:
 			zs, err = rdb.ZRangeByScoreWithScores(ctx, sc.zkey, &redis.ZRangeBy{Min: "-inf", Max: sc.max, Offset: int64(start), Count: int64(page + 1)}).Result()
-		} else {
+		case sc.max != "":
+			zs, err = rdb.ZRevRangeByScoreWithScores(ctx, sc.zkey, &redis.ZRangeBy{Min: "-inf", Max: sc.max, Offset: int64(start), Count: int64(page + 1)}).Result()
+		default:
 			zs, err = rdb.ZRevRangeWithScores(ctx, sc.zkey, int64(start), int64(start+page)).Result()
 		}
 		if err != nil {
@@ -132,11 +136,11 @@ func scanSorted[T any](ctx context.Context, rdb *redis.Client, sc sortedScan[T])
 }
 
 // newestFirst returns at most limit records that keep accepts among those
-// whose ids the sorted set zkey holds, newest first as order sorts them
-// (see scanSorted).
-func newestFirst[T any](ctx context.Context, rdb *redis.Client, zkey string, recordKey func(id string) string,
+// whose ids the sorted set zkey holds, with a score up to max ("": any),
+// newest first as order sorts them (see scanSorted).
+func newestFirst[T any](ctx context.Context, rdb *redis.Client, zkey, max string, recordKey func(id string) string,
 	keep func(T) bool, order func(a, b T) int, limit int) ([]T, error) {
-	found, _, err := scanSorted(ctx, rdb, sortedScan[T]{zkey: zkey, recordKey: recordKey, keep: keep, order: order, limit: limit})
+	found, _, err := scanSorted(ctx, rdb, sortedScan[T]{zkey: zkey, max: max, recordKey: recordKey, keep: keep, order: order, limit: limit})
 	if err != nil {
 		return nil, err
 	}

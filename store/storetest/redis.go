@@ -58,7 +58,9 @@ func Prefix(t testing.TB) string {
 		}
 		rdb := redis.NewClient(opts)
 		defer rdb.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		// Generous: a benchmark's prefix holds hundreds of thousands of
+		// keys (console's BenchmarkPages), left behind if this gave up.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		if err := deleteKeys(ctx, rdb, prefix); err != nil {
 			t.Errorf("storetest: clean up %s: %v", prefix, err)

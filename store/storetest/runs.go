@@ -275,6 +275,34 @@ func testRunList(t *testing.T, s store.Store) {
 		{Status: store.RunFailed, Limit: 200},
 		{TenantID: "t3"},
 	})
+	// Pages, each from the cursor of the last run of the one before,
+	// give the whole list once, in order, ties included.
+	for _, f := range []store.RunFilter{
+		{TenantID: "t1", Limit: 7},
+		{TenantID: "t1", Status: store.RunFailed, Limit: 4},
+		{TriggerID: "tr2", Limit: 9},
+		{TenantID: "t4", Limit: 2},
+		{Limit: 11},
+	} {
+		what := fmt.Sprintf("pages of %+v", f)
+		var got []store.Run
+		for range 100 {
+			page, err := s.ListRuns(ctx, f)
+			must(t, what, err)
+			got = append(got, page...)
+			if len(page) < f.Limit {
+				break
+			}
+			c := store.CursorOf(page[len(page)-1])
+			parsed, err := store.ParseRunCursor(c.String())
+			if err != nil || !parsed.CreatedAt.Equal(c.CreatedAt) || parsed.ID != c.ID {
+				t.Fatalf("%s: cursor %v parses as %v, %v", what, c, parsed, err)
+			}
+			f.Before = parsed
+		}
+		f.Before, f.Limit = store.RunCursor{}, 1000
+		sameOrder(t, what, normRun, runID, got, selectRuns(all, f))
+	}
 }
 
 // testRunListAfterUpdates checks that the lists follow what updates
