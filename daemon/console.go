@@ -28,7 +28,12 @@ import (
 // startDeliveryLog starts the writer of the delivery log; stop writes
 // what is queued and returns.
 func startDeliveryLog(cfg Config, st store.Store, reg prometheus.Registerer, log zerolog.Logger) (*deliverylog.Log, func(), error) {
-	dl, err := deliverylog.New(deliverylog.Options{Store: st, Retention: cfg.ArchiveRetention, Logger: log, Registerer: reg})
+	dl, err := deliverylog.New(deliverylog.Options{
+		Store: st, Retention: cfg.ArchiveRetention, Logger: log, Registerer: reg,
+		// The shared endpoints start the default tenant's triggers
+		// (sharedTenant): their deliveries are that tenant's.
+		SharedTenant: tenants.New(st, nil).Default,
+	})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,5 +1,7 @@
 // Package deliverylog records every delivery to a tenant's hook, with the
-// answer triggerd gave it, in the store's delivery log (store.Deliveries),
+// answer triggerd gave it, in the store's delivery log (store.Deliveries);
+// those to the shared endpoints go to the log of the tenant whose
+// triggers they start (Options.SharedTenant),
 // for the console's Deliveries and Events pages; and makes redeliveries
 // of archived deliveries, recorded the same way.
 //
@@ -34,6 +36,10 @@ type Store interface {
 // Options configures a Log.
 type Options struct {
 	Store Store
+	// SharedTenant returns the tenant whose log records the deliveries to
+	// the shared endpoints (the tenant whose triggers they start: the
+	// default tenant), "" while there is none; nil: not recorded.
+	SharedTenant func(ctx context.Context) (string, error)
 	// Buffer is how many outcomes wait at most (default 8192).
 	Buffer int
 	// Batch is how many records one write takes at most (default 500).
@@ -60,6 +66,10 @@ type Log struct {
 	// was resolved ("" for a hook that does not exist).
 	mu      sync.Mutex
 	tenants map[string]string
+	// shared is the tenant of the shared endpoints, once found (Run's
+	// goroutine only).
+	shared       string
+	sharedLooked time.Time
 }
 
 // New returns a Log; Run writes what it records.
@@ -183,6 +193,8 @@ func (l *Log) record(ctx context.Context, o ingest.DeliveryOutcome) (store.Deliv
 		tenant = o.Scope.Tenant
 	case o.Hook != "":
 		tenant = l.tenantOf(ctx, o.Hook)
+	default:
+		tenant = l.sharedTenant(ctx)
 	}
 	if tenant == "" {
 		return store.DeliveryRecord{}, false
@@ -208,6 +220,23 @@ func Record(tenant string, o ingest.DeliveryOutcome) store.DeliveryRecord {
 		}
 	}
 	return rec
+}
+
+// sharedTenant returns the tenant of the shared endpoints, "" when there
+// is none (yet): it is looked up at most every 10 seconds until found,
+// then kept.
+func (l *Log) sharedTenant(ctx context.Context) string {
+	if l.shared != "" || l.o.SharedTenant == nil || time.Since(l.sharedLooked) < 10*time.Second {
+		return l.shared
+	}
+	l.sharedLooked = time.Now()
+	t, err := l.o.SharedTenant(ctx)
+	if err != nil {
+		l.log.Warn().Err(err).Msg("looking up the tenant of the shared endpoints; their deliveries are not recorded meanwhile")
+		return ""
+	}
+	l.shared = t
+	return t
 }
 
 // tenantOf returns the tenant of hook id, "" when there is no such hook.

@@ -142,3 +142,30 @@ func BenchmarkWrite(b *testing.B) {
 		}
 	}
 }
+
+// Deliveries to the shared endpoints (no hook) go to the shared tenant's
+// log.
+func TestSharedEndpointDeliveries(t *testing.T) {
+	st := openStore(t)
+	ctx := t.Context()
+	l, err := New(Options{Store: st, FlushEvery: 10 * time.Millisecond,
+		SharedTenant: func(context.Context) (string, error) { return "t-default", nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, l)
+	at := time.Now()
+	l.Record(ingest.DeliveryOutcome{Connector: triggers.CodeHost, DeliveryID: "d1", Key: "d1", Event: "issues", Action: "opened",
+		Answer: store.AnswerAccepted, Status: 202, ReceivedAt: at})
+	l.Record(ingest.DeliveryOutcome{Connector: triggers.Deploy, Answer: store.AnswerRefused, Status: 401, Code: "invalid_signature", ReceivedAt: at})
+	var ds []store.DeliveryRecord
+	testenv.Eventually(t, 5*time.Second, "two records of the shared tenant", func() bool {
+		ds, err = st.ListDeliveries(ctx, store.DeliveryFilter{TenantID: "t-default"})
+		return err == nil && len(ds) == 2
+	})
+	for _, d := range ds {
+		if d.Hook != "" {
+			t.Errorf("record %+v: want no hook (a shared endpoint)", d)
+		}
+	}
+}

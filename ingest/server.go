@@ -60,8 +60,8 @@ type Activity interface {
 	Refused(c triggers.Connector, hook string, at time.Time, status int, code, message string)
 }
 
-// DeliveryLog hears every delivery to a tenant's hook with the answer it
-// got, for the console's delivery log. Record is called on the
+// DeliveryLog hears every delivery to a tenant's hook or to a shared
+// endpoint with the answer it got, for the console's delivery log. Record is called on the
 // delivery's path and must not block (see deliverylog.Log).
 type DeliveryLog interface {
 	Record(o DeliveryOutcome)
@@ -70,8 +70,9 @@ type DeliveryLog interface {
 // DeliveryOutcome is one delivery to a hook and its answer.
 type DeliveryOutcome struct {
 	Connector triggers.Connector
-	// Hook is the hook id in the path; Scope is nil when the delivery was
-	// refused before the hook was resolved.
+	// Hook is the hook id in the path ("" for a shared endpoint); Scope
+	// is nil for a shared endpoint, and when the delivery was refused
+	// before the hook was resolved.
 	Hook  string
 	Scope *triggers.Scope
 	// DeliveryID and Key are empty when it was refused before they were
@@ -333,9 +334,9 @@ type apiError struct {
 // reject writes an error answer and counts it.
 func (s *Server) reject(c echo.Context, src triggers.Connector, status int, code, msg string) error {
 	s.metrics.delivery(src, "unverified", code)
-	if hook := c.Param("hook"); hook != "" && code != "unknown_hook" {
+	if hook := c.Param("hook"); code != "unknown_hook" {
 		now := s.o.Now()
-		if s.o.Activity != nil {
+		if s.o.Activity != nil && hook != "" {
 			s.o.Activity.Refused(src, hook, now, status, code, msg)
 		}
 		if s.o.Deliveries != nil {
@@ -698,13 +699,18 @@ func (s *Server) logDelivery(d triggers.Delivery, res triggers.Result, outcome s
 	}
 }
 
-// recordDelivery tells Deliveries what became of a delivery to a hook.
+// recordDelivery tells Deliveries what became of a delivery to a hook or
+// a shared endpoint.
 func (s *Server) recordDelivery(d triggers.Delivery, c triggers.Capture, res triggers.Result, answer string, status int, code, msg string) {
-	if s.o.Deliveries == nil || d.Scope == nil {
+	if s.o.Deliveries == nil {
 		return
 	}
+	hook := ""
+	if d.Scope != nil {
+		hook = d.Scope.Hook
+	}
 	s.o.Deliveries.Record(DeliveryOutcome{
-		Connector: d.Connector, Hook: d.Scope.Hook, Scope: d.Scope, DeliveryID: res.DeliveryID, Key: c.Key(),
+		Connector: d.Connector, Hook: hook, Scope: d.Scope, DeliveryID: res.DeliveryID, Key: c.Key(),
 		Event: res.SourceEvent, Action: res.Action, Answer: answer, Status: status, Code: code, Message: msg,
 		Events: res.Events, ReceivedAt: c.ReceivedAt,
 	})

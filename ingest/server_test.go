@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -620,5 +621,44 @@ func TestDeliveriesAreLoggedAtDebugOnly(t *testing.T) {
 				t.Errorf("at debug, the log lacks %s:\n%s", want, got)
 			}
 		}
+	}
+}
+
+// outcomes keeps what the server tells its DeliveryLog.
+type outcomes struct {
+	mu  sync.Mutex
+	all []DeliveryOutcome
+}
+
+func (o *outcomes) Record(d DeliveryOutcome) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.all = append(o.all, d)
+}
+
+// Deliveries to the shared endpoints reach the delivery log too, with no
+// hook and no scope: accepted, duplicate and refused alike.
+func TestSharedEndpointDeliveriesAreLogged(t *testing.T) {
+	log := &outcomes{}
+	h := newHarness(t, func(o *Options) { o.Deliveries = log })
+	h.do(codeHostRequest("issues", "d-1", []byte(issueOpened)))
+	h.do(codeHostRequest("issues", "d-1", []byte(issueOpened)))
+	bad := codeHostRequest("issues", "d-2", []byte(issueOpened))
+	bad.Header.Set("X-Hub-Signature-256", "sha256=00")
+	h.do(bad)
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	var got []string
+	for _, o := range log.all {
+		if o.Hook != "" || o.Scope != nil || o.Connector != triggers.CodeHost {
+			t.Errorf("outcome %+v: want a shared code-hosting endpoint's (no hook, no scope)", o)
+		}
+		got = append(got, o.DeliveryID+" "+o.Answer)
+	}
+	if want := []string{"d-1 accepted", "d-1 duplicate", "d-2 refused"}; !slices.Equal(got, want) {
+		t.Errorf("logged %q, want %q", got, want)
+	}
+	if ev := log.all[0].Events; len(ev) != 1 || ev[0].Summary() != "#7 t" {
+		t.Errorf("accepted outcome's events %+v: want the issue, summarised #7 t", ev)
 	}
 }
