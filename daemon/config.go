@@ -46,6 +46,9 @@ type Config struct {
 	SpoolMaxBytes     int64
 	EventRetention    time.Duration
 	ArchiveRetention  time.Duration
+	// NoDeliveryLog turns off the delivery log (--delivery-log=false):
+	// the console's Deliveries and Events pages stay empty.
+	NoDeliveryLog bool
 	DedupWindow       time.Duration
 	MaxInlineBytes    int
 	ShutdownTimeout   time.Duration

@@ -285,11 +285,15 @@ func (d *daemon) buildIngest(context.Context) error {
 	// Stopped after the HTTP server, before the store.
 	d.stops.addFunc("hook activity recorder", runActivity(activity))
 	// Console (issue 38): the delivery log, stopped after the HTTP server.
-	deliveryLog, stopDeliveryLog, err := startDeliveryLog(d.cfg, d.st, d.reg, d.log)
-	if err != nil {
-		return err
+	var deliveryLog ingest.DeliveryLog
+	if !d.cfg.NoDeliveryLog {
+		dl, stopDeliveryLog, err := startDeliveryLog(d.cfg, d.st, d.reg, d.log)
+		if err != nil {
+			return err
+		}
+		d.stops.addFunc("delivery log", stopDeliveryLog)
+		deliveryLog = dl
 	}
-	d.stops.addFunc("delivery log", stopDeliveryLog)
 	d.ing, err = ingest.New(ingest.Options{
 		Spool:                spooler,
 		Committer:            &d.slot,

@@ -18,6 +18,7 @@ import (
 	"github.com/triggerd/triggerd/bus"
 	"github.com/triggerd/triggerd/daemon"
 	"github.com/triggerd/triggerd/ingest"
+	"github.com/triggerd/triggerd/internal/envflag"
 )
 
 func TestGCPercent(t *testing.T) {
@@ -380,6 +381,27 @@ func TestEveryFlagIsGrouped(t *testing.T) {
 	for f, n := range seen {
 		if n > 1 {
 			t.Errorf("--%s is in %d groups", f, n)
+		}
+	}
+}
+
+func TestDeliveryLogFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		off  bool
+	}{
+		{nil, false},
+		{[]string{"--delivery-log=false"}, true},
+		{[]string{"--delivery-log"}, false},
+	} {
+		var c daemon.Config
+		fs, _ := newFlagSet(&c, envflag.Env{Prefix: envPrefix})
+		fs.SetOutput(io.Discard)
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if c.NoDeliveryLog != tc.off {
+			t.Errorf("%v: NoDeliveryLog %v, want %v", tc.args, c.NoDeliveryLog, tc.off)
 		}
 	}
 }

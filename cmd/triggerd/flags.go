@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -131,6 +132,7 @@ func newFlagSet(c *daemon.Config, env envflag.Env) (fs *flag.FlagSet, returnOrig
 	fs.Int64Var(&c.SpoolMaxBytes, "spool-max-bytes", daemon.DefaultSpoolMaxBytes, "room on local disk, in bytes, for deliveries NATS cannot take in time (unreachable or slow): they are fsync'd into <data-dir>/spool, answered 202 with \"spooled\": true and published when NATS is back; a full spool answers 503; 0 turns the spool off (503 at once)")
 	fs.DurationVar(&c.EventRetention, "event-retention", bus.DefaultEventRetention, "how long trigger events stay in JetStream")
 	fs.DurationVar(&c.ArchiveRetention, "archive-retention", bus.DefaultArchiveRetention, "how long raw deliveries are kept for replay and duplicate detection (at least 72h)")
+	fs.Var(invertedBool{&c.NoDeliveryLog}, "delivery-log", "record every webhook delivery and triggerd's answer in the store, for the console's Deliveries and Events pages and its Overview's delivery chart (kept as long as --archive-retention); false leaves them empty")
 	fs.DurationVar(&c.DedupWindow, "dedup-window", bus.DefaultDedupWindow, "JetStream duplicate window for event ids (covers retries of interrupted deliveries)")
 	fs.IntVar(&c.MaxInlineBytes, "max-inline-bytes", bus.DefaultMaxInlineBytes, "payload bytes one delivery's events may carry inline in total; beyond, events carry payload_ref")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 25*time.Second, "bound on graceful shutdown")
@@ -154,6 +156,25 @@ func newFlagSet(c *daemon.Config, env envflag.Env) (fs *flag.FlagSet, returnOrig
 		daemon.CodeHostSecret.Env+" and "+daemon.DeploySecret.Env+" (comma-separated for rotation); when unset, one is generated into the data dir.", flagGroups)
 	return fs, returnOrigins
 }
+
+// invertedBool is a boolean flag, true by default, over a field that
+// says the opposite (false by default, as a zero Config has it).
+type invertedBool struct{ off *bool }
+
+func (b invertedBool) String() string {
+	return strconv.FormatBool(b.off == nil || !*b.off)
+}
+
+func (b invertedBool) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return fmt.Errorf("want true or false")
+	}
+	*b.off = !v
+	return nil
+}
+
+func (b invertedBool) IsBoolFlag() bool { return true }
 
 // parseOrigins returns the origins listed (comma-separated) in
 // --connect-return-origins.
@@ -230,7 +251,7 @@ var flagGroups = []envflag.Group{
 	{Title: "Start here", Flags: []string{"http-addr", "data-dir", "nats-listen", "nats-url", "sandbox", "public-url", "redis-url"}},
 	{Title: "Webhooks", Flags: []string{"codehost-webhook-secret-file", "deploy-webhook-secret-file", "max-body-bytes", "max-body-bytes-in-flight",
 		"http-read-timeout", "commit-timeout", "spool-max-bytes"}},
-	{Title: "NATS and retention", Flags: []string{"nats-drop-behind", "nats-replicas", "event-retention", "archive-retention", "dedup-window", "max-inline-bytes"}},
+	{Title: "NATS and retention", Flags: []string{"nats-drop-behind", "nats-replicas", "event-retention", "archive-retention", "delivery-log", "dedup-window", "max-inline-bytes"}},
 	{Title: "NATS cluster of triggerd processes (embedded servers)", Flags: []string{"nats-cluster-listen", "nats-routes", "nats-server-name"}},
 	{Title: "Dispatch and agents", Flags: []string{"dispatch", "dispatch-concurrency", "dispatch-ack-wait", "dispatch-max-deliver", "step-timeout",
 		"run-retention", "reconcile-interval", "poll-interval", "allow-private-agent-urls"}},
