@@ -163,6 +163,10 @@ type Options struct {
 	UnconfiguredConnectors map[string]string
 	// Ready reports the readiness of NATS and the store, for Overview.
 	Ready func(ctx context.Context) map[string]error
+	// SharedTenant returns the tenant of the shared webhook endpoints
+	// (the default tenant), whose dead events it sees; nil: only the
+	// admin sees them.
+	SharedTenant func(ctx context.Context) (string, error)
 	// Backlog reports what waits (spooled deliveries, events the
 	// dispatcher has not taken), for Overview; counts are of this
 	// process's spool and of the shared dispatch consumer.
@@ -277,6 +281,7 @@ func (c *Console) routes() {
 	c.post(m, "/console/steps/{id}/run", c.runStep)
 
 	c.get(m, "/console/dead", c.deadLetters)
+	c.get(m, "/console/dead/{seq}", c.deadLetterPage)
 	c.post(m, "/console/dead/{seq}/requeue", c.requeue)
 	c.get(m, "/console/dead/requeue", c.requeueFilteredPage)
 	c.post(m, "/console/dead/requeue", c.requeueFiltered)

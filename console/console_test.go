@@ -569,37 +569,67 @@ func (f *fakeDead) Requeue(_ context.Context, seq uint64) (bus.Dead, error) {
 	return bus.Dead{}, bus.ErrNotDead
 }
 
-func TestDeadLettersAdminOnlyAndRequeueFiltered(t *testing.T) {
+// A tenant sees and requeues the dead letters whose message names it;
+// another tenant's answer 404. The admin sees them all.
+func TestDeadLettersPerTenant(t *testing.T) {
 	f := newFixture(t, false)
 	dead := &fakeDead{dead: []bus.Dead{
-		{Seq: 1, Source: "dispatch", Subject: "triggers.x", Reason: hostile},
-		{Seq: 2, Source: "dispatch", Subject: "triggers.y"},
-		{Seq: 3, Source: "agents", Subject: "agents.z"},
+		{Seq: 1, Source: "dispatch", Stream: bus.EventsStream, Subject: "triggers.x", Reason: hostile,
+			Data: []byte(`{"id":"e1","kind":"new_issue","scope":{"hook":"h","tenant":"ta"},"resource":{"title":"` + `\u003cb\u003e` + `"}}`)},
+		{Seq: 2, Source: "dispatch-replay", Stream: "PUSH", Subject: "push.replay.x", Data: []byte(`{"tenant_id":"tb","event_id":"e2"}`)},
+		{Seq: 3, Source: "dispatch", Stream: bus.EventsStream, Subject: "triggers.y", Data: []byte(`{"id":"e3","kind":"new_issue"}`)},
+		{Seq: 4, Source: "dispatch-results", Stream: "AGENTS", Subject: "agents.r", Data: []byte(`{"run_id":"run-tb","status":"succeeded"}`)},
+		{Seq: 5, Source: "dispatch", Stream: bus.EventsStream, Subject: "triggers.z", Data: []byte(`not json`)},
 	}}
 	f.c.o.Dead = dead
-	tenantCl, _ := f.signIn(t, keyA)
-	_, page := get(t, tenantCl, f.srv.URL+"/console/dead")
-	if strings.Contains(page, "triggers.x") {
-		t.Error("a tenant sees dead letters")
+	// The shared endpoints' events (no scope) are tenant a's.
+	f.c.o.SharedTenant = func(context.Context) (string, error) { return "ta", nil }
+	a, _ := f.signIn(t, keyA)
+	_, page := get(t, a, f.srv.URL+"/console/dead")
+	for seq, want := range map[string]bool{"1": true, "2": false, "3": true, "4": false, "5": false} {
+		if got := strings.Contains(page, `href="/console/dead/`+seq+`"`); got != want {
+			t.Errorf("tenant a's dead letters list %s: %v, want %v", seq, got, want)
+		}
 	}
-	res, _ := tenantCl.PostForm(f.srv.URL+"/console/dead/1/requeue", url.Values{"csrf": {csrfFrom(t, page)}})
+	if strings.Contains(page, hostile) {
+		t.Error("a dead letter's reason is shown unescaped")
+	}
+	if res, body := get(t, a, f.srv.URL+"/console/dead/1"); res.StatusCode != http.StatusOK || !strings.Contains(body, "triggers.x") {
+		t.Errorf("tenant a's own dead letter: %d", res.StatusCode)
+	}
+	for _, seq := range []string{"2", "4", "5", "99"} {
+		if res, _ := get(t, a, f.srv.URL+"/console/dead/"+seq); res.StatusCode != http.StatusNotFound {
+			t.Errorf("tenant a GET /console/dead/%s: %d, want 404", seq, res.StatusCode)
+		}
+	}
+	res, _ := a.PostForm(f.srv.URL+"/console/dead/2/requeue", url.Values{"csrf": {csrfFrom(t, page)}})
 	res.Body.Close()
-	if res.StatusCode != http.StatusForbidden || len(dead.dead) != 3 {
-		t.Errorf("a tenant requeueing: %d, %d left; want 403 and 3", res.StatusCode, len(dead.dead))
+	if res.StatusCode != http.StatusNotFound || len(dead.dead) != 5 {
+		t.Errorf("tenant a requeueing b's: %d, %d left; want 404 and 5", res.StatusCode, len(dead.dead))
+	}
+	_, confirm := get(t, a, f.srv.URL+"/console/dead/requeue")
+	if !strings.Contains(confirm, "Requeue 2 dead letter(s) of every source?") {
+		t.Fatalf("tenant a's confirmation does not state its own count: %s", confirm)
+	}
+	res, _ = a.PostForm(f.srv.URL+"/console/dead/requeue?count=2", url.Values{"csrf": {csrfFrom(t, confirm)}})
+	res.Body.Close()
+	if res.StatusCode != http.StatusSeeOther || len(dead.dead) != 3 || dead.dead[0].Seq != 2 {
+		t.Errorf("tenant a requeue filtered: %d, left %+v; want 303 and 2, 4, 5", res.StatusCode, dead.dead)
+	}
+	b, _ := f.signIn(t, keyB)
+	_, page = get(t, b, f.srv.URL+"/console/dead")
+	if !strings.Contains(page, `href="/console/dead/2"`) || !strings.Contains(page, `href="/console/dead/4"`) || strings.Contains(page, `href="/console/dead/5"`) {
+		t.Error("tenant b's list lacks its replay request or its agent's result, or shows a letter of no tenant")
 	}
 	admin, _ := f.signIn(t, adminKey)
-	_, page = get(t, admin, f.srv.URL+"/console/dead")
-	if !strings.Contains(page, "triggers.x") || strings.Contains(page, hostile) {
-		t.Error("the admin's dead letters page lacks a letter or shows its reason unescaped")
+	_, confirm = get(t, admin, f.srv.URL+"/console/dead/requeue?source=dispatch")
+	if !strings.Contains(confirm, "Requeue 1 dead letter(s) of source dispatch?") {
+		t.Fatalf("the admin's confirmation does not state the count: %s", confirm)
 	}
-	_, confirm := get(t, admin, f.srv.URL+"/console/dead/requeue?source=dispatch")
-	if !strings.Contains(confirm, "Requeue 2 dead letter(s) of source dispatch?") {
-		t.Fatalf("the confirmation does not state the count: %s", confirm)
-	}
-	res, _ = admin.PostForm(f.srv.URL+"/console/dead/requeue?source=dispatch&count=2", url.Values{"csrf": {csrfFrom(t, confirm)}})
+	res, _ = admin.PostForm(f.srv.URL+"/console/dead/requeue?source=dispatch&count=1", url.Values{"csrf": {csrfFrom(t, confirm)}})
 	res.Body.Close()
-	if res.StatusCode != http.StatusSeeOther || len(dead.dead) != 1 || dead.dead[0].Seq != 3 {
-		t.Errorf("requeue filtered: %d, left %+v; want 303 and only seq 3", res.StatusCode, dead.dead)
+	if res.StatusCode != http.StatusSeeOther || len(dead.dead) != 2 {
+		t.Errorf("admin requeue filtered: %d, left %+v; want 303 and 2, 4", res.StatusCode, dead.dead)
 	}
 }
 

@@ -88,7 +88,7 @@ func newConsole(d consoleDeps) (*console.Console, error) {
 		Records: d.st, Replayer: d.replayer, DryRunner: d.dryRunner, Steps: d.steps, Archive: d.bus, Dead: d.bus,
 		Redeliver: &deliverylog.Redeliverer{Bus: d.bus, Store: d.st},
 		AdminKeys: d.adminKeys, SecureCookies: strings.HasPrefix(d.cfg.PublicURL, "https://"), PublicURL: d.cfg.PublicURL,
-		UnconfiguredConnectors: unconfigured,
+		UnconfiguredConnectors: unconfigured, SharedTenant: tenants.New(d.st, nil).Default,
 		Ready: func(ctx context.Context) map[string]error {
 			// What /readyz says of NATS, and the store's own ping where it
 			// has one (Redis; bolt is a local file, open or not started).
