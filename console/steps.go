@@ -37,11 +37,21 @@ type field struct {
 	Name, Type, Description string
 	Required                bool
 	Enum                    []string
-	// Kind is how the form shows it: "text", "number", "bool", "select"
-	// or "json" (arrays and objects, typed as JSON).
+	// Kind is how the form shows it: "text", "number", "bool", "select",
+	// "map" (an object of strings, as name and value rows: an API
+	// Call's headers) or "json" (other arrays and objects, typed as
+	// JSON in an editor the page checks).
 	Kind  string
 	Value string
+	// Pairs are a map's rows (a few empty ones to fill).
+	Pairs []pair
 }
+
+// pair is one name and value row of a map field.
+type pair struct{ Name, Value string }
+
+// mapRows is how many rows a map field offers at least.
+const mapRows = 3
 
 // schema is the part of a JSON Schema the form reads.
 type schema struct {
@@ -52,6 +62,15 @@ type schema struct {
 	Enum        []any              `json:"enum"`
 	Items       *schema            `json:"items"`
 	Default     any                `json:"default"`
+	// AdditionalProperties is a schema for maps (false, or absent, for
+	// others).
+	AdditionalProperties any `json:"additionalProperties"`
+}
+
+// stringMap reports whether s is an object of strings.
+func (s *schema) stringMap() bool {
+	ap, ok := s.AdditionalProperties.(map[string]any)
+	return ok && s.Properties == nil && ap["type"] == "string"
 }
 
 func (s *schema) typeName() string {
@@ -75,7 +94,9 @@ func (s *schema) typeName() string {
 }
 
 // formFields returns the fields of an input schema: required ones first,
-// then the rest by name.
+// in the schema's order of them (an API Call's method, endpoint,
+// headers, as the spec lists them), then the others by name, JSON
+// editors last (an API Call's body).
 func formFields(raw json.RawMessage) ([]field, error) {
 	var sc schema
 	if err := json.Unmarshal(raw, &sc); err != nil {
@@ -94,6 +115,8 @@ func formFields(raw json.RawMessage) ([]field, error) {
 			f.Kind = "number"
 		case f.Type == "boolean":
 			f.Kind = "bool"
+		case p.stringMap():
+			f.Kind = "map"
 		case f.Type == "array" || f.Type == "object":
 			f.Kind = "json"
 		default:
@@ -101,15 +124,28 @@ func formFields(raw json.RawMessage) ([]field, error) {
 		}
 		out = append(out, f)
 	}
+	rank := func(f field) int {
+		switch {
+		case f.Required:
+			return slices.Index(sc.Required, f.Name)
+		case f.Kind == "map":
+			return len(sc.Required) + 1
+		case f.Kind == "json":
+			return len(sc.Required) + 2
+		}
+		return len(sc.Required)
+	}
 	slices.SortFunc(out, func(a, b field) int {
-		if a.Required != b.Required {
-			if a.Required {
-				return -1
-			}
-			return 1
+		if ra, rb := rank(a), rank(b); ra != rb {
+			return ra - rb
 		}
 		return strings.Compare(a.Name, b.Name)
 	})
+	for i := range out {
+		if out[i].Kind == "map" {
+			out[i].Pairs = make([]pair, mapRows)
+		}
+	}
 	return out, nil
 }
 
@@ -118,6 +154,16 @@ func formFields(raw json.RawMessage) ([]field, error) {
 func inputOf(fields []field, form func(string) string) (json.RawMessage, error) {
 	in := map[string]any{}
 	for _, f := range fields {
+		if f.Kind == "map" {
+			m, err := mapOf(f, form)
+			if err != nil {
+				return nil, err
+			}
+			if len(m) > 0 {
+				in[f.Name] = m
+			}
+			continue
+		}
 		v := strings.TrimSpace(form("in_" + f.Name))
 		if v == "" {
 			continue
@@ -156,6 +202,40 @@ func inputOf(fields []field, form func(string) string) (json.RawMessage, error) 
 	return json.Marshal(in)
 }
 
+// maxMapRows bounds the rows a map field's form may send.
+const maxMapRows = 50
+
+// mapOf reads a map field's rows (in_<name>.name.<i>, in_<name>.value.<i>,
+// i from 0) into an object; empty rows are skipped.
+func mapOf(f field, form func(string) string) (map[string]string, error) {
+	m := map[string]string{}
+	for i := range maxMapRows {
+		name, value := strings.TrimSpace(form(fmt.Sprintf("in_%s.name.%d", f.Name, i))), form(fmt.Sprintf("in_%s.value.%d", f.Name, i))
+		if name == "" && value == "" {
+			continue
+		}
+		if name == "" {
+			return nil, fmt.Errorf("%s: row %d has a value but no name", f.Name, i+1)
+		}
+		m[name] = value
+	}
+	return m, nil
+}
+
+// pairsOf returns the rows a map field's form sent, for the form again,
+// with at least mapRows.
+func pairsOf(f field, form func(string) string) []pair {
+	ps := make([]pair, maxMapRows)
+	n := mapRows
+	for i := range ps {
+		ps[i] = pair{form(fmt.Sprintf("in_%s.name.%d", f.Name, i)), form(fmt.Sprintf("in_%s.value.%d", f.Name, i))}
+		if ps[i] != (pair{}) {
+			n = max(n, i+1)
+		}
+	}
+	return ps[:n]
+}
+
 func (c *Console) step(w http.ResponseWriter, r *http.Request, s *session) error {
 	return c.stepPage(w, r, s, http.StatusOK, nil)
 }
@@ -186,6 +266,9 @@ func (c *Console) stepPage(w http.ResponseWriter, r *http.Request, s *session, s
 	if r.Method == http.MethodPost {
 		for i := range fields {
 			fields[i].Value = r.PostFormValue("in_" + fields[i].Name)
+			if fields[i].Kind == "map" {
+				fields[i].Pairs = pairsOf(fields[i], r.PostFormValue)
+			}
 		}
 	}
 	accs, err := c.o.Accounts.List(r.Context(), tid)

@@ -129,7 +129,7 @@ func BenchmarkWrite(b *testing.B) {
 	o := ingest.DeliveryOutcome{Connector: triggers.CodeHost, Hook: "h", Scope: &triggers.Scope{Hook: "h", Tenant: "t"},
 		DeliveryID: "d", Key: "h/d", Event: "issues", Action: "opened", Answer: store.AnswerAccepted, Status: 202,
 		Events: []triggers.Event{{ID: "e", Kind: triggers.NewIssue}}, ReceivedAt: time.Now()}
-	batch := make([]store.DeliveryRecord, 0, 500)
+	batch := make([]store.DeliveryRecord, 0, benchBatch)
 	b.ReportAllocs()
 	for b.Loop() {
 		rec, _ := l.record(context.Background(), o)
@@ -169,3 +169,6 @@ func TestSharedEndpointDeliveries(t *testing.T) {
 		}
 	}
 }
+
+// benchBatch is BenchmarkWrite's batch.
+const benchBatch = 500

@@ -375,6 +375,13 @@ func TestConsoleInBrowser(t *testing.T) {
 	events.screenshot("10-events")
 	runs.eventually("#rows", "new_issue", 30*time.Second)
 	runs.screenshot("11-runs")
+	// Each list shows the issue's title, as text.
+	for name, list := range map[string]*browser{"Deliveries": deliveries, "Events": events, "Runs": runs} {
+		list.eventually("#rows", hostileTitle, 30*time.Second)
+		if imgs := evalIn[int](list, `document.querySelectorAll('img').length`); imgs != 0 {
+			t.Errorf("%s has %d img elements: the title became markup", name, imgs)
+		}
+	}
 
 	// The delivery's page: the hostile title is text, nothing runs.
 	deliveries.do("open the delivery", chromedp.Click(chromedp.CSS("#rows tr:first-child td a")),

@@ -61,11 +61,76 @@
       p.hidden = kinds.indexOf(kind.value) < 0;
     });
   }
+  // JSON editors (a step's body, its other objects and arrays) say at
+  // once when what is typed is not JSON of their type, and their form
+  // is not sent until it is. An array may also be a comma-separated list.
+  function jsonProblem(el) {
+    var v = el.value.trim();
+    if (v === "") { return ""; }
+    var want = el.getAttribute("data-json");
+    if (want === "array" && v.charAt(0) !== "[") { return ""; }
+    var x;
+    try { x = JSON.parse(v); } catch (e) { return "Not valid JSON: " + e.message; }
+    if (want === "object" && (x === null || typeof x !== "object" || Array.isArray(x))) {
+      return "Must be a JSON object: { \"name\": value, ... }";
+    }
+    if (want === "array" && !Array.isArray(x)) { return "Must be a JSON array: [ ... ]"; }
+    return "";
+  }
+  function checkJSON(el) {
+    var msg = jsonProblem(el);
+    var out = document.getElementById(el.id + "-error");
+    el.setCustomValidity(msg);
+    el.classList.toggle("invalid", msg !== "");
+    if (out) {
+      out.textContent = msg;
+      out.hidden = msg === "";
+    }
+    return msg === "";
+  }
+  // A map field (a step's headers) gets another name and value row.
+  function addRow(button) {
+    var table = document.getElementById(button.getAttribute("data-for"));
+    var body = table && table.tBodies[0];
+    if (!body || body.rows.length >= 50) { return; }
+    var i = body.rows.length;
+    var field = table.getAttribute("data-field");
+    var tr = document.createElement("tr");
+    ["name", "value"].forEach(function (part) {
+      var td = document.createElement("td");
+      var input = document.createElement("input");
+      input.name = field + "." + part + "." + i;
+      input.setAttribute("aria-label", field.slice(3) + " " + part + " " + i);
+      td.appendChild(input);
+      tr.appendChild(td);
+    });
+    body.appendChild(tr);
+    tr.querySelector("input").focus();
+  }
   document.addEventListener("DOMContentLoaded", function () {
     var kind = document.getElementById("kind");
     if (kind) {
       kind.addEventListener("change", showParams);
       showParams();
     }
+    document.querySelectorAll("textarea.json-editor").forEach(function (el) {
+      el.addEventListener("input", function () { checkJSON(el); });
+      checkJSON(el);
+    });
+    document.querySelectorAll("form").forEach(function (form) {
+      form.addEventListener("submit", function (ev) {
+        var bad = null;
+        form.querySelectorAll("textarea.json-editor").forEach(function (el) {
+          if (!checkJSON(el) && bad === null) { bad = el; }
+        });
+        if (bad !== null) {
+          ev.preventDefault();
+          bad.focus();
+        }
+      });
+    });
+    document.querySelectorAll("button.add-row").forEach(function (b) {
+      b.addEventListener("click", function () { addRow(b); });
+    });
   });
 })();

@@ -48,6 +48,9 @@ func (s *Store) PutDeliveries(ctx context.Context, ds []store.DeliveryRecord) er
 			return err
 		}
 		recs, ids := tx.Bucket(bucketDeliveries), tx.Bucket(bucketDeliveryIDs)
+		// Ids grow with time: new keys go at the end of a tenant's
+		// range and of delivery-ids, so full pages are not split again.
+		recs.FillPercent, ids.FillPercent = 0.95, 0.95
 		for _, x := range kvs {
 			if err := recs.Put(x.k, x.v); err != nil {
 				return err
