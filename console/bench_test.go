@@ -70,6 +70,7 @@ func BenchmarkPages(b *testing.B) {
 				{"event", "/console/events/" + ids.event},
 				{"runs", "/console/runs"},
 				{"runs-failed", "/console/runs?status=failed"},
+				{"runs-page-after-200", "/console/runs?before=" + ids.runCursor},
 				{"run", "/console/runs/" + ids.run},
 				{"overview", "/console/"},
 			} {
@@ -89,7 +90,7 @@ func BenchmarkPages(b *testing.B) {
 	}
 }
 
-type seeded struct{ delivery, event, run string }
+type seeded struct{ delivery, event, run, runCursor string }
 
 // seed stores n deliveries (one in ten refused), n event records and n
 // runs (one in ten failed) of tenant t1, received over the last two
@@ -169,6 +170,7 @@ func seed(b *testing.B, st store.Store, n int) seeded {
 	default:
 	}
 	out.event, out.run = fmt.Sprintf("ev-%d", n-200), fmt.Sprintf("run-%d", n-200)
+	out.runCursor = store.RunCursor{CreatedAt: at(n - 200), ID: out.run}.String()
 	b.Logf("seeded %d deliveries, events and runs in %s", n, time.Since(start).Round(time.Millisecond))
 	return out
 }

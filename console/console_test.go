@@ -853,3 +853,23 @@ func TestRunsPages(t *testing.T) {
 		t.Errorf("a malformed cursor: %d, want 400", res.StatusCode)
 	}
 }
+
+// The trigger form shows each parameter typed: enumerations as
+// checkboxes of their values, the column id as a number, organization
+// required.
+func TestTriggerFormParameters(t *testing.T) {
+	f := newFixture(t, false)
+	cl, _ := f.signIn(t, keyA)
+	_, page := get(t, cl, f.srv.URL+"/console/triggers/new")
+	for _, want := range []string{
+		`<input type="checkbox" name="param_conclusions" value="success">`,
+		`<input type="checkbox" name="param_review_states" value="approved">`,
+		`<input type="checkbox" name="param_environments" value="production">`,
+		`name="param_column_id" type="number"`,
+		`Organization <span class="req"`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the trigger form lacks %s", want)
+		}
+	}
+}

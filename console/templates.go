@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"html/template"
 	"io/fs"
+	"net/url"
+	"slices"
 	"strings"
 	"time"
 )
@@ -21,6 +23,9 @@ var funcs = template.FuncMap{
 	},
 	"iso":    func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	"pretty": prettyJSON,
+	// has reports whether the form values hold value under key (a
+	// checkbox to show checked again).
+	"has": func(vs url.Values, key, value string) bool { return slices.Contains(vs[key], value) },
 	"short": func(s string, n int) string {
 		if r := []rune(s); len(r) > n {
 			return string(r[:n-1]) + "…"

@@ -73,14 +73,20 @@ type paramField struct {
 	// script to show it only for them.
 	Kinds string
 	List  bool
+	// Number is an integer parameter; Choices the values an enumerated
+	// one takes (checkboxes, any number of them).
+	Number  bool
+	Choices []string
+	// Required marks a parameter its kinds require (organization).
+	Required bool
 }
 
 var paramFields = []paramField{
 	{Name: "repositories", Label: "Repositories", Hint: "owner/repo, comma-separated", List: true},
-	{Name: "organization", Label: "Organization", Hint: "the organisation's login"},
+	{Name: "organization", Label: "Organization", Hint: "the organisation's login", Required: true},
 	{Name: "branches", Label: "Branches", Hint: "names or patterns (release/*), comma-separated", List: true},
 	{Name: "labels", Label: "Labels", Hint: "comma-separated", List: true},
-	{Name: "column_id", Label: "Column id", Hint: "a number"},
+	{Name: "column_id", Label: "Column id", Hint: "the project column's number", Number: true},
 	{Name: "conclusions", Label: "Conclusions", Hint: "success, failure, …", List: true},
 	{Name: "review_states", Label: "Review states", Hint: "approved, changes_requested, commented", List: true},
 	{Name: "environments", Label: "Environments", Hint: "production, preview, …", List: true},
@@ -99,6 +105,7 @@ func fieldsWithKinds() []paramField {
 			}
 		}
 		f.Kinds = strings.Join(ks, " ")
+		f.Choices = match.AllowedValues(f.Name)
 		out[i] = f
 	}
 	return out
@@ -255,12 +262,15 @@ func (c *Console) createTrigger(w http.ResponseWriter, r *http.Request, s *sessi
 	kind := r.PostForm.Get("kind")
 	params := map[string]any{}
 	applies := match.ParamsFor(triggers.Kind(kind))
-	for _, f := range paramFields {
+	for _, f := range fieldsWithKinds() {
 		v := strings.TrimSpace(r.PostForm.Get("param_" + f.Name))
 		if v == "" || !contains(applies, f.Name) {
 			continue
 		}
 		switch {
+		case len(f.Choices) > 0:
+			// Checkboxes: one value each.
+			params[f.Name] = r.PostForm["param_"+f.Name]
 		case f.List:
 			params[f.Name] = splitList(v)
 		case f.Name == "column_id":

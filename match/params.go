@@ -118,6 +118,12 @@ var allowedValues = map[string][]string{
 	paramEnvironments: {"production", "preview", "staging", "development"},
 }
 
+// AllowedValues returns the values parameter p accepts (conclusions,
+// review_states, environments), nil for a parameter that takes any.
+func AllowedValues(p string) []string {
+	return append([]string(nil), allowedValues[p]...)
+}
+
 // kindParams is the catalogue: the parameters each kind takes.
 var kindParams = func() map[triggers.Kind][]string {
 	m := make(map[triggers.Kind][]string)
