@@ -2,10 +2,12 @@ package console
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 
+	"github.com/triggerd/triggerd/connectors"
 	"github.com/triggerd/triggerd/registry"
 	"github.com/triggerd/triggerd/store"
 )
@@ -27,8 +29,65 @@ func (c *Console) agentsPage(w http.ResponseWriter, r *http.Request, s *session,
 	if err != nil {
 		return err
 	}
-	c.render(w, r, s, status, "agents", "Agents", map[string]any{"Agents": agents, "Problem": problem, "In": in, "Accounts": accs})
+	var catalogue []connectors.Step
+	if c.o.Steps != nil {
+		catalogue = c.o.Steps.List("")
+	}
+	rows := pipelineRows(r)
+	c.render(w, r, s, status, "agents", "Agents", map[string]any{"Agents": agents, "Problem": problem, "In": in, "Accounts": accs,
+		"Catalogue": catalogue, "Rows": rows})
 	return nil
+}
+
+// maxPipelineRows bounds the step rows the agent form reads.
+const maxPipelineRows = 20
+
+// pipelineRow is one step row of the agent form's pipeline editor.
+type pipelineRow struct {
+	Index                      int
+	Name, Step, Account, Input string
+}
+
+// pipelineRows returns the step rows the form sent (pstep.<field>.<i>),
+// the empty ones left out, or one empty row to start from.
+func pipelineRows(r *http.Request) []pipelineRow {
+	var rows []pipelineRow
+	for i := range maxPipelineRows {
+		row := pipelineRow{Index: len(rows)}
+		get := func(f string) string { return strings.TrimSpace(r.PostFormValue(fmt.Sprintf("pstep.%s.%d", f, i))) }
+		row.Name, row.Step, row.Account, row.Input = get("name"), get("step"), get("account"), get("input")
+		if row.Name != "" || row.Step != "" || row.Input != "" {
+			rows = append(rows, row)
+		}
+	}
+	if len(rows) == 0 {
+		rows = []pipelineRow{{}}
+	}
+	return rows
+}
+
+// pipelineOf builds the pipeline from the editor's rows; an input must
+// be a JSON object (its string values may be templates).
+func pipelineOf(rows []pipelineRow) ([]store.PipelineStep, error) {
+	var out []store.PipelineStep
+	for i, row := range rows {
+		if row.Name == "" && row.Step == "" && row.Input == "" {
+			continue
+		}
+		if row.Name == "" || row.Step == "" {
+			return nil, fmt.Errorf("pipeline step %d: give it a name and choose its tool step", i+1)
+		}
+		in := row.Input
+		if in == "" {
+			in = "{}"
+		}
+		var obj map[string]any
+		if err := json.Unmarshal([]byte(in), &obj); err != nil {
+			return nil, fmt.Errorf("pipeline step %d (%s): its input must be a JSON object: %v", i+1, row.Name, err)
+		}
+		out = append(out, store.PipelineStep{Name: row.Name, Step: row.Step, Account: row.Account, Input: json.RawMessage(in)})
+	}
+	return out, nil
 }
 
 func (c *Console) createAgent(w http.ResponseWriter, r *http.Request, s *session) error {
@@ -41,6 +100,14 @@ func (c *Console) createAgent(w http.ResponseWriter, r *http.Request, s *session
 		"url": strings.TrimSpace(r.PostFormValue("url")), "steps": strings.TrimSpace(r.PostFormValue("steps")),
 	}
 	ai := registry.AgentInput{Name: in["name"], Delivery: store.AgentDelivery(in["delivery"]), URL: in["url"]}
+	steps, err := pipelineOf(pipelineRows(r))
+	if err != nil {
+		return c.agentsPage(w, r, s, http.StatusBadRequest, err.Error(), in)
+	}
+	if len(steps) > 0 && in["steps"] != "" {
+		return c.agentsPage(w, r, s, http.StatusBadRequest, "Give the pipeline either as steps or as JSON, not both.", in)
+	}
+	ai.Steps = steps
 	if in["steps"] != "" {
 		if err := json.Unmarshal([]byte(in["steps"]), &ai.Steps); err != nil {
 			return c.agentsPage(w, r, s, http.StatusBadRequest,

@@ -85,7 +85,7 @@ type fakeRegistry struct {
 func (f *fakeRegistry) CreateAgent(_ context.Context, tid string, in registry.AgentInput) (store.Agent, string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	a := store.Agent{ID: "ag" + in.Name, TenantID: tid, Name: in.Name, Delivery: in.Delivery}
+	a := store.Agent{ID: "ag" + in.Name, TenantID: tid, Name: in.Name, Delivery: in.Delivery, Steps: in.Steps}
 	f.agents = append(f.agents, a)
 	return a, "once-shown-secret", nil
 }
@@ -871,5 +871,45 @@ func TestTriggerFormParameters(t *testing.T) {
 		if !strings.Contains(page, want) {
 			t.Errorf("the trigger form lacks %s", want)
 		}
+	}
+}
+
+// The agent form's pipeline editor: its rows become the agent's steps;
+// an input that is not a JSON object is refused with a message.
+func TestAgentPipelineRows(t *testing.T) {
+	f := newFixture(t, false)
+	cl, _ := f.signIn(t, keyA)
+	_, page := get(t, cl, f.srv.URL+"/console/agents")
+	for _, want := range []string{`name="pstep.name.0"`, `id="add-step"`, `<template id="pipeline-row">`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the agents page lacks %s", want)
+		}
+	}
+	form := url.Values{"csrf": {csrfFrom(t, page)}, "name": {"piped"}, "delivery": {"nats"},
+		"pstep.name.0": {"comment"}, "pstep.step.0": {"codehost.create_comment"}, "pstep.account.0": {"acc1"},
+		"pstep.input.0": {`{"body": "Thanks, {{ .event.sender }}"}`},
+		"pstep.name.3": {"label"}, "pstep.step.3": {"codehost.add_labels"}, "pstep.input.3": {`{"labels": ["triage"]}`}}
+	res, err := cl.PostForm(f.srv.URL+"/console/agents", form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("create: %d", res.StatusCode)
+	}
+	as, _ := f.reg.ListAgents(t.Context(), "ta")
+	if len(as) != 1 || len(as[0].Steps) != 2 || as[0].Steps[0].Name != "comment" || as[0].Steps[1].Step != "codehost.add_labels" ||
+		!strings.Contains(string(as[0].Steps[0].Input), "{{ .event.sender }}") {
+		t.Fatalf("agents %+v: want one with the two steps of the rows", as)
+	}
+	form.Set("pstep.input.3", `["triage"]`)
+	res, err = cl.PostForm(f.srv.URL+"/console/agents", form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "must be a JSON object") {
+		t.Errorf("an input that is an array: %d, want 400 saying it must be a JSON object", res.StatusCode)
 	}
 }

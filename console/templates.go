@@ -26,6 +26,12 @@ var funcs = template.FuncMap{
 	// has reports whether the form values hold value under key (a
 	// checkbox to show checked again).
 	"has": func(vs url.Values, key, value string) bool { return slices.Contains(vs[key], value) },
+	// pipelineRow pairs a pipeline row (nil: an empty one, for the
+	// script to copy) with the agents page's data.
+	"pipelineRow": func(data map[string]any, row any) map[string]any {
+		r, _ := row.(pipelineRow)
+		return map[string]any{"Row": r, "Catalogue": data["Catalogue"], "Accounts": data["Accounts"]}
+	},
 	"short": func(s string, n int) string {
 		if r := []rune(s); len(r) > n {
 			return string(r[:n-1]) + "…"

@@ -113,10 +113,45 @@
       kind.addEventListener("change", showParams);
       showParams();
     }
-    document.querySelectorAll("textarea.json-editor").forEach(function (el) {
-      el.addEventListener("input", function () { checkJSON(el); });
-      checkJSON(el);
+    document.querySelectorAll("textarea.json-editor").forEach(checkJSON);
+    document.addEventListener("input", function (ev) {
+      if (ev.target.matches && ev.target.matches("textarea.json-editor")) { checkJSON(ev.target); }
     });
+    // The agent form's pipeline editor: add a step row (a copy of the
+    // empty one in <template>, numbered after the others), remove one.
+    var steps = document.getElementById("pipeline-steps");
+    var rowTemplate = document.getElementById("pipeline-row");
+    var add = document.getElementById("add-step");
+    if (steps && rowTemplate && add) {
+      add.addEventListener("click", function () {
+        if (steps.children.length >= 20) { return; }
+        var next = 0;
+        steps.querySelectorAll("li.pipeline-step").forEach(function (li) {
+          next = Math.max(next, Number(li.getAttribute("data-index")) + 1);
+        });
+        var li = rowTemplate.content.firstElementChild.cloneNode(true);
+        li.setAttribute("data-index", String(next));
+        li.querySelectorAll("[name]").forEach(function (el) {
+          el.name = el.name.replace(/\.\d+$/, "." + next);
+        });
+        li.querySelectorAll("[id]").forEach(function (el) {
+          el.id = el.id.replace(/-\d+(-error)?$/, "-" + next + "$1");
+        });
+        steps.appendChild(li);
+        li.querySelector("input").focus();
+      });
+      steps.addEventListener("click", function (ev) {
+        var b = ev.target;
+        if (!b.classList || !b.classList.contains("remove-step")) { return; }
+        var li = b.closest("li.pipeline-step");
+        if (steps.children.length > 1) {
+          li.remove();
+          return;
+        }
+        li.querySelectorAll("input, textarea").forEach(function (el) { el.value = ""; });
+        li.querySelectorAll("select").forEach(function (el) { el.selectedIndex = 0; });
+      });
+    }
     document.querySelectorAll("form").forEach(function (form) {
       form.addEventListener("submit", function (ev) {
         var bad = null;
