@@ -888,7 +888,7 @@ func TestAgentPipelineRows(t *testing.T) {
 	form := url.Values{"csrf": {csrfFrom(t, page)}, "name": {"piped"}, "delivery": {"nats"},
 		"pstep.name.0": {"comment"}, "pstep.step.0": {"codehost.create_comment"}, "pstep.account.0": {"acc1"},
 		"pstep.input.0": {`{"body": "Thanks, {{ .event.sender }}"}`},
-		"pstep.name.3": {"label"}, "pstep.step.3": {"codehost.add_labels"}, "pstep.input.3": {`{"labels": ["triage"]}`}}
+		"pstep.name.3":  {"label"}, "pstep.step.3": {"codehost.add_labels"}, "pstep.input.3": {`{"labels": ["triage"]}`}}
 	res, err := cl.PostForm(f.srv.URL+"/console/agents", form)
 	if err != nil {
 		t.Fatal(err)

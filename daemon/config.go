@@ -48,10 +48,10 @@ type Config struct {
 	ArchiveRetention  time.Duration
 	// NoDeliveryLog turns off the delivery log (--delivery-log=false):
 	// the console's Deliveries and Events pages stay empty.
-	NoDeliveryLog bool
-	DedupWindow       time.Duration
-	MaxInlineBytes    int
-	ShutdownTimeout   time.Duration
+	NoDeliveryLog   bool
+	DedupWindow     time.Duration
+	MaxInlineBytes  int
+	ShutdownTimeout time.Duration
 	// HTTPReadTimeout bounds reading one request, body included.
 	HTTPReadTimeout time.Duration
 	GCPercent       int
