@@ -17,7 +17,7 @@ func TestAPICallFormShape(t *testing.T) {
 	}{
 		{apicall.CodeHost(apicall.CodeHostOptions{}).Input, []string{"method select", "endpoint text", "headers map", "body json"}},
 		{apicall.Deploy(apicall.DeployOptions{}).Input, []string{"method select", "path text", "headers map", "body json"}},
-		{apicall.Analytics(apicall.AnalyticsOptions{}).Input, []string{"method select", "api select", "endpoint text", "body json"}},
+		{apicall.Analytics(apicall.AnalyticsOptions{}).Input, []string{"method select", "endpoint text", "api select", "body json"}},
 	} {
 		fields, err := formFields(tc.input)
 		if err != nil {
