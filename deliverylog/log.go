@@ -350,6 +350,11 @@ func (r *Redeliverer) Redeliver(ctx context.Context, tenantID string, capture tr
 	}
 	rec := Record(tenantID, o)
 	rec.Redelivery = true
+	if rec.Summary == "" && len(res.Events) > 0 {
+		// A duplicate or ignored attempt published nothing; its title is
+		// still its first event's.
+		rec.Summary = res.Events[0].Summary()
+	}
 	if err := r.Store.PutDeliveries(ctx, []store.DeliveryRecord{rec}); err != nil {
 		return rec, fmt.Errorf("record the redelivery: %w", err)
 	}
