@@ -105,9 +105,18 @@ type Import struct {
 // GatewayPrefix). An operator running triggerd on their own NATS
 // (--nats-url) gives each agent an account with these service imports
 // (and triggerd's account the matching exports) to keep agents apart.
+//
+// The last import, of JetStream's account info ($JS.API.INFO) from the
+// gateway, is one the agent never uses (Permissions does not let it
+// publish there): it is there so that nats-server does not give the
+// agent's account, which has no JetStream of its own, the whole of
+// JetStream's API to answer "JetStream not enabled for account". That
+// answer would race the imported one on every request, and on a cluster,
+// where JetStream's own answer takes a round trip to a stream's leader,
+// win it.
 func Imports(agentID string) []Import {
 	pub, _ := Permissions(agentID)
-	imports := make([]Import, 0, len(pub))
+	imports := make([]Import, 0, len(pub)+1)
 	for _, subj := range pub {
 		to := subj
 		switch subj {
@@ -118,8 +127,11 @@ func Imports(agentID string) []Import {
 		}
 		imports = append(imports, Import{From: subj, To: to})
 	}
-	return imports
+	return append(imports, Import{From: accountInfoSubject, To: GatewayPrefix + "." + agentID + ".info"})
 }
+
+// accountInfoSubject is JetStream's API subject for an account's info.
+const accountInfoSubject = "$JS.API.INFO"
 
 // ConsumerCreateSubject is JetStream's API subject for creating or
 // updating agentID's consumer with the filter of its runs (the server

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -115,6 +116,7 @@ type NATSNode struct {
 	ClusterURL string
 	monitor    string
 	conf       string
+	env        []string
 	out        *Buffer
 	cmd        *exec.Cmd
 	exited     chan struct{}
@@ -181,6 +183,48 @@ func StartNATSCluster(tb testing.TB, n int) *NATSCluster {
 	return c
 }
 
+// StartNATSClusterFromConfig starts n nats-servers (n at most 3) from
+// one configuration file, as an operator would, each given its own
+// settings in the environment: SERVER_NAME, CLIENT_LISTEN, CLUSTER_LISTEN,
+// MONITOR_LISTEN, STORE_DIR and every member's route URL in ROUTE_1 to
+// ROUTE_n, plus env (passwords, say). It waits until every server reports
+// JetStream healthy; they are stopped when the test ends.
+func StartNATSClusterFromConfig(tb testing.TB, conf string, n int, env ...string) *NATSCluster {
+	tb.Helper()
+	c := &NATSCluster{bin: NATSServerBinary(tb)}
+	dir := tb.TempDir()
+	for i := range n {
+		c.Nodes = append(c.Nodes, &NATSNode{
+			Name:       fmt.Sprintf("nats-%d", i+1),
+			URL:        fmt.Sprintf("nats://127.0.0.1:%d", FreePort(tb)),
+			ClusterURL: fmt.Sprintf("nats://127.0.0.1:%d", FreePort(tb)),
+			monitor:    fmt.Sprintf("127.0.0.1:%d", FreePort(tb)),
+			conf:       conf,
+		})
+	}
+	var routes []string
+	for i, node := range c.Nodes {
+		routes = append(routes, fmt.Sprintf("ROUTE_%d=%s", i+1, node.ClusterURL))
+	}
+	for _, node := range c.Nodes {
+		node.env = append([]string{
+			"SERVER_NAME=" + node.Name,
+			"CLIENT_LISTEN=" + strings.TrimPrefix(node.URL, "nats://"),
+			"CLUSTER_LISTEN=" + strings.TrimPrefix(node.ClusterURL, "nats://"),
+			"MONITOR_LISTEN=" + node.monitor,
+			"STORE_DIR=" + filepath.Join(dir, node.Name),
+		}, append(slices.Clone(routes), env...)...)
+		c.start(tb, node)
+	}
+	tb.Cleanup(func() {
+		for _, node := range c.Nodes {
+			node.kill()
+		}
+	})
+	c.WaitHealthy(tb, 60*time.Second)
+	return c
+}
+
 // URL returns every node's client URL, comma-separated, as nats.go and
 // triggerd's --nats-url take them.
 func (c *NATSCluster) URL() string {
@@ -205,6 +249,9 @@ func (c *NATSCluster) start(tb testing.TB, node *NATSNode) {
 	tb.Helper()
 	node.out = &Buffer{}
 	node.cmd = exec.Command(c.bin, "-c", node.conf)
+	if node.env != nil {
+		node.cmd.Env = append(os.Environ(), node.env...)
+	}
 	node.cmd.Stdout, node.cmd.Stderr = node.out, node.out
 	if err := node.cmd.Start(); err != nil {
 		tb.Fatalf("start nats-server %s: %v", node.Name, err)
