@@ -132,6 +132,7 @@ type loadResult struct {
 	status  int
 	spooled bool
 	events  []string
+	issues  []string // the new_issue events among events: the agent's
 	err     error
 }
 
@@ -142,13 +143,16 @@ type loadResult struct {
 // comes within 10 s (GitHub's timeout) and 99 % within 3 s.
 func TestKillStreamLeaderUnderLoad(t *testing.T) {
 	c := testenv.StartNATSCluster(t, 3)
+	rig := newAgentRig(t)
 	const secret = "leader-kill-secret"
-	env := []string{"TRIGGERD_CODEHOST_WEBHOOK_SECRET=" + secret}
+	env := append([]string{"TRIGGERD_CODEHOST_WEBHOOK_SECRET=" + secret}, rig.env...)
 	dirs := []string{t.TempDir(), t.TempDir()}
 	procs := []*proc{
-		startTriggerd(t, env, "--nats-url", c.URL(), "--data-dir", dirs[0], "--dispatch=false"),
-		startTriggerd(t, env, "--nats-url", c.URL(), "--data-dir", dirs[1], "--dispatch=false"),
+		startTriggerd(t, env, append([]string{"--nats-url", c.URL(), "--data-dir", dirs[0]}, rig.Args(0)...)...),
+		startTriggerd(t, env, append([]string{"--nats-url", c.URL(), "--data-dir", dirs[1]}, rig.Args(1)...)...),
 	}
+	rig.Setup(dirs[0])
+	rig.Consume(c.URL(), "", "")
 	_, leader := streamReplicas(t, c.URL(), bus.EventsStream)
 	victim := c.Node(leader)
 	if victim == nil {
@@ -187,7 +191,7 @@ func TestKillStreamLeaderUnderLoad(t *testing.T) {
 			t.Logf("%s: started %s again", now.Round(time.Millisecond), victim.Name)
 		}
 		p := procs[i%2]
-		d := delivery{event: "issues", id: fmt.Sprintf("leader-kill-%04d", i), body: issueBody(i)}
+		d := delivery{event: "issues", id: fmt.Sprintf("leader-kill-%04d", i), body: helloIssueBody(i)}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -196,6 +200,9 @@ func TestKillStreamLeaderUnderLoad(t *testing.T) {
 			res := loadResult{id: d.id, sentAt: sent.Sub(start), latency: time.Since(sent), status: r.status, spooled: r.body.Spooled, err: err}
 			for _, e := range r.body.Events {
 				res.events = append(res.events, e.ID)
+				if e.Kind == "new_issue" {
+					res.issues = append(res.issues, e.ID)
+				}
 			}
 			mu.Lock()
 			results = append(results, res)
@@ -214,7 +221,7 @@ func TestKillStreamLeaderUnderLoad(t *testing.T) {
 	var latencies []time.Duration
 	accepted, spooled, refused := 0, 0, 0
 	var recovered time.Duration = -1
-	want := map[string]bool{}
+	want, wantRuns := map[string]bool{}, map[string]bool{}
 	for _, r := range results {
 		latencies = append(latencies, r.latency)
 		switch {
@@ -234,6 +241,9 @@ func TestKillStreamLeaderUnderLoad(t *testing.T) {
 		}
 		for _, id := range r.events {
 			want[id] = true
+		}
+		for _, id := range r.issues {
+			wantRuns[id] = true
 		}
 	}
 	slices.Sort(latencies)
@@ -270,8 +280,10 @@ func TestKillStreamLeaderUnderLoad(t *testing.T) {
 		t.Errorf("99th percentile answer took %s, over 3 s", p99)
 	}
 
-	// Every accepted delivery's events in the stream exactly once.
+	// Every accepted delivery's events in the stream exactly once, and
+	// each started the agent once.
 	checkEventsOnce(t, c.URL(), want)
+	rig.CheckStartedOnce(wantRuns)
 }
 
 // checkEventsOnce fails the test unless every event id in want is in the
@@ -428,15 +440,18 @@ func countEvents(url string) (map[string]int, error) {
 // comes within 10 s, 99 % within 3 s.
 func TestKillTriggerdUnderLoad(t *testing.T) {
 	c := testenv.StartNATSCluster(t, 3)
+	rig := newAgentRig(t)
 	const secret = "process-kill-secret"
-	env := []string{"TRIGGERD_CODEHOST_WEBHOOK_SECRET=" + secret}
+	env := append([]string{"TRIGGERD_CODEHOST_WEBHOOK_SECRET=" + secret}, rig.env...)
 	dirs := []string{t.TempDir(), t.TempDir()}
 	args := func(i int) []string {
-		return []string{"--nats-url", c.URL(), "--data-dir", dirs[i], "--dispatch=false"}
+		return append([]string{"--nats-url", c.URL(), "--data-dir", dirs[i]}, rig.Args(i)...)
 	}
 	var slots [2]atomic.Pointer[proc]
 	slots[0].Store(startTriggerd(t, env, args(0)...))
 	slots[1].Store(startTriggerd(t, env, args(1)...))
+	rig.Setup(dirs[0])
+	rig.Consume(c.URL(), "", "")
 
 	const (
 		rate     = 40
@@ -456,6 +471,9 @@ func TestKillTriggerdUnderLoad(t *testing.T) {
 		res := loadResult{id: d.id, sentAt: sent.Sub(start), latency: time.Since(sent), status: r.status, spooled: r.body.Spooled, err: err}
 		for _, e := range r.body.Events {
 			res.events = append(res.events, e.ID)
+			if e.Kind == "new_issue" {
+				res.issues = append(res.issues, e.ID)
+			}
 		}
 		mu.Lock()
 		results = append(results, res)
@@ -491,7 +509,7 @@ func TestKillTriggerdUnderLoad(t *testing.T) {
 		if dead && slot == 0 {
 			slot = 1 // the load balancer's health check took process 1 out
 		}
-		d := delivery{event: "issues", id: fmt.Sprintf("process-kill-%04d", i), body: issueBody(i)}
+		d := delivery{event: "issues", id: fmt.Sprintf("process-kill-%04d", i), body: helloIssueBody(i)}
 		deliveries[d.id] = d
 		wg.Add(1)
 		go post1(slots[slot].Load(), d, start)
@@ -540,13 +558,17 @@ func TestKillTriggerdUnderLoad(t *testing.T) {
 	}
 	// Each delivery's events once: a delivery answered twice (cut off,
 	// then redelivered) names the same event ids both times.
-	want := map[string]bool{}
+	want, wantRuns := map[string]bool{}, map[string]bool{}
 	for _, r := range results {
 		if r.err == nil && r.status/100 == 2 {
 			for _, id := range r.events {
 				want[id] = true
 			}
+			for _, id := range r.issues {
+				wantRuns[id] = true
+			}
 		}
 	}
 	checkEventsOnce(t, c.URL(), want)
+	rig.CheckStartedOnce(wantRuns)
 }
