@@ -123,7 +123,10 @@ func newHarnessWith(t testing.TB, o dispatch.Options, b *bus.Bus, emb *bus.Embed
 	t.Cleanup(nc.Close)
 	js, _ := jetstream.New(nc)
 	h := &harness{t: t, bus: b, js: js, store: st, steps: &fakeSteps{fail: map[string]error{}, refuse: map[string]int{}, out: map[string]string{}}}
-	o.Store, o.Queue, o.Steps = st, b, h.steps
+	o.Store, o.Steps = st, h.steps
+	if o.Queue == nil {
+		o.Queue = b
+	}
 	if o.SharedTenant == "" {
 		// The harness's triggers are t1's and its deliveries unscoped, as
 		// those of the shared endpoints: t1 owns them.

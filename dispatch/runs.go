@@ -239,6 +239,7 @@ func (d *Dispatcher) startRun(ctx context.Context, spec runSpec, received time.T
 		subject, status = pushSubject(ag.ID), "queued"
 	}
 	if err := d.o.Queue.Publish(ctx, subject, r.ID, body); err != nil {
+		d.releaseClaim(ctx, r)
 		return store.Run{}, false, fmt.Errorf("start agent %s: %w", ag.ID, err)
 	}
 	now := d.o.Now()
@@ -260,6 +261,21 @@ func (d *Dispatcher) startRun(ctx context.Context, spec runSpec, received time.T
 	}
 	d.logRun(r)
 	return r, true, nil
+}
+
+// releaseClaim gives up the claim of a run whose agent could not be
+// started (its stream had no leader, say), so that the event's next
+// delivery, an AckWait later, takes the run over at once instead of
+// waiting out the whole lease (StepTimeout+AckWait, minutes by default).
+// Nothing was started, and should the publish have landed after all, the
+// next one carries the same Nats-Msg-Id and is dropped as a duplicate. A
+// failed release only means the lease runs out as before.
+func (d *Dispatcher) releaseClaim(ctx context.Context, r store.Run) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.o.AckWait)
+	defer cancel()
+	if _, err := d.updateClaim(ctx, r, d.o.Now()); err != nil {
+		d.log.Debug().Err(err).Str("run_id", r.ID).Msg("run claim not released; it expires with its lease")
+	}
 }
 
 // announce tells Options.OnRunStarted of a run just started.
