@@ -143,17 +143,16 @@ type loadResult struct {
 // comes within 10 s (GitHub's timeout) and 99 % within 3 s.
 func TestKillStreamLeaderUnderLoad(t *testing.T) {
 	c := testenv.StartNATSCluster(t, 3)
-	// This test runs without dispatch: with an agent, one CI run under
-	// -race saw 49 of 960 accepted events start no run within 30 s of the
-	// load's end (two other runs saw none). Until that is explained, the
-	// agent's starts are counted in TestKillTriggerdUnderLoad only.
+	rig := newAgentRig(t)
 	const secret = "leader-kill-secret"
-	env := []string{"TRIGGERD_CODEHOST_WEBHOOK_SECRET=" + secret}
+	env := append([]string{"TRIGGERD_CODEHOST_WEBHOOK_SECRET=" + secret}, rig.env...)
 	dirs := []string{t.TempDir(), t.TempDir()}
 	procs := []*proc{
-		startTriggerd(t, env, "--nats-url", c.URL(), "--data-dir", dirs[0], "--dispatch=false"),
-		startTriggerd(t, env, "--nats-url", c.URL(), "--data-dir", dirs[1], "--dispatch=false"),
+		startTriggerd(t, env, append([]string{"--nats-url", c.URL(), "--data-dir", dirs[0]}, rig.Args(0)...)...),
+		startTriggerd(t, env, append([]string{"--nats-url", c.URL(), "--data-dir", dirs[1]}, rig.Args(1)...)...),
 	}
+	rig.Setup(dirs[0])
+	rig.Consume(c.URL(), "", "")
 	_, leader := streamReplicas(t, c.URL(), bus.EventsStream)
 	victim := c.Node(leader)
 	if victim == nil {
@@ -222,7 +221,7 @@ func TestKillStreamLeaderUnderLoad(t *testing.T) {
 	var latencies []time.Duration
 	accepted, spooled, refused := 0, 0, 0
 	var recovered time.Duration = -1
-	want := map[string]bool{}
+	want, wantRuns := map[string]bool{}, map[string]bool{}
 	for _, r := range results {
 		latencies = append(latencies, r.latency)
 		switch {
@@ -242,6 +241,9 @@ func TestKillStreamLeaderUnderLoad(t *testing.T) {
 		}
 		for _, id := range r.events {
 			want[id] = true
+		}
+		for _, id := range r.issues {
+			wantRuns[id] = true
 		}
 	}
 	slices.Sort(latencies)
@@ -278,8 +280,10 @@ func TestKillStreamLeaderUnderLoad(t *testing.T) {
 		t.Errorf("99th percentile answer took %s, over 3 s", p99)
 	}
 
-	// Every accepted delivery's events in the stream exactly once.
+	// Every accepted delivery's events in the stream exactly once, and
+	// each started the agent once.
 	checkEventsOnce(t, c.URL(), want)
+	rig.CheckStartedOnce(wantRuns)
 }
 
 // checkEventsOnce fails the test unless every event id in want is in the
