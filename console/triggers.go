@@ -82,7 +82,7 @@ type paramField struct {
 }
 
 var paramFields = []paramField{
-	{Name: "repositories", Label: "Repositories", Hint: "owner/repo, comma-separated", List: true},
+	{Name: "repositories", Label: "Repositories", Hint: "owner/repo, comma-separated; empty: every repository the account reaches", List: true},
 	{Name: "organization", Label: "Organization", Hint: "the organisation's login", Required: true},
 	{Name: "branches", Label: "Branches", Hint: "names or patterns (release/*), comma-separated", List: true},
 	{Name: "labels", Label: "Labels", Hint: "comma-separated", List: true},
