@@ -21,25 +21,7 @@ type gistCursor struct {
 	// still describes the same question.
 	ETag  string    `json:"etag,omitempty"`
 	Since time.Time `json:"since,omitzero"`
-	// High is the newest created_at emitted; IDs are the gists emitted
-	// with exactly that created_at.
-	High time.Time `json:"high,omitzero"`
-	IDs  []string  `json:"ids,omitempty"`
-}
-
-// seen reports whether g is at or below the high-water mark.
-func (c *gistCursor) seen(g codehost.PolledGist) bool {
-	return g.CreatedAt.Before(c.High) || g.CreatedAt.Equal(c.High) && slices.Contains(c.IDs, g.ID)
-}
-
-// advance records g as emitted; gists come oldest first.
-func (c *gistCursor) advance(g codehost.PolledGist) {
-	switch {
-	case g.CreatedAt.After(c.High):
-		c.High, c.IDs = g.CreatedAt, []string{g.ID}
-	case g.CreatedAt.Equal(c.High):
-		c.IDs = append(c.IDs, g.ID)
-	}
+	highWater[string]
 }
 
 // pollGists emits a new_gist event per gist of the account created at or
@@ -75,7 +57,7 @@ func (p *Poller) pollGists(ctx context.Context, a account, from time.Time) (coun
 			return cmp.Or(x.CreatedAt.Compare(y.CreatedAt), cmp.Compare(x.ID, y.ID))
 		})
 		for _, g := range gists {
-			if g.CreatedAt.Before(from) || next.seen(g) {
+			if g.CreatedAt.Before(from) || next.seen(g.CreatedAt, g.ID) {
 				continue
 			}
 			dup, err := p.emit(ctx, a, gistItem(g))
@@ -83,7 +65,7 @@ func (p *Poller) pollGists(ctx context.Context, a account, from time.Time) (coun
 				failed = err
 				break
 			}
-			next.advance(g)
+			next.advance(g.CreatedAt, g.ID)
 			n.add(dup)
 		}
 	}

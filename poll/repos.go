@@ -18,24 +18,7 @@ import (
 type repoCursor struct {
 	// ETag is the last fully processed answer's, sent as If-None-Match.
 	ETag string `json:"etag,omitempty"`
-	// High is the newest created_at emitted; IDs are the repositories
-	// emitted with exactly that created_at.
-	High time.Time `json:"high,omitzero"`
-	IDs  []int64   `json:"ids,omitempty"`
-}
-
-func (c *repoCursor) seen(r codehost.AccountRepo) bool {
-	return r.CreatedAt.Before(c.High) || r.CreatedAt.Equal(c.High) && slices.Contains(c.IDs, r.ID)
-}
-
-// advance records r as emitted; repositories are taken oldest first.
-func (c *repoCursor) advance(r codehost.AccountRepo) {
-	switch {
-	case r.CreatedAt.After(c.High):
-		c.High, c.IDs = r.CreatedAt, []int64{r.ID}
-	case r.CreatedAt.Equal(c.High):
-		c.IDs = append(c.IDs, r.ID)
-	}
+	highWater[int64]
 }
 
 // pollRepos emits a new_repository event per repository the account owns
@@ -67,7 +50,7 @@ func (p *Poller) pollRepos(ctx context.Context, a account, from time.Time) (coun
 		for _, r := range repos {
 			// affiliation=owner lists the user's own repositories; an
 			// organisation's reach its triggers through its hook.
-			if r.CreatedAt.Before(from) || next.seen(r) || r.OwnerIsOrg {
+			if r.CreatedAt.Before(from) || next.seen(r.CreatedAt, r.ID) || r.OwnerIsOrg {
 				continue
 			}
 			dup, err := p.emit(ctx, a, repoItem(r))
@@ -75,7 +58,7 @@ func (p *Poller) pollRepos(ctx context.Context, a account, from time.Time) (coun
 				failed = err
 				break
 			}
-			next.advance(r)
+			next.advance(r.CreatedAt, r.ID)
 			n.add(dup)
 		}
 	}
