@@ -177,10 +177,19 @@ func StartNATSCluster(tb testing.TB, n int) *NATSCluster {
 	tb.Cleanup(func() {
 		for _, node := range c.Nodes {
 			node.kill()
+			if tb.Failed() {
+				tb.Logf("the last lines nats-server %s logged:\n%s", node.Name, lastLines(node.Output(), 25))
+			}
 		}
 	})
 	c.WaitHealthy(tb, 30*time.Second)
 	return c
+}
+
+// lastLines returns the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // StartNATSClusterFromConfig starts n nats-servers (n at most 3) from
