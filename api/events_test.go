@@ -96,8 +96,15 @@ func TestAgentNamesAreDistinctUnlessAsked(t *testing.T) {
 	}
 	code, body, _ := v.send(http.MethodPost, "/v1/agents", key, `{"name": "triage"}`)
 	c, msg := errorOf(body)
-	if code != http.StatusConflict || c != "name_taken" || !strings.Contains(msg, first["id"].(string)) || !strings.Contains(msg, "allow_duplicate_name") {
-		t.Fatalf("a second agent named triage: %d %v; want 409 name_taken naming the first and how to insist", code, body)
+	if code != http.StatusConflict || c != "name_taken" {
+		t.Fatalf("a second agent named triage: %d %v; want 409 name_taken", code, body)
+	}
+	// The message says once what conflicts (the code says it is a name)
+	// and how to proceed.
+	want := "agent " + first["id"].(string) + ` is already named "Triage": choose another name, or send "allow_duplicate_name": true ` +
+		"(triggerctl agents create --allow-duplicate-name) to have two agents of that name"
+	if msg != want {
+		t.Fatalf("a second agent named triage: message\n%s\nwant\n%s", msg, want)
 	}
 	if code, body, _ := v.send(http.MethodPost, "/v1/agents", key, `{"name": "triage", "allow_duplicate_name": true}`); code != http.StatusCreated {
 		t.Fatalf("asked for a duplicate: %d %v", code, body)

@@ -297,7 +297,9 @@ func (r *Registry) checkNameFree(ctx context.Context, tenantID, name string) err
 	return nil
 }
 
-// nameTaken is ErrNameTaken for the agent id already named name.
+// nameTaken is ErrNameTaken for the agent id already named name. It reads
+// as its detail alone: the API answers it under the code name_taken, and
+// "name taken: ... is already named" said the conflict twice.
 func nameTaken(id, name string) error {
-	return fmt.Errorf("%w: agent %s is already named %q: choose another name, or send \"allow_duplicate_name\": true (triggerctl agents create --allow-duplicate-name) to have two", ErrNameTaken, id, name)
+	return detailError{fmt.Sprintf("agent %s is already named %q: choose another name, or send \"allow_duplicate_name\": true (triggerctl agents create --allow-duplicate-name) to have two agents of that name", id, name), ErrNameTaken}
 }
