@@ -23,6 +23,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/triggerd/triggerd/accounts"
+	"github.com/triggerd/triggerd/dispatch"
 	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/tenants"
 )
@@ -65,7 +66,7 @@ type Options struct {
 	// Unrecorded finds, for GET /v1/events/{id}, an event of the shared
 	// endpoints that left no record because no trigger was a candidate
 	// for it; nil answers such an id 404, as an unknown one.
-	Unrecorded unrecordedFinder
+	Unrecorded dispatch.UnrecordedFinder
 	// DryRunner tests triggers against past events; nil leaves
 	// /triggers/test and /triggers/{id}/test out.
 	DryRunner dryRunner

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -12,49 +11,19 @@ import (
 	"github.com/triggerd/triggerd/store"
 )
 
-// eventView is an event's record as GET /v1/events/{id} shows it.
-type eventView struct {
-	store.EventRecord
-	// DispatchedAt hides the record's: absent for an event found in the
-	// stream, which no dispatcher decided on.
-	DispatchedAt *time.Time `json:"dispatched_at,omitempty"`
-	// Note says, when Outcomes is empty, that no trigger of the tenant was
-	// a candidate for the event.
-	Note string `json:"note,omitempty"`
-}
-
-// noCandidateNote is eventView.Note for an event without outcomes.
-const noCandidateNote = "triggerd received this event, but no trigger of this tenant was a candidate for it " +
-	"(none of its kind on this repository or scope, or none enabled then): nothing started. " +
-	"POST /v1/triggers/test tells what a trigger would do with the latest events of its kind."
-
 func (a *API) getEvent(c echo.Context) error {
 	ctx, id := c.Request().Context(), c.Param("id")
-	rec, err := a.o.Records.GetEvent(ctx, tenantOf(c), id)
-	if errors.Is(err, store.ErrNotFound) && a.o.Unrecorded != nil {
-		// No record: an event of the shared endpoints no trigger was a
-		// candidate for leaves none, and is looked for in the stream.
-		u, uerr := a.o.Unrecorded.LookUpUnrecorded(ctx, tenantOf(c), id)
-		switch {
-		case uerr == nil:
-			return c.JSON(http.StatusOK, eventView{EventRecord: u.Record, Note: u.Reason + "."})
-		case !errors.Is(uerr, store.ErrNotFound):
-			a.log.Warn().Err(uerr).Str("event", id).Msg("looking for an event without a record")
-			return fail(c, http.StatusServiceUnavailable, "unavailable",
-				fmt.Sprintf("event %s has no record, and the events stream could not be searched for it now: retry", id))
-		}
-	}
-	if errors.Is(err, store.ErrNotFound) {
+	v, err := dispatch.LookUpEvent(ctx, a.o.Records, a.o.Unrecorded, tenantOf(c), id)
+	switch {
+	case errors.Is(err, dispatch.ErrEventSearch):
+		a.log.Warn().Err(err).Str("event", id).Msg("looking for an event without a record")
+		return fail(c, http.StatusServiceUnavailable, "unavailable",
+			fmt.Sprintf("event %s has no record, and the events stream could not be searched for it now: retry", id))
+	case errors.Is(err, store.ErrNotFound):
 		return fail(c, http.StatusNotFound, "not_found", fmt.Sprintf("no event %s is known to this tenant: "+
 			"the id is wrong, or the event is older than the events kept, or another tenant's", id))
-	}
-	if err != nil {
+	case err != nil:
 		return a.registryFail(c, err, "event")
-	}
-	v := eventView{EventRecord: rec, DispatchedAt: &rec.DispatchedAt}
-	if len(v.Outcomes) == 0 {
-		v.Outcomes = []store.Outcome{}
-		v.Note = noCandidateNote
 	}
 	return c.JSON(http.StatusOK, v)
 }

@@ -52,11 +52,6 @@ type dryRunner interface {
 	DryRun(ctx context.Context, t store.Trigger, limit int) (dispatch.DryRunReport, error)
 }
 
-// unrecordedFinder finds events that left no record (dispatch.Dispatcher).
-type unrecordedFinder interface {
-	LookUpUnrecorded(ctx context.Context, tenantID, eventID string) (dispatch.Unrecorded, error)
-}
-
 // replayer replays events (dispatch.Dispatcher).
 type replayer interface {
 	Replay(ctx context.Context, tenantID, eventID, triggerID string, bypass bool) ([]dispatch.ReplayPlan, error)

@@ -44,7 +44,7 @@ func newMCP(acct *accounts.Service, tenantSvc *tenants.Service, runner *steps.Ru
 	version := buildinfo.Read().Version
 	return mcpserver.New(mcpserver.Options{
 		Auth: tenantSvc, Accounts: acct, Steps: runner,
-		Triggers: disp.registry, Records: st, DryRunner: disp.dispatcher,
+		Triggers: disp.registry, Records: st, DryRunner: disp.dispatcher, Unrecorded: disp.dispatcher,
 		Version: version, Logger: log,
 	})
 }

@@ -2,11 +2,79 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/triggers"
 )
+
+// EventView is an event as GET /v1/events/{id} and the MCP resource
+// triggerd://events/{id} show it: its record, or, for an event of the
+// shared endpoints that left none, what the events stream holds of it;
+// with a note, when nothing started, saying why.
+type EventView struct {
+	store.EventRecord
+	// DispatchedAt hides the record's: absent for an event found in the
+	// stream, which no dispatcher decided on.
+	DispatchedAt *time.Time `json:"dispatched_at,omitempty"`
+	// Note says, when Outcomes is empty, why no trigger of the tenant
+	// started.
+	Note string `json:"note,omitempty"`
+}
+
+// NoCandidateNote is EventView.Note for a recorded event without outcomes.
+const NoCandidateNote = "triggerd received this event, but no trigger of this tenant was a candidate for it " +
+	"(none of its kind on this repository or scope, or none enabled then): nothing started. " +
+	"POST /v1/triggers/test tells what a trigger would do with the latest events of its kind."
+
+// ErrEventSearch is matched by LookUpEvent's error when an event has no
+// record and the events stream could not be searched for it: a passing
+// failure, not an answer about the event.
+var ErrEventSearch = errors.New("the events stream could not be searched")
+
+// EventRecords reads events' records (store.Store).
+type EventRecords interface {
+	GetEvent(ctx context.Context, tenantID, eventID string) (store.EventRecord, error)
+}
+
+// UnrecordedFinder finds events that left no record (Dispatcher).
+type UnrecordedFinder interface {
+	LookUpUnrecorded(ctx context.Context, tenantID, eventID string) (Unrecorded, error)
+}
+
+// LookUpEvent returns event eventID as tenantID sees it: its record, else,
+// when unrecorded is not nil, the event LookUpUnrecorded finds in the
+// stream with why nothing started. The API and the MCP server answer with
+// it, so that both say the same of an event.
+//
+// store.ErrNotFound: no such event of the tenant. ErrEventSearch: no
+// record, and the stream could not be searched (retry). Any other error
+// is the records' own.
+func LookUpEvent(ctx context.Context, records EventRecords, unrecorded UnrecordedFinder, tenantID, eventID string) (EventView, error) {
+	rec, err := records.GetEvent(ctx, tenantID, eventID)
+	if errors.Is(err, store.ErrNotFound) && unrecorded != nil {
+		// No record: an event of the shared endpoints no trigger was a
+		// candidate for leaves none, and is looked for in the stream.
+		u, uerr := unrecorded.LookUpUnrecorded(ctx, tenantID, eventID)
+		switch {
+		case uerr == nil:
+			return EventView{EventRecord: u.Record, Note: u.Reason + "."}, nil
+		case !errors.Is(uerr, store.ErrNotFound):
+			return EventView{}, fmt.Errorf("event %s has no record, and %w: %w", eventID, ErrEventSearch, uerr)
+		}
+	}
+	if err != nil {
+		return EventView{}, err
+	}
+	v := EventView{EventRecord: rec, DispatchedAt: &rec.DispatchedAt}
+	if len(v.Outcomes) == 0 {
+		v.Outcomes = []store.Outcome{}
+		v.Note = NoCandidateNote
+	}
+	return v, nil
+}
 
 // UnrecordedSearch is how many of the newest events LookUpUnrecorded reads
 // (their headers only) at most.
@@ -67,7 +135,7 @@ func (d *Dispatcher) LookUpUnrecorded(ctx context.Context, tenantID, eventID str
 		return Unrecorded{}, fmt.Errorf("event %s came on a tenant's hook: %w", eventID, store.ErrNotFound)
 	}
 	rec := store.EventRecord{
-		TenantID: tenantID, EventID: ev.ID, Kind: string(ev.Kind), Subject: subject, Seq: seq,
+		TenantID: tenantID, EventID: ev.ID, Kind: string(ev.Kind), Summary: ev.Summary(), Subject: subject, Seq: seq,
 		DeliveryID: ev.DeliveryID, ReceivedAt: ev.ReceivedAt, Outcomes: []store.Outcome{},
 	}
 	if ev.Repository != nil {

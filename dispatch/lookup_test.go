@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/triggerd/triggerd/dispatch"
 	"github.com/triggerd/triggerd/match"
@@ -27,7 +28,7 @@ func TestLookUpUnrecorded(t *testing.T) {
 	}
 	if u.Record.EventID != quiet.ID || u.Record.Kind != string(triggers.DeploymentStarted) || u.Record.Seq == 0 ||
 		u.Record.DeliveryID != quiet.DeliveryID || u.Record.Outcomes == nil || len(u.Record.Outcomes) != 0 ||
-		!strings.HasPrefix(u.Record.Subject, "triggers.deploy.deployment_started.") {
+		!strings.HasPrefix(u.Record.Subject, "triggers.deploy.deployment_started.") || u.Record.Summary != quiet.Summary() {
 		t.Errorf("the record of an unrecorded event: %+v", u.Record)
 	}
 	if !strings.Contains(u.Reason, "no trigger of this tenant is of kind deployment_started") {
@@ -65,5 +66,37 @@ func TestLookUpUnrecorded(t *testing.T) {
 	u, err = h.d.LookUpUnrecorded(ctx, "t1", quiet.ID)
 	if err != nil || !strings.Contains(u.Reason, "1 trigger(s) of this tenant are candidates for it now") {
 		t.Errorf("after a trigger of its kind was made: %v, reason %q", err, u.Reason)
+	}
+}
+
+// LookUpEvent, which GET /v1/events/{id} and the MCP resource
+// triggerd://events/{id} answer with: a record as it is (no outcomes: the
+// note saying nothing was a candidate), else the event found in the
+// stream with why nothing started, else not found; without the stream
+// lookup, an unrecorded event is not found.
+func TestLookUpEvent(t *testing.T) {
+	h := newHarness(t, dispatch.Options{SharedTenant: "t1"})
+	ctx := context.Background()
+	quiet := h.deployDelivery("uev_quiet", nil)
+
+	v, err := dispatch.LookUpEvent(ctx, h.store, h.d, "t1", quiet.ID)
+	if err != nil || v.EventID != quiet.ID || v.DispatchedAt != nil || len(v.Outcomes) != 0 ||
+		!strings.HasPrefix(v.Note, "no trigger of this tenant is of kind deployment_started") || !strings.HasSuffix(v.Note, ".") {
+		t.Fatalf("an unrecorded event: %+v, %v", v, err)
+	}
+	if _, err := dispatch.LookUpEvent(ctx, h.store, nil, "t1", quiet.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("an unrecorded event without the stream lookup: %v, want not found", err)
+	}
+	if _, err := dispatch.LookUpEvent(ctx, h.store, h.d, "t1", "no-such-event"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("an unknown event: %v, want not found", err)
+	}
+	rec := store.EventRecord{TenantID: "t1", EventID: "evt-none", Kind: "new_issue", Subject: "s", DeliveryID: "d",
+		ReceivedAt: time.Now().UTC(), DispatchedAt: time.Now().UTC()}
+	if err := h.store.PutEvent(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	v, err = dispatch.LookUpEvent(ctx, h.store, h.d, "t1", rec.EventID)
+	if err != nil || v.DispatchedAt == nil || v.Outcomes == nil || v.Note != dispatch.NoCandidateNote {
+		t.Fatalf("a record without outcomes: %+v, %v; want its dispatched_at and the note", v, err)
 	}
 }

@@ -90,6 +90,11 @@ type Options struct {
 	Triggers  Triggers
 	Records   Records
 	DryRunner DryRunner
+	// Unrecorded finds, for triggerd://events/{id}, an event of the shared
+	// endpoints that left no record because no trigger was a candidate
+	// for it, as GET /v1/events/{id} does (dispatch.Dispatcher); nil
+	// leaves such an event not found, as an unknown one.
+	Unrecorded dispatch.UnrecordedFinder
 	// Version is the server version clients are told.
 	Version string
 	// SessionTimeout closes a session idle this long (default 30 min).

@@ -190,11 +190,13 @@ func (t *tenant) readResource(ctx context.Context, req *mcp.ReadResourceRequest)
 			RecentEvents []recentEvent `json:"recent_events"`
 		}{viewTrigger(tr), events}
 	case strings.HasPrefix(uri, eventPrefix):
-		rec, err := t.s.o.Records.GetEvent(ctx, t.id, strings.TrimPrefix(uri, eventPrefix))
+		// The answer of GET /v1/events/{id}, by the same lookup: an event
+		// no trigger wanted is found too, with why nothing started.
+		ev, err := dispatch.LookUpEvent(ctx, t.s.o.Records, t.s.o.Unrecorded, t.id, strings.TrimPrefix(uri, eventPrefix))
 		if err != nil {
 			return nil, t.resourceError(uri, err)
 		}
-		v = rec
+		v = ev
 	default:
 		return nil, mcp.ResourceNotFoundError(uri)
 	}
@@ -223,7 +225,8 @@ func (t *tenant) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error
 	case strings.HasPrefix(uri, triggerPrefix):
 		_, err = t.s.o.Triggers.GetTrigger(ctx, t.id, strings.TrimPrefix(uri, triggerPrefix))
 	case strings.HasPrefix(uri, eventPrefix):
-		_, err = t.s.o.Records.GetEvent(ctx, t.id, strings.TrimPrefix(uri, eventPrefix))
+		// What can be read can be subscribed to.
+		_, err = dispatch.LookUpEvent(ctx, t.s.o.Records, t.s.o.Unrecorded, t.id, strings.TrimPrefix(uri, eventPrefix))
 	default:
 		return mcp.ResourceNotFoundError(uri)
 	}
