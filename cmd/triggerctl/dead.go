@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -43,14 +44,20 @@ func dead(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	source := fs.String("source", "", "list only this consumer's dead letters (dispatch, push, results, replay, resume, or an agent's)")
 	from := fs.Uint64("from", 0, "list from this dead-letter sequence on")
 	limit := fs.Int("limit", 100, "list at most this many")
-	withData := fs.Bool("data", false, "print each message's data too")
+	withData := fs.Bool("data", false, "print each message's data too (in the json and jsonl forms)")
+	output := addLinesOutputFlag(fs)
 	synopsis := "usage: triggerctl dead list [flags]\n       triggerctl dead requeue SEQ...\n\n" +
 		"list prints the dead letters, messages a consumer gave up on (an event whose triggers could not be\n" +
-		"dispatched, a run an HTTP agent kept refusing), oldest first, as JSON lines with the reason.\n" +
+		"dispatched, a run an HTTP agent kept refusing), oldest first, with the reason: a table on a terminal,\n" +
+		"JSON lines otherwise (-o).\n" +
 		"requeue gives each named dead letter back to its consumer as a new message and removes it from the\n" +
 		"list; what was already done for it (a run started, a step run) is not done again.\n\nflags:"
 	if code, ok := parseFlags(fs, args, synopsis); !ok {
 		return code
+	}
+	format, err := linesFormat(*output, stdout)
+	if err != nil {
+		return usageError(fs, "%v", err)
 	}
 	verb := fs.Arg(0)
 	switch {
@@ -78,45 +85,63 @@ func dead(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer b.Close()
-	enc := json.NewEncoder(stdout)
-	enc.SetEscapeHTML(false)
 	if verb == "list" {
-		ds, err := b.ListDead(ctx, *source, *from, *limit)
-		if err == nil && len(ds) == 0 {
-			// Standard output stays JSON lines (none) for programs; people
-			// are told on standard error that there is nothing, as gh does.
-			fmt.Fprintln(stderr, "no dead letters"+deadScope(*source, *from))
+		// What was read before a failure is printed, then the failure.
+		ds, lerr := b.ListDead(ctx, *source, *from, *limit)
+		// An empty list is told on standard error, as gh does: standard
+		// output stays what the form promises (no lines, for jsonl).
+		none := "no dead letters" + deadScope(*source, *from)
+		if lerr != nil {
+			none = "" // the failure is what to tell
 		}
+		p := &listPrinter{stdout: stdout, stderr: stderr, format: format, name: "dead_letters", none: none}
 		for _, d := range ds {
-			if err := enc.Encode(deadLineOf(d, *withData)); err != nil {
+			if err := p.add(deadLineOf(d, *withData)); err != nil {
 				fmt.Fprintf(stderr, "triggerctl dead: %v\n", err)
 				return 1
 			}
 		}
-		if err != nil {
-			fmt.Fprintf(stderr, "triggerctl dead: %v\n", err)
+		if len(ds) > 0 || lerr == nil {
+			if err := p.flush(); err != nil {
+				fmt.Fprintf(stderr, "triggerctl dead: %v\n", err)
+				return 1
+			}
+		}
+		if lerr != nil {
+			fmt.Fprintf(stderr, "triggerctl dead: %v\n", lerr)
 			return 1
 		}
 		return 0
 	}
+	p := &listPrinter{stdout: stdout, stderr: stderr, format: format, name: "requeued", none: "no dead letter requeued"}
 	code := 0
 	for _, seq := range seqs {
 		d, err := b.Requeue(ctx, seq)
+		if errors.Is(err, bus.ErrNotDead) {
+			err = fmt.Errorf("%w: \"triggerctl dead list\" shows the dead letters' seqs (one requeued already has left the list)", err)
+		}
 		if err != nil {
 			fmt.Fprintf(stderr, "triggerctl dead requeue %d: %v\n", seq, err)
 			code = 1
 			continue
 		}
-		line := deadLineOf(d, false)
-		if err := enc.Encode(struct {
-			Requeued bool `json:"requeued"`
-			deadLine
-		}{true, line}); err != nil {
+		if err := p.add(requeuedLine{true, deadLineOf(d, false)}); err != nil {
 			fmt.Fprintf(stderr, "triggerctl dead: %v\n", err)
 			return 1
 		}
 	}
+	if err := p.flush(); err != nil {
+		fmt.Fprintf(stderr, "triggerctl dead: %v\n", err)
+		return 1
+	}
 	return code
+}
+
+// requeuedLine is what "triggerctl dead requeue" prints per dead letter
+// handed back.
+type requeuedLine struct {
+	Requeued bool `json:"requeued"`
+	deadLine
 }
 
 func deadLineOf(d bus.Dead, withData bool) deadLine {

@@ -16,12 +16,18 @@ import (
 
 // deliveryOut is what "triggerctl delivery" prints per delivery.
 type deliveryOut struct {
-	Connector  triggers.Connector  `json:"connector"`
-	DeliveryID string              `json:"delivery_id"`
-	Key        string              `json:"key,omitempty"` // when it differs from the id: "<hook>/<id>"
-	ReceivedAt time.Time           `json:"received_at"`
-	Header     map[string][]string `json:"header"`
-	Scope      *triggers.Scope     `json:"scope,omitempty"`
+	Connector  triggers.Connector `json:"connector"`
+	DeliveryID string             `json:"delivery_id"`
+	Key        string             `json:"key,omitempty"` // when it differs from the id: "<hook>/<id>"
+	ReceivedAt time.Time          `json:"received_at"`
+	// Event says what the delivery was: the code-hosting event and its
+	// action ("issues.opened"), or the deployment envelope's type
+	// ("deployment.created").
+	Event string `json:"event,omitempty"`
+	// Bytes is the body's size as received.
+	Bytes  int                 `json:"bytes"`
+	Header map[string][]string `json:"header"`
+	Scope  *triggers.Scope     `json:"scope,omitempty"`
 	// Body is the body as received: JSON as it was, anything else (a form)
 	// as a string.
 	Body json.RawMessage `json:"body"`
@@ -35,18 +41,52 @@ func delivery(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs := flag.NewFlagSet("delivery", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	af := addArchiveFlags(fs, "bound on reading each delivery")
-	payload := fs.Bool("payload", false, "print only the webhook JSON (the event's payload), one document per delivery")
+	payload := fs.Bool("payload", false, "print only the webhook JSON (the event's payload), one document per delivery, whatever the terminal (no -o)")
+	output := addLinesOutputFlag(fs)
 	synopsis := "usage: triggerctl delivery [flags] DELIVERY_ID|PAYLOAD_REF...\n\n" +
-		"Prints archived deliveries (headers and body as received) as JSON lines. An argument is a delivery id\n" +
+		"Prints archived deliveries (headers and body as received). An argument is a delivery id\n" +
 		"(X-GitHub-Delivery, or the deployment envelope's id; one that came through a tenant's hook is found by it too,\n" +
-		"and printed with its key, <hook id>/<delivery id>) or an event's payload_ref (deliveries.<connector>.<id>).\n\nflags:"
+		"and printed with its key, <hook id>/<delivery id>) or an event's payload_ref (deliveries.<connector>.<id>).\n" +
+		"On a terminal, one delivery is shown whole (fields, then headers and body) and several as a table;\n" +
+		"otherwise they are JSON lines, a delivery a line (-o).\n\nflags:"
 	if code, ok := parseFlags(fs, args, synopsis); !ok {
 		return code
 	}
-	return af.each(ctx, fs, stdout, stderr, "name one or more delivery ids or payload_ref subjects",
-		func(_ context.Context, _ *bus.Bus, capture triggers.Capture, enc *json.Encoder) error {
-			return printDelivery(capture, *payload, stdout, enc)
+	if *payload && *output != "" {
+		return usageError(fs, "--payload prints each webhook body as it was received, in no other form: drop -o, or drop --payload for -o %s", *output)
+	}
+	format, err := linesFormat(*output, stdout)
+	if err != nil {
+		return usageError(fs, "%v", err)
+	}
+	p := &listPrinter{stdout: stdout, stderr: stderr, format: format, name: "deliveries"}
+	var one *deliveryOut
+	code := af.each(ctx, fs, stderr, "name one or more delivery ids or payload_ref subjects",
+		func(_ context.Context, _ *bus.Bus, capture triggers.Capture) error {
+			if *payload {
+				return printPayload(capture, stdout)
+			}
+			out := deliveryOutOf(capture)
+			one = &out
+			return p.add(out)
 		})
+	if code == 2 || *payload || (code != 0 && p.n == 0) {
+		return code
+	}
+	var err2 error
+	if format == outputTable && p.n == 1 {
+		// One delivery is read whole: its headers and body, which a
+		// table row cannot show.
+		raw, _ := json.Marshal(one) // a deliveryOut always encodes
+		err2 = printAnswer(stdout, stderr, format, raw)
+	} else {
+		err2 = p.flush()
+	}
+	if err2 != nil {
+		fmt.Fprintf(stderr, "triggerctl delivery: %v\n", err2)
+		return 1
+	}
+	return code
 }
 
 // archiveFlags are the flags of the commands that work on archived
@@ -69,10 +109,9 @@ func addArchiveFlags(fs *flag.FlagSet, timeoutUsage string) archiveFlags {
 // delivery each argument names (findDelivery) and calls fn with it, under
 // the argument's own timeout, reporting each failure on stderr. It
 // returns the exit code: 2 on a usage error (missing names what the
-// arguments should be), 1 when anything failed. fn's encoder writes JSON
-// lines to stdout, with ids printed as the HTTP answers print them.
-func (af archiveFlags) each(ctx context.Context, fs *flag.FlagSet, stdout, stderr io.Writer, missing string,
-	fn func(ctx context.Context, b *bus.Bus, capture triggers.Capture, enc *json.Encoder) error) int {
+// arguments should be), 1 when anything failed.
+func (af archiveFlags) each(ctx context.Context, fs *flag.FlagSet, stderr io.Writer, missing string,
+	fn func(ctx context.Context, b *bus.Bus, capture triggers.Capture) error) int {
 	c := triggers.Connector(*af.connector)
 	if c != "" && !c.Valid() {
 		return usageError(fs, "--connector is %q: use codehost or deploy, or leave it out to look in both", c)
@@ -80,20 +119,21 @@ func (af archiveFlags) each(ctx context.Context, fs *flag.FlagSet, stdout, stder
 	if fs.NArg() == 0 {
 		return usageError(fs, "%s", missing)
 	}
+	if *af.timeout <= 0 {
+		return usageError(fs, "--timeout must be positive, not %v", *af.timeout)
+	}
 	b, err := af.nats.connect(ctx)
 	if err != nil {
 		fmt.Fprintf(stderr, "triggerctl %s: %v\n", fs.Name(), err)
 		return 1
 	}
 	defer b.Close()
-	enc := json.NewEncoder(stdout)
-	enc.SetEscapeHTML(false)
 	code := 0
 	for _, arg := range fs.Args() {
 		actx, cancel := context.WithTimeout(ctx, *af.timeout)
 		capture, err := findDelivery(actx, b, c, arg)
 		if err == nil {
-			err = fn(actx, b, capture, enc)
+			err = fn(actx, b, capture)
 		}
 		cancel()
 		if err != nil {
@@ -104,22 +144,27 @@ func (af archiveFlags) each(ctx context.Context, fs *flag.FlagSet, stdout, stder
 	return code
 }
 
-func printDelivery(capture triggers.Capture, payloadOnly bool, stdout io.Writer, enc *json.Encoder) error {
-	if payloadOnly {
-		p, err := capture.Payload()
-		if err != nil {
-			return err
-		}
-		if _, err := stdout.Write(p); err != nil {
-			return err
-		}
-		if len(p) == 0 || p[len(p)-1] != '\n' {
-			_, err = io.WriteString(stdout, "\n")
-		}
+// printPayload writes a delivery's webhook JSON, as received, and a
+// newline after it.
+func printPayload(capture triggers.Capture, stdout io.Writer) error {
+	p, err := capture.Payload()
+	if err != nil {
 		return err
 	}
+	if _, err := stdout.Write(p); err != nil {
+		return err
+	}
+	if len(p) == 0 || p[len(p)-1] != '\n' {
+		_, err = io.WriteString(stdout, "\n")
+	}
+	return err
+}
+
+// deliveryOutOf is what "triggerctl delivery" prints of capture.
+func deliveryOutOf(capture triggers.Capture) deliveryOut {
 	out := deliveryOut{
 		Connector: capture.Connector, DeliveryID: capture.DeliveryID, ReceivedAt: capture.ReceivedAt,
+		Event: deliveryEvent(capture), Bytes: len(capture.Body),
 		Header: capture.Header, Scope: capture.Scope, Body: capture.Body,
 	}
 	if key := capture.Key(); key != capture.DeliveryID {
@@ -128,7 +173,31 @@ func printDelivery(capture triggers.Capture, payloadOnly bool, stdout io.Writer,
 	if !json.Valid(capture.Body) {
 		out.Body, _ = json.Marshal(string(capture.Body)) // a string cannot fail to encode
 	}
-	return enc.Encode(out)
+	return out
+}
+
+// deliveryEvent says what a delivery was: "issues.opened" (the
+// code-hosting event and the payload's action), "deployment.created"
+// (the deployment envelope's type); "" when its body says nothing.
+func deliveryEvent(capture triggers.Capture) string {
+	var body struct {
+		Action string `json:"action"`
+		Type   string `json:"type"`
+	}
+	if p, err := capture.Payload(); err == nil {
+		_ = json.Unmarshal(p, &body) // a body that is no object says nothing
+	}
+	if capture.Connector == triggers.Deploy {
+		return body.Type
+	}
+	event := ""
+	if ev := capture.Header["X-Github-Event"]; len(ev) > 0 {
+		event = ev[0]
+	}
+	if event != "" && body.Action != "" {
+		event += "." + body.Action
+	}
+	return event
 }
 
 // findDelivery reads an archived delivery named by arg: a payload_ref
@@ -181,9 +250,11 @@ func findDelivery(ctx context.Context, b *bus.Bus, c triggers.Connector, arg str
 	case len(found) == 0:
 		where := "the code-hosting and deployment archives"
 		if c != "" {
-			where = "the " + string(c) + " archive"
+			where = "the " + string(c) + " archive (--connector)"
 		}
-		return triggers.Capture{}, fmt.Errorf("delivery %s: %w (looked in %s, by id and on every hook)", arg, bus.ErrNotArchived, where)
+		return triggers.Capture{}, notArchivedError{fmt.Sprintf("not archived: looked in %s, by id and on every hook; "+
+			"check the id (the X-GitHub-Delivery header, the deployment envelope's id, or an event's payload_ref), "+
+			"and that the delivery is younger than triggerd's --archive-retention", where)}
 	case found[0].Connector != found[1].Connector:
 		return triggers.Capture{}, fmt.Errorf("delivery %s is in both the code-hosting and the deployment archive: choose one with --connector", arg)
 	}
@@ -193,3 +264,11 @@ func findDelivery(ctx context.Context, b *bus.Bus, c triggers.Connector, arg str
 	}
 	return triggers.Capture{}, fmt.Errorf("delivery %s reached several hooks: name one by its key, %s", arg, strings.Join(keys, " or "))
 }
+
+// notArchivedError is findDelivery's answer for a delivery no archive
+// holds: its message says where it looked and what to check, and it
+// matches bus.ErrNotArchived.
+type notArchivedError struct{ msg string }
+
+func (e notArchivedError) Error() string { return e.msg }
+func (e notArchivedError) Unwrap() error { return bus.ErrNotArchived }

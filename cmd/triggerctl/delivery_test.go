@@ -56,7 +56,8 @@ func TestDeliveryPrintsArchivedDeliveries(t *testing.T) {
 	if err := json.Unmarshal([]byte(lines[1]), &second); err != nil {
 		t.Fatal(err)
 	}
-	if first.Connector != triggers.CodeHost || first.DeliveryID != "d-1" || first.Header["X-Github-Event"][0] != "issues" {
+	if first.Connector != triggers.CodeHost || first.DeliveryID != "d-1" || first.Header["X-Github-Event"][0] != "issues" ||
+		first.Event != "issues.opened" || first.Bytes != len(natsIssue) {
 		t.Fatalf("first delivery: %+v", first)
 	}
 	var want bytes.Buffer
@@ -66,6 +67,31 @@ func TestDeliveryPrintsArchivedDeliveries(t *testing.T) {
 	}
 	if second.Connector != triggers.Deploy || second.DeliveryID != deployID {
 		t.Fatalf("second delivery: connector %s id %s, want deploy %s", second.Connector, second.DeliveryID, deployID)
+	}
+
+	if second.Event != "deployment.canceled" {
+		t.Fatalf("second delivery's event = %q, want deployment.canceled", second.Event)
+	}
+
+	// For people: several deliveries as a table, one whole, with its
+	// headers and body.
+	out.Reset()
+	if code := run([]string{"delivery", "--nats-url", url, "-o", "table", "d-1", deployID}, &out, &errOut); code != 0 {
+		t.Fatalf("delivery -o table exit %d: %s", code, errOut.String())
+	}
+	rows := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(rows) != 3 || strings.Join(strings.Fields(rows[0]), " ") != "DELIVERY ID CONNECTOR EVENT RECEIVED AT BYTES" ||
+		!strings.HasPrefix(rows[1], "d-1 ") || !strings.Contains(rows[1], "issues.opened") || !strings.Contains(rows[2], "deployment.canceled") {
+		t.Fatalf("delivery -o table:\n%s", out.String())
+	}
+	out.Reset()
+	if code := run([]string{"delivery", "--nats-url", url, "-o", "table", "d-1"}, &out, &errOut); code != 0 {
+		t.Fatalf("delivery -o table of one: exit %d: %s", code, errOut.String())
+	}
+	for _, want := range []string{"delivery_id: d-1\n", "event:       issues.opened\n", "header:\n", "body:\n", `"title": "t"`} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("delivery -o table of one lacks %q:\n%s", want, out.String())
+		}
 	}
 
 	// By payload_ref, --payload: the webhook JSON exactly as received.
@@ -83,7 +109,7 @@ func TestDeliveryPrintsArchivedDeliveries(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"no-such-delivery"}, "looked in the code-hosting and deployment archives"},
+		{[]string{"no-such-delivery"}, "not archived: looked in the code-hosting and deployment archives, by id and on every hook; check the id"},
 		{[]string{"--connector", "deploy", ref}, "names a codehost delivery"},
 		{[]string{"deliveries.codehost.a.b"}, "is not a payload_ref"},
 	} {
@@ -92,6 +118,11 @@ func TestDeliveryPrintsArchivedDeliveries(t *testing.T) {
 		if code := run(args, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), tc.want) {
 			t.Errorf("delivery %v: exit %d, %q; want 1 and %q", tc.args, code, errOut.String(), tc.want)
 		}
+	}
+	errOut.Reset()
+	if code := run([]string{"delivery", "--nats-url", url, "--payload", "-o", "table", "d-1"}, &out, &errOut); code != 2 ||
+		!strings.Contains(errOut.String(), "--payload prints each webhook body as it was received") {
+		t.Errorf("delivery --payload -o table: exit %d, %q; want a usage error", code, errOut.String())
 	}
 }
 
@@ -108,6 +139,15 @@ func TestRedeliverFindsTheConnector(t *testing.T) {
 	}
 	if line.Kind != triggers.DeploymentCanceled || line.Published {
 		t.Fatalf("redelivery: %+v, want deployment_canceled, published false", line)
+	}
+	out.Reset()
+	if code := run([]string{"redeliver", "--nats-url", emb.ClientURL(), "-o", "table", deployID}, &out, &errOut); code != 0 {
+		t.Fatalf("redeliver -o table: exit %d: %s", code, errOut.String())
+	}
+	rows := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(rows) != 2 || strings.Join(strings.Fields(rows[0]), " ") != "DELIVERY ID KIND EVENT ID PUBLISHED SUBJECT" ||
+		!strings.Contains(rows[1], "deployment_canceled") || !strings.Contains(rows[1], " false ") {
+		t.Fatalf("redeliver -o table:\n%s", out.String())
 	}
 }
 

@@ -28,6 +28,8 @@ var examples = map[string]string{
 `,
 	"delivery": `  # the headers and body of an archived delivery
   triggerctl delivery 72d3162e-cc78-11e3-81ab-4c9367dc0958
+  # its webhook JSON alone, for jq
+  triggerctl delivery --payload 72d3162e-cc78-11e3-81ab-4c9367dc0958 | jq .action
 `,
 	"tenants": `  # a new tenant, with the admin key from <data-dir>/admin_key
   triggerctl tenants create acme
@@ -74,6 +76,8 @@ var examples = map[string]string{
 	"dead": `  # what the dispatcher gave up on, then send one back
   triggerctl dead list
   triggerctl dead requeue 42
+  # the same list as JSON lines with each message, for a script
+  triggerctl dead list -o jsonl --data
 `,
 	"mcp": `  # let an MCP client (Claude Desktop, an IDE) use triggerd's tools with the tenant's key
   triggerctl mcp --url http://127.0.0.1:8080

@@ -54,6 +54,72 @@ func outputFormat(flagValue string, w io.Writer) (string, error) {
 	return "", fmt.Errorf("-o %q: want table, json or jsonl", flagValue)
 }
 
+// linesFormat is outputFormat for the commands that printed JSON lines
+// before they had -o (replay, delivery, redeliver, dead): their default
+// when standard output is not a terminal stays jsonl, so that scripts
+// piping them keep reading a line per item.
+func linesFormat(flagValue string, w io.Writer) (string, error) {
+	if flagValue == "" && !isTerminal(w) {
+		return outputJSONL, nil
+	}
+	return outputFormat(flagValue, w)
+}
+
+// addLinesOutputFlag adds -o to fs, for the commands of linesFormat.
+func addLinesOutputFlag(fs *flag.FlagSet) *string {
+	return fs.String("o", "", "output format: table (the default on a terminal), jsonl (an item a line; the default otherwise) or json (one document)")
+}
+
+// listPrinter prints a list a command makes itself (not an API answer)
+// in the forms printAnswer prints an API's list answer {name: [...]}:
+// in jsonl each item as soon as it is added, so that a long run shows
+// its progress, in the other forms all of them when flushed.
+type listPrinter struct {
+	stdout, stderr io.Writer
+	format         string
+	// name is the list's name, which picks its table columns
+	// (listColumns); none, when set, is what an empty list says on
+	// standard error in place of "no <name>".
+	name, none string
+	n          int
+	items      []any
+}
+
+// add prints item, or keeps it for flush.
+func (p *listPrinter) add(item any) error {
+	p.n++
+	if p.format == outputJSONL {
+		return writeJSON(p.stdout, item, "")
+	}
+	p.items = append(p.items, item)
+	return nil
+}
+
+// flush prints the items kept, and says so on standard error when there
+// were none.
+func (p *listPrinter) flush() error {
+	if p.n == 0 {
+		none := p.none
+		if none == "" {
+			none = "no " + strings.ReplaceAll(p.name, "_", " ")
+		}
+		fmt.Fprintln(p.stderr, none)
+	}
+	if p.format == outputJSONL {
+		return nil
+	}
+	items := p.items
+	if items == nil {
+		items = []any{}
+	}
+	raw, err := json.Marshal(map[string]any{p.name: items})
+	if err != nil {
+		return err
+	}
+	// The empty list was told above.
+	return printAnswer(p.stdout, io.Discard, p.format, raw)
+}
+
 // isTerminal reports whether w is a character device (a terminal).
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
@@ -76,6 +142,11 @@ var listColumns = map[string][]string{
 	"kinds":    {"kind", "connector", "name", "delivery", "params"},
 	"events":   {"event_id", "kind", "repository", "received_at", "outcomes"},
 	"replay":   {"trigger_id", "result", "reason", "run_id"},
+	// triggerctl's own lists (listPrinter).
+	"dead_letters":       {"seq", "at", "source", "kind", "id", "deliveries", "reason"},
+	"requeued":           {"seq", "source", "kind", "id", "subject"},
+	"deliveries":         {"delivery_id", "connector", "event", "key", "received_at", "bytes"},
+	"redelivered_events": {"delivery_id", "kind", "event_id", "published", "subject"},
 }
 
 // printAnswer writes raw, an API answer, to stdout in format; an empty

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -38,21 +37,36 @@ func redeliver(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs.SetOutput(stderr)
 	af := addArchiveFlags(fs, "bound on each delivery's redelivery")
 	asNew := fs.Bool("as-new", false, "give the events fresh ids, so subscribers see them as new events")
+	output := addLinesOutputFlag(fs)
 	synopsis := "usage: triggerctl redeliver [flags] DELIVERY_ID...\n\n" +
-		"Maps archived deliveries again and publishes their events, printing one JSON line per event.\n" +
+		"Maps archived deliveries again and publishes their events, printing each event: a table on a terminal,\n" +
+		"JSON lines otherwise, an event a line (-o).\n" +
 		"Events keep their ids: within the stream's dedup window (triggerd's --dedup-window, default 2h)\n" +
 		"those the stream still holds are not published again (\"published\": false); past it they are,\n" +
 		"and consumers deduplicate on the event id. --as-new gives them fresh ids instead.\n\nflags:"
 	if code, ok := parseFlags(fs, args, synopsis); !ok {
 		return code
 	}
-	return af.each(ctx, fs, stdout, stderr, "name one or more delivery ids (the X-GitHub-Delivery header, or the deployment envelope's id)",
-		func(ctx context.Context, b *bus.Bus, capture triggers.Capture, enc *json.Encoder) error {
-			return redeliverOne(ctx, b, capture, *asNew, enc)
+	format, err := linesFormat(*output, stdout)
+	if err != nil {
+		return usageError(fs, "%v", err)
+	}
+	p := &listPrinter{stdout: stdout, stderr: stderr, format: format, name: "redelivered_events"}
+	code := af.each(ctx, fs, stderr, "name one or more delivery ids (the X-GitHub-Delivery header, or the deployment envelope's id)",
+		func(ctx context.Context, b *bus.Bus, capture triggers.Capture) error {
+			return redeliverOne(ctx, b, capture, *asNew, p)
 		})
+	if code == 2 || (code != 0 && p.n == 0) {
+		return code // each said what failed
+	}
+	if err := p.flush(); err != nil {
+		fmt.Fprintf(stderr, "triggerctl redeliver: %v\n", err)
+		return 1
+	}
+	return code
 }
 
-func redeliverOne(ctx context.Context, b *bus.Bus, capture triggers.Capture, asNew bool, enc *json.Encoder) error {
+func redeliverOne(ctx context.Context, b *bus.Bus, capture triggers.Capture, asNew bool, p *listPrinter) error {
 	c, key := capture.Connector, capture.Key()
 	payload, err := capture.Payload()
 	if err != nil {
@@ -70,7 +84,7 @@ func redeliverOne(ctx context.Context, b *bus.Bus, capture triggers.Capture, asN
 		return err
 	}
 	if len(res.Events) == 0 {
-		return fmt.Errorf("maps to no event: %s", res.Ignored)
+		return fmt.Errorf("maps to no event (%s), so there is nothing to publish; \"triggerctl delivery\" shows what it holds", res.Ignored)
 	}
 	if asNew {
 		nonce := uuid.NewString()
@@ -86,7 +100,7 @@ func redeliverOne(ctx context.Context, b *bus.Bus, capture triggers.Capture, asN
 		return err
 	}
 	for i, e := range res.Events {
-		if err := enc.Encode(redeliverLine{DeliveryID: capture.DeliveryID, EventID: e.ID, Kind: e.Kind, Subject: e.Subject(), Published: !acks[i].Duplicate}); err != nil {
+		if err := p.add(redeliverLine{DeliveryID: capture.DeliveryID, EventID: e.ID, Kind: e.Kind, Subject: e.Subject(), Published: !acks[i].Duplicate}); err != nil {
 			return err
 		}
 	}
