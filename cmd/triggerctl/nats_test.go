@@ -68,7 +68,7 @@ func TestRedeliver(t *testing.T) {
 	}
 	errOut.Reset()
 	if code := run([]string{"redeliver", "--nats-url", emb.ClientURL(), "no-such-delivery"}, &out, &errOut); code != 1 ||
-		!strings.Contains(errOut.String(), "not in the archive") {
+		!strings.Contains(errOut.String(), "not archived: looked in the code-hosting and deployment archives") {
 		t.Fatalf("unknown delivery: exit %d, %q", code, errOut.String())
 	}
 }

@@ -108,16 +108,10 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *timeout <= 0 {
 		return usageError(fs, "--timeout must be positive, not %v", *timeout)
 	}
-	format := *output
-	switch format {
-	case "":
-		format = outputJSONL // what scripts piping replay have always read
-		if isTerminal(stdout) {
-			format = outputTable
-		}
-	case outputTable, outputJSON, outputJSONL:
-	default:
-		return usageError(fs, "-o %q: want table, json or jsonl", format)
+	// Piped, JSON lines: what scripts piping replay have always read.
+	format, err := linesFormat(*output, stdout)
+	if err != nil {
+		return usageError(fs, "%v", err)
 	}
 
 	client := &http.Client{Timeout: *timeout}
