@@ -243,8 +243,13 @@ func (r *Runner) run(ctx context.Context, tenantID, id, accountID string, input 
 	if err != nil {
 		ce := stepError(ctx, err)
 		if marked {
-			ce = &connectors.Error{Code: connectors.CodeNeedsReauth, Status: ce.Status,
-				Message: ce.Message + "; account " + accountID + " is now marked needs_reauth: reconnect it"}
+			msg := ce.Message + "; account " + accountID + " is now marked needs_reauth"
+			// A provider's message may say to reconnect already (the
+			// deployment and analytics connectors' do): say it once.
+			if !strings.Contains(ce.Message, "reconnect") {
+				msg += ": reconnect it"
+			}
+			ce = &connectors.Error{Code: connectors.CodeNeedsReauth, Status: ce.Status, Message: msg}
 		}
 		return nil, ce
 	}

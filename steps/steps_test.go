@@ -244,8 +244,21 @@ func TestRefusedTokenIsReplacedOrMarked(t *testing.T) {
 		}
 	}
 	rej := &rejections{next: "fresh"}
+	// A refusal whose message says to reconnect already, as Vercel's and
+	// Google's do.
+	saysHow := call("codehost.read_says_how", "GET /a")
+	plain := saysHow.Run
+	saysHow.Run = func(ctx context.Context, env connectors.Env, in json.RawMessage) (any, error) {
+		out, err := plain(ctx, env, in)
+		var ce *connectors.Error
+		if errors.As(err, &ce) {
+			ce.Message = "vercel refused the account's token; reconnect the account (401)"
+		}
+		return out, err
+	}
 	r, err := New(Options{
 		Extra: []connectors.Step{
+			saysHow,
 			call("codehost.read", "GET /a", "GET /b"),
 			call("codehost.write", "POST /a"),
 			call("codehost.write_twice", "POST /free", "POST /b"),
@@ -296,6 +309,12 @@ func TestRefusedTokenIsReplacedOrMarked(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Code != connectors.CodeNeedsReauth || ce.Status != 401 ||
 		!strings.Contains(ce.Message, "account acc_gh is now marked needs_reauth: reconnect it") || len(got) != 1 {
 		t.Fatalf("unrefreshable: requests %q, err %v; want needs_reauth saying the account is marked", got, err)
+	}
+	// The answer (a 409 through the API) says once how to proceed.
+	_, err = run("codehost.read_says_how")
+	if !errors.As(err, &ce) || ce.Code != connectors.CodeNeedsReauth ||
+		ce.Message != "vercel refused the account's token; reconnect the account (401); account acc_gh is now marked needs_reauth" {
+		t.Fatalf("unrefreshable, the provider saying to reconnect: %v; want it said once", err)
 	}
 }
 
