@@ -93,6 +93,9 @@ func TestDeliveryPrintsArchivedDeliveries(t *testing.T) {
 			t.Errorf("delivery -o table of one lacks %q:\n%s", want, out.String())
 		}
 	}
+	if strings.Index(out.String(), "body:\n") < strings.Index(out.String(), "header:\n") {
+		t.Errorf("delivery -o table of one shows the body before the headers:\n%s", out.String())
+	}
 
 	// By payload_ref, --payload: the webhook JSON exactly as received.
 	out.Reset()

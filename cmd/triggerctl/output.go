@@ -267,6 +267,11 @@ func writeObject(w io.Writer, v any) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	// A body (a delivery's) is the longest by far: last, so that the
+	// rest is not scrolled away.
+	if i := slices.Index(nested, "body"); i >= 0 {
+		nested = append(slices.Delete(nested, i, i+1), "body")
+	}
 	for _, k := range nested {
 		b, _ := json.MarshalIndent(m[k], "  ", "  ")
 		fmt.Fprintf(w, "%s:\n  %s\n", k, b)
