@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -110,7 +111,8 @@ func errorProvocations() []provocation {
 // TestConformsToGitHubsDescription holds every answer of the fake that
 // the connector client can provoke, and every request of the client, to
 // GitHub's own REST description: the steps (each case of TestSteps), the
-// errors they meet, the webhook calls, deliveries and the polled reads.
+// errors they meet, the webhook calls, deliveries, the polled reads and
+// the reads of what an account reaches (with their Link pages).
 //
 // Rules where the description and GitHub differ:
 //   - a renamed repository's requests are redirected to
@@ -138,9 +140,13 @@ func TestConformsToGitHubsDescription(t *testing.T) {
 	provokeHooks(t, rec)
 	provokePolls(t, rec)
 	provokeIdentify(t, rec)
+	provokeReach(t, rec)
 
 	var forDotcom, forEnterprise []oascheck.Exchange
 	for _, ex := range rec.Exchanges() {
+		if p := linkProblems(ex); len(p) > 0 {
+			t.Errorf("%s %s: %s", ex.Request.Method, ex.Request.URL, strings.Join(p, "; "))
+		}
 		ex = unalias(ex)
 		if ex.Request.URL.Path == "/graphql" {
 			continue
@@ -346,6 +352,131 @@ func provokeIdentify(t *testing.T, rec *oascheck.Recorder) {
 		t.Fatalf("Identify: %+v %v", id, err)
 	}
 }
+
+// provokeReach reads what an account reaches, as a trigger on all
+// repositories and the new_repository poller do: its repositories
+// (every page, several of them), its organisation memberships, its own
+// newest repositories (changed and unchanged). GET /orgs/{org}/repos,
+// which the fake serves for API Call steps and sandbox users but no
+// connector call sends, is read as a client would, with each parameter.
+func provokeReach(t *testing.T, rec *oascheck.Recorder) {
+	t.Helper()
+	ctx := t.Context()
+	// Two a page, so that every list spans pages with Link headers.
+	h := newHarness(t, fakecodehost.Options{Authenticate: logins, MaxPerPage: 2}, codehost.ToolkitOptions{})
+	for _, in := range []string{`{"name":"tools","org":"octo-org"}`, `{"name":"infra","org":"octo-org","private":true}`,
+		`{"name":"dotfiles"}`, `{"name":"notes","private":true}`} {
+		h.mustRun(t, "create_repository", in)
+	}
+	if err := h.fake.SetCollaborator(fakecodehost.SeedOtherOwner, fakecodehost.SeedOtherRepo, "octocat", "push"); err != nil {
+		t.Fatal(err)
+	}
+	for _, org := range []string{"acme", "globex"} {
+		if err := h.fake.SetOrg(org, map[string]string{"octocat": fakecodehost.OrgMember}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := recordedEnv(h, rec, token)
+	hooks := codehost.Hooks{HTTP: env.HTTP, BaseURL: h.url}
+	repos, err := hooks.Repositories(ctx)
+	if err != nil || len(repos) < 6 {
+		t.Fatalf("Repositories: %d, %v; want the 6 octocat reaches", len(repos), err)
+	}
+	if ms, err := hooks.OrgMemberships(ctx); err != nil || len(ms) != 3 {
+		t.Fatalf("OrgMemberships: %+v, %v; want octo-org, acme and globex", ms, err)
+	}
+	_, etag, _, err := hooks.OwnRepositories(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, notModified, err := hooks.OwnRepositories(ctx, etag); err != nil || !notModified {
+		t.Fatalf("OwnRepositories unchanged: %v %v", notModified, err)
+	}
+	// Each parameter the description gives these reads, as an API Call
+	// step may send it, and the refusals it documents.
+	since := h.clock.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
+	for _, c := range []struct {
+		path   string
+		status int
+	}{
+		{"/orgs/" + fakecodehost.SeedOrg + "/repos", 200},
+		{"/orgs/" + fakecodehost.SeedOrg + "/repos?type=all", 200},
+		{"/orgs/" + fakecodehost.SeedOrg + "/repos?type=public", 200},
+		{"/orgs/" + fakecodehost.SeedOrg + "/repos?type=private", 200},
+		{"/orgs/" + fakecodehost.SeedOrg + "/repos?type=forks", 200},
+		{"/orgs/" + fakecodehost.SeedOrg + "/repos?type=sources", 200},
+		{"/orgs/" + fakecodehost.SeedOrg + "/repos?type=member", 200},
+		{"/orgs/" + fakecodehost.SeedOrg + "/repos?sort=full_name", 200},
+		{"/orgs/" + fakecodehost.SeedOrg + "/repos?sort=pushed&direction=asc", 200},
+		{"/orgs/" + fakecodehost.SeedOrg + "/repos?sort=updated&per_page=1&page=2", 200},
+		{"/user/repos?visibility=private", 200},
+		{"/user/repos?type=owner", 200},
+		{"/user/repos?type=member&sort=pushed&direction=desc", 200},
+		{"/user/repos?since=" + since + "&before=" + h.clock.Now().Add(time.Hour).UTC().Format(time.RFC3339), 200},
+		{"/user/repos?per_page=1&page=3", 200},
+		{"/user/repos?type=owner&affiliation=owner", 422},
+		{"/user/repos?affiliation=owner,outside", 422},
+		{"/user/memberships/orgs?state=pending", 200},
+		{"/user/memberships/orgs?per_page=1&page=2", 200},
+	} {
+		resp, err := env.HTTP.Get(h.url + c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.status {
+			t.Fatalf("GET %s: %d, want %d", c.path, resp.StatusCode, c.status)
+		}
+	}
+}
+
+// linkProblems holds a Link header to GitHub's pagination: comma-separated
+// <URL>; rel="..." entries, rel one of prev, next, first and last (each
+// once), every URL on the request's host and path with a page number, and
+// next and last present unless on the last page.
+func linkProblems(ex oascheck.Exchange) []string {
+	h := ex.Response.Header.Get("Link")
+	if h == "" {
+		return nil
+	}
+	var out []string
+	rels := map[string]int{}
+	for part := range strings.SplitSeq(h, ",") {
+		m := linkEntry.FindStringSubmatch(strings.TrimSpace(part))
+		if m == nil {
+			out = append(out, fmt.Sprintf("Link entry %q is not <URL>; rel=\"...\"", strings.TrimSpace(part)))
+			continue
+		}
+		u, err := url.Parse(m[1])
+		switch {
+		case err != nil:
+			out = append(out, fmt.Sprintf("Link URL %q: %v", m[1], err))
+			continue
+		case u.Host != ex.Request.URL.Host || u.Path != ex.Request.URL.Path:
+			out = append(out, fmt.Sprintf("Link rel=%s goes to %s%s, not %s%s", m[2], u.Host, u.Path, ex.Request.URL.Host, ex.Request.URL.Path))
+		}
+		if n, err := strconv.Atoi(u.Query().Get("page")); err != nil || n < 1 {
+			out = append(out, fmt.Sprintf("Link rel=%s has no page number: %s", m[2], m[1]))
+		} else {
+			rels[m[2]] = n
+		}
+		for k, vs := range ex.Request.URL.Query() {
+			if k != "page" && k != "per_page" && !slices.Equal(u.Query()[k], vs) {
+				out = append(out, fmt.Sprintf("Link rel=%s drops or changes the request's %s: %s", m[2], k, m[1]))
+			}
+		}
+	}
+	if _, next := rels["next"]; next != (rels["last"] != 0) {
+		out = append(out, "Link has one of next and last without the other: "+h)
+	}
+	if _, prev := rels["prev"]; prev != (rels["first"] != 0) {
+		out = append(out, "Link has one of prev and first without the other: "+h)
+	}
+	return out
+}
+
+// linkEntry is one entry of a Link header as GitHub writes it.
+var linkEntry = regexp.MustCompile(`^<([^>]+)>; rel="(prev|next|first|last)"$`)
 
 // repositoriesPath is the path GitHub redirects a renamed repository's
 // requests to.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // reachRoutes are the reads that tell what an account can reach: its
@@ -24,8 +25,9 @@ var affiliations = []string{"owner", "collaborator", "organization_member"}
 // the caller's permissions. It takes affiliation (comma-separated; all
 // three by default), visibility (all, public, private), sort (created,
 // updated, pushed, full_name; default full_name) and direction (asc for
-// full_name, desc otherwise, by default). Like GitHub, it refuses type
-// together with affiliation or visibility.
+// full_name, desc otherwise, by default), since and before (ISO 8601
+// times: only repositories updated after, or before, them). Like GitHub,
+// it refuses type together with affiliation or visibility.
 func (c *call) listUserRepos() *reply {
 	q := c.r.URL.Query()
 	if q.Has("type") && (q.Has("affiliation") || q.Has("visibility")) {
@@ -58,9 +60,23 @@ func (c *call) listUserRepos() *reply {
 	if vis != "" && vis != "all" && vis != "public" && vis != "private" {
 		return invalid("Repository", "visibility", "invalid")
 	}
+	var bounds [2]time.Time
+	for i, name := range []string{"since", "before"} {
+		if !q.Has(name) {
+			continue
+		}
+		t, ok := parseTime(q.Get(name))
+		if !ok {
+			return validation(M{"resource": "Repository", "code": "invalid", "field": name,
+				"message": fmt.Sprintf("%q is not an ISO 8601 time (YYYY-MM-DDTHH:MM:SSZ)", q.Get(name))})
+		}
+		bounds[i] = t
+	}
+	since, before := bounds[0], bounds[1]
 	var sel []*repo
 	for _, r := range c.s.st.repos {
-		if !c.affiliated(r, want) || vis == "public" && r.private || vis == "private" && !r.private {
+		if !c.affiliated(r, want) || vis == "public" && r.private || vis == "private" && !r.private ||
+			!since.IsZero() && !r.updated.After(since) || !before.IsZero() && !r.updated.Before(before) {
 			continue
 		}
 		sel = append(sel, r)

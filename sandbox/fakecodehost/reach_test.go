@@ -59,6 +59,18 @@ func TestUserReposAndMemberships(t *testing.T) {
 	if len(newest) != 1 || newest[0]["full_name"] != "octocat/newest" || r.header.Get("Link") == "" {
 		t.Errorf("newest first, one a page: %v (Link %q)", newest, r.header.Get("Link"))
 	}
+	// since and before bound the time a repository was last updated:
+	// newest was created (and updated) a minute after tools.
+	mid := clk.Now().Add(-30 * time.Second).UTC().Format(time.RFC3339)
+	if got := list("?affiliation=owner&since=" + mid); len(got) != 1 || got["octocat/newest"] == nil {
+		t.Errorf("since %s: %v, want only octocat/newest", mid, got)
+	}
+	if got := list("?affiliation=owner&before=" + mid); len(got) != 1 || got["octocat/hello-world"] == nil {
+		t.Errorf("before %s: %v, want only octocat/hello-world", mid, got)
+	}
+	if r := do(t, "GET", u+"/user/repos?since=yesterday", "", nil); r.status != 422 {
+		t.Errorf("since=yesterday: %d, want 422", r.status)
+	}
 	if r := do(t, "GET", u+"/user/repos?type=owner&affiliation=owner", "", nil); r.status != 422 {
 		t.Errorf("type with affiliation: %d, want 422 as GitHub answers", r.status)
 	}
