@@ -23,6 +23,7 @@ import (
 	"github.com/triggerd/triggerd/internal/specfetch"
 	"github.com/triggerd/triggerd/internal/testenv"
 	"github.com/triggerd/triggerd/sandbox/fakecodehost"
+	"github.com/triggerd/triggerd/sandbox/fakeoauth"
 )
 
 // GitHub's REST description as @octokit/openapi publishes it (it is
@@ -141,6 +142,7 @@ func TestConformsToGitHubsDescription(t *testing.T) {
 	provokePolls(t, rec)
 	provokeIdentify(t, rec)
 	provokeReach(t, rec)
+	provokeOAuthUser(t, rec)
 
 	var forDotcom, forEnterprise []oascheck.Exchange
 	for _, ex := range rec.Exchanges() {
@@ -350,6 +352,38 @@ func provokeIdentify(t *testing.T, rec *oascheck.Recorder) {
 	}
 	if id, err := p.Identify(t.Context(), &oauth2.Token{AccessToken: token}); err != nil || id.Login != "octocat" {
 		t.Fatalf("Identify: %+v %v", id, err)
+	}
+}
+
+// provokeOAuthUser reads the signed-in user from the OAuth fake
+// (sandbox/fakeoauth), as connecting an account does there: with the
+// scopes triggerd asks for (GitHub's public profile) and with the user
+// scope besides (its private profile), for a user with and without a
+// name and public e-mail.
+func provokeOAuthUser(t *testing.T, rec *oascheck.Recorder) {
+	t.Helper()
+	for _, c := range []struct {
+		user   fakeoauth.GitHubUser
+		scopes []string
+	}{
+		{fakeoauth.GitHubUser{ID: 583231, Login: "octocat", Name: "The Octocat"}, requested},
+		{fakeoauth.GitHubUser{ID: 42, Login: "hubot"}, requested},
+		{fakeoauth.GitHubUser{ID: 7, Login: "monalisa", Name: "Mona Lisa", Email: "mona@example.com"}, append([]string{"user"}, requested...)},
+	} {
+		gh := fakeoauth.NewGitHub(t)
+		gh.SetUser(c.user)
+		gh.SetGrantedScopes(c.scopes...)
+		tok := connectortest.ConnectPKCE(t, gh, gh.Provider(redirect), redirect, c.scopes...)
+		cfg := gh.Config(redirect)
+		rec.Base = http.DefaultTransport
+		cfg.HTTPClient = &http.Client{Transport: rec}
+		p, err := codehost.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id, err := p.Identify(t.Context(), tok); err != nil || id.Login != c.user.Login {
+			t.Fatalf("Identify %s: %+v %v", c.user.Login, id, err)
+		}
 	}
 }
 

@@ -295,3 +295,57 @@ func TestGitHubRevokeTokenAndGrant(t *testing.T) {
 		t.Error("revoking the grant left a token of the user live")
 	}
 }
+
+// GET /user answers GitHub's public profile, and the private one only to
+// a token with the user scope; the user's name and public e-mail are
+// those it signed in with, null when it has none.
+func TestGitHubUserProfile(t *testing.T) {
+	gh := fakeoauth.NewGitHub(t)
+	p := gh.Provider(redirect)
+	profile := func(u fakeoauth.GitHubUser, scopes ...string) map[string]any {
+		t.Helper()
+		gh.SetUser(u)
+		tok, err := p.Exchange(t.Context(), gh.Authorize("s", redirect, "", scopes...), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, gh.URL()+"/user", nil)
+		req.Header.Set("User-Agent", "t")
+		req.Header.Set("Authorization", "Bearer "+tok.AccessToken)
+		status, _, body := send(t, req)
+		var m map[string]any
+		if status != http.StatusOK || json.Unmarshal([]byte(body), &m) != nil {
+			t.Fatalf("GET /user: %d %s", status, body)
+		}
+		return m
+	}
+	pub := profile(fakeoauth.GitHubUser{ID: 583231, Login: "octocat", Name: "The Octocat"}, "repo", "read:org")
+	for k, want := range map[string]any{
+		"login": "octocat", "id": 583231.0, "node_id": "MDQ6VXNlcjU4MzIzMQ==", "type": "User", "user_view_type": "public",
+		"name": "The Octocat", "email": nil, "html_url": "https://github.com/octocat",
+		"avatar_url": "https://avatars.githubusercontent.com/u/583231?v=4", "url": gh.URL() + "/users/octocat",
+		"site_admin": false, "created_at": "2011-01-25T18:44:36Z",
+	} {
+		if got, ok := pub[k]; !ok || got != want {
+			t.Errorf("public %s = %v (present %v), want %v", k, got, ok, want)
+		}
+	}
+	for _, k := range []string{"plan", "private_gists", "total_private_repos", "two_factor_authentication"} {
+		if _, ok := pub[k]; ok {
+			t.Errorf("the public profile has %s, which only the user scope shows", k)
+		}
+	}
+	created := time.Date(2020, 5, 1, 12, 0, 0, 0, time.UTC)
+	priv := profile(fakeoauth.GitHubUser{ID: 7, Login: "monalisa", Email: "mona@example.com", CreatedAt: created}, "user", "repo")
+	for k, want := range map[string]any{
+		"login": "monalisa", "user_view_type": "private", "name": nil, "email": "mona@example.com",
+		"notification_email": "mona@example.com", "created_at": "2020-05-01T12:00:00Z", "two_factor_authentication": true,
+	} {
+		if got, ok := priv[k]; !ok || got != want {
+			t.Errorf("private %s = %v (present %v), want %v", k, got, ok, want)
+		}
+	}
+	if _, ok := priv["plan"].(map[string]any); !ok {
+		t.Errorf("the private profile has no plan: %v", priv)
+	}
+}

@@ -1,8 +1,11 @@
 package fakeoauth
 
 import (
+	"cmp"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -61,17 +64,26 @@ type GitHubUser struct {
 	ID int64
 	// Login is the user's login.
 	Login string
+	// Name is the display name (null in GET /user when empty); Email the
+	// public e-mail address (null when empty: most users keep theirs
+	// private).
+	Name, Email string
+	// CreatedAt is when the account was made (gitHubEpoch when zero).
+	CreatedAt time.Time
 }
 
+// gitHubEpoch is when the fake's users were made unless set.
+var gitHubEpoch = time.Date(2011, 1, 25, 18, 44, 36, 0, time.UTC)
+
 // NewGitHub starts a fake GitHub with one registered app and one user
-// (id 583231, login "octocat").
+// (id 583231, login "octocat", name "The Octocat").
 func NewGitHub(t testing.TB) *GitHub {
 	t.Helper()
 	g := &GitHub{
 		Fake:         newFake(t, gitHubFail),
 		ClientID:     "Iv1.fakegithubclient",
 		ClientSecret: "fake-github-client-secret-0123456789",
-		user:         GitHubUser{ID: 583231, Login: "octocat"},
+		user:         GitHubUser{ID: 583231, Login: "octocat", Name: "The Octocat"},
 		expiring:     true,
 		accessTTL:    GitHubAccessTTL,
 	}
@@ -202,7 +214,8 @@ func (g *GitHub) authorize(q url.Values) (redirect string, cb url.Values, err er
 		method:      method,
 		scopes:      scopes,
 		grant:       g.grantID(user),
-		extra:       map[string]string{"user_id": strconv.FormatInt(user.ID, 10), "login": user.Login},
+		extra: map[string]string{"user_id": strconv.FormatInt(user.ID, 10), "login": user.Login,
+			"name": user.Name, "email": user.Email, "created_at": cmp.Or(user.CreatedAt, gitHubEpoch).UTC().Format(time.RFC3339)},
 	}, gitHubCodeTTL)
 	cb = url.Values{"code": {code}}
 	if s := q.Get("state"); s != "" {
@@ -314,22 +327,62 @@ func (g *GitHub) refresh(v string) []field {
 	return g.issueLocked(old.grant, old.scopes, old.extra)
 }
 
-// serveUser is GET /user.
+// serveUser is GET /user: the token's user as GitHub answers it, its
+// public profile (public-user, user_view_type "public") or, for a token
+// with the user scope, its private profile too (private-user,
+// user_view_type "private"), as the description's schemas and GitHub's
+// documentation of the endpoint have it.
 func (g *GitHub) serveUser(w http.ResponseWriter, r *http.Request) {
 	tk, ok := g.apiAuth(w, r)
 	if !ok {
 		return
 	}
-	id, _ := strconv.ParseInt(tk.extra["user_id"], 10, 64)
 	w.Header().Set("X-OAuth-Scopes", strings.Join(tk.scopes, ", "))
 	w.Header().Set("X-Accepted-OAuth-Scopes", "")
-	writeJSON(w, http.StatusOK, map[string]any{
-		"login":      tk.extra["login"],
-		"id":         id,
-		"node_id":    fmt.Sprintf("U_fake%d", id),
-		"type":       "User",
-		"site_admin": false,
-	})
+	writeJSON(w, http.StatusOK, g.userJSON(tk.extra, slices.Contains(tk.scopes, "user")))
+}
+
+// userJSON is GitHub's public-user of the user extra describes, or its
+// private-user when private.
+func (g *GitHub) userJSON(extra map[string]string, private bool) map[string]any {
+	id, _ := strconv.ParseInt(extra["user_id"], 10, 64)
+	login := extra["login"]
+	api := g.URL() + "/users/" + login
+	created := cmp.Or(extra["created_at"], gitHubEpoch.Format(time.RFC3339))
+	u := map[string]any{
+		"login": login, "id": id,
+		// GitHub's (legacy) global node id of a user: base64 of
+		// "04:User" and the id.
+		"node_id":    base64.StdEncoding.EncodeToString(fmt.Appendf(nil, "04:User%d", id)),
+		"avatar_url": fmt.Sprintf("https://avatars.githubusercontent.com/u/%d?v=4", id), "gravatar_id": "",
+		"url": api, "html_url": "https://github.com/" + login,
+		"followers_url": api + "/followers", "following_url": api + "/following{/other_user}",
+		"gists_url": api + "/gists{/gist_id}", "starred_url": api + "/starred{/owner}{/repo}",
+		"subscriptions_url": api + "/subscriptions", "organizations_url": api + "/orgs", "repos_url": api + "/repos",
+		"events_url": api + "/events{/privacy}", "received_events_url": api + "/received_events",
+		"type": "User", "user_view_type": "public", "site_admin": false,
+		"name": nullable(extra["name"]), "company": nil, "blog": "", "location": nil, "email": nullable(extra["email"]),
+		"hireable": nil, "bio": nil, "twitter_username": nil,
+		"public_repos": 0, "public_gists": 0, "followers": 0, "following": 0,
+		"created_at": created, "updated_at": created,
+	}
+	if private {
+		maps.Copy(u, map[string]any{
+			"user_view_type": "private", "notification_email": nullable(extra["email"]),
+			"private_gists": 0, "total_private_repos": 0, "owned_private_repos": 0, "disk_usage": 0, "collaborators": 0,
+			"two_factor_authentication": true,
+			"plan":                      map[string]any{"name": "free", "space": 976562499, "collaborators": 0, "private_repos": 10000},
+		})
+	}
+	return u
+}
+
+// nullable is s, or JSON null when s is empty.
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
 }
 
 // apiAuth applies api.github.com's header rules and returns the bearer
