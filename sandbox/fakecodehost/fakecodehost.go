@@ -164,6 +164,7 @@ type Server struct {
 	log      []Request
 	requests int
 	srv      *httptest.Server
+	latency  time.Duration
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -221,6 +222,18 @@ func New(o Options) *Server {
 	}
 	s.routes = s.table()
 	return s
+}
+
+// SetLatency delays every answer from now on by d after the request is
+// served, as the round trip to GitHub does (tens to hundreds of
+// milliseconds), so that a client's concurrency can be measured against
+// the fake; other requests are served meanwhile. The wait ends early
+// when the request's context ends or the fake closes. 0 (the default)
+// answers at once.
+func (s *Server) SetLatency(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.latency = max(d, 0)
 }
 
 // Handler returns the fake's HTTP handler.
@@ -461,7 +474,17 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rec.Status = rep.status
 	s.recordLocked(rec)
+	latency := s.latency
 	s.mu.Unlock()
+	if latency > 0 {
+		t := time.NewTimer(latency)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+		case <-s.closing:
+		}
+		t.Stop()
+	}
 	write(w, rep)
 }
 

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -290,5 +291,33 @@ func TestRenamedRepoRedirects(t *testing.T) {
 	}
 	if r := do(t, "GET", loc, "", nil); r.status != 200 || r.json(t)["title"] != "Found a bug" {
 		t.Errorf("/repositories/{id}: %d %s", r.status, r.body)
+	}
+}
+
+// SetLatency delays each answer by the round trip asked for, without
+// holding other requests back: eight at once take about one delay.
+func TestSetLatency(t *testing.T) {
+	t.Parallel()
+	s, u, _ := start(t, fakecodehost.Options{})
+	const d = 200 * time.Millisecond
+	s.SetLatency(d)
+	begin := time.Now()
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			if r := do(t, "GET", u+"/user", "", nil); r.status != 200 {
+				t.Errorf("GET /user: %d", r.status)
+			}
+		})
+	}
+	wg.Wait()
+	if took := time.Since(begin); took < d || took >= 8*d {
+		t.Errorf("8 concurrent requests took %s, want at least %s (the latency) and well under %s (one after another)", took, d, 8*d)
+	}
+	s.SetLatency(0)
+	begin = time.Now()
+	do(t, "GET", u+"/user", "", nil)
+	if took := time.Since(begin); took >= d {
+		t.Errorf("without latency a request took %s", took)
 	}
 }
