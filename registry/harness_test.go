@@ -47,7 +47,7 @@ func tokenFor(login string) string { return "tok-" + login }
 // harness is one registry over real parts: the GitHub fake, a bolt store
 // in a temporary directory and a vault with a random key.
 type harness struct {
-	t     *testing.T
+	t     testing.TB
 	ctx   context.Context
 	gh    *fakecodehost.Server
 	st    *boltstore.Store
@@ -73,11 +73,13 @@ type harnessOptions struct {
 	clock *testenv.Clock
 	// logs, when set, receives the registry's log (JSON lines).
 	logs io.Writer
+	// hookConcurrency is registry.Options.HookConcurrency.
+	hookConcurrency int
 }
 
 func newHarness(t *testing.T) *harness { return newHarnessWith(t, harnessOptions{}) }
 
-func newHarnessWith(t *testing.T, o harnessOptions) *harness {
+func newHarnessWith(t testing.TB, o harnessOptions) *harness {
 	t.Helper()
 	if o.receiver == nil {
 		o.receiver = answer(http.StatusNoContent)
@@ -121,12 +123,13 @@ func newHarnessWith(t *testing.T, o harnessOptions) *harness {
 			return codehost.Hooks{HTTP: c, BaseURL: gh.URL()}
 		},
 		// The trailing slash is trimmed.
-		PublicURL:      publicURL + "/",
-		CheckAgentURL:  o.checkAgentURL,
-		NewAgentSecret: func() (string, error) { return "whsec_" + rand.Text(), nil },
-		HealBatch:      o.healBatch,
-		Now:            now,
-		Logger:         zerolog.New(cmp.Or[io.Writer](o.logs, io.Discard)),
+		PublicURL:       publicURL + "/",
+		CheckAgentURL:   o.checkAgentURL,
+		NewAgentSecret:  func() (string, error) { return "whsec_" + rand.Text(), nil },
+		HealBatch:       o.healBatch,
+		HookConcurrency: o.hookConcurrency,
+		Now:             now,
+		Logger:          zerolog.New(cmp.Or[io.Writer](o.logs, io.Discard)),
 	})
 	if err != nil {
 		t.Fatalf("registry.New: %v", err)

@@ -221,8 +221,17 @@ func (r *Registry) syncAccount(ctx context.Context, tenantID, accountID string, 
 		add(keysFor(t, &next))
 	}
 	if err := r.syncKeys(ctx, keys); err != nil {
-		r.log.Warn().Err(err).Str("tenant", tenantID).Str("account", accountID).
-			Msg("some of the account's hooks could not be registered; the reconcile retries")
+		ev := r.log.Warn().Err(err).Str("tenant", tenantID).Str("account", accountID)
+		var hse *HookSyncError
+		if errors.As(err, &hse) {
+			// Every target, where the message stops at ten.
+			failed := make([]string, len(hse.Failed))
+			for i, f := range hse.Failed {
+				failed[i] = string(f.Scope) + " " + f.Target
+			}
+			ev = ev.Strs("failed", failed).Int("hooks", hse.Total)
+		}
+		ev.Msg("some of the account's hooks could not be registered; the reconcile retries those that failed, the next refresh those not attempted")
 	}
 }
 
@@ -309,6 +318,15 @@ type Coverage struct {
 	// Lacking are where the account reaches repositories without the
 	// rights to a hook, and the hooks that failed for want of them.
 	Lacking []Gap `json:"lacking"`
+	// Failing are the hooks that failed for another reason (GitHub's
+	// errors, its rate limits), with it; the reconcile retries them.
+	Failing []Gap `json:"failing"`
+	// Pending counts the organisations and repositories served that have
+	// no hook yet, nor a failure: not attempted (GitHub's rate limit
+	// stopped the registration, or the caller gave up) or still being
+	// registered. The next refresh of the reach, or the reconcile,
+	// registers them.
+	Pending int `json:"pending"`
 	// CheckedAt is when the account's reach was last read from GitHub.
 	CheckedAt time.Time `json:"checked_at,omitzero"`
 }
@@ -324,16 +342,28 @@ func (r *Registry) CoverageOf(ctx context.Context, t store.Trigger, hooks []stor
 	if c.Organizations == nil {
 		c.Organizations = []string{}
 	}
+	registered := map[[2]string]bool{}
 	for _, h := range hooks {
+		registered[[2]string{string(h.Scope), h.Target}] = h.ExternalID != 0 || h.Status == store.HookFailing
 		switch {
 		case h.Status == store.HookActive && h.ExternalID != 0:
 			c.Hooks++
 		case h.Status == store.HookFailing && strings.Contains(h.StatusReason, ErrHookRights.Error()):
 			c.Lacking = append(c.Lacking, Gap{Scope: h.Scope, Target: h.Target, Reason: h.StatusReason})
+		case h.Status == store.HookFailing:
+			c.Failing = append(c.Failing, Gap{Scope: h.Scope, Target: h.Target, Reason: h.StatusReason})
+		}
+	}
+	for _, k := range rc.keys(t.TenantID, t.AccountID) {
+		if !registered[[2]string{string(k.Scope), k.Target}] {
+			c.Pending++
 		}
 	}
 	if c.Lacking == nil {
 		c.Lacking = []Gap{}
+	}
+	if c.Failing == nil {
+		c.Failing = []Gap{}
 	}
 	return c, nil
 }

@@ -24,6 +24,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -136,6 +138,11 @@ type Options struct {
 	// (heal.go).
 	MaxRedeliveries int
 	HealBatch       int
+	// HookConcurrency bounds how many hooks are brought in line at once
+	// when many change together, as for a trigger on all the repositories
+	// of an account with hundreds of them (DefaultHookConcurrency when 0;
+	// 1 makes it one after another).
+	HookConcurrency int
 	// Registerer takes the registry's metrics (none when nil).
 	Registerer prometheus.Registerer
 	Logger     zerolog.Logger
@@ -148,6 +155,8 @@ type Registry struct {
 	log          zerolog.Logger
 	metrics      *metrics
 	redelivering redeliveries
+	// paused are the accounts GitHub rate-limited (syncKey).
+	paused pauses
 }
 
 // New returns a Registry.
@@ -169,6 +178,9 @@ func New(o Options) (*Registry, error) {
 	}
 	if o.HealBatch <= 0 {
 		o.HealBatch = DefaultHealBatch
+	}
+	if o.HookConcurrency <= 0 {
+		o.HookConcurrency = DefaultHookConcurrency
 	}
 	if o.NewNATSPassword == nil {
 		o.NewNATSPassword = agent.NewNATSPassword
@@ -551,16 +563,164 @@ func (r *Registry) syncFor(ctx context.Context, t store.Trigger) error {
 	return r.syncKeys(ctx, keys)
 }
 
+// DefaultHookConcurrency is how many hooks Registry brings in line at
+// once by default (Options.HookConcurrency).
+const DefaultHookConcurrency = 8
+
 // syncKeys brings each hook of keys in line with the triggers using it,
-// going on past failures and returning them joined.
+// up to Options.HookConcurrency at a time, going on past failures: a
+// trigger on all repositories of an account with hundreds of them would
+// otherwise wait for each repository's round trips to GitHub in turn.
+// What failed comes back as a *HookSyncError naming each target; the
+// hooks that succeeded stay registered. Once GitHub answers an account's
+// request with a rate limit, that account's hooks not yet started are not
+// attempted until the limit lifts (syncKey).
 func (r *Registry) syncKeys(ctx context.Context, keys []store.HookKey) error {
-	var errs []error
-	for _, key := range keys {
-		if err := r.syncHook(ctx, key); err != nil {
-			errs = append(errs, err)
+	if len(keys) == 0 {
+		return nil
+	}
+	errs := make([]error, len(keys))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(r.o.HookConcurrency, len(keys)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(keys) {
+					return
+				}
+				errs[i] = r.syncKey(ctx, keys[i])
+			}
+		}()
+	}
+	wg.Wait()
+	if len(keys) == 1 {
+		// One hook (a trigger on chosen repositories, mostly): its own
+		// error says what failed.
+		return errs[0]
+	}
+	return newHookSyncError(keys, errs)
+}
+
+// syncKey is syncHook, unless ctx has ended or the key's account is
+// paused by a rate limit, in which case it is not attempted. A rate limit
+// answer pauses the account for as long as GitHub asks (a secondary
+// limit: at least a minute), so that concurrent registrations stop
+// instead of hammering GitHub; what was not attempted is retried by the
+// next refresh of the account's reach (hooks without a record) or the
+// reconcile (hooks recorded as failing).
+func (r *Registry) syncKey(ctx context.Context, key store.HookKey) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("not attempted: %w", err)
+	}
+	codehostKey := key.Connector == string(triggers.CodeHost)
+	if codehostKey {
+		if until, paused := r.paused.until(key.TenantID, key.AccountID, r.o.Now()); paused {
+			return fmt.Errorf("%w: not attempted: GitHub rate-limited account %s until %s; the next refresh of its repositories or the reconcile retries",
+				ErrUpstream, key.AccountID, until.UTC().Format(time.RFC3339))
 		}
 	}
-	return errors.Join(errs...)
+	err := r.syncHook(ctx, key)
+	if wait, limited := codehost.RateLimited(err); codehostKey && limited {
+		r.paused.pause(key.TenantID, key.AccountID, r.o.Now().Add(max(wait, time.Second)))
+	}
+	return err
+}
+
+// pauses are the accounts GitHub rate-limited, until when.
+type pauses struct {
+	mu sync.Mutex
+	m  map[[2]string]time.Time
+}
+
+func (p *pauses) pause(tenantID, accountID string, until time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.m == nil {
+		p.m = map[[2]string]time.Time{}
+	}
+	k := [2]string{tenantID, accountID}
+	if until.After(p.m[k]) {
+		p.m[k] = until
+	}
+}
+
+// until reports whether the account is paused at now, and until when; a
+// pause that has passed is forgotten.
+func (p *pauses) until(tenantID, accountID string, now time.Time) (time.Time, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	k := [2]string{tenantID, accountID}
+	t, ok := p.m[k]
+	if ok && !now.Before(t) {
+		delete(p.m, k)
+		return time.Time{}, false
+	}
+	return t, ok
+}
+
+// HookSyncError is what failed when several hooks were brought in line
+// at once: each target that failed and why. The others succeeded.
+// errors.Is sees through it to each failure (ErrHookRights, ErrUpstream,
+// ...).
+type HookSyncError struct {
+	// Total is how many hooks were brought in line; Failed those that
+	// failed (or were not attempted), in the order they were given.
+	Total  int
+	Failed []HookFailure
+}
+
+// HookFailure is one hook that could not be brought in line.
+type HookFailure struct {
+	Scope  store.HookScope
+	Target string
+	Err    error
+}
+
+// maxListedFailures bounds the failures Error lists.
+const maxListedFailures = 10
+
+func (e *HookSyncError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d of %d webhooks could not be registered or updated:", len(e.Failed), e.Total)
+	for i, f := range e.Failed {
+		if i == maxListedFailures {
+			fmt.Fprintf(&b, "; and %d more", len(e.Failed)-i)
+			break
+		}
+		sep := " "
+		if i > 0 {
+			sep = "; "
+		}
+		fmt.Fprintf(&b, "%s%s %s: %v", sep, f.Scope, f.Target, f.Err)
+	}
+	return b.String()
+}
+
+// Unwrap returns each failure's error.
+func (e *HookSyncError) Unwrap() []error {
+	out := make([]error, len(e.Failed))
+	for i, f := range e.Failed {
+		out[i] = f.Err
+	}
+	return out
+}
+
+// newHookSyncError returns the failures among errs (errs[i] is keys[i]'s),
+// or nil when there are none.
+func newHookSyncError(keys []store.HookKey, errs []error) error {
+	e := &HookSyncError{Total: len(keys)}
+	for i, err := range errs {
+		if err != nil {
+			e.Failed = append(e.Failed, HookFailure{Scope: keys[i].Scope, Target: keys[i].Target, Err: err})
+		}
+	}
+	if len(e.Failed) == 0 {
+		return nil
+	}
+	return e
 }
 
 // desiredEvents returns the events the active triggers of key need, or nil
@@ -783,7 +943,8 @@ func (r *Registry) upstreamError(h store.Hook, err error) error {
 	case errors.Is(err, codehost.ErrHookLimit):
 		return invalidf("%s already has GitHub's maximum of 20 webhooks; remove one there and retry", where)
 	}
-	return fmt.Errorf("%w: registering the webhook on %s failed: %v", ErrUpstream, where, err)
+	// %w twice: callers tell a rate limit apart (codehost.RateLimited).
+	return fmt.Errorf("%w: registering the webhook on %s failed: %w", ErrUpstream, where, err)
 }
 
 // failHook records why a hook is failing and returns err.

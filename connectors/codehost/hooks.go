@@ -441,6 +441,17 @@ func hookConflict(body []byte) error {
 	return nil
 }
 
+// RateLimited reports whether err is GitHub's rate limit (a spent
+// primary budget, answered or known before sending, or a secondary
+// limit), and how long GitHub asks to wait before the next request.
+func RateLimited(err error) (retryAfter time.Duration, ok bool) {
+	var ce *connectors.Error
+	if errors.As(err, &ce) && ce.Code == connectors.CodeRateLimited {
+		return ce.RetryAfter, true
+	}
+	return 0, false
+}
+
 // wrapHook adds what was attempted to err.
 func wrapHook(what string, err error) error {
 	return fmt.Errorf("codehost: %s: %w", what, err)
