@@ -342,9 +342,9 @@ func (r *Registry) CoverageOf(ctx context.Context, t store.Trigger, hooks []stor
 	if c.Organizations == nil {
 		c.Organizations = []string{}
 	}
-	registered := map[[2]string]bool{}
+	accounted := map[[2]string]bool{} // registered, or failing with a reason
 	for _, h := range hooks {
-		registered[[2]string{string(h.Scope), h.Target}] = h.ExternalID != 0 || h.Status == store.HookFailing
+		accounted[[2]string{string(h.Scope), h.Target}] = h.ExternalID != 0 || h.Status == store.HookFailing
 		switch {
 		case h.Status == store.HookActive && h.ExternalID != 0:
 			c.Hooks++
@@ -355,7 +355,7 @@ func (r *Registry) CoverageOf(ctx context.Context, t store.Trigger, hooks []stor
 		}
 	}
 	for _, k := range rc.keys(t.TenantID, t.AccountID) {
-		if !registered[[2]string{string(k.Scope), k.Target}] {
+		if !accounted[[2]string{string(k.Scope), k.Target}] {
 			c.Pending++
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/triggerd/triggerd/connectors"
 	"github.com/triggerd/triggerd/connectors/codehost"
@@ -352,6 +353,12 @@ func TestHooks403(t *testing.T) {
 	_, err = plain.List(t.Context(), repoTarget)
 	if errors.Is(err, codehost.ErrHookPermission) || errCode(err) != connectors.CodeRateLimited {
 		t.Errorf("rate limit: %v", err)
+	}
+	if wait, ok := codehost.RateLimited(fmt.Errorf("registering: %w", err)); !ok || wait < time.Second {
+		t.Errorf("RateLimited(%v) = %s, %v; want a wait of a second or more", err, wait, ok)
+	}
+	if _, ok := codehost.RateLimited(codehost.ErrHookPermission); ok {
+		t.Error("a permission refusal is taken for a rate limit")
 	}
 	// GitHub never echoes the secret, but if it did, errors would not.
 	mu.Lock()
