@@ -134,9 +134,9 @@ func (r *agentRig) api(method, path, body string, want int) map[string]any {
 }
 
 // Consume runs the agent on the NATS at url, as user and password (the
-// agent's own when user is empty), until the test ends: it counts each
-// run it starts under the run's event id and answers it.
-func (r *agentRig) Consume(url, user, password string) {
+// agent's own when user is empty), until the test ends or stop is called:
+// it counts each run it starts under the run's event id and answers it.
+func (r *agentRig) Consume(url, user, password string) (stop func()) {
 	r.t.Helper()
 	if user == "" {
 		user, password = r.agentID, r.password
@@ -184,7 +184,10 @@ func (r *agentRig) Consume(url, user, password string) {
 			}
 		}
 	}()
-	r.t.Cleanup(func() { cancel(); <-done })
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done; nc.Close() }) }
+	r.t.Cleanup(stop)
+	return stop
 }
 
 // Started returns how many times the agent started a run of event id.
