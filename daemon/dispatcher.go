@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,6 +38,11 @@ type dispatchParts struct {
 	// hooks resolves tenants' hooks for ingest, caching them; the
 	// registry's changes to them reach it through notifier.
 	hooks *ingest.HookCache
+	// embedded is this process's NATS server (nil with --nats-url),
+	// whose agent connections other processes' changes close; origin
+	// tells this process's own broadcasts apart (notifier.origin).
+	embedded *bus.Embedded
+	origin   string
 }
 
 // newIngestHooks returns what ingest needs of tenants' hooks: a cache
@@ -86,9 +93,13 @@ func newDispatch(ctx context.Context, cfg Config, b *bus.Bus, embedded *bus.Embe
 	if err != nil {
 		return nil, err
 	}
+	origin, err := newOrigin()
+	if err != nil {
+		return nil, err
+	}
 	r, err := registry.New(registry.Options{
 		Store: st, Accounts: acct, Secrets: vault, Steps: stepCatalog{runner},
-		Notifier: notifier{b: b, embedded: embedded, hooks: hooks, dispatcher: d, log: log},
+		Notifier: notifier{b: b, embedded: embedded, origin: origin, hooks: hooks, dispatcher: d, log: log},
 		HookAPI: func(client *http.Client) registry.HookAPI {
 			return codehost.Hooks{HTTP: client, BaseURL: cfg.Providers.CodeHostAPIBaseURL}
 		},
@@ -101,7 +112,7 @@ func newDispatch(ctx context.Context, cfg Config, b *bus.Bus, embedded *bus.Embe
 	if err != nil {
 		return nil, err
 	}
-	parts := &dispatchParts{registry: r, dispatcher: d, hooks: hooks}
+	parts := &dispatchParts{registry: r, dispatcher: d, hooks: hooks, embedded: embedded, origin: origin}
 	if dc.PollInterval > 0 { // 0: never (poll.New would take it for its default)
 		if parts.poller, err = poll.New(poll.Options{
 			Store: st, Accounts: acct, Committer: b, Reach: r, CodeHostAPI: cfg.Providers.CodeHostAPIBaseURL,
@@ -150,6 +161,9 @@ func (p *dispatchParts) run(cfg Config, b *bus.Bus, log zerolog.Logger) (stop fu
 	}
 	if err := listenHookChanges(ctx, b, p.hooks); err != nil {
 		log.Warn().Err(err).Msg("hook secret changes from other processes take effect at the first delivery they refuse")
+	}
+	if err := listenAgentChanges(ctx, b, p.embedded, p.origin, log); err != nil {
+		log.Warn().Err(err).Msg("agents whose NATS password another process replaced keep their connections to this process's NATS until they reconnect")
 	}
 	if cfg.Dispatch.Workers {
 		wg.Add(1)
@@ -219,14 +233,62 @@ func listenHookChanges(ctx context.Context, b *bus.Bus, cache *ingest.HookCache)
 	})
 }
 
-// notifier broadcasts trigger and hook changes over core NATS, and closes
-// the embedded NATS's connections of agents whose credentials changed.
+// agentChangesSubject carries "an agent's NATS password changed, or the
+// agent is gone" broadcasts between processes (core NATS, nothing stored),
+// so that every process with an embedded server closes the agent's
+// connections to it: on a cluster of embedded servers (--nats-routes) an
+// agent may be connected to any member, and a process on another's
+// embedded NATS (--nats-url) has no server of its own to close them on.
+const agentChangesSubject = "triggerd.control.agents"
+
+// agentChange is one such broadcast.
+type agentChange struct {
+	Agent string `json:"agent"`
+	// Origin is the sending process's notifier.origin: it closed its own
+	// server's connections already, and a second close could cut one the
+	// agent made with its new password meanwhile.
+	Origin string `json:"origin"`
+}
+
+// newOrigin returns a random id for this process's broadcasts.
+func newOrigin() (string, error) {
+	b := make([]byte, 12)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("process id for broadcasts: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// listenAgentChanges closes, on embedded, the connections of each agent
+// whose credentials another process changed, until ctx ends. Without an
+// embedded server there is nothing to close.
+func listenAgentChanges(ctx context.Context, b *bus.Bus, embedded *bus.Embedded, origin string, log zerolog.Logger) error {
+	if embedded == nil {
+		return nil
+	}
+	return b.Listen(ctx, agentChangesSubject, func(data []byte) {
+		var c agentChange
+		if json.Unmarshal(data, &c) != nil || c.Origin == origin || agent.CheckAgentID(c.Agent) != nil {
+			return
+		}
+		if closed := embedded.DisconnectUser(c.Agent); closed > 0 {
+			log.Info().Str("agent", c.Agent).Int("connections", closed).Msg("closed the agent's NATS connections: another process changed its password or deleted it")
+		}
+	})
+}
+
+// notifier broadcasts trigger, hook and agent changes over core NATS, and
+// closes the embedded NATS's connections of agents whose credentials
+// changed.
 type notifier struct {
 	b *bus.Bus
 	// embedded is nil with --nats-url: agents' users on that NATS are
-	// its operator's business.
+	// its operator's business, or those of the triggerd whose embedded
+	// server it is (the broadcast reaches it).
 	embedded *bus.Embedded
-	hooks    *ingest.HookCache
+	// origin is this process's id in its agent broadcasts.
+	origin string
+	hooks  *ingest.HookCache
 	// dispatcher is this process's: it reloads a changed trigger before
 	// the change's API answer leaves.
 	dispatcher *dispatch.Dispatcher
@@ -234,14 +296,18 @@ type notifier struct {
 }
 
 // AgentCredentialsChanged closes the agent's connections to the embedded
-// NATS: they were made with a password that no longer holds, or by an
-// agent that no longer exists. A client that reconnects is checked again.
+// NATS, and tells the other processes to close theirs: they were made with
+// a password that no longer holds, or by an agent that no longer exists. A
+// client that reconnects is checked again.
 func (n notifier) AgentCredentialsChanged(_ context.Context, agentID string) {
-	if n.embedded == nil {
-		return
+	if n.embedded != nil {
+		if closed := n.embedded.DisconnectUser(agentID); closed > 0 {
+			n.log.Info().Str("agent", agentID).Int("connections", closed).Msg("closed the agent's NATS connections: its password changed or it was deleted")
+		}
 	}
-	if closed := n.embedded.DisconnectUser(agentID); closed > 0 {
-		n.log.Info().Str("agent", agentID).Int("connections", closed).Msg("closed the agent's NATS connections: its password changed or it was deleted")
+	data, _ := json.Marshal(agentChange{Agent: agentID, Origin: n.origin})
+	if err := n.b.Notify(agentChangesSubject, data); err != nil {
+		n.log.Warn().Err(err).Str("agent", agentID).Msg("agent change not broadcast; its connections to other processes' NATS stay open until they reconnect")
 	}
 }
 
