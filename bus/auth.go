@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -62,6 +63,10 @@ type authenticator struct {
 	accounts map[string]*server.Account
 }
 
+// agentAccountPrefix begins the name of each agent's account on the
+// embedded server.
+const agentAccountPrefix = "AGENT_"
+
 // agentExports are the subjects triggerd's account offers agents' accounts
 // (each agent imports its own share: agent.Imports), with JetStream's
 // pulls answered by a stream of messages.
@@ -107,7 +112,7 @@ func (a *authenticator) account(agentID string) (*server.Account, error) {
 	if acc, ok := a.accounts[agentID]; ok {
 		return acc, nil
 	}
-	acc, err := a.srv.RegisterAccount("AGENT_" + agentID)
+	acc, err := a.srv.RegisterAccount(agentAccountPrefix + agentID)
 	if err != nil {
 		return nil, fmt.Errorf("the agent's account: %w", err)
 	}
@@ -213,4 +218,26 @@ func (e *Embedded) DisconnectUser(user string) int {
 		}
 	}
 	return n
+}
+
+// clusterLogger is the embedded server's logger on a cluster with agents.
+// Each member makes an agent's account when the agent first connects to
+// it, so when the agent subscribes on one member the others hear of
+// interest in an account they do not have, and nats-server logs that as an
+// error ("Unknown account ... for remote subject") on every such
+// subscription. It is harmless: all an agent exchanges with triggerd goes
+// through its imports from the global account, on the member it is
+// connected to, and no member needs the interest of another's agent
+// accounts. clusterLogger logs that line, for agents' accounts only, at
+// debug level.
+type clusterLogger struct{ server.Logger }
+
+func (l clusterLogger) Errorf(format string, v ...any) {
+	if strings.Contains(format, "Unknown account %q for remote subject") && len(v) > 0 {
+		if name, ok := v[0].(string); ok && strings.HasPrefix(name, agentAccountPrefix) {
+			l.Logger.Debugf(format, v...)
+			return
+		}
+	}
+	l.Logger.Errorf(format, v...)
 }

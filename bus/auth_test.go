@@ -479,3 +479,36 @@ func streamMsgs(t *testing.T, b *Bus, stream string) uint64 {
 	}
 	return info.State.Msgs
 }
+
+// recordingLogger keeps the level and text of each line logged.
+type recordingLogger struct{ lines []string }
+
+func (r *recordingLogger) add(level, format string, v ...any) {
+	r.lines = append(r.lines, level+" "+fmt.Sprintf(format, v...))
+}
+func (r *recordingLogger) Noticef(format string, v ...any) { r.add("notice", format, v...) }
+func (r *recordingLogger) Warnf(format string, v ...any)   { r.add("warn", format, v...) }
+func (r *recordingLogger) Fatalf(format string, v ...any)  { r.add("fatal", format, v...) }
+func (r *recordingLogger) Errorf(format string, v ...any)  { r.add("error", format, v...) }
+func (r *recordingLogger) Debugf(format string, v ...any)  { r.add("debug", format, v...) }
+func (r *recordingLogger) Tracef(format string, v ...any)  { r.add("trace", format, v...) }
+
+// On a cluster, a member's route tells the others of an agent's
+// subscription in an account only that member has made: logged at debug
+// level, while the same line for any other account stays an error.
+func TestClusterLoggerQuietsAgentAccountsOnly(t *testing.T) {
+	rec := &recordingLogger{}
+	l := clusterLogger{rec}
+	const format = "127.0.0.1:6222 - rid:16 - Unknown account %q for remote subject %q"
+	l.Errorf(format, agentAccountPrefix+"ag_1", "_INBOX_AGENT.ag_1.x")
+	l.Errorf(format, "TEAM", "foo")
+	l.Errorf("route %s failed", "x")
+	want := []string{
+		`debug 127.0.0.1:6222 - rid:16 - Unknown account "AGENT_ag_1" for remote subject "_INBOX_AGENT.ag_1.x"`,
+		`error 127.0.0.1:6222 - rid:16 - Unknown account "TEAM" for remote subject "foo"`,
+		`error route x failed`,
+	}
+	if strings.Join(rec.lines, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("logged:\n%s\nwant:\n%s", strings.Join(rec.lines, "\n"), strings.Join(want, "\n"))
+	}
+}

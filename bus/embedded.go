@@ -184,8 +184,11 @@ func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)
 	}
-	if o.Logger != nil {
-		srv.SetLoggerV2(o.Logger, false, false, false)
+	if logger := o.Logger; logger != nil {
+		if clusterSize > 0 && auth != nil {
+			logger = clusterLogger{logger}
+		}
+		srv.SetLoggerV2(logger, false, false, false)
 	}
 	if auth != nil {
 		if err := auth.setServer(srv); err != nil {

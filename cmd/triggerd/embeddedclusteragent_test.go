@@ -137,6 +137,16 @@ func TestAgentOnEmbeddedCluster(t *testing.T) {
 	}
 	t.Logf("new password: the agent's connections to all three servers closed and the old password refused in %s",
 		time.Since(rotate).Round(time.Millisecond))
+	// The members that heard of the agent's subscriptions in an account
+	// they had not made yet said so at debug level, not as errors.
+	for i, p := range procs {
+		for _, line := range strings.Split(p.logs(), "\n") {
+			if strings.Contains(line, `"level":"error"`) && strings.Contains(line, "Unknown account") {
+				t.Errorf("process %d logged an error for the agent's account: %s", i+1, line)
+				break
+			}
+		}
+	}
 	t.Logf("whole test: %s", time.Since(began).Round(time.Millisecond))
 }
 
