@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -35,10 +34,16 @@ func TestAgentOnEmbeddedCluster(t *testing.T) {
 		routes[i] = fmt.Sprintf("nats://127.0.0.1:%d", testenv.FreePort(t))
 	}
 	dirs := make([]string, 3)
+	for i := range dirs {
+		dirs[i] = filepath.Join(t.TempDir(), "data")
+	}
+	// Members started together would each create a default tenant in
+	// the empty store (see SeedDefaultTenant): the operator's first
+	// start made it.
+	rig.SeedDefaultTenant(dirs[0])
 	procs := make([]*proc, 3)
 	readies := make([]<-chan struct{}, 3)
 	for i := range procs {
-		dirs[i] = filepath.Join(t.TempDir(), "data")
 		procs[i], readies[i] = launchTriggerd(t, "triggerd ready", env, append([]string{
 			"--data-dir", dirs[i],
 			"--nats-server-name", fmt.Sprintf("e%d", i+1),
@@ -57,18 +62,7 @@ func TestAgentOnEmbeddedCluster(t *testing.T) {
 		p.waitReady(readies[i], 90*time.Second)
 	}
 	formed := time.Since(began)
-	// The process that created the default tenant in the shared store
-	// wrote its key into its data dir.
-	keyDir := ""
-	for _, dir := range dirs {
-		if _, err := os.Stat(filepath.Join(dir, "default_tenant_key")); err == nil {
-			keyDir = dir
-		}
-	}
-	if keyDir == "" {
-		t.Fatal("no process wrote the default tenant's key into its data dir")
-	}
-	rig.Setup(keyDir)
+	rig.Setup(dirs[0])
 	t.Logf("cluster ready in %s; agent %s created through process 1", formed.Round(time.Millisecond), rig.agentID)
 
 	for i, p := range procs {
