@@ -197,8 +197,21 @@ func (s *Service) Default(ctx context.Context) (string, error) {
 // writes its API key to dataDir/default_tenant_key (mode 0600), so that a
 // new installation works without set-up. It does nothing when any tenant
 // exists. It returns the key file's path and whether it created the tenant.
+//
+// On a store that provides leases (store.Locker: both of triggerd's), it
+// looks and creates under the lease setupLease: processes started together
+// on one shared store, each with a data dir of its own (the members of a
+// cluster), would otherwise each find no tenant and each create a default
+// one. The others wait until the tenant exists, and write no key file.
 func (s *Service) EnsureDefault(ctx context.Context, dataDir string) (string, bool, error) {
 	path := filepath.Join(dataDir, DefaultKeyFile)
+	if l, ok := s.store.(store.Locker); ok {
+		release, err := s.setupLease(ctx, l)
+		if err != nil {
+			return "", false, err
+		}
+		defer release()
+	}
 	existing, err := s.store.ListTenants(ctx)
 	if err != nil {
 		return "", false, fmt.Errorf("tenants: list: %w", err)
@@ -241,6 +254,49 @@ func (s *Service) EnsureDefault(ctx context.Context, dataDir string) (string, bo
 		return "", false, fmt.Errorf("tenants: write %s: %w", path, err)
 	}
 	return path, true, nil
+}
+
+// setupLeaseKey names the lease EnsureDefault holds while it looks for
+// tenants and creates the default one; setupLeaseTTL is its lease, long
+// past the few store writes it covers, and how long another process waits
+// for a holder that died.
+const (
+	setupLeaseKey = "tenants:default-setup"
+	setupLeaseTTL = 30 * time.Second
+	setupPoll     = 100 * time.Millisecond
+)
+
+// setupLease takes the setup lease, or returns once a tenant exists
+// (another process made it; release is then a no-op). It gives up after
+// twice setupLeaseTTL.
+func (s *Service) setupLease(ctx context.Context, l store.Locker) (release func(), err error) {
+	deadline := time.Now().Add(2 * setupLeaseTTL)
+	for {
+		release, held, err := l.TryLock(ctx, setupLeaseKey, setupLeaseTTL)
+		if err != nil {
+			return nil, fmt.Errorf("tenants: take the lease for the default tenant's creation: %w", err)
+		}
+		if held {
+			return release, nil
+		}
+		ts, err := s.store.ListTenants(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("tenants: list: %w", err)
+		}
+		if len(ts) > 0 {
+			return func() {}, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("tenants: another process has held the lease %q for creating the default tenant for %s and no tenant appeared: see that process's log for why it could not create it", setupLeaseKey, 2*setupLeaseTTL)
+		}
+		t := time.NewTimer(setupPoll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("tenants: waiting for another process to create the default tenant: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
 }
 
 // claimGrace is how long an empty key file is taken for another process's

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -231,6 +232,57 @@ func TestRevokeLastTwoAtOnce(t *testing.T) {
 		}
 		if keys, err := s.Keys(ctx, ten.ID); err != nil || len(keys) != 1 {
 			t.Fatalf("Keys after the revokes = %+v, %v; want one left", keys, err)
+		}
+	}
+}
+
+// TestEnsureDefaultOnceOnASharedStore: processes started together on one
+// store, each with a data dir of its own (the members of a cluster),
+// create one default tenant between them, and only the one that created
+// it writes a key file.
+func TestEnsureDefaultOnceOnASharedStore(t *testing.T) {
+	ctx := context.Background()
+	for round := range 20 {
+		shared := newService(t)
+		const procs = 3
+		var wg sync.WaitGroup
+		created := make([]bool, procs)
+		errs := make([]error, procs)
+		dirs := make([]string, procs)
+		start := make(chan struct{})
+		for i := range procs {
+			dirs[i] = filepath.Join(t.TempDir(), "data")
+			s := New(shared.store, nil) // another process, the same store
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				_, created[i], errs[i] = s.EnsureDefault(ctx, dirs[i])
+			}()
+		}
+		close(start)
+		wg.Wait()
+		n := 0
+		for i := range procs {
+			if errs[i] != nil {
+				t.Fatalf("round %d, process %d: %v", round, i, errs[i])
+			}
+			_, err := os.Stat(filepath.Join(dirs[i], DefaultKeyFile))
+			if created[i] {
+				n++
+				if err != nil {
+					t.Fatalf("round %d: process %d created the tenant but wrote no key file: %v", round, i, err)
+				}
+			} else if err == nil {
+				t.Fatalf("round %d: process %d wrote a key file without creating the tenant", round, i)
+			}
+		}
+		ts, err := shared.store.ListTenants(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != 1 || len(ts) != 1 {
+			t.Fatalf("round %d: %d processes created a default tenant, the store has %d tenants; want 1 and 1", round, n, len(ts))
 		}
 	}
 }
