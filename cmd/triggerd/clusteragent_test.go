@@ -20,9 +20,7 @@ import (
 	"github.com/triggerd/triggerd/internal/testenv"
 	"github.com/triggerd/triggerd/sandbox/fakecodehost"
 	"github.com/triggerd/triggerd/sandbox/fakeoauth"
-	"github.com/triggerd/triggerd/store/redisstore"
 	"github.com/triggerd/triggerd/store/storetest"
-	"github.com/triggerd/triggerd/tenants"
 )
 
 // agentRig is what triggerd processes on one NATS need to start agents
@@ -53,7 +51,7 @@ type agentRig struct {
 func newAgentRig(t *testing.T) *agentRig {
 	t.Helper()
 	url, prefix := storetest.RedisURL(t), storetest.Prefix(t)
-	r := &agentRig{t: t, httpAddr: freeAddr(t), redisURL: url, redisPrefix: prefix}
+	r := &agentRig{t: t, httpAddr: freeAddr(t)}
 	r.gh = fakecodehost.New(fakecodehost.Options{})
 	r.gh.Start()
 	t.Cleanup(r.gh.Close)
@@ -101,24 +99,6 @@ func (r *agentRig) Setup(dataDir string) {
 	r.agentID, r.password = ag["id"].(string), ag["nats_password"].(string)
 	r.api(http.MethodPost, "/v1/triggers", fmt.Sprintf(`{"kind": "new_issue", "account": %q, "agent": %q, "params": {"repositories": [%q]}}`,
 		account, r.agentID, fakecodehost.SeedOwner+"/"+fakecodehost.SeedRepo), http.StatusCreated)
-}
-
-// SeedDefaultTenant creates the default tenant in the shared store and
-// writes its key into dataDir, as the first process started alone would.
-// Processes started together on one store each create a default tenant
-// when none exists yet (the key file's claim only guards one data dir);
-// the shared endpoints then serve the oldest, and the key in a later one's
-// data dir belongs to another.
-func (r *agentRig) SeedDefaultTenant(dataDir string) {
-	r.t.Helper()
-	st, err := redisstore.Open(context.Background(), r.redisURL, redisstore.Options{Prefix: r.redisPrefix, AllowVolatile: true})
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	defer st.Close()
-	if _, created, err := tenants.New(st, nil).EnsureDefault(context.Background(), dataDir); err != nil || !created {
-		r.t.Fatalf("creating the default tenant: created %v, %v", created, err)
-	}
 }
 
 // get reads path, whatever it answers.

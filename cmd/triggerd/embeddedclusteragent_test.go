@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -37,10 +38,6 @@ func TestAgentOnEmbeddedCluster(t *testing.T) {
 	for i := range dirs {
 		dirs[i] = filepath.Join(t.TempDir(), "data")
 	}
-	// Members started together would each create a default tenant in
-	// the empty store (see SeedDefaultTenant): the operator's first
-	// start made it.
-	rig.SeedDefaultTenant(dirs[0])
 	procs := make([]*proc, 3)
 	readies := make([]<-chan struct{}, 3)
 	for i := range procs {
@@ -62,7 +59,22 @@ func TestAgentOnEmbeddedCluster(t *testing.T) {
 		p.waitReady(readies[i], 90*time.Second)
 	}
 	formed := time.Since(began)
-	rig.Setup(dirs[0])
+	// The members, started together on an empty store, created one
+	// default tenant between them, and its key is in the data dir of the
+	// one that did.
+	keyDir := ""
+	for _, dir := range dirs {
+		if _, err := os.Stat(filepath.Join(dir, "default_tenant_key")); err == nil {
+			if keyDir != "" {
+				t.Fatalf("default tenant keys in %s and %s: more than one member created a default tenant", keyDir, dir)
+			}
+			keyDir = dir
+		}
+	}
+	if keyDir == "" {
+		t.Fatal("no member wrote the default tenant's key into its data dir")
+	}
+	rig.Setup(keyDir)
 	t.Logf("cluster ready in %s; agent %s created through process 1", formed.Round(time.Millisecond), rig.agentID)
 
 	for i, p := range procs {
