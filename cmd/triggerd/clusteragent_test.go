@@ -29,17 +29,15 @@ import (
 // every issue opened in the fake's repository. The agent counts the runs
 // it starts per event id.
 type agentRig struct {
-	t           *testing.T
-	gh          *fakecodehost.Server
-	auth        *fakeoauth.GitHub
-	httpAddr    string // the first process's, where OAuth calls back
-	redisURL    string // the store the processes share, under redisPrefix
-	redisPrefix string
-	args        []string
-	env         []string
-	key         string // the default tenant's API key
-	agentID     string
-	password    string // the agent's NATS password, as triggerd gave it
+	t        *testing.T
+	gh       *fakecodehost.Server
+	auth     *fakeoauth.GitHub
+	httpAddr string // the first process's, where OAuth calls back
+	args     []string
+	env      []string
+	key      string // the default tenant's API key
+	agentID  string
+	password string // the agent's NATS password, as triggerd gave it
 	// starts counts each event's runs by their first delivery,
 	// redeliveries the deliveries after it.
 	starts, redeliveries sync.Map
