@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/triggerd/triggerd/agent"
 	"github.com/triggerd/triggerd/internal/testenv"
@@ -82,6 +84,7 @@ func TestAgentOnEmbeddedCluster(t *testing.T) {
 		stop := rig.Consume(p.natsURL, "", "")
 		target := procs[(i+1)%len(procs)]
 		id := fmt.Sprintf("embedded-agent-%d", i+1)
+		posted := time.Now()
 		r, err := post(target.httpURL, secret, delivery{event: "issues", id: id, body: helloIssueBody(100 + i)})
 		if err != nil || r.status != http.StatusAccepted || r.body.Spooled {
 			t.Fatalf("delivery %s to process %d: %v, %d, spooled %v", id, (i+1)%len(procs)+1, err, r.status, r.body.Spooled)
@@ -96,9 +99,14 @@ func TestAgentOnEmbeddedCluster(t *testing.T) {
 		for ev := range want {
 			rig.waitResult(ev)
 		}
+		recorded := time.Since(posted)
 		stop()
-		t.Logf("agent on process %d's server (%s), delivery to process %d: run started once and its result recorded in %s",
-			i+1, p.natsURL, (i+1)%len(procs)+1, time.Since(round).Round(time.Millisecond))
+		// The stopped agent's last pull stays on the consumer until it
+		// expires; the next round's run would go to it first and reach
+		// the next agent only as a redelivery, an ack wait later.
+		waitNoPulls(t, p.natsURL, rig.agentID)
+		t.Logf("agent on process %d's server (%s), delivery to process %d: run started once and its result recorded %s after the delivery (round %s)",
+			i+1, p.natsURL, (i+1)%len(procs)+1, recorded.Round(time.Millisecond), time.Since(round).Round(time.Millisecond))
 	}
 
 	// A new password, made through the first process, closes the agent's
@@ -183,5 +191,29 @@ func (r *agentRig) waitResult(eventID string) {
 			}
 		}
 		return false
+	})
+}
+
+// waitNoPulls waits until the agent's consumer has no pull request
+// waiting, as its operator sees it through the NATS at url.
+func waitNoPulls(t *testing.T, url, agentID string) {
+	t.Helper()
+	nc, err := nats.Connect(url, asOperator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 15*time.Second, "the stopped agent's pulls to expire", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		c, err := js.Consumer(ctx, agent.Stream, agent.ConsumerName(agentID))
+		if err != nil {
+			return false
+		}
+		return c.CachedInfo().NumWaiting == 0
 	})
 }
