@@ -35,10 +35,36 @@ func activityKey(tenantID string, step time.Duration, start time.Time) []byte {
 	return binary.BigEndian.AppendUint64(k, uint64(start.Unix())^(1<<63))
 }
 
+// mergeActivity sums the deltas of the same tenant, name and minute: a
+// write of 500 deliveries then looks up a few counters, not 1,000.
+func mergeActivity(ds []store.ActivityDelta) []store.ActivityDelta {
+	type minuteKey struct {
+		tenant, name string
+		minute       int64
+	}
+	at := map[minuteKey]int{}
+	out := make([]store.ActivityDelta, 0, 4)
+	for _, d := range ds {
+		if d.N == 0 || d.TenantID == "" || d.Name == "" {
+			continue
+		}
+		start := d.At.Truncate(store.ActivityMinute)
+		k := minuteKey{d.TenantID, d.Name, start.Unix()}
+		if i, ok := at[k]; ok {
+			out[i].N += d.N
+			continue
+		}
+		at[k] = len(out)
+		out = append(out, store.ActivityDelta{TenantID: d.TenantID, Name: d.Name, At: start, N: d.N})
+	}
+	return out
+}
+
 // addActivity adds ds to the counters in tx.
 func (s *Store) addActivity(tx *bolt.Tx, ds []store.ActivityDelta) error {
 	b := tx.Bucket(bucketActivity)
 	now := s.now()
+	ds = mergeActivity(ds)
 	type bucketKey struct {
 		key  string
 		step time.Duration
