@@ -43,10 +43,11 @@
 //	event-trigger   tenant id \0 trigger id \0 T(DispatchedAt) event id -> empty
 //	event-time      \0 T(DispatchedAt) tenant id \0 event id -> empty (every record)
 //	cursors         cursor key -> store.Cursor
-//	deliveries      tenant id \0 record id -> store.DeliveryRecord (the
-//	                bucket is the tenant's index: ids start with the time)
-//	delivery-ids    record id \0 tenant id -> empty (every record, for
-//	                PruneDeliveries)
+//	delivery-log    tenant id \0 id group \0 seq -> a batch of records
+//	                (deliveries.go: one value per tenant and group of a
+//	                write, encoded as deliverycodec.go says)
+//	delivery-log-time  least record id \0 seq -> its delivery-log key
+//	                (every batch, for PruneDeliveries)
 //	activity        tenant id \0 "m"|"h" \0 bucket start -> store.ActivityCounts
 //	                (activity.go)
 //
@@ -105,7 +106,7 @@ var buckets = [][]byte{
 	bucketRuns, bucketRunTime, bucketRunTenant, bucketRunTrigger, bucketRunAgent, bucketRunEvent,
 	bucketEvents, bucketEventTrigger, bucketEventTime,
 	bucketCursors,
-	bucketDeliveries, bucketDeliveryIDs,
+	bucketDeliveryLog, bucketDeliveryTime,
 	bucketActivity,
 }
 
@@ -173,6 +174,9 @@ func Open(path string, o Options) (*Store, error) {
 		}
 		return nil
 	})
+	if err == nil {
+		err = migrateDeliveries(db)
+	}
 	if err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
