@@ -3,14 +3,20 @@ package deliverylog
 import (
 	"context"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/triggerd/triggerd/ingest"
 	"github.com/triggerd/triggerd/internal/testenv"
 	"github.com/triggerd/triggerd/store"
 	"github.com/triggerd/triggerd/store/boltstore"
+	"github.com/triggerd/triggerd/store/redisstore"
+	"github.com/triggerd/triggerd/store/storetest"
 	"github.com/triggerd/triggerd/triggers"
 )
 
@@ -122,7 +128,49 @@ func BenchmarkRecord(b *testing.B) {
 // path: turning outcomes into records and storing them in batches of 500
 // in bbolt. Its cpu-ns/op is the figure to compare.
 func BenchmarkWrite(b *testing.B) {
-	st := openStore(b)
+	benchWrite(b, openStore(b))
+}
+
+// BenchmarkWriteRedis is BenchmarkWrite with the Redis store (storetest's
+// server, a key prefix of its own); redis-cpu-ns/op is what the Redis
+// server spent per record (INFO cpu: it may serve others meanwhile).
+func BenchmarkWriteRedis(b *testing.B) {
+	url, prefix := storetest.RedisURL(b), storetest.Prefix(b)
+	st, err := redisstore.Open(b.Context(), url, redisstore.Options{Prefix: prefix, AllowVolatile: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = st.Close() })
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rdb := redis.NewClient(opt)
+	defer func() { _ = rdb.Close() }()
+	serverCPU := func() float64 {
+		info, err := rdb.Info(b.Context(), "cpu").Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		sum := 0.0
+		for _, line := range strings.Split(info, "\n") {
+			k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+			if k == "used_cpu_sys" || k == "used_cpu_user" {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					b.Fatal(err)
+				}
+				sum += f
+			}
+		}
+		return sum
+	}
+	cpu0 := serverCPU()
+	benchWrite(b, st)
+	b.ReportMetric((serverCPU()-cpu0)*1e9/float64(b.N), "redis-cpu-ns/op")
+}
+
+func benchWrite(b *testing.B, st Store) {
 	l, err := New(Options{Store: st})
 	if err != nil {
 		b.Fatal(err)

@@ -7,6 +7,10 @@
 #
 #   scripts/bench-deliverylog.sh [duration] [concurrency]    # 10s 64
 #   ROUNDS=5 HTTP_PORT=18600 NATS_PORT=4460 scripts/bench-deliverylog.sh
+#   REDIS_URL=redis://127.0.0.1:6379/0 scripts/bench-deliverylog.sh
+#
+# With REDIS_URL the store is that Redis (each run under a key prefix of
+# its own, deleted after it) instead of bbolt in a fresh data dir.
 #
 # It prints a Markdown row per round (req/s off and on, their ratio, p99,
 # CPU per request, records dropped) and the median ratios. Odd rounds run
@@ -36,10 +40,18 @@ field() { python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(eva
 
 # run LOG OUT benches triggerd started with --delivery-log=LOG into OUT,
 # and prints how many records its log wrote and dropped.
+redis_url=${REDIS_URL:-}
+runs=0
 run() {
   rm -rf "$work/data"
+  local store=() prefix=""
+  if [ -n "$redis_url" ]; then
+    runs=$((runs + 1))
+    prefix="bench-deliverylog-$$-$runs:"
+    store=(--redis-url "$redis_url" --redis-prefix "$prefix" --redis-allow-volatile)
+  fi
   "$work/triggerd" --http-addr "127.0.0.1:$http_port" --nats-listen "127.0.0.1:$nats_port" --data-dir "$work/data" \
-    --delivery-log="$1" --log-level warn 2>"$work/triggerd.log" &
+    --delivery-log="$1" --log-level warn "${store[@]}" 2>"$work/triggerd.log" &
   local pid=$!
   wait_http "http://127.0.0.1:$http_port/healthz"
   "$work/triggerctl" bench --url "http://127.0.0.1:$http_port" --nats-url "nats://127.0.0.1:$nats_port" --file "$payload" --compact \
@@ -48,8 +60,14 @@ run() {
   sleep 1
   curl -s "http://127.0.0.1:$http_port/metrics" | awk '/^triggerd_delivery_log_dropped_total/ {d=$2} END {printf "%d", d}' > "$2.dropped"
   kill "$pid"; wait "$pid" 2>/dev/null || true
+  if [ -n "$prefix" ]; then
+    redis-cli -u "$redis_url" --scan --pattern "$prefix*" | xargs -r -n 500 redis-cli -u "$redis_url" del > /dev/null
+  fi
 }
 
+store_name=bbolt
+[ -z "$redis_url" ] || store_name="Redis ($redis_url)"
+echo "store: $store_name; load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "| round | off req/s | on req/s | on ÷ off | off p99 ms | on p99 ms | on CPU µs/req ÷ off | records dropped (buffer full) |"
 echo "|---|---|---|---|---|---|---|---|"
 ratios=()
@@ -74,3 +92,4 @@ for r in $(seq "$rounds"); do
 done
 python3 -c "import statistics,sys; print('median throughput on ÷ off: %.3f over %d rounds' % (statistics.median(map(float, sys.argv[1:])), len(sys.argv)-1))" "${ratios[@]}"
 python3 -c "import statistics,sys; print('median CPU per request on ÷ off: %.3f' % statistics.median(map(float, sys.argv[1:])))" "${cpus[@]}"
+echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
