@@ -328,7 +328,7 @@ func TestPruneEventsOfOldFile(t *testing.T) {
 }
 
 // must fails the test on err.
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
