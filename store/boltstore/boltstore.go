@@ -58,7 +58,9 @@
 // index entries in the same transaction. PruneRuns and PruneEvents walk
 // run-time and event-time from the oldest entry and delete records with
 // all their entries. Open fills an empty event-time from the event records
-// of a file written before it existed.
+// of a file written before it existed, and moves the delivery log of a file
+// written before delivery-log (a key per record in deliveries, and
+// delivery-ids) into batches.
 //
 // Reads check the tenant and ids inside the record, so ids that contain
 // the separators ('/', NUL) cannot reach another tenant's data; at worst
