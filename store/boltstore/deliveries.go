@@ -379,6 +379,11 @@ func pruneDeliveries(tx *bolt.Tx, end string, limit int) (int, error) {
 // and then deletes its buckets. Open calls it.
 func migrateDeliveries(db *bolt.DB) error {
 	const chunk = 5000
+	// A file of this layout, the usual case, needs no write (and fsync).
+	found := false
+	if err := db.View(func(tx *bolt.Tx) error { found = tx.Bucket(bucketDeliveriesV0) != nil; return nil }); err != nil || !found {
+		return err
+	}
 	for {
 		done := false
 		err := db.Update(func(tx *bolt.Tx) error {

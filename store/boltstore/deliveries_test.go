@@ -38,8 +38,9 @@ func TestDeliveryCodecRoundTrip(t *testing.T) {
 			Message: "the signature does not match", ReceivedAt: time.Unix(-5, 7).UTC()},
 		{ID: store.NewDeliveryID(at), TenantID: "t1", Connector: "codehost", Hook: "h1", Event: "issues", Action: "opened",
 			Answer: store.AnswerDuplicate, Status: 200, Redelivery: true, ReceivedAt: at.Add(time.Hour).In(time.UTC)},
+		{ID: "zero time", TenantID: "t1"},
 	}
-	v := encodeDeliveries([]*store.DeliveryRecord{&ds[0], &ds[1], &ds[2]})
+	v := encodeDeliveries([]*store.DeliveryRecord{&ds[0], &ds[1], &ds[2], &ds[3]})
 	got, err := decodeDeliveries(v)
 	if err != nil {
 		t.Fatal(err)
@@ -51,6 +52,9 @@ func TestDeliveryCodecRoundTrip(t *testing.T) {
 		if !sameDelivery(got[i], ds[i]) {
 			t.Errorf("record %d = %+v, want %+v", i, got[i], ds[i])
 		}
+	}
+	if !got[3].ReceivedAt.IsZero() {
+		t.Errorf("a zero ReceivedAt decodes as %v", got[3].ReceivedAt)
 	}
 	if j, err := json.Marshal(ds); err == nil && len(v) >= len(j)/2 {
 		t.Errorf("encoded in %d bytes; JSON takes %d: want less than half", len(v), len(j))
