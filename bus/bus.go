@@ -197,6 +197,9 @@ type Bus struct {
 	// the stream holding it (nil for a reader on a NATS without one).
 	index       *deliveryIndex
 	indexStream jetstream.Stream
+	// dedupStream is the stream behind DedupBucket (shared layout, once
+	// provisioned).
+	dedupStream jetstream.Stream
 	// eventTTL and recordTTL, when set, are the per-message TTLs that give
 	// events and records of a shared stream their own retention.
 	eventTTL, recordTTL time.Duration
@@ -347,6 +350,11 @@ func (b *Bus) provision(ctx context.Context) error {
 			} else if err != nil {
 				return fmt.Errorf("stream %s: %w", IndexStream, err)
 			}
+			if b.index.kv, err = b.js.KeyValue(ctx, DedupBucket); errors.Is(err, jetstream.ErrBucketNotFound) {
+				b.index.kv = nil // only an earlier version has run: nothing indexed is found
+			} else if err != nil {
+				return fmt.Errorf("bucket %s: %w", DedupBucket, err)
+			}
 		}
 		return nil
 	}
@@ -417,11 +425,30 @@ func (b *Bus) provision(ctx context.Context) error {
 		return err
 	}
 	if b.index != nil {
-		// Commit must know every delivery accepted before it runs.
-		return b.index.ready(ctx)
+		kv, err := b.ensureKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:      DedupBucket,
+			Description: "triggerd duplicate check: which deliveries the delivery index holds, 2^18 keys of sorted (hash, index message, expiry)",
+			History:     1,
+			Storage:     jetstream.FileStorage,
+		})
+		if err != nil {
+			return err
+		}
+		b.index.kv = kv
+		if b.dedupStream, err = retryJS(ctx, func(ctx context.Context) (jetstream.Stream, error) {
+			return b.js.Stream(ctx, dedupStream)
+		}); err != nil {
+			return fmt.Errorf("stream %s: %w", dedupStream, err)
+		}
+		// Commit must know every delivery accepted before it runs: once,
+		// when the bucket is new, those indexed by earlier versions.
+		return b.index.fill(ctx)
 	}
 	return nil
 }
+
+// dedupStream is the stream behind DedupBucket.
+const dedupStream = "KV_" + DedupBucket
 
 // sharedArchiveSince is the first NATS release that checks a subject other
 // than the published one (Nats-Expected-Last-Subject-Sequence-Subject) and

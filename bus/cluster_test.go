@@ -18,7 +18,7 @@ import (
 
 // provisioned lists every stream Connect provisions in the shared layout,
 // the object store's included.
-var provisioned = []string{EventsStream, IndexStream, AgentsStream, PushStream, DeadStream, "OBJ_" + BodiesBucket}
+var provisioned = []string{EventsStream, IndexStream, dedupStream, AgentsStream, PushStream, DeadStream, "OBJ_" + BodiesBucket}
 
 func connectCluster(t *testing.T, url string, o Options) *Bus {
 	t.Helper()
@@ -224,17 +224,22 @@ func TestCommitOnReplicatedStreams(t *testing.T) {
 	defer other.Close()
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
+	dups := make([]bool, 2)
 	for i, client := range []*Bus{b, other} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			capture, events := testDelivery("r3-concurrent", 20, []byte(`{"n":2}`))
-			_, errs[i] = client.Commit(ctx, capture, events)
+			dups[i], errs[i] = client.Commit(ctx, capture, events)
 		}()
 	}
 	wg.Wait()
 	if errs[0] != nil && errs[1] != nil {
 		t.Fatalf("both concurrent attempts failed: %v; %v", errs[0], errs[1])
+	}
+	// Both may index it; the bucket's compare-and-set lets one accept it.
+	if errs[0] == nil && errs[1] == nil && dups[0] == dups[1] {
+		t.Fatalf("concurrent attempts both answered duplicate %v", dups[0])
 	}
 	n, err := b.EventCount(ctx)
 	if err != nil || n != 40 {

@@ -89,9 +89,11 @@ func ParseArchiveSubject(subject string) (c triggers.Connector, key string, ok b
 //  2. It archives the delivery: in the shared layout, when every event
 //     carries the payload inline and one of them is the body byte for
 //     byte, by adding it to the delivery index (see IndexSubject), which
-//     concurrent deliveries share; otherwise by writing its archive record,
-//     conditional on the subject having no record yet. That write is the
-//     commit point: once it is durable, the delivery counts as accepted.
+//     concurrent deliveries share, and then its entry to DedupBucket,
+//     conditional on the delivery's key being unchanged since Commit read
+//     it; otherwise by writing its archive record, conditional on the
+//     subject having no record yet. That last write is the commit point:
+//     once it is durable, the delivery counts as accepted.
 //
 // An attempt interrupted between steps 1 and 2 (a crash, a NATS outage)
 // is not archived, so the sender's retry runs again; its events carry the
@@ -117,9 +119,14 @@ func (b *Bus) Commit(ctx context.Context, c triggers.Capture, events []triggers.
 	key := c.Key()
 	subject := ArchiveSubject(c.Connector, key)
 	unlessArchived := ""
+	// slot is the delivery's key of DedupBucket as read before the events
+	// were published: indexing it is conditional on its being unchanged.
+	var slot dedupSlot
 	if b.shared {
 		unlessArchived = subject
-		if _, found, err := b.index.lookup(ctx, c.Connector, key); err != nil {
+		_, found, s, err := b.index.find(ctx, c.Connector, key)
+		slot = s
+		if err != nil {
 			return false, fmt.Errorf("check index for delivery %s: %w", c.DeliveryID, err)
 		} else if found {
 			return true, nil
@@ -169,11 +176,13 @@ func (b *Bus) Commit(ctx context.Context, c triggers.Capture, events []triggers.
 			// Another attempt stored the events. If it has indexed them by
 			// now, the delivery is accepted; if it was interrupted (or is
 			// still running), this attempt accepts it.
-			if _, found, err := b.index.lookup(ctx, c.Connector, key); err == nil && found {
+			if _, found, s, err := b.index.find(ctx, c.Connector, key); err == nil && found {
 				return true, nil
+			} else if err == nil {
+				slot = s
 			}
 		}
-		return false, b.index.add(ctx, indexEntry{
+		return b.index.add(ctx, indexEntry{
 			Connector:  c.Connector,
 			Key:        key,
 			DeliveryID: c.DeliveryID,
@@ -182,7 +191,7 @@ func (b *Bus) Commit(ctx context.Context, c triggers.Capture, events []triggers.
 			Scope:      c.Scope,
 			Events:     len(events),
 			BodySeq:    bodySeq,
-		})
+		}, slot)
 	}
 	if err := b.archive(ctx, subject, c, len(events), bodySeq); err != nil {
 		if isWrongLastSequence(err) {

@@ -5,13 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -31,43 +28,45 @@ import (
 // the next one, so under load many deliveries share each message and at a
 // trickle each gets its own, as records did.
 //
-// Every process keeps the index in memory (a hash of each delivery key
-// accepted within ArchiveRetention, about 40 bytes each) and follows IndexSubject,
-// so a delivery accepted by any process sharing the NATS is known to all:
-// Connect reads the whole index before it returns. Within the dedup window
-// the events' Nats-Msg-Id stops concurrent attempts (each event is stored
-// once); beyond it, the index answers.
+// Which deliveries the index holds is kept in the server, once for every
+// process, in the bucket DedupBucket: a fixed 2^18 keys, each the sorted
+// (hash, index message, expiry) of the deliveries whose hash falls in its
+// range. Commit reads the delivery's key (one direct get), confirms a hash
+// found against the index message it names, and once the index message
+// is durable adds the delivery's entry with a compare-and-set on the
+// key's revision: that write is the commit point. No process holds
+// anything per delivery, and Connect reads nothing per delivery. Within
+// the dedup window the events' Nats-Msg-Id stops concurrent attempts
+// (each event is stored once); beyond it, the bucket answers.
 //
 // The index has a stream of its own, kept as long as the archive, rather
 // than a subject in EventsStream. The file store keeps the cache of a block
 // that was read while it was being written for 10 s past the last read,
-// instead of reusing its buffer for the next block. The follower reads each
-// index message as it lands, so in EventsStream it kept every events block
-// of the last 10 s in the server's heap, whatever the load and whether or
-// not a dispatcher ran (2.2 GB after 10 s of the bench, and a page fault
-// for every fresh page). In a stream of its own it holds only the index's
-// blocks. (A dispatcher that keeps up with ingest still does the same to
-// EventsStream; one that runs behind, or none, no longer pays for it.)
+// instead of reusing its buffer for the next block. Earlier versions
+// followed the index as it was written, which in EventsStream kept every
+// events block of the last 10 s in the server's heap; in a stream of its
+// own only the index's blocks were. (Nothing follows it now; it stays
+// where it is, and earlier versions running beside this one during an
+// upgrade still follow it.)
 const (
 	IndexStream  = "TRIGGERD_INDEX"
 	IndexSubject = "index.deliveries"
 )
 
 // legacyIndexSubject is where index messages lived, in EventsStream,
-// before IndexStream. Connect still reads them, once, so that a delivery
-// accepted before an upgrade is still recognised; nothing writes there.
+// before IndexStream. The bucket's first fill (fillDedup) still reads
+// them, so that a delivery accepted before an upgrade is still
+// recognised; nothing writes there.
 const legacyIndexSubject = DeliveriesPrefix + ".index"
 
-// legacySeq marks, in an indexRef's seq, a message of legacyIndexSubject
+// legacySeq marks, in a dedupEntry's seq, a message of legacyIndexSubject
 // (an EventsStream sequence) rather than of IndexStream.
 const legacySeq = uint64(1) << 63
 
-// HeaderIndexWriter names the process that wrote an index message.
+// HeaderIndexWriter named the process that wrote an index message, which
+// earlier versions' followers skipped. Nothing sets it now; it stays for
+// the earlier versions' messages.
 const HeaderIndexWriter = "Triggerd-Index-Writer"
-
-// indexSweepEvery is how often entries older than ArchiveRetention leave
-// the in-memory index.
-const indexSweepEvery = 10 * time.Minute
 
 // indexEntry is one accepted delivery in an index message.
 type indexEntry struct {
@@ -86,53 +85,26 @@ type indexEntry struct {
 	BodySeq uint64 `json:"body_seq"`
 }
 
-// indexRef locates an entry: the index message holding it, and when it
-// leaves the index (unix seconds).
-type indexRef struct {
-	seq     uint64
-	expires int64
-}
-
 // indexWait is an entry waiting for an index message.
 type indexWait struct {
-	hash uint64
-	// idHash is the byID key of a delivery on a hook, else 0.
-	idHash  uint64
-	expires int64
-	data    []byte
-	done    chan error
+	data []byte
+	// seq is the index message's sequence, set before done is sent nil.
+	seq  uint64
+	done chan error
 }
 
-// deliveryIndex is the Bus's view of IndexSubject and the writer of its
-// messages.
+// deliveryIndex is the Bus's writer of index messages and its reader and
+// writer of DedupBucket.
 type deliveryIndex struct {
 	b *Bus
-	// writer marks the index messages this Bus wrote (HeaderIndexWriter):
-	// it applies them when they are acknowledged, so following skips them.
-	writer string
-
-	// refs maps a hash of each indexed delivery's connector and key to
-	// its index message. A map of plain numbers costs the garbage
-	// collector nothing to scan however large it grows, and about 40 bytes
-	// an entry. A hash found is confirmed against the message before it
-	// counts (see lookup), so a collision cannot refuse a new delivery.
-	seed maphash.Seed
-	mu   sync.RWMutex
-	refs map[uint64]indexRef
-	// byID maps a hash of the connector and bare delivery id of each
-	// delivery on a tenant's hook (key "<hook>/<id>") to its index
-	// message, so an operator holding only the sender's delivery id
-	// finds it (lookupID). Senders' delivery ids are unique per
-	// delivery, so an id reaches one hook; should two hooks have indexed
-	// the same id (a replay with a fixed id), the last is found.
-	byID    map[uint64]indexRef
-	loaded  chan struct{} // closed once the index is read up to where it was at start
-	loadErr error
+	// kv is DedupBucket; nil for a reader (SkipProvision) on a NATS where
+	// no version with the bucket has run: it then finds nothing indexed.
+	kv jetstream.KeyValue
+	// now is time.Now, but in tests.
+	now func() time.Time
 
 	startOnce sync.Once
 	started   bool // set within startOnce: the writer runs
-	tailing   bool // set within startOnce: tail runs
-	tailDone  chan struct{}
 
 	qmu       sync.Mutex
 	queue     []*indexWait
@@ -151,277 +123,94 @@ func newDeliveryIndex(b *Bus) *deliveryIndex {
 		closing:       closing,
 		cancelClosing: cancel,
 		b:             b,
-		writer:        uuid.NewString(),
-		seed:          maphash.MakeSeed(),
-		refs:          map[uint64]indexRef{},
-		byID:          map[uint64]indexRef{},
-		loaded:        make(chan struct{}),
+		now:           time.Now,
 		kick:          make(chan struct{}, 1),
 		stop:          make(chan struct{}),
 		done:          make(chan struct{}),
-		tailDone:      make(chan struct{}),
 	}
 }
 
-// hash returns the refs key of a delivery.
-func (x *deliveryIndex) hash(c triggers.Connector, key string) uint64 {
-	var h maphash.Hash
-	h.SetSeed(x.seed)
-	h.WriteString(string(c))
-	h.WriteByte(0)
-	h.WriteString(key)
-	return h.Sum64()
-}
-
-// ready starts following IndexSubject (once) and waits until the index
-// holds every entry written before the call.
-func (x *deliveryIndex) ready(ctx context.Context) error {
+// start starts the writer, once.
+func (x *deliveryIndex) start() {
 	x.startOnce.Do(func() {
-		if err := x.follow(ctx); err != nil {
-			x.loadErr = err
-			close(x.loaded)
-		}
 		x.started = true
 		go x.write()
 	})
-	select {
-	case <-x.loaded:
-		return x.loadErr
-	case <-ctx.Done():
-		return fmt.Errorf("read the delivery index: %w", ctx.Err())
-	}
-}
-
-// follow reads the legacy index once, then IndexSubject from its start,
-// closing x.loaded once it reached the last message present now, and
-// keeps reading IndexSubject in the background (x.tail) until close.
-func (x *deliveryIndex) follow(ctx context.Context) error {
-	if err := x.loadLegacy(ctx); err != nil {
-		return err
-	}
-	if x.b.indexStream == nil {
-		// A reader connected to a NATS that has no index stream yet
-		// (SkipProvision): nothing to follow.
-		close(x.loaded)
-		return nil
-	}
-	var last uint64
-	switch msg, err := retryJS(ctx, func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
-		return x.b.indexStream.GetLastMsgForSubject(ctx, IndexSubject)
-	}); {
-	case err == nil:
-		last = msg.Sequence
-	case errors.Is(err, jetstream.ErrMsgNotFound):
-		close(x.loaded)
-	default:
-		return fmt.Errorf("read the delivery index: %w", err)
-	}
-	cons, err := retryJS(ctx, func(ctx context.Context) (jetstream.Consumer, error) { return x.consumer(ctx, 1) })
-	if err != nil {
-		return err
-	}
-	x.tailing = true
-	go x.tail(cons, last)
-	return nil
-}
-
-// loadLegacy applies the index messages of legacyIndexSubject, if
-// EventsStream holds any.
-func (x *deliveryIndex) loadLegacy(ctx context.Context) error {
-	last, err := retryJS(ctx, func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
-		return x.b.events.GetLastMsgForSubject(ctx, legacyIndexSubject)
-	})
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil
-	} else if err != nil {
-		return fmt.Errorf("read the earlier delivery index: %w", err)
-	}
-	cons, err := x.b.events.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{legacyIndexSubject}})
-	if err != nil {
-		return fmt.Errorf("read the earlier delivery index: %w", err)
-	}
-	it, err := cons.Messages()
-	if err != nil {
-		return fmt.Errorf("read the earlier delivery index: %w", err)
-	}
-	defer it.Stop()
-	for {
-		msg, err := it.Next(jetstream.NextContext(ctx))
-		if err != nil {
-			return fmt.Errorf("read the earlier delivery index: %w", err)
-		}
-		meta, err := msg.Metadata()
-		if err != nil {
-			return fmt.Errorf("read the earlier delivery index: %w", err)
-		}
-		x.apply(meta.Sequence.Stream|legacySeq, msg.Data())
-		if meta.Sequence.Stream >= last.Sequence || meta.NumPending == 0 {
-			return nil
-		}
-	}
-}
-
-// consumer creates an ephemeral consumer of IndexSubject from seq on.
-func (x *deliveryIndex) consumer(ctx context.Context, seq uint64) (jetstream.Consumer, error) {
-	cons, err := x.b.js.CreateConsumer(ctx, IndexStream, jetstream.ConsumerConfig{
-		FilterSubject:     IndexSubject,
-		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:       seq,
-		AckPolicy:         jetstream.AckNonePolicy,
-		InactiveThreshold: time.Minute,
-		MemoryStorage:     true,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("follow the delivery index: %w", err)
-	}
-	return cons, nil
-}
-
-// tail applies every index message as it arrives, until close. When the
-// consumer is lost (a NATS restart), it makes a new one from the next
-// sequence.
-func (x *deliveryIndex) tail(cons jetstream.Consumer, last uint64) {
-	defer close(x.tailDone)
-	var next atomic.Uint64
-	next.Store(1)
-	var loadedOnce sync.Once
-	for {
-		lost := make(chan struct{})
-		var lostOnce sync.Once
-		cc, err := cons.Consume(func(msg jetstream.Msg) {
-			meta, err := msg.Metadata()
-			if err != nil || meta.Sequence.Stream < next.Load() {
-				return
-			}
-			if msg.Headers().Get(HeaderIndexWriter) != x.writer {
-				x.apply(meta.Sequence.Stream, msg.Data())
-			}
-			next.Store(meta.Sequence.Stream + 1)
-			// Loaded once past the last message present at start, or
-			// caught up (should that message expire before it is read).
-			if last != 0 && (meta.Sequence.Stream >= last || meta.NumPending == 0) {
-				loadedOnce.Do(func() { close(x.loaded) })
-			}
-		}, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			// A NATS restart loses the ephemeral consumer: pulls find no
-			// responder, or heartbeats stop.
-			if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) ||
-				errors.Is(err, jetstream.ErrNoHeartbeat) || errors.Is(err, nats.ErrNoResponders) {
-				lostOnce.Do(func() { close(lost) })
-			}
-		}), jetstream.PullExpiry(10*time.Second), jetstream.PullHeartbeat(2*time.Second))
-		if err == nil {
-			select {
-			case <-x.stop:
-				cc.Stop()
-				return
-			case <-lost:
-				cc.Stop()
-			}
-		}
-		for {
-			select {
-			case <-x.stop:
-				return
-			case <-time.After(time.Second):
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			cons, err = x.consumer(ctx, next.Load())
-			cancel()
-			if err == nil {
-				break
-			}
-		}
-	}
-}
-
-// apply records the entries of the index message at seq. Entries past
-// the archive's retention are skipped: the message is about to expire.
-func (x *deliveryIndex) apply(seq uint64, data []byte) {
-	var entries []struct {
-		Connector  triggers.Connector `json:"connector"`
-		Key        string             `json:"key"`
-		DeliveryID string             `json:"delivery_id"`
-		ReceivedAt time.Time          `json:"received_at"`
-	}
-	if json.Unmarshal(data, &entries) != nil {
-		return
-	}
-	now := time.Now().Unix()
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	for _, e := range entries {
-		if expires := x.expires(e.ReceivedAt); expires > now {
-			ref := indexRef{seq: seq, expires: expires}
-			x.refs[x.hash(e.Connector, e.Key)] = ref
-			if e.Key != e.DeliveryID {
-				x.byID[x.hash(e.Connector, e.DeliveryID)] = ref
-			}
-		}
-	}
 }
 
 // expires returns when a delivery received at receivedAt leaves the index
 // (unix seconds): with the archive.
-func (x *deliveryIndex) expires(receivedAt time.Time) int64 {
-	return receivedAt.Add(x.b.opts.ArchiveRetention).Unix()
+func (x *deliveryIndex) expires(receivedAt time.Time) uint32 {
+	return expiresAt(receivedAt.Add(x.b.opts.ArchiveRetention).Unix())
 }
 
 // lookup returns a delivery's entry, read back from its index message,
 // and whether the index holds the delivery.
 func (x *deliveryIndex) lookup(ctx context.Context, c triggers.Connector, key string) (indexEntry, bool, error) {
-	if err := x.ready(ctx); err != nil {
-		return indexEntry{}, false, err
-	}
-	x.mu.RLock()
-	ref, ok := x.refs[x.hash(c, key)]
-	x.mu.RUnlock()
-	if !ok {
-		return indexEntry{}, false, nil
-	}
-	entries, err := x.message(ctx, ref)
-	if err != nil {
-		return indexEntry{}, false, err
-	}
-	for _, e := range entries {
-		if e.Connector == c && e.Key == key {
-			return e, true, nil
-		}
-	}
-	return indexEntry{}, false, nil // another delivery with the same hash
+	e, found, _, err := x.find(ctx, c, key)
+	return e, found, err
 }
 
-// lookupID returns the entries of deliveries on tenants' hooks whose
-// delivery id, not key, is id (see byID).
-func (x *deliveryIndex) lookupID(ctx context.Context, c triggers.Connector, id string) ([]indexEntry, error) {
-	if err := x.ready(ctx); err != nil {
-		return nil, err
-	}
-	x.mu.RLock()
-	ref, ok := x.byID[x.hash(c, id)]
-	x.mu.RUnlock()
-	if !ok {
-		return nil, nil
-	}
-	entries, err := x.message(ctx, ref)
+// find is lookup, also returning the delivery's key as read, for add.
+func (x *deliveryIndex) find(ctx context.Context, c triggers.Connector, key string) (indexEntry, bool, dedupSlot, error) {
+	hash := deliveryHash(c, hashKey, key)
+	slot, err := x.read(ctx, dedupKey(hash))
 	if err != nil {
-		return nil, err
+		return indexEntry{}, false, slot, err
 	}
+	found, err := x.confirm(ctx, slot, hash, 0, func(e *indexEntry) bool { return e.Connector == c && e.Key == key })
+	if err != nil || len(found) == 0 {
+		return indexEntry{}, false, slot, err
+	}
+	return found[0], true, slot, nil
+}
+
+// confirm returns the entries of the index messages that slot names for
+// hash (but skip) that match: a hash found counts only once its index
+// message confirms the delivery, so a collision cannot refuse a new one.
+func (x *deliveryIndex) confirm(ctx context.Context, slot dedupSlot, hash, skip uint64, match func(*indexEntry) bool) ([]indexEntry, error) {
 	var found []indexEntry
-	for _, e := range entries {
-		if e.Connector == c && e.DeliveryID == id && e.Key != id {
-			found = append(found, e)
+	for _, seq := range matching(slot.entries, hash, x.now().Unix()) {
+		if seq == skip {
+			continue
+		}
+		entries, err := x.message(ctx, seq)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range entries {
+			if match(&e) {
+				found = append(found, e)
+			}
 		}
 	}
 	return found, nil
 }
 
-// message reads back the entries of the index message ref names; none
-// once it expired with the archive.
-func (x *deliveryIndex) message(ctx context.Context, ref indexRef) ([]indexEntry, error) {
-	stream, seq := x.b.indexStream, ref.seq
+// lookupID returns the entries of deliveries on tenants' hooks (key
+// "<hook>/<id>") whose delivery id, not key, is id, so that an operator
+// holding only the sender's delivery id finds them. Each such delivery
+// has a second entry in the bucket, under the hash of its bare id.
+func (x *deliveryIndex) lookupID(ctx context.Context, c triggers.Connector, id string) ([]indexEntry, error) {
+	hash := deliveryHash(c, hashID, id)
+	slot, err := x.read(ctx, dedupKey(hash))
+	if err != nil {
+		return nil, err
+	}
+	return x.confirm(ctx, slot, hash, 0, func(e *indexEntry) bool {
+		return e.Connector == c && e.DeliveryID == id && e.Key != id
+	})
+}
+
+// message reads back the entries of the index message at seq (legacySeq
+// set: of legacyIndexSubject); none once it expired with the archive.
+func (x *deliveryIndex) message(ctx context.Context, seq uint64) ([]indexEntry, error) {
+	stream := x.b.indexStream
 	if seq&legacySeq != 0 {
 		stream, seq = x.b.events, seq&^legacySeq
+	}
+	if stream == nil {
+		return nil, nil
 	}
 	msg, err := stream.GetMsg(ctx, seq)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -436,25 +225,22 @@ func (x *deliveryIndex) message(ctx context.Context, ref indexRef) ([]indexEntry
 	return entries, nil
 }
 
-// add writes an entry to the index and returns once it is durable.
-func (x *deliveryIndex) add(ctx context.Context, e indexEntry) error {
-	if err := x.ready(ctx); err != nil {
-		return err
+// add writes an entry to the index, then to the bucket, and returns once
+// both are durable. slot is the delivery's key as find read it before the
+// events were published: the bucket is written on condition that it did
+// not change since. When another attempt at the same delivery indexed it
+// meanwhile, add returns duplicate true.
+func (x *deliveryIndex) add(ctx context.Context, e indexEntry, slot dedupSlot) (duplicate bool, err error) {
+	if x.kv == nil {
+		return false, fmt.Errorf("index delivery %s: bucket %s is missing", e.DeliveryID, DedupBucket)
 	}
+	x.start()
 	// Most entries (a delivery's headers and ids) fit in 640 bytes.
 	data := e.appendJSON(make([]byte, 0, 640))
 	if limit := x.b.MaxPayload() - headroom; len(data)+2 > limit {
-		return fmt.Errorf("index delivery %s: its %d-byte entry exceeds the server's max payload", e.DeliveryID, len(data))
+		return false, fmt.Errorf("index delivery %s: its %d-byte entry exceeds the server's max payload", e.DeliveryID, len(data))
 	}
-	w := &indexWait{
-		hash:    x.hash(e.Connector, e.Key),
-		expires: x.expires(e.ReceivedAt),
-		data:    data,
-		done:    make(chan error, 1),
-	}
-	if e.Key != e.DeliveryID {
-		w.idHash = x.hash(e.Connector, e.DeliveryID)
-	}
+	w := &indexWait{data: data, done: make(chan error, 1)}
 	x.qmu.Lock()
 	x.queue = append(x.queue, w)
 	x.qmu.Unlock()
@@ -465,22 +251,46 @@ func (x *deliveryIndex) add(ctx context.Context, e indexEntry) error {
 	select {
 	case err := <-w.done:
 		if err != nil {
-			return fmt.Errorf("index delivery %s: %w", e.DeliveryID, err)
+			return false, fmt.Errorf("index delivery %s: %w", e.DeliveryID, err)
 		}
-		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("index delivery %s: %w", e.DeliveryID, ctx.Err())
+		return false, fmt.Errorf("index delivery %s: %w", e.DeliveryID, ctx.Err())
 	case <-x.stop:
-		return fmt.Errorf("index delivery %s: %w", e.DeliveryID, nats.ErrConnectionClosed)
+		return false, fmt.Errorf("index delivery %s: %w", e.DeliveryID, nats.ErrConnectionClosed)
 	}
+	expires := x.expires(e.ReceivedAt)
+	if e.Key != e.DeliveryID {
+		// The bare id's entry first: the key's entry is the commit point.
+		hash := deliveryHash(e.Connector, hashID, e.DeliveryID)
+		idSlot, err := x.read(ctx, dedupKey(hash))
+		if err == nil {
+			_, err = x.insert(ctx, idSlot, []dedupEntry{{hash: hash, seq: w.seq, expires: expires}}, nil)
+		}
+		if err != nil {
+			return false, fmt.Errorf("index delivery %s: %w", e.DeliveryID, err)
+		}
+	}
+	hash := deliveryHash(e.Connector, hashKey, e.Key)
+	if slot.key != dedupKey(hash) {
+		if slot, err = x.read(ctx, dedupKey(hash)); err != nil {
+			return false, fmt.Errorf("index delivery %s: %w", e.DeliveryID, err)
+		}
+	}
+	duplicate, err = x.insert(ctx, slot, []dedupEntry{{hash: hash, seq: w.seq, expires: expires}},
+		func(ctx context.Context, s dedupSlot) (bool, error) {
+			found, err := x.confirm(ctx, s, hash, w.seq, func(f *indexEntry) bool { return f.Connector == e.Connector && f.Key == e.Key })
+			return len(found) > 0, err
+		})
+	if err != nil {
+		return false, fmt.Errorf("index delivery %s: %w", e.DeliveryID, err)
+	}
+	return duplicate, nil
 }
 
 // write is the index's only writer: it gathers the waiting entries into
 // one message, publishes it and tells the waiters, until close.
 func (x *deliveryIndex) write() {
 	defer close(x.done)
-	sweep := time.NewTicker(indexSweepEvery)
-	defer sweep.Stop()
 	for {
 		select {
 		case <-x.stop:
@@ -491,8 +301,6 @@ func (x *deliveryIndex) write() {
 			x.queue = nil
 			x.qmu.Unlock()
 			return
-		case <-sweep.C:
-			x.sweep(time.Now())
 		case <-x.kick:
 			for x.flush() {
 			}
@@ -527,21 +335,12 @@ func (x *deliveryIndex) flush() bool {
 	}
 	data = append(data, ']')
 	ctx, cancel := context.WithTimeout(x.closing, indexPublishTimeout)
-	msg := &nats.Msg{Subject: IndexSubject, Header: nats.Header{HeaderIndexWriter: []string{x.writer}}, Data: data}
-	ack, err := x.b.js.PublishMsg(ctx, msg)
+	ack, err := x.b.js.PublishMsg(ctx, &nats.Msg{Subject: IndexSubject, Data: data})
 	cancel()
-	if err == nil {
-		x.mu.Lock()
-		for _, w := range batch {
-			ref := indexRef{seq: ack.Sequence, expires: w.expires}
-			x.refs[w.hash] = ref
-			if w.idHash != 0 {
-				x.byID[w.idHash] = ref
-			}
-		}
-		x.mu.Unlock()
-	}
 	for _, w := range batch {
+		if err == nil {
+			w.seq = ack.Sequence
+		}
 		w.done <- err
 	}
 	return left
@@ -551,20 +350,7 @@ func (x *deliveryIndex) flush() bool {
 // the deliveries waiting on it give up earlier, with their own contexts.
 const indexPublishTimeout = 30 * time.Second
 
-// sweep drops entries past the archive's retention.
-func (x *deliveryIndex) sweep(now time.Time) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	for _, refs := range []map[uint64]indexRef{x.refs, x.byID} {
-		for k, ref := range refs {
-			if ref.expires <= now.Unix() {
-				delete(refs, k)
-			}
-		}
-	}
-}
-
-// close stops the writer (failing entries still waiting) and the follower.
+// close stops the writer, failing entries still waiting.
 func (x *deliveryIndex) close() {
 	x.closeOnce.Do(x.stopAll)
 }
@@ -573,9 +359,6 @@ func (x *deliveryIndex) stopAll() {
 	close(x.stop)
 	x.cancelClosing()
 	x.startOnce.Do(func() {}) // an index never started stays so
-	if x.tailing {
-		<-x.tailDone
-	}
 	if x.started {
 		<-x.done
 	}

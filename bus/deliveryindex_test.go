@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -102,53 +101,30 @@ func TestIndexLookupConfirmsHashes(t *testing.T) {
 	if _, found, err := b.index.lookup(ctx, triggers.CodeHost, "d-indexed"); err != nil || !found {
 		t.Fatalf("lookup(d-indexed) = %v, %v; want found", found, err)
 	}
-	// Make "d-new" collide with d-indexed.
-	b.index.mu.Lock()
-	b.index.refs[b.index.hash(triggers.CodeHost, "d-new")] = b.index.refs[b.index.hash(triggers.CodeHost, "d-indexed")]
-	b.index.mu.Unlock()
+	// Make "d-new" collide with d-indexed: an entry under d-new's hash
+	// naming d-indexed's index message.
+	indexed, err := b.index.read(ctx, dedupKey(deliveryHash(triggers.CodeHost, hashKey, "d-indexed")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seqs := matching(indexed.entries, deliveryHash(triggers.CodeHost, hashKey, "d-indexed"), time.Now().Unix())
+	if len(seqs) != 1 {
+		t.Fatalf("d-indexed has %d entries in its key, want 1", len(seqs))
+	}
+	hash := deliveryHash(triggers.CodeHost, hashKey, "d-new")
+	slot, err := b.index.read(ctx, dedupKey(hash))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.index.insert(ctx, slot, []dedupEntry{{hash: hash, seq: seqs[0], expires: b.index.expires(time.Now())}}, nil); err != nil {
+		t.Fatal(err)
+	}
 	c, events = testDelivery("d-new", 1, []byte(`{"new":true}`))
 	if commit(t, b, c, events) {
 		t.Fatal("a new delivery whose hash collided was refused as a duplicate")
 	}
-}
-
-// BenchmarkIndexLoad measures how long Connect takes to read an index of
-// 100,000 deliveries, each in a message of its own (the slowest case: a
-// trickle of deliveries, none sharing a message). Report: ns/op is one
-// whole load.
-func BenchmarkIndexLoad(b *testing.B) {
-	const n = 100_000
-	ts := startServer(b, 0)
-	w := ts.connect(Options{})
-	e := indexEntry{
-		Connector: triggers.CodeHost, ReceivedAt: time.Now().UTC(), Events: 1, BodySeq: 1,
-		Header: map[string][]string{
-			"Accept": {"*/*"}, "Content-Type": {"application/json"}, "User-Agent": {"GitHub-Hookshot/044aadd"},
-			"X-Github-Event": {"issues"}, "X-Github-Hook-Id": {"292430182"},
-			"X-Github-Hook-Installation-Target-Id": {"79929171"}, "X-Github-Hook-Installation-Target-Type": {"repository"},
-			"X-Hub-Signature-256": {"sha256=d57c68ca6f92289e6987922ff26938930f6e66a2d161ef06abdf1859230aa23c"},
-		},
-	}
-	for i := range n {
-		e.Key = fmt.Sprintf("%08d-cc78-11e3-81ab-4c9367dc0958", i)
-		e.DeliveryID = e.Key
-		e.Header["X-Github-Delivery"] = []string{e.Key}
-		data := append([]byte{'['}, e.appendJSON(nil)...)
-		if _, err := w.js.PublishAsync(IndexSubject, append(data, ']')); err != nil {
-			b.Fatal(err)
-		}
-	}
-	select {
-	case <-w.js.PublishAsyncComplete():
-	case <-time.After(time.Minute):
-		b.Fatal("index messages not acknowledged")
-	}
-	b.ResetTimer()
-	for b.Loop() {
-		r := ts.connect(Options{})
-		if got := len(r.index.refs); got != n {
-			b.Fatalf("loaded %d deliveries, want %d", got, n)
-		}
+	if !commit(t, b, c, events) {
+		t.Fatal("the delivery that collided was accepted twice")
 	}
 }
 
@@ -161,7 +137,8 @@ func TestCloseDoesNotWaitForAnIndexMessage(t *testing.T) {
 	ts.emb = nil
 	added := make(chan error, 1)
 	go func() {
-		added <- b.index.add(context.Background(), indexEntry{Connector: triggers.CodeHost, Key: "d-down", DeliveryID: "d-down", ReceivedAt: time.Now()})
+		_, err := b.index.add(context.Background(), indexEntry{Connector: triggers.CodeHost, Key: "d-down", DeliveryID: "d-down", ReceivedAt: time.Now()}, dedupSlot{})
+		added <- err
 	}()
 	testenv.Eventually(t, 5*time.Second, "the writer to take the entry", func() bool {
 		b.index.qmu.Lock()
@@ -178,10 +155,12 @@ func TestCloseDoesNotWaitForAnIndexMessage(t *testing.T) {
 	}
 }
 
-// The index lives in a stream of its own, not in EventsStream, and an
-// index written there by an earlier version (on deliveries.index in
-// EventsStream) is still read at Connect: a delivery it holds stays a
-// duplicate, and replayable, after the upgrade.
+// The index lives in a stream of its own, not in EventsStream, and the
+// deliveries an earlier version indexed (in IndexStream, or on
+// deliveries.index in EventsStream before it), without the bucket, are
+// put in the bucket when it is new: they stay duplicates, and
+// replayable, after the upgrade. Once filled, Connect reads the index no
+// more.
 func TestIndexStreamAndLegacyIndex(t *testing.T) {
 	ts := startServer(t, 0)
 	b := ts.connect(Options{})
@@ -196,35 +175,65 @@ func TestIndexStreamAndLegacyIndex(t *testing.T) {
 		t.Fatalf("index stream holds %+v, want the one delivery", entries)
 	}
 
-	// What an earlier version wrote: the event carrying the body, then an
-	// index entry naming it in EventsStream.
-	old, oldEvents := testDelivery("d-old-index", 1, []byte(`{"old":true}`))
-	published, err := b.PublishEvents(ctx, oldEvents, ArchiveSubject(triggers.CodeHost, old.Key()))
-	if err != nil {
-		t.Fatal(err)
+	// What earlier versions wrote: the event carrying the body, then an
+	// index entry naming it, in EventsStream (the oldest) or IndexStream.
+	earlier := func(id, subject string) (triggers.Capture, []triggers.Event) {
+		old, oldEvents := testDelivery(id, 1, []byte(`{"old":"`+id+`"}`))
+		old.Scope = &triggers.Scope{Tenant: "t_1", Hook: "h_1"}
+		published, err := b.PublishEvents(ctx, oldEvents, ArchiveSubject(triggers.CodeHost, old.Key()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := indexEntry{
+			Connector: triggers.CodeHost, Key: old.Key(), DeliveryID: old.DeliveryID, ReceivedAt: old.ReceivedAt,
+			Header: ArchivedHeader(old.Header), Scope: old.Scope, Events: 1, BodySeq: published[0].Sequence,
+		}
+		data := append(append([]byte{'['}, e.appendJSON(nil)...), ']')
+		if _, err := b.js.Publish(ctx, subject, data); err != nil {
+			t.Fatal(err)
+		}
+		return old, oldEvents
 	}
-	e := indexEntry{
-		Connector: triggers.CodeHost, Key: old.Key(), DeliveryID: old.DeliveryID, ReceivedAt: old.ReceivedAt,
-		Header: ArchivedHeader(old.Header), Events: 1, BodySeq: published[0].Sequence,
+	legacy, legacyEvents := earlier("d-legacy-index", legacyIndexSubject)
+	old, oldEvents := earlier("d-old-index", IndexSubject)
+	// A process started now does not read the index: its bucket is
+	// filled already.
+	if r := ts.connect(Options{}); commit(t, r, old, oldEvents) {
+		t.Fatal("Connect read the index although the bucket was filled")
 	}
-	data := append(append([]byte{'['}, e.appendJSON(nil)...), ']')
-	if _, err := b.js.Publish(ctx, legacyIndexSubject, data); err != nil {
+	// A NATS only earlier versions ran against: no bucket.
+	if err := b.js.DeleteKeyValue(ctx, DedupBucket); err != nil {
 		t.Fatal(err)
 	}
 
 	r := ts.connect(Options{})
-	if !commit(t, r, old, oldEvents) {
-		t.Fatal("a delivery in the earlier index was accepted again after the upgrade")
+	for _, d := range []struct {
+		c      triggers.Capture
+		events []triggers.Event
+	}{{legacy, legacyEvents}, {old, oldEvents}, {c, events}} {
+		if !commit(t, r, d.c, d.events) {
+			t.Fatalf("%s, in the index before the upgrade, was accepted again after it", d.c.Key())
+		}
 	}
-	if !commit(t, r, c, events) {
-		t.Fatal("a delivery in the index stream was accepted again")
-	}
-	got, err := r.Delivery(ctx, triggers.CodeHost, "d-old-index")
+	got, err := r.Delivery(ctx, triggers.CodeHost, legacy.Key())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(got.Body) != `{"old":true}` || got.Header["X-Github-Event"][0] != "push" {
+	if string(got.Body) != `{"old":"d-legacy-index"}` || got.Header["X-Github-Event"][0] != "push" {
 		t.Fatalf("replayed the earlier index's delivery as %s %v", got.Body, got.Header)
+	}
+	if found, err := r.HookDeliveries(ctx, triggers.CodeHost, "d-old-index"); err != nil || len(found) != 1 {
+		t.Fatalf("HookDeliveries(d-old-index) after the upgrade = %+v, %v; want it", found, err)
+	}
+	filled, err := r.index.kv.Get(ctx, dedupFilledKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f dedupFilled
+	// Every entry of IndexStream (d-old-index twice: the process above
+	// indexed it again), and the legacy one.
+	if want := len(indexEntries(t, r)) + 1; json.Unmarshal(filled.Value(), &f) != nil || f.Deliveries != want {
+		t.Fatalf("fill marker %s; want %d deliveries", filled.Value(), want)
 	}
 }
 
@@ -244,8 +253,8 @@ func TestArchivedName(t *testing.T) {
 }
 
 // TestHookDeliveriesByID: a delivery on a tenant's hook is found by its
-// delivery id alone, through the index the same process wrote (another
-// process's reading is triggerctl's test), until the sweep forgets it with
+// delivery id alone, through its second entry in the bucket (another
+// process's reading is triggerctl's test), until the entry expires with
 // the archive.
 func TestHookDeliveriesByID(t *testing.T) {
 	ts := startServer(t, 0)
@@ -264,8 +273,8 @@ func TestHookDeliveriesByID(t *testing.T) {
 	if found, err := b.HookDeliveries(ctx, triggers.Deploy, "guid-1"); err != nil || len(found) != 0 {
 		t.Fatalf("HookDeliveries of the other connector = %+v, %v; want none", found, err)
 	}
-	b.index.sweep(time.Now().Add(b.opts.ArchiveRetention + time.Minute))
-	if n := len(b.index.byID); n != 0 {
-		t.Fatalf("%d ids left after the sweep past retention", n)
+	b.index.now = func() time.Time { return time.Now().Add(b.opts.ArchiveRetention + time.Minute) }
+	if found, err := b.HookDeliveries(ctx, triggers.CodeHost, "guid-1"); err != nil || len(found) != 0 {
+		t.Fatalf("HookDeliveries past the archive's retention = %+v, %v; want none", found, err)
 	}
 }

@@ -56,6 +56,9 @@ func (b *Bus) writtenStreams() []jetstream.Stream {
 	if b.indexStream != nil {
 		s = append(s, b.indexStream)
 	}
+	if b.dedupStream != nil {
+		s = append(s, b.dedupStream)
+	}
 	if !b.shared && b.deliveries != nil {
 		s = append(s, b.deliveries)
 	}

@@ -105,6 +105,21 @@ func (b *Bus) ensureObjectStore(ctx context.Context, cfg jetstream.ObjectStoreCo
 	return os, nil
 }
 
+// ensureKeyValue is ensureStream for a key-value bucket.
+func (b *Bus) ensureKeyValue(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	var err error
+	if cfg.Replicas, cfg.Placement, err = b.replicasFor(ctx, "KV_"+cfg.Bucket, cfg.Placement); err != nil {
+		return nil, fmt.Errorf("provision bucket %s: %w", cfg.Bucket, err)
+	}
+	kv, err := retryJS(ctx, func(ctx context.Context) (jetstream.KeyValue, error) {
+		return b.js.CreateOrUpdateKeyValue(ctx, cfg)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("provision bucket %s with %d replicas: %w", cfg.Bucket, cfg.Replicas, b.replicasError(err))
+	}
+	return kv, nil
+}
+
 // replicasFor returns the replicas and placement stream is to be given:
 // b.replicas and placement for a stream that does not exist yet, else
 // keepReplicas of what it has, and its own placement unless placement is
