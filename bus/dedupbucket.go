@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	fastjson "github.com/goccy/go-json"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -278,13 +279,32 @@ type dedupFilled struct {
 	At         time.Time `json:"at"`
 }
 
+// dedupFillTimeout bounds the bucket's first fill (fill).
+const dedupFillTimeout = 30 * time.Minute
+
 // fill puts in the bucket, once, every unexpired delivery of the index
 // written before the bucket existed (by earlier versions: IndexStream and
 // legacyIndexSubject), so that they stay duplicates after the upgrade,
-// and then sets dedupFilledKey. A fill cut short is made again, whole, at
-// the next Connect (its writes merge). Once the key is set, Connect reads
+// and then sets dedupFilledKey. Once the key is set, Connect reads
 // nothing else.
+//
+// A fill cut short is made again, whole, at the next Connect (its writes
+// merge), so it is not bound by ctx's deadline, which is one connect
+// attempt's and would cut every attempt short at a large index (the fill
+// reads the whole index, as earlier versions did at every Connect, and
+// writes up to 2^18 keys: about 25 s for 1 M deliveries on a loaded
+// 2-core machine). It stops when ctx is cancelled, or after
+// dedupFillTimeout.
 func (x *deliveryIndex) fill(ctx context.Context) error {
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dedupFillTimeout)
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			cancel()
+		}
+	})
+	defer stop()
+	ctx = fctx
 	if _, err := retryJS(ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) {
 		return x.kv.Get(ctx, dedupFilledKey)
 	}); err == nil {
@@ -302,7 +322,7 @@ func (x *deliveryIndex) fill(ctx context.Context) error {
 			DeliveryID string             `json:"delivery_id"`
 			ReceivedAt time.Time          `json:"received_at"`
 		}
-		if json.Unmarshal(data, &entries) != nil {
+		if fastjson.Unmarshal(data, &entries) != nil {
 			return
 		}
 		for _, e := range entries {
@@ -345,6 +365,10 @@ func (x *deliveryIndex) fill(ctx context.Context) error {
 // pipelined (on condition that it has no value), then, for keys another
 // process wrote meanwhile, merged one by one.
 func (x *deliveryIndex) writeAll(ctx context.Context, byKey map[string][]dedupEntry) error {
+	js, err := jetstream.New(x.b.nc, jetstream.WithPublishAsyncMaxPending(1<<14))
+	if err != nil {
+		return err
+	}
 	futures := make(map[string]jetstream.PubAckFuture, len(byKey))
 	for k, entries := range byKey {
 		slices.SortFunc(entries, compareDedup)
@@ -352,7 +376,7 @@ func (x *deliveryIndex) writeAll(ctx context.Context, byKey map[string][]dedupEn
 		byKey[k] = entries
 		msg := &nats.Msg{Subject: "$KV." + DedupBucket + "." + k, Data: encodeDedup(entries)}
 		for {
-			f, err := x.b.js.PublishMsgAsync(msg, jetstream.WithExpectLastSequencePerSubject(0))
+			f, err := js.PublishMsgAsync(msg, jetstream.WithExpectLastSequencePerSubject(0))
 			if err == nil {
 				futures[k] = f
 				break
@@ -366,7 +390,7 @@ func (x *deliveryIndex) writeAll(ctx context.Context, byKey map[string][]dedupEn
 		}
 	}
 	select {
-	case <-x.b.js.PublishAsyncComplete():
+	case <-js.PublishAsyncComplete():
 	case <-ctx.Done():
 		return ctx.Err()
 	}

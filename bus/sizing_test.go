@@ -3,10 +3,14 @@ package bus
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,24 +21,25 @@ import (
 )
 
 // TestArchiveSizing measures what the duplicate check costs at scale, in
-// one run, for a NATS holding n accepted deliveries kept
+// one run, for a NATS holding n accepted deliveries:
 //
-//   - in the delivery index (index: n entries in IndexStream, 64 to a
-//     message as under load, which every process reads whole at Connect
-//     and keeps in memory), against
-//   - as one archive record per delivery (records: what the server would
-//     hold were it to keep the per-delivery state by subject, the design
-//     the index replaced), and
-//   - an empty NATS, the baseline.
+//   - index: n entries in IndexStream (64 to a message, as under load),
+//     as an earlier version left them, without DedupBucket: the first new
+//     process's Connect fills the bucket from it (the upgrade, once);
+//   - seeded: the same n deliveries, in the index and the bucket, and the
+//     bucket padded with synthetic entries to TRIGGERD_SIZING_SEED
+//     deliveries (10 M or 70 M: the bucket's values are what grow);
+//   - empty: an empty NATS, the baseline.
 //
 // For each it reports the server's start on the filled store and the heap
-// it then holds (against the heap before the store was filled, less the
-// empty NATS's), and a new process's Connect and the heap it then adds.
-// Server and process share this test's heap, measured after a collection
-// between steps, so each figure is live memory, not what the runtime has
-// yet to return. It is heavy (n = 1,000,000 takes minutes and a gigabyte
+// it then holds (less the empty NATS's), a new process's Connect and the
+// heap it then adds, and the time a commit of a new delivery takes (with
+// 32 in flight) against the empty NATS's. Server and process share this
+// test's heap, measured after a collection between steps, so each figure
+// is live memory. It is heavy (n = 1,000,000 takes minutes and a gigabyte
 // of disk a layout), so it runs only with TRIGGERD_SIZING=n
-// (TRIGGERD_SIZING_ROUNDS, default 3). docs/scaling.md reports it.
+// (TRIGGERD_SIZING_ROUNDS, default 3; TRIGGERD_SIZING_LAYOUTS to pick
+// some, always with empty). docs/scaling.md reports it.
 func TestArchiveSizing(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("TRIGGERD_SIZING"))
 	if n <= 0 {
@@ -44,9 +49,17 @@ func TestArchiveSizing(t *testing.T) {
 	if rounds <= 0 {
 		rounds = 3
 	}
+	seed, _ := strconv.Atoi(os.Getenv("TRIGGERD_SIZING_SEED"))
+	layouts := []string{"empty", "index"}
+	if seed > 0 {
+		layouts = append(layouts, "seeded")
+	}
+	if only := os.Getenv("TRIGGERD_SIZING_LAYOUTS"); only != "" {
+		layouts = strings.Split(only, ",") // e.g. "empty,seeded"; empty is the baseline
+	}
 	type figures struct {
-		serverStart, connect    time.Duration
-		serverHeap, processHeap int64
+		serverStart, upgrade, connect, commit time.Duration
+		serverHeap, processHeap               int64
 	}
 	heap := func() int64 {
 		runtime.GC()
@@ -54,9 +67,10 @@ func TestArchiveSizing(t *testing.T) {
 		runtime.ReadMemStats(&m)
 		return int64(m.HeapInuse)
 	}
+	const commits = 2000
 	results := map[string][]figures{}
 	for round := range rounds {
-		for _, layout := range []string{"empty", "index", "records"} {
+		for _, layout := range layouts {
 			dir := t.TempDir()
 			h0 := heap()
 			emb, err := StartEmbedded(EmbeddedOptions{Listen: "127.0.0.1:0", DataDir: dir})
@@ -71,8 +85,13 @@ func TestArchiveSizing(t *testing.T) {
 			switch layout {
 			case "index":
 				fillIndex(t, w, n)
-			case "records":
-				fillRecords(t, w, n)
+				// What an earlier version leaves: no bucket.
+				if err := w.js.DeleteKeyValue(context.Background(), DedupBucket); err != nil {
+					t.Fatal(err)
+				}
+			case "seeded":
+				fillIndex(t, w, n)
+				seedBucket(t, w, n, seed)
 			}
 			fill := time.Since(start)
 			w.Close()
@@ -85,7 +104,16 @@ func TestArchiveSizing(t *testing.T) {
 				t.Fatal(err)
 			}
 			f.serverStart = time.Since(start)
-			h1 := heap()
+			if layout == "index" {
+				// The upgrade, once.
+				start = time.Now()
+				u, err := Connect(context.Background(), emb.ClientURL(), Options{Embedded: emb})
+				if err != nil {
+					t.Fatal(err)
+				}
+				f.upgrade = time.Since(start)
+				u.Close()
+			}
 			start = time.Now()
 			r, err := Connect(context.Background(), emb.ClientURL(), Options{Embedded: emb})
 			if err != nil {
@@ -93,7 +121,15 @@ func TestArchiveSizing(t *testing.T) {
 			}
 			f.connect = time.Since(start)
 			h2 := heap()
-			f.serverHeap, f.processHeap = h1-h0, h2-h1
+			r.Close()
+			// What the server holds once the process is gone: the
+			// process held the rest. (Connect makes the server load the
+			// streams it opens, which counts for the server.)
+			h3 := heap()
+			f.serverHeap, f.processHeap = h3-h0, h2-h3
+			if r, err = Connect(context.Background(), emb.ClientURL(), Options{Embedded: emb}); err != nil {
+				t.Fatal(err)
+			}
 			if layout != "empty" {
 				// The last delivery filled is a duplicate for the new process.
 				c, events := testDelivery(sizingKey(n-1), 1, []byte(`{}`))
@@ -101,12 +137,13 @@ func TestArchiveSizing(t *testing.T) {
 					t.Fatalf("%s: the last delivery filled committed again: duplicate %v, %v", layout, dup, err)
 				}
 			}
+			f.commit = commitTime(t, r, commits)
 			r.Close()
 			emb.Shutdown()
 			results[layout] = append(results[layout], f)
-			t.Logf("round %d %-7s filled in %s; server started in %s holding %d MB; Connect %s, process +%d MB",
+			t.Logf("round %d %-6s filled in %s; server started in %s holding %d MB; upgrade fill %s; Connect %s, process +%d KB; commit %s",
 				round+1, layout, fill.Round(time.Millisecond), f.serverStart.Round(time.Millisecond), f.serverHeap>>20,
-				f.connect.Round(time.Millisecond), f.processHeap>>20)
+				f.upgrade.Round(time.Millisecond), f.connect.Round(time.Millisecond), f.processHeap>>10, f.commit.Round(time.Microsecond))
 			if err := os.RemoveAll(dir); err != nil {
 				t.Fatal(err)
 			}
@@ -122,15 +159,87 @@ func TestArchiveSizing(t *testing.T) {
 	}
 	empty := median("empty", func(f figures) float64 { return f.connect.Seconds() })
 	emptyServer := median("empty", func(f figures) float64 { return float64(f.serverHeap) })
-	for _, layout := range []string{"index", "records"} {
-		t.Logf("%s at %d deliveries (median of %d): server start %.2f s, server %.1f B/delivery; Connect %.2f s (%.0f times an empty NATS's), process %.1f B/delivery",
-			layout, n, rounds,
+	emptyCommit := median("empty", func(f figures) float64 { return f.commit.Seconds() })
+	for _, layout := range layouts {
+		held := n
+		if layout == "seeded" {
+			held = seed
+		}
+		t.Logf("%s, %d deliveries (median of %d): server start %.2f s, server +%.1f MB (%.1f B/delivery); upgrade fill %.2f s; Connect %.3f s (%.1f times an empty NATS's), process %.3f B/delivery; commit %.0f µs (%.2f times an empty NATS's)",
+			layout, held, rounds,
 			median(layout, func(f figures) float64 { return f.serverStart.Seconds() }),
-			(median(layout, func(f figures) float64 { return float64(f.serverHeap) })-emptyServer)/float64(n),
+			(median(layout, func(f figures) float64 { return float64(f.serverHeap) })-emptyServer)/(1<<20),
+			(median(layout, func(f figures) float64 { return float64(f.serverHeap) })-emptyServer)/float64(held),
+			median(layout, func(f figures) float64 { return f.upgrade.Seconds() }),
 			median(layout, func(f figures) float64 { return f.connect.Seconds() }),
 			median(layout, func(f figures) float64 { return f.connect.Seconds() })/empty,
-			median(layout, func(f figures) float64 { return float64(f.processHeap) / float64(n) }))
+			median(layout, func(f figures) float64 { return float64(f.processHeap) / float64(held) }),
+			median(layout, func(f figures) float64 { return f.commit.Seconds() })*1e6,
+			median(layout, func(f figures) float64 { return f.commit.Seconds() })/emptyCommit)
 	}
+}
+
+// commitTime commits k new deliveries, 32 at a time, and returns the time
+// a commit took on average (elapsed over k).
+func commitTime(t *testing.T, b *Bus, k int) time.Duration {
+	t.Helper()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 32)
+	start := time.Now()
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := next.Add(1); i <= int64(k); i = next.Add(1) {
+				c, events := testDelivery(fmt.Sprintf("sizing-new-%d", i), 1, []byte(`{"new":true}`))
+				if dup, err := b.Commit(context.Background(), c, events); err != nil || dup {
+					errs <- fmt.Errorf("commit of a new delivery: duplicate %v, %v", dup, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	took := time.Since(start) / time.Duration(k)
+	select {
+	case err := <-errs:
+		t.Fatal(err)
+	default:
+	}
+	return took
+}
+
+// seedBucket writes DedupBucket as Commit would have for the n deliveries
+// fillIndex wrote (whose index messages hold 64 each, from sequence 1),
+// padded with synthetic entries (random hashes, naming message 1) to
+// total deliveries.
+func seedBucket(t *testing.T, b *Bus, n, total int) {
+	t.Helper()
+	real := make(map[string][]dedupEntry, 1<<dedupBits)
+	expires := b.index.expires(time.Now())
+	for i := range n {
+		hash := deliveryHash(triggers.CodeHost, hashKey, sizingKey(i))
+		k := dedupKey(hash)
+		real[k] = append(real[k], dedupEntry{hash: hash, seq: uint64(i/64 + 1), expires: expires})
+	}
+	rnd := rand.New(rand.NewPCG(1, 2))
+	pad := max(total-n, 0)
+	for key := range 1 << dedupBits {
+		k := dedupKey(uint64(key) << (64 - dedupBits))
+		m := pad >> dedupBits
+		if key < pad&(1<<dedupBits-1) {
+			m++
+		}
+		entries := real[k]
+		for range m {
+			hash := uint64(key)<<(64-dedupBits) | rnd.Uint64()>>dedupBits
+			entries = append(entries, dedupEntry{hash: hash, seq: 1, expires: expires})
+		}
+		slices.SortFunc(entries, compareDedup)
+		publishAsync(t, b, &nats.Msg{Subject: "$KV." + DedupBucket + "." + k, Data: encodeDedup(entries)})
+	}
+	publishDone(t, b)
 }
 
 // sizingKey is the i-th delivery id of TestArchiveSizing: a GUID's shape.
@@ -165,25 +274,6 @@ func fillIndex(t *testing.T, b *Bus, n int) {
 		if i%64 == 63 || i == n-1 {
 			publishAsync(t, b, &nats.Msg{Subject: IndexSubject, Data: slices.Clone(append(data, ']'))})
 		}
-	}
-	publishDone(t, b)
-}
-
-// fillRecords writes n deliveries' archive records as Commit writes one
-// for a delivery whose event holds its body: the archived headers, no
-// data.
-func fillRecords(t *testing.T, b *Bus, n int) {
-	t.Helper()
-	now := time.Now().UTC().Format(time.RFC3339Nano)
-	for i := range n {
-		id := sizingKey(i)
-		h := nats.Header(sizingHeader(id))
-		h.Set(HeaderConnector, string(triggers.CodeHost))
-		h.Set(HeaderDeliveryID, id)
-		h.Set(HeaderReceivedAt, now)
-		h.Set(HeaderEvents, "1")
-		h.Set(HeaderBodyEvent, strconv.Itoa(i+1))
-		publishAsync(t, b, &nats.Msg{Subject: ArchiveSubject(triggers.CodeHost, id), Header: h})
 	}
 	publishDone(t, b)
 }
