@@ -9,9 +9,11 @@
 //   - Index messages, on IndexSubject in IndexStream (shared layout): one
 //     entry per accepted delivery whose events carry its body (its key, its
 //     HTTP headers, and the sequence of the event holding the body), many
-//     deliveries to a message under load. Every process keeps the index's
-//     keys in memory, so a redelivery is recognised across restarts and
-//     across processes for as long as the archive keeps it.
+//     deliveries to a message under load. The bucket DedupBucket holds a
+//     hash of each indexed delivery's key and its index message, in a
+//     fixed number of keys, so a redelivery is recognised across restarts
+//     and across processes for as long as the archive keeps it, with
+//     nothing per delivery in any process.
 //   - Archive records, on "deliveries.<connector>.<delivery-key>", one per
 //     other accepted delivery (no events, payload by reference, or the
 //     separate layout): its HTTP headers as message headers, its raw body
@@ -25,7 +27,7 @@
 //     event is published on condition that its delivery has no record yet
 //     (Nats-Expected-Last-Subject-Sequence-Subject), so the server itself
 //     refuses the events of a delivery recorded before; indexed deliveries
-//     are looked up in memory.
+//     are looked up in DedupBucket.
 //   - Separate (older servers, and a NATS that already holds
 //     DeliveriesStream): records live in DeliveriesStream, every delivery
 //     gets one, and Commit looks the record up before publishing.

@@ -63,11 +63,6 @@ const legacyIndexSubject = DeliveriesPrefix + ".index"
 // (an EventsStream sequence) rather than of IndexStream.
 const legacySeq = uint64(1) << 63
 
-// HeaderIndexWriter named the process that wrote an index message, which
-// earlier versions' followers skipped. Nothing sets it now; it stays for
-// the earlier versions' messages.
-const HeaderIndexWriter = "Triggerd-Index-Writer"
-
 // indexEntry is one accepted delivery in an index message.
 type indexEntry struct {
 	Connector  triggers.Connector `json:"connector"`

@@ -1,11 +1,13 @@
 package bus
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -120,13 +122,19 @@ func TestArchiveSizing(t *testing.T) {
 				t.Fatal(err)
 			}
 			f.connect = time.Since(start)
-			h2 := heap()
 			r.Close()
-			// What the server holds once the process is gone: the
-			// process held the rest. (Connect makes the server load the
-			// streams it opens, which counts for the server.)
-			h3 := heap()
-			f.serverHeap, f.processHeap = h3-h0, h2-h3
+			// What the next process holds, every allocation recorded.
+			runtime.MemProfileRate = 1
+			p1 := processHeap(t)
+			if r, err = Connect(context.Background(), emb.ClientURL(), Options{Embedded: emb}); err != nil {
+				t.Fatal(err)
+			}
+			f.processHeap = processHeap(t) - p1
+			runtime.MemProfileRate = 512 << 10
+			r.Close()
+			// What the server holds once the process is gone (Connect
+			// makes the server load the streams it opens: the server's).
+			f.serverHeap = heap() - h0
 			if r, err = Connect(context.Background(), emb.ClientURL(), Options{Embedded: emb}); err != nil {
 				t.Fatal(err)
 			}
@@ -177,6 +185,44 @@ func TestArchiveSizing(t *testing.T) {
 			median(layout, func(f figures) float64 { return f.commit.Seconds() })*1e6,
 			median(layout, func(f figures) float64 { return f.commit.Seconds() })/emptyCommit)
 	}
+}
+
+// processHeap returns the live heap allocated outside the server's code:
+// the process's, though both share this test's heap. It sums the heap
+// profile's in-use bytes of the allocations without a nats-server frame
+// (as recorded: the caller sets runtime.MemProfileRate to 1 first).
+func processHeap(t *testing.T) int64 {
+	t.Helper()
+	runtime.GC()
+	var buf bytes.Buffer
+	if err := pprof.Lookup("heap").WriteTo(&buf, 1); err != nil {
+		t.Fatal(err)
+	}
+	var total, inuse int64
+	server := false
+	flush := func() {
+		if !server {
+			total += inuse
+		}
+		inuse, server = 0, false
+	}
+	for line := range strings.Lines(buf.String()) {
+		if strings.HasPrefix(line, "# runtime.MemStats") {
+			break // the profile's records end here
+		}
+		if strings.HasPrefix(line, "#") {
+			server = server || strings.Contains(line, "nats-server/")
+		} else if strings.Contains(line, " @ ") {
+			flush()
+			// "<objects>: <bytes> [<allocs>: <bytes>] @ <stack>"
+			if _, rest, ok := strings.Cut(line, ": "); ok {
+				n, _, _ := strings.Cut(rest, " ")
+				inuse, _ = strconv.ParseInt(n, 10, 64)
+			}
+		}
+	}
+	flush()
+	return total
 }
 
 // commitTime commits k new deliveries, 32 at a time, and returns the time
