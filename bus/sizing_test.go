@@ -61,7 +61,8 @@ func TestArchiveSizing(t *testing.T) {
 	}
 	type figures struct {
 		serverStart, upgrade, connect, commit time.Duration
-		serverHeap, processHeap               int64
+		coldCommit                            time.Duration
+		serverHeap, processHeap, serverBusy   int64
 	}
 	heap := func() int64 {
 		runtime.GC()
@@ -156,13 +157,20 @@ func TestArchiveSizing(t *testing.T) {
 					t.Fatalf("%s: the last delivery filled committed again: duplicate %v, %v", layout, dup, err)
 				}
 			}
-			f.commit = commitTime(t, r, commits)
+			// The first commits load the bucket's blocks from disk (after
+			// the server's start); those that follow find them cached.
+			f.coldCommit = commitTime(t, r, commits, "cold")
+			f.commit = commitTime(t, r, commits, "warm")
+			// The server's heap once commits have read and written keys
+			// all over the bucket: the blocks they loaded stay cached
+			// for a while.
+			f.serverBusy = heap() - h0
 			r.Close()
 			emb.Shutdown()
 			results[layout] = append(results[layout], f)
-			t.Logf("round %d %-6s filled in %s; server started in %s holding %d MB; upgrade fill %s; Connect %s, process +%d KB; commit %s",
+			t.Logf("round %d %-6s filled in %s; server started in %s holding %d MB; upgrade fill %s; Connect %s, process +%d KB; commit %s cold, %s warm, server then %d MB",
 				round+1, layout, fill.Round(time.Millisecond), f.serverStart.Round(time.Millisecond), f.serverHeap>>20,
-				f.upgrade.Round(time.Millisecond), f.connect.Round(time.Millisecond), f.processHeap>>10, f.commit.Round(time.Microsecond))
+				f.upgrade.Round(time.Millisecond), f.connect.Round(time.Millisecond), f.processHeap>>10, f.coldCommit.Round(time.Microsecond), f.commit.Round(time.Microsecond), f.serverBusy>>20)
 			if err := os.RemoveAll(dir); err != nil {
 				t.Fatal(err)
 			}
@@ -184,15 +192,20 @@ func TestArchiveSizing(t *testing.T) {
 		if layout == "seeded" {
 			held = seed
 		}
-		t.Logf("%s, %d deliveries (median of %d): server start %.2f s, server +%.1f MB (%.1f B/delivery); upgrade fill %.2f s; Connect %.3f s (%.1f times an empty NATS's), process %.3f B/delivery; commit %.0f µs (%.2f times an empty NATS's)",
+		t.Logf("%s, %d deliveries (median of %d): server start %.2f s, server +%.1f MB (%.1f B/delivery), +%.1f MB after %d commits; upgrade fill %.2f s; Connect %.3f s (%.1f times an empty NATS's), process %.1f KB (%.3f B/delivery); commit %.0f µs cold (%.2f times an empty NATS's), %.0f µs warm (%.2f times)",
 			layout, held, rounds,
 			median(layout, func(f figures) float64 { return f.serverStart.Seconds() }),
 			(median(layout, func(f figures) float64 { return float64(f.serverHeap) })-emptyServer)/(1<<20),
 			(median(layout, func(f figures) float64 { return float64(f.serverHeap) })-emptyServer)/float64(held),
+			(median(layout, func(f figures) float64 { return float64(f.serverBusy) })-median("empty", func(f figures) float64 { return float64(f.serverBusy) }))/(1<<20),
+			2*commits,
 			median(layout, func(f figures) float64 { return f.upgrade.Seconds() }),
 			median(layout, func(f figures) float64 { return f.connect.Seconds() }),
 			median(layout, func(f figures) float64 { return f.connect.Seconds() })/empty,
+			median(layout, func(f figures) float64 { return float64(f.processHeap) / 1024 }),
 			median(layout, func(f figures) float64 { return float64(f.processHeap) / float64(held) }),
+			median(layout, func(f figures) float64 { return f.coldCommit.Seconds() })*1e6,
+			median(layout, func(f figures) float64 { return f.coldCommit.Seconds() })/median("empty", func(f figures) float64 { return f.coldCommit.Seconds() }),
 			median(layout, func(f figures) float64 { return f.commit.Seconds() })*1e6,
 			median(layout, func(f figures) float64 { return f.commit.Seconds() })/emptyCommit)
 	}
@@ -238,7 +251,7 @@ func processHeap(t *testing.T) int64 {
 
 // commitTime commits k new deliveries, 32 at a time, and returns the time
 // a commit took on average (elapsed over k).
-func commitTime(t *testing.T, b *Bus, k int) time.Duration {
+func commitTime(t *testing.T, b *Bus, k int, prefix string) time.Duration {
 	t.Helper()
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -249,7 +262,7 @@ func commitTime(t *testing.T, b *Bus, k int) time.Duration {
 		go func() {
 			defer wg.Done()
 			for i := next.Add(1); i <= int64(k); i = next.Add(1) {
-				c, events := testDelivery(fmt.Sprintf("sizing-new-%d", i), 1, []byte(`{"new":true}`))
+				c, events := testDelivery(fmt.Sprintf("sizing-%s-%d", prefix, i), 1, []byte(`{"new":true}`))
 				if dup, err := b.Commit(context.Background(), c, events); err != nil || dup {
 					errs <- fmt.Errorf("commit of a new delivery: duplicate %v, %v", dup, err)
 					return

@@ -71,7 +71,7 @@ func TestEmbeddedServersFormACluster(t *testing.T) {
 	}
 	t.Logf("three processes ready as a cluster in %s", time.Since(start).Round(time.Millisecond))
 
-	for _, stream := range []string{bus.EventsStream, bus.IndexStream, bus.AgentsStream, bus.PushStream, bus.DeadStream} {
+	for _, stream := range []string{bus.EventsStream, bus.IndexStream, "KV_" + bus.DedupBucket, bus.AgentsStream, bus.PushStream, bus.DeadStream} {
 		n, leader := streamReplicas(t, procs[2].natsURL, stream, asOperator)
 		if n != 3 || leader == "" {
 			t.Errorf("stream %s: %d replicas, leader %q; want 3 and a leader", stream, n, leader)
