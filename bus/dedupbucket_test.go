@@ -111,3 +111,46 @@ func TestDedupConcurrentWriters(t *testing.T) {
 		t.Fatalf("key holds %d entries, want %d: %+v", len(slot.entries), writers, slot.entries)
 	}
 }
+
+// Processes starting at once on a NATS an earlier version left (an index,
+// no bucket) both fill the bucket; their writes merge, and each knows
+// every delivery the index held.
+func TestConcurrentUpgradeFills(t *testing.T) {
+	const n = 3000
+	ts := startServer(t, 0)
+	w := ts.connect(Options{})
+	fillIndex(t, w, n)
+	if err := w.js.DeleteKeyValue(context.Background(), DedupBucket); err != nil {
+		t.Fatal(err)
+	}
+	buses := make([]*Bus, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i := range buses {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			buses[i], errs[i] = Connect(ctx, ts.emb.ClientURL(), Options{})
+		}()
+	}
+	wg.Wait()
+	for i, b := range buses {
+		if errs[i] != nil {
+			t.Fatalf("process %d: %v", i, errs[i])
+		}
+		defer b.Close()
+	}
+	ctx := context.Background()
+	for i := 0; i < n; i += 7 {
+		for p, b := range buses {
+			if _, found, err := b.index.lookup(ctx, triggers.CodeHost, sizingKey(i)); err != nil || !found {
+				t.Fatalf("process %d: delivery %d of the earlier index: found %v, %v", p, i, found, err)
+			}
+		}
+	}
+	if _, found, err := buses[0].index.lookup(ctx, triggers.CodeHost, sizingKey(n)); err != nil || found {
+		t.Fatalf("a delivery never indexed: found %v, %v", found, err)
+	}
+}
