@@ -30,8 +30,9 @@ const DedupBucket = "triggerd_dedup"
 // about 270 entries (5 KB) each at 70 M deliveries.
 const dedupBits = 18
 
-// dedupFilledKey (outside the hex key space) is set once the bucket holds
-// every delivery of the index written before it existed (fillDedup).
+// dedupFilledKey (outside the hex key space) is set once the bucket
+// holds every delivery of the index written before it existed
+// (deliveryIndex.fill).
 const dedupFilledKey = "filled"
 
 // dedupFormat is the first byte of every value: the encoding's version.

@@ -54,8 +54,8 @@ const (
 )
 
 // legacyIndexSubject is where index messages lived, in EventsStream,
-// before IndexStream. The bucket's first fill (fillDedup) still reads
-// them, so that a delivery accepted before an upgrade is still
+// before IndexStream. The bucket's first fill (deliveryIndex.fill) still
+// reads them, so that a delivery accepted before an upgrade is still
 // recognised; nothing writes there.
 const legacyIndexSubject = DeliveriesPrefix + ".index"
 
