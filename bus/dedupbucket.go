@@ -200,15 +200,25 @@ func expiresAt(unix int64) uint32 {
 	return uint32(min(max(unix, 0), 1<<32-1))
 }
 
+// dedupReadTimeout bounds one read of a key. While the bucket's stream
+// elects a leader its replicas may leave a direct get unanswered, which
+// would hold each delivery for its whole commit deadline; a key is read in
+// well under a millisecond otherwise.
+const dedupReadTimeout = time.Second
+
 // read returns a key's value.
 func (x *deliveryIndex) read(ctx context.Context, key string) (dedupSlot, error) {
 	slot := dedupSlot{key: key}
 	if x.kv == nil {
 		return slot, nil
 	}
-	e, err := x.kv.Get(ctx, key)
+	rctx, cancel := context.WithTimeout(ctx, dedupReadTimeout)
+	e, err := x.kv.Get(rctx, key)
+	cancel()
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return slot, nil
+	} else if err != nil && ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)) {
+		return slot, &unansweredError{stream: dedupStream, err: fmt.Errorf("read key %s of bucket %s: no answer within %s: %w", key, DedupBucket, dedupReadTimeout, err)}
 	} else if err != nil {
 		return slot, fmt.Errorf("read key %s of bucket %s: %w", key, DedupBucket, err)
 	}

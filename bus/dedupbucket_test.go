@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/triggerd/triggerd/internal/testenv"
 	"github.com/triggerd/triggerd/triggers"
 )
 
@@ -153,4 +155,18 @@ func TestConcurrentUpgradeFills(t *testing.T) {
 	if _, found, err := buses[0].index.lookup(ctx, triggers.CodeHost, sizingKey(n)); err != nil || found {
 		t.Fatalf("a delivery never indexed: found %v, %v", found, err)
 	}
+}
+
+// A read the bucket's stream left unanswered marks the Bus not ready at
+// once, naming the stream, so that the deliveries that follow are spooled
+// instead of each waiting.
+func TestUnansweredReadMarksNotReady(t *testing.T) {
+	ts := startServer(t, 0)
+	b := ts.connect(Options{})
+	err := fmt.Errorf("check index: %w", &unansweredError{stream: dedupStream, err: context.DeadlineExceeded})
+	b.noteCommitError(err)
+	if reason := b.NotReadyReason(); !strings.Contains(reason, dedupStream) {
+		t.Fatalf("not-ready reason %q; want it to name %s", reason, dedupStream)
+	}
+	testenv.Eventually(t, 5*time.Second, "the watcher to find the stream led again", func() bool { return b.Ready() })
 }

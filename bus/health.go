@@ -146,17 +146,31 @@ func (b *Bus) currentReason() string {
 	return ""
 }
 
+// unansweredError is a request a stream left unanswered (while it elects
+// a leader); it counts as jetstream.ErrNoStreamResponse.
+type unansweredError struct {
+	stream string
+	err    error
+}
+
+func (e *unansweredError) Error() string   { return e.err.Error() }
+func (e *unansweredError) Unwrap() []error { return []error{e.err, jetstream.ErrNoStreamResponse} }
+
 // noteCommitError marks the events stream leaderless at once when a
 // commit found no stream to take its events (JetStream answered no
-// responders, as a cluster does while electing a stream's leader), so the
-// deliveries that follow are spooled at once instead of each trying; the
-// watcher clears it once the stream has a leader again.
+// responders, as a cluster does while electing a stream's leader), or the
+// bucket's stream left a read unanswered, so the deliveries that follow
+// are spooled at once instead of each trying; the watcher clears it once
+// the stream has a leader again.
 func (b *Bus) noteCommitError(err error) {
 	if !errors.Is(err, jetstream.ErrNoStreamResponse) || b.health.kick == nil {
 		return
 	}
 	if b.health.reason.Load() == nil {
 		reason := fmt.Sprintf("NATS stream %s took no message (no leader, being elected)", EventsStream)
+		if u := (*unansweredError)(nil); errors.As(err, &u) {
+			reason = fmt.Sprintf("NATS stream %s left a request unanswered (no leader, being elected)", u.stream)
+		}
 		b.health.reason.CompareAndSwap(nil, &reason)
 	}
 	select {
