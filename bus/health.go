@@ -127,6 +127,7 @@ func (b *Bus) checkHealth() string {
 			if b.health.slow < 2 {
 				return b.currentReason()
 			}
+			b.probeConnection()
 			return fmt.Sprintf("NATS stream %s did not answer in %s (no leader, or JetStream unavailable)", name, healthTimeout)
 		case transientJS(err):
 			return fmt.Sprintf("NATS stream %s has no leader (one is being elected): %v", name, err)
@@ -136,6 +137,21 @@ func (b *Bus) checkHealth() string {
 	}
 	b.health.slow = 0
 	return ""
+}
+
+// probeConnection asks the server for a PONG when streams have not
+// answered two rounds in a row. A server that does not answer that either
+// is hung (stopped, or behind a network black hole) with the connection
+// still open: nats.go would notice only after its pings go unanswered,
+// minutes later, and only a write that fills the socket's buffer notices
+// sooner. Reconnecting at once lets the Bus reach the server, or another
+// member of the cluster, as soon as one answers; meanwhile Commit fails
+// fast and ingest spools.
+func (b *Bus) probeConnection() {
+	if err := b.nc.FlushTimeout(healthTimeout); err == nil || b.nc.IsReconnecting() || b.nc.IsClosed() {
+		return
+	}
+	_ = b.nc.ForceReconnect()
 }
 
 // currentReason is the reason the watcher last stored, or "".

@@ -174,6 +174,9 @@ func TestHungServerCannotHoldACommitPastItsDeadline(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		_, err := b.Commit(ctx, c, events)
+		if err != nil {
+			t.Logf("commit after release: %v (ready: %q)", err, b.NotReadyReason())
+		}
 		return err == nil
 	})
 }
