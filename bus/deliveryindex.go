@@ -133,10 +133,10 @@ func (x *deliveryIndex) start() {
 	})
 }
 
-// expires returns when a delivery received at receivedAt leaves the index
-// (unix seconds): with the archive.
-func (x *deliveryIndex) expires(receivedAt time.Time) uint32 {
-	return expiresAt(receivedAt.Add(x.b.opts.ArchiveRetention).Unix())
+// expires returns when an entry indexed at t leaves the bucket (unix
+// seconds): with the archive.
+func (x *deliveryIndex) expires(t time.Time) uint32 {
+	return expiresAt(t.Add(x.b.opts.ArchiveRetention).Unix())
 }
 
 // lookup returns a delivery's entry, read back from its index message,
@@ -253,7 +253,10 @@ func (x *deliveryIndex) add(ctx context.Context, e indexEntry, slot dedupSlot) (
 	case <-x.stop:
 		return false, fmt.Errorf("index delivery %s: %w", e.DeliveryID, nats.ErrConnectionClosed)
 	}
-	expires := x.expires(e.ReceivedAt)
+	// The entry lasts as long as its index message, which the stream keeps
+	// for the archive's retention from now, whenever the delivery says it
+	// was received (a spooled one, or a clock of a test's own).
+	expires := x.expires(x.now())
 	if e.Key != e.DeliveryID {
 		// The bare id's entry first: the key's entry is the commit point.
 		hash := deliveryHash(e.Connector, hashID, e.DeliveryID)

@@ -278,3 +278,23 @@ func TestHookDeliveriesByID(t *testing.T) {
 		t.Fatalf("HookDeliveries past the archive's retention = %+v, %v; want none", found, err)
 	}
 }
+
+// A delivery's entry lasts as long as its index message, counted from
+// when it was indexed: a delivery that says it was received long ago (a
+// spooled one, or a test's clock) is still a duplicate when sent again.
+func TestIndexedDeliveryOutlivesItsReceivedAt(t *testing.T) {
+	ts := startServer(t, 0)
+	b := ts.connect(Options{})
+	c, events := testDelivery("received-long-ago", 1, []byte(`{"n":1}`))
+	c.ReceivedAt = time.Now().Add(-2 * b.opts.ArchiveRetention).UTC().Truncate(time.Second)
+	if commit(t, b, c, events) {
+		t.Fatal("the first commit was answered duplicate")
+	}
+	if !commit(t, b, c, events) {
+		t.Fatal("the delivery sent again was not answered duplicate")
+	}
+	got, err := b.Delivery(context.Background(), triggers.CodeHost, c.DeliveryID)
+	if err != nil || !got.ReceivedAt.Equal(c.ReceivedAt) {
+		t.Fatalf("Delivery = %+v, %v; want it, received at %s", got, err, c.ReceivedAt)
+	}
+}
