@@ -58,25 +58,9 @@ func (h Hooks) ListGists(ctx context.Context, since time.Time, etag string) (gis
 	if !since.IsZero() {
 		q.Set("since", since.UTC().Format(time.RFC3339))
 	}
-	hdr := http.Header{}
-	if etag != "" {
-		hdr.Set("If-None-Match", etag)
-	}
-	u := c.url("/gists", q)
-	a, err := h.exchange(ctx, c, http.MethodGet, u, hdr, nil)
-	if err != nil {
-		return nil, "", false, h.poll(c, what, a, err)
-	}
-	newETag = a.header.Get("ETag")
-	if a.status == http.StatusNotModified {
-		if newETag == "" {
-			newETag = etag
-		}
-		return nil, newETag, true, nil
-	}
-	var raws []json.RawMessage
-	if err := decodeAnswer(a, "list of gists", &raws); err != nil {
-		return nil, "", false, wrapHook(what, err)
+	raws, status, newETag, notModified, err := h.pollList(ctx, c, what, c.url("/gists", q), etag, "list of gists")
+	if err != nil || notModified {
+		return nil, newETag, notModified, err
 	}
 	gists = make([]PolledGist, 0, len(raws))
 	for _, raw := range raws {
@@ -92,7 +76,7 @@ func (h Hooks) ListGists(ctx context.Context, since time.Time, etag string) (gis
 			} `json:"owner"`
 		}
 		if err := json.Unmarshal(raw, &j); err != nil {
-			return nil, "", false, wrapHook(what, &connectors.Error{Code: connectors.CodeUpstream, Status: a.status, Message: fmt.Sprintf("decode a gist: %v", err)})
+			return nil, "", false, wrapHook(what, &connectors.Error{Code: connectors.CodeUpstream, Status: status, Message: fmt.Sprintf("decode a gist: %v", err)})
 		}
 		g := PolledGist{ID: j.ID, HTMLURL: j.HTMLURL, Public: j.Public, CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt, Raw: raw}
 		if j.Description != nil {
@@ -104,6 +88,33 @@ func (h Hooks) ListGists(ctx context.Context, since time.Time, etag string) (gis
 		gists = append(gists, g)
 	}
 	return gists, newETag, false, nil
+}
+
+// pollList GETs one page of a list a poller reads, sending etag (when
+// set) as If-None-Match: an unchanged list answers notModified, which
+// costs no rate limit budget, with newETag = etag. Otherwise it returns
+// the list's items undecoded, the answer's status and its ETag, to pass
+// on the next call. what names the call in errors, noun the list.
+func (h Hooks) pollList(ctx context.Context, c *client, what, u, etag, noun string) (raws []json.RawMessage, status int, newETag string, notModified bool, err error) {
+	hdr := http.Header{}
+	if etag != "" {
+		hdr.Set("If-None-Match", etag)
+	}
+	a, err := h.exchange(ctx, c, http.MethodGet, u, hdr, nil)
+	if err != nil {
+		return nil, 0, "", false, h.poll(c, what, a, err)
+	}
+	newETag = a.header.Get("ETag")
+	if a.status == http.StatusNotModified {
+		if newETag == "" {
+			newETag = etag
+		}
+		return nil, a.status, newETag, true, nil
+	}
+	if err := decodeAnswer(a, noun, &raws); err != nil {
+		return nil, 0, "", false, wrapHook(what, err)
+	}
+	return raws, a.status, newETag, false, nil
 }
 
 // NotificationSubject is what a notification thread is about.

@@ -141,30 +141,15 @@ func (h Hooks) OwnRepositories(ctx context.Context, etag string) (repos []Accoun
 		return nil, "", false, wrapHook(what, err)
 	}
 	q := url.Values{"affiliation": {"owner"}, "sort": {"created"}, "direction": {"desc"}, "per_page": {strconv.Itoa(perPage)}}
-	hdr := http.Header{}
-	if etag != "" {
-		hdr.Set("If-None-Match", etag)
-	}
-	a, err := h.exchange(ctx, c, http.MethodGet, c.url("/user/repos", q), hdr, nil)
-	if err != nil {
-		return nil, "", false, h.poll(c, what, a, err)
-	}
-	newETag = a.header.Get("ETag")
-	if a.status == http.StatusNotModified {
-		if newETag == "" {
-			newETag = etag
-		}
-		return nil, newETag, true, nil
-	}
-	var raws []json.RawMessage
-	if err := decodeAnswer(a, "list of repositories", &raws); err != nil {
-		return nil, "", false, wrapHook(what, err)
+	raws, status, newETag, notModified, err := h.pollList(ctx, c, what, c.url("/user/repos", q), etag, "list of repositories")
+	if err != nil || notModified {
+		return nil, newETag, notModified, err
 	}
 	repos = make([]AccountRepo, 0, len(raws))
 	for _, raw := range raws {
 		r, err := decodeAccountRepo(raw)
 		if err != nil {
-			return nil, "", false, wrapHook(what, &connectors.Error{Code: connectors.CodeUpstream, Status: a.status, Message: fmt.Sprintf("decode a repository: %v", err)})
+			return nil, "", false, wrapHook(what, &connectors.Error{Code: connectors.CodeUpstream, Status: status, Message: fmt.Sprintf("decode a repository: %v", err)})
 		}
 		repos = append(repos, r)
 	}
